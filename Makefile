@@ -1,0 +1,73 @@
+# singletrain build, run and test.
+#   make            build build/singletrain
+#   make run        install what is missing, build, train LeNet-5 on Fashion-MNIST
+#   make test       install what is missing, build, run every test
+#   make SAN=address,undefined ...   sanitizer build (in build-san/)
+#   make install PREFIX=/usr/local
+
+CC      ?= gcc
+PREFIX  ?= /usr/local
+SAN     ?=
+BUILD   := $(if $(SAN),build-san,build)
+
+CFLAGS  ?= -O3 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
+           -Iinclude -Isrc -fno-omit-frame-pointer
+LDLIBS  := -lz -lm -lpthread
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+SRC  := $(wildcard src/*.c src/layers/*.c src/backends/*.c src/backends/ref/*.c)
+LIB_SRC := $(filter-out src/main.c,$(SRC))
+OBJ  := $(SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+BIN  := $(BUILD)/singletrain
+LIB  := $(BUILD)/libsingletrain.a
+
+TESTS_C := $(wildcard tests/test_*.c)
+TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
+# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer.
+SAN_TESTS := test_fuzz_cfg
+
+.PHONY: all run test deps install clean check-tests
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/src/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/testlib.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) -lcmocka $(LDLIBS)
+
+deps:
+	@scripts/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	./$(BIN) data/lenet.cfg
+
+check-tests: $(BIN) $(TEST_BIN)
+	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-san/tests/%)
+	@scripts/run-tests.sh $(BUILD)
+
+test: deps
+	@$(MAKE) --no-print-directory check-tests
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/singletrain
+
+clean:
+	rm -rf build build-san
+
+-include $(OBJ:.o=.d)

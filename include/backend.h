@@ -1,0 +1,185 @@
+/* The compute-backend interface: kernels for the heavy per-layer operations.
+ *
+ * A backend (ref, dnnl, cpe) knows nothing about networks: it is handed one
+ * kernel descriptor at a time (a common header with a kind tag, then the
+ * kind's fields) and returns a kernel with forward / backward_data /
+ * backward_weights entry points. Each worker has its own backend context, and
+ * every kernel belongs to the context that created it, so workers never share
+ * backend state.
+ *
+ * Conventions for all kernels:
+ * - tensors are float, logically NCHW; n is the number of samples of a call
+ *   and may be anything from 1 to the n the kernel was created for;
+ * - forward applies the descriptor's activation (fused where the backend can);
+ * - backward_* receive diff_dst already multiplied by the activation's
+ *   derivative (the layer runs an ST_K_ACT kernel backward first);
+ * - backward_data overwrites diff_src, or adds to it when accumulate is set;
+ * - backward_weights overwrites diff_weights / diff_bias;
+ * - kernels whose library computes the data and parameter gradients in one
+ *   call (batch norm) do both in backward_data and have no backward_weights;
+ * - workspace (workspace_bytes) persists from forward to backward of the same
+ *   samples; scratch (scratch_bytes) is only valid during one call. Both are
+ *   owned by the worker and passed in st_kargs. */
+#ifndef ST_BACKEND_H
+#define ST_BACKEND_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+typedef enum st_act {
+    ST_ACT_LINEAR,
+    ST_ACT_RELU,
+    ST_ACT_LEAKY, /* slope 0.1 below zero, as Darknet */
+    ST_ACT_LOGISTIC,
+    ST_ACT_TANH,
+    ST_ACT_COUNT
+} st_act;
+
+/* cfg names, indexed by st_act, NULL-terminated. */
+extern const char *const st_act_names[];
+
+typedef enum st_kind {
+    ST_K_CONV,
+    ST_K_FC,
+    ST_K_POOL,
+    ST_K_BNORM,
+    ST_K_LRN,
+    ST_K_ACT,
+    ST_K_SOFTMAX,
+} st_kind;
+
+typedef struct st_kdesc {
+    st_kind kind;
+    int n; /* largest number of samples per call */
+} st_kdesc;
+
+/* Convolution; weights [oc, ic/groups, kh, kw], bias [oc]. */
+typedef struct st_conv_desc {
+    st_kdesc base;
+    int ic, ih, iw;
+    int oc, oh, ow;
+    int kh, kw, sh, sw;
+    int ph, pw; /* top / left padding; bottom / right follow from oh, ow */
+    int groups;
+    int bias;
+    st_act act;
+} st_conv_desc;
+
+/* Inner product; src [n, in] (any C x H x W flattened), weights [out, in]. */
+typedef struct st_fc_desc {
+    st_kdesc base;
+    int in, out;
+    int bias;
+    st_act act;
+} st_fc_desc;
+
+typedef enum st_pool_alg { ST_POOL_MAX, ST_POOL_AVG } st_pool_alg;
+
+/* Pooling; windows that reach outside the input ignore those positions (max
+ * over the valid ones, average over the valid ones). */
+typedef struct st_pool_desc {
+    st_kdesc base;
+    st_pool_alg alg;
+    int c, ih, iw, oh, ow;
+    int kh, kw, sh, sw, ph, pw;
+} st_pool_desc;
+
+/* Batch normalization over N x H x W per channel, biased batch variance,
+ * y = gamma * (x - mean) / sqrt(var + eps) + beta, then act.
+ * weights = gamma [c], bias = beta [c]. Training: mean / var [c] are written
+ * with the batch statistics; inference: they are read. */
+typedef struct st_bnorm_desc {
+    st_kdesc base;
+    int c, h, w;
+    float eps;
+    st_act act;
+} st_bnorm_desc;
+
+/* Caffe's across-channel LRN: y = x * (k + alpha/size * sum x^2)^-beta, the
+ * sum over channels [c - (size-1)/2, c + size/2]. */
+typedef struct st_lrn_desc {
+    st_kdesc base;
+    int c, h, w;
+    int size;
+    float alpha, beta, k;
+} st_lrn_desc;
+
+/* Elementwise activation over count values per sample; src may equal dst and
+ * diff_src may equal diff_dst. backward: diff_src = diff_dst * f'(dst). */
+typedef struct st_act_desc {
+    st_kdesc base;
+    size_t count;
+    st_act act;
+} st_act_desc;
+
+/* Softmax over `groups` equal groups of count/groups values, of src/temp.
+ * Forward only: the loss layer owns the gradient. */
+typedef struct st_softmax_desc {
+    st_kdesc base;
+    int count;
+    int groups;
+    float temperature;
+} st_softmax_desc;
+
+/* Arguments of one kernel call. Unused pointers are NULL. */
+typedef struct st_kargs {
+    int n;
+    const float *src;    /* [n, input] */
+    float *dst;          /* [n, output]: written by forward, read by backward */
+    const float *weights;
+    const float *bias;
+    float *mean, *var;   /* batch norm statistics, see st_bnorm_desc */
+    int training;
+    float *diff_src;     /* NULL: the input needs no gradient */
+    int accumulate;      /* add into diff_src */
+    const float *diff_dst;
+    float *diff_weights;
+    float *diff_bias;
+    void *workspace;
+    void *scratch;
+} st_kargs;
+
+typedef struct st_kernel st_kernel;
+
+typedef struct st_kernel_ops {
+    st_status (*forward)(st_kernel *k, const st_kargs *a, st_error *err);
+    st_status (*backward_data)(st_kernel *k, const st_kargs *a, st_error *err);
+    st_status (*backward_weights)(st_kernel *k, const st_kargs *a, st_error *err);
+    void (*destroy)(st_kernel *k);
+} st_kernel_ops;
+
+struct st_kernel {
+    const st_kernel_ops *ops;
+    st_kind kind;
+    size_t workspace_bytes;
+    size_t scratch_bytes;
+};
+
+typedef struct st_bctx st_bctx; /* a backend's per-worker context */
+
+typedef struct st_backend_opts {
+    int intra_threads; /* intra-op threads per worker (1 = single-threaded kernels) */
+    int worker;        /* worker index, for messages */
+} st_backend_opts;
+
+typedef struct st_backend {
+    const char *name;
+    st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
+    void (*ctx_destroy)(st_bctx *ctx);
+    st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);
+} st_backend;
+
+/* The backend called name; an unknown or unbuilt name is ST_EUSAGE naming
+ * what is available. */
+st_status st_backend_find(const char *name, const st_backend **out, st_error *err);
+
+/* Names of the backends built into this binary, comma-separated. */
+const char *st_backend_list(void);
+
+/* Elementwise activation helpers shared by backends and plain-C layers. */
+void st_act_forward(st_act act, float *x, size_t count);
+/* dx = dy * f'(y), in place allowed (dx == dy). */
+void st_act_backward(st_act act, const float *y, const float *dy, float *dx, size_t count);
+
+#endif

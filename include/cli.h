@@ -1,0 +1,21 @@
+/* The command line: one option table drives parsing and --help. */
+#ifndef ST_CLI_H
+#define ST_CLI_H
+
+#include "log.h"
+#include "status.h"
+#include "train.h"
+
+typedef struct st_cli {
+    st_train_opts train;
+    st_log_level level;
+    const char *cfg_path;
+    int help, version;
+} st_cli;
+
+/* Parse argv; errors are ST_EUSAGE naming the option and what it expects. */
+st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err);
+
+void st_cli_help(FILE *out);
+
+#endif

@@ -1,0 +1,20 @@
+/* Crash-safe output: files are written under a temporary name in the same
+ * directory, flushed and fsynced, then renamed over the final name (and the
+ * directory fsynced), so a crash leaves the old file or the new one under
+ * the final name, never a partial one. */
+#ifndef ST_FILEIO_H
+#define ST_FILEIO_H
+
+#include <stdio.h>
+
+#include "status.h"
+
+/* Produces the file's content; returns ST_OK or a failure already recorded. */
+typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
+
+st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
+
+/* fwrite that records "path: write failed: reason" on a short write. */
+st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);
+
+#endif

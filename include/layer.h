@@ -1,0 +1,152 @@
+/* The layer interface: one file per layer type, each a small ops table.
+ *
+ * A layer is built once per network from its cfg section (shapes, parameters,
+ * options; immutable afterwards and shared by all workers) and set up once
+ * per worker replica (its kernels and workspace, in a per-type state struct
+ * the layer file defines). Layers know nothing about threads: forward and
+ * backward get everything through st_pass.
+ *
+ * Concrete layers embed st_layer as their first member, are allocated with
+ * st_layer_alloc and own no other memory: the network frees them with free(). */
+#ifndef ST_LAYER_H
+#define ST_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "backend.h"
+#include "cfg.h"
+#include "log.h"
+#include "params.h"
+#include "status.h"
+
+#define ST_MAX_SRC 16 /* inputs of one route layer */
+
+typedef struct st_shape {
+    int c, h, w;
+} st_shape;
+
+static inline size_t st_shape_count(st_shape s)
+{
+    return (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+
+typedef struct st_layer st_layer;
+typedef struct st_layer_ops st_layer_ops;
+
+struct st_layer {
+    const st_layer_ops *ops;
+    int index;            /* position in the network, from 0 */
+    int line;             /* cfg line of the section header */
+    st_shape in, out;     /* one sample; `in` is src[0]'s output */
+    int n_src;
+    int src[ST_MAX_SRC];  /* producing layers; -1 is the network input */
+    double flops;         /* forward flops per sample (2 per multiply-add) */
+    int is_loss;          /* produces a loss from the labels */
+};
+
+/* The network under construction, as a layer's build function sees it. */
+typedef struct st_build {
+    st_cfg *cfg;
+    st_cfg_section *sec;
+    const st_log *log;
+    int index;                   /* of the layer being built */
+    st_shape in;                 /* output of the previous layer / input */
+    st_layer *const *layers;     /* layers 0 .. index-1 */
+    st_param_table *params;
+} st_build;
+
+/* A replica under construction: one worker's kernels and arena plan. */
+typedef struct st_setup {
+    const st_backend *backend;
+    st_bctx *bctx;
+    int n;              /* samples per call, at most */
+    int training;       /* backward will run */
+    st_arena *arena;    /* reserve workspace here */
+} st_setup;
+
+/* One forward or backward call of one layer in one worker. */
+typedef struct st_pass {
+    int n;
+    int training;
+    const float *params;        /* the shared weights arena */
+    float *grads;               /* this worker's gradient arena (training) */
+    const st_arena *arena;      /* this worker's activation arena */
+    const float *const *src;    /* [n_src] producers' outputs [n, ...] */
+    float *const *diff_src;     /* [n_src] their gradients; NULL: not needed */
+    const int *accumulate;      /* [n_src] add into diff_src[k] */
+    float *dst;                 /* [n, out] */
+    float *diff_dst;            /* [n, out]; the layer may overwrite it */
+    const int *labels;          /* [n] class of each sample, or NULL */
+    double *loss;               /* loss layers add their sum over samples */
+    uint64_t seed;              /* with iteration and sample0: dropout masks */
+    long iteration;
+    long sample0;               /* global index of this shard's first sample */
+} st_pass;
+
+struct st_layer_ops {
+    const char *type;                 /* section name, e.g. "convolutional" */
+    const char *short_name;           /* for the layer table, e.g. "conv" */
+    const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
+    /* Read the section, infer the output shape, register parameters. */
+    st_status (*build)(st_build *b, st_layer **out, st_error *err);
+    /* Create this worker's kernels and reserve its workspace; NULL for layers
+     * that need neither (their state is NULL). */
+    st_status (*setup)(const st_layer *l, st_setup *s, void **state, st_error *err);
+    st_status (*forward)(const st_layer *l, void *state, const st_pass *p, st_error *err);
+    st_status (*backward)(const st_layer *l, void *state, const st_pass *p, st_error *err);
+    void (*release)(void *state); /* NULL when setup is */
+    /* One line for the layer table (after the index), Darknet's columns. */
+    void (*describe)(const st_layer *l, char *buf, size_t size);
+};
+
+/* All layer types, for the cfg reader. */
+const st_layer_ops *st_layer_find(const char *section_type);
+const char *st_layer_type_list(void);
+
+/* A kernel and the workspace it keeps in the worker's arena. */
+typedef struct st_kslot {
+    st_kernel *k;
+    size_t ws_off;
+} st_kslot;
+
+st_status st_kslot_create(st_setup *s, const st_kdesc *d, const char *name, st_kslot *slot,
+                          st_error *err);
+void st_kslot_release(st_kslot *slot);
+
+/* Run a kernel with its workspace and the arena's scratch filled in. */
+st_status st_kslot_forward(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                           st_error *err);
+st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                                 st_error *err);
+st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                                    st_error *err);
+
+/* Helpers for layer builders. */
+st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
+                         st_error *err);
+st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Register a parameter tensor; *offset is where it lives in every arena. */
+st_status st_layer_param(st_build *b, const char *role, size_t count, st_param_kind kind,
+                         st_init_kind init, float scale, size_t *offset, st_error *err);
+
+/* Resolve a Darknet layer reference (negative: relative to this layer) for
+ * the option `key`; it must name an earlier layer. */
+st_status st_layer_ref(st_build *b, const char *key, int value, int *index, st_error *err);
+
+/* Reject an option whose value differs from the only one singletrain
+ * implements (e.g. xnor=1): "key=value is not supported". */
+st_status st_layer_only(st_build *b, const char *key, const char *supported, st_error *err);
+
+/* Reserve count floats of per-worker workspace; *off is its arena offset. */
+st_status st_setup_floats(st_setup *s, const st_layer *l, const char *role, size_t count,
+                          size_t *off, st_error *err);
+
+/* The per-type ops tables. */
+extern const st_layer_ops st_conv_ops, st_connected_ops, st_maxpool_ops, st_avgpool_ops,
+    st_dropout_ops, st_softmax_ops, st_cost_ops, st_batchnorm_ops, st_lrn_ops,
+    st_shortcut_ops, st_route_ops;
+
+#endif

@@ -1,0 +1,30 @@
+/* Messages to the user: one logger per run, passed down, never global.
+ *
+ * Levels: errors always print; warnings print unless the logger is silent
+ * (tests); info (progress, summary) is suppressed by -q; debug needs -v. */
+#ifndef ST_LOG_H
+#define ST_LOG_H
+
+#include <stdio.h>
+
+typedef enum st_log_level {
+    ST_LOG_SILENT = -1, /* nothing but what the caller prints itself */
+    ST_LOG_QUIET = 0,   /* warnings only */
+    ST_LOG_INFO = 1,    /* progress and summary (default) */
+    ST_LOG_DEBUG = 2,   /* -v: layer table details, arena views */
+} st_log_level;
+
+typedef struct st_log {
+    st_log_level level;
+    FILE *out;  /* info and debug; stdout by default */
+    FILE *err;  /* warnings; stderr by default */
+} st_log;
+
+/* A logger writing info to stdout and warnings to stderr. */
+st_log st_log_default(st_log_level level);
+
+void st_info(const st_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void st_debug(const st_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void st_warn(const st_log *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

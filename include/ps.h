@@ -1,0 +1,40 @@
+/* The shared-memory parameter server: one copy of the weights and solver
+ * state, one gradient arena per worker, and the fixed slices the workers
+ * aggregate and update.
+ *
+ * Slice r is a contiguous, cache-line aligned range of the parameter arena.
+ * After backward, worker r sums slice r of every worker's gradient (always
+ * in worker order 0..T-1, so the result does not depend on timing), scales
+ * it, and applies the solver to slice r of the weights and solver state. The
+ * summed gradient lands in worker 0's arena. */
+#ifndef ST_PS_H
+#define ST_PS_H
+
+#include <stddef.h>
+
+#include "params.h"
+#include "solver.h"
+#include "status.h"
+
+typedef struct st_ps {
+    const st_param_table *table;
+    size_t count;        /* floats per arena */
+    float *weights;      /* [count], shared by every worker */
+    float *state;        /* [state_planes * count] solver state */
+    int state_planes;
+    int n_workers;
+    float **grads;       /* [n_workers][count] */
+    size_t *slice;       /* [n_workers + 1] slice boundaries */
+} st_ps;
+
+st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
+                     st_error *err);
+void st_ps_free(st_ps *ps);
+
+/* grads[0][slice r] = scale * sum over workers of grads[w][slice r]. */
+void st_ps_reduce(st_ps *ps, int r, float scale);
+
+/* Apply the solver to slice r with the reduced gradient. */
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr);
+
+#endif

@@ -1,0 +1,55 @@
+/* Training a network from a cfg: data, schedule, the iteration loop, test
+ * phases, logging and the final snapshot. */
+#ifndef ST_TRAIN_H
+#define ST_TRAIN_H
+
+#include <stdint.h>
+
+#include "log.h"
+#include "net.h"
+#include "status.h"
+
+typedef struct st_train_opts {
+    int threads;             /* workers (-t) */
+    int batch;               /* images per update; 0: batch= from [net] */
+    long iters;              /* 0: from --epochs or max_batches */
+    long epochs;
+    uint64_t seed;
+    const char *backend;     /* "ref", "dnnl", "cpe" */
+    const char *data;        /* --data file, "synthetic", or NULL */
+    const char *snapshot_dir;/* NULL: do not save */
+    long train_images;       /* 0: all (synthetic: default count) */
+    long test_images;
+    long test_interval;      /* 0: every epoch and at the end */
+    long log_every;          /* iterations per progress line */
+} st_train_opts;
+
+/* The defaults the CLI starts from. */
+st_train_opts st_train_defaults(void);
+
+typedef struct st_train_result {
+    long iterations;
+    double seconds;          /* training time, test phases excluded */
+    double images_per_s;
+    double first_loss;       /* loss per image of the first iteration */
+    double last_loss;        /* mean loss per image over the last log window */
+    double test_accuracy;    /* last test phase, -1 if none ran */
+    double test_loss;
+} st_train_result;
+
+typedef struct st_trainer st_trainer;
+
+/* Load the cfg, build the network, open the data, allocate everything. */
+st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
+                            const st_log *log, st_error *err);
+
+/* Run the whole schedule. */
+st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
+
+const st_net *st_trainer_net(const st_trainer *t);
+/* The shared weights arena [st_trainer_net(t)->params.count]. */
+const float *st_trainer_weights(const st_trainer *t);
+
+void st_trainer_free(st_trainer *t);
+
+#endif

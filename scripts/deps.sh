@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install the Debian packages singletrain needs, only those missing; quiet
+# and idempotent; sudo only when not root.
+set -eu
+PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev"
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

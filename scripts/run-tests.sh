@@ -1,0 +1,36 @@
+#!/bin/sh
+# Run every test: the C test binaries of the build directory, the sanitizer
+# builds of the tests that need them, and the shell tests under tests/. Each
+# under a timeout; prints one line per test and fails if any failed.
+# usage: scripts/run-tests.sh BUILD_DIR
+set -u
+build=${1:-build}
+bin="$build/singletrain"
+failed=0
+total=0
+run() {
+    name=$1
+    shift
+    total=$((total + 1))
+    start=$(date +%s)
+    log=$(mktemp)
+    if timeout 900 "$@" >"$log" 2>&1; then
+        echo "PASS  $name ($(($(date +%s) - start)) s)"
+    else
+        echo "FAIL  $name (exit $?)"
+        sed 's/^/      /' "$log" | tail -n 60
+        failed=$((failed + 1))
+    fi
+    rm -f "$log"
+}
+for t in "$build"/tests/test_*; do
+    [ -x "$t" ] && run "$(basename "$t")" "$t"
+done
+for t in build-san/tests/test_*; do
+    [ -x "$t" ] && run "$(basename "$t") [asan+ubsan]" "$t"
+done
+for t in tests/*.sh; do
+    [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"
+done
+echo "$((total - failed))/$total test programs passed"
+[ "$failed" -eq 0 ]

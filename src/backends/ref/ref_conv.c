@@ -1,0 +1,179 @@
+/* Reference convolution: im2col + GEMM per sample and group (Darknet's and
+ * Caffe's method), with col2im for the data gradient.
+ *
+ * Per group g with K = ic/groups * kh * kw and P = oh * ow:
+ *   forward          dst_g [oc/g, P]  = W_g [oc/g, K] * col_g [K, P]
+ *   backward_data    dcol_g [K, P]    = W_g^T * ddst_g, then col2im
+ *   backward_weights dW_g [oc/g, K]  += ddst_g * col_g^T, dbias += sum_P ddst */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref.h"
+
+typedef struct ref_conv {
+    st_kernel base;
+    st_conv_desc d;
+    int direct; /* 1x1, stride 1, no padding: the input is its own col */
+} ref_conv;
+
+/* col [ic_g * kh * kw, oh * ow] from src [ic_g, ih, iw]. */
+static void im2col(const st_conv_desc *d, int ic_g, const float *src, float *col)
+{
+    int P = d->oh * d->ow;
+    for (int c = 0; c < ic_g; c++)
+        for (int ki = 0; ki < d->kh; ki++)
+            for (int kj = 0; kj < d->kw; kj++) {
+                float *row = col + ((long)(c * d->kh + ki) * d->kw + kj) * P;
+                const float *plane = src + (long)c * d->ih * d->iw;
+                for (int oy = 0; oy < d->oh; oy++) {
+                    int y = oy * d->sh - d->ph + ki;
+                    float *out = row + oy * d->ow;
+                    if (y < 0 || y >= d->ih) {
+                        memset(out, 0, (size_t)d->ow * sizeof *out);
+                        continue;
+                    }
+                    for (int ox = 0; ox < d->ow; ox++) {
+                        int x = ox * d->sw - d->pw + kj;
+                        out[ox] = (x >= 0 && x < d->iw) ? plane[y * d->iw + x] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* dsrc [ic_g, ih, iw] += col2im(dcol). */
+static void col2im(const st_conv_desc *d, int ic_g, const float *dcol, float *dsrc)
+{
+    int P = d->oh * d->ow;
+    for (int c = 0; c < ic_g; c++)
+        for (int ki = 0; ki < d->kh; ki++)
+            for (int kj = 0; kj < d->kw; kj++) {
+                const float *row = dcol + ((long)(c * d->kh + ki) * d->kw + kj) * P;
+                float *plane = dsrc + (long)c * d->ih * d->iw;
+                for (int oy = 0; oy < d->oh; oy++) {
+                    int y = oy * d->sh - d->ph + ki;
+                    if (y < 0 || y >= d->ih)
+                        continue;
+                    for (int ox = 0; ox < d->ow; ox++) {
+                        int x = ox * d->sw - d->pw + kj;
+                        if (x >= 0 && x < d->iw)
+                            plane[y * d->iw + x] += row[oy * d->ow + ox];
+                    }
+                }
+            }
+}
+
+static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
+{
+    (void)err;
+    const ref_conv *c = (const ref_conv *)k;
+    const st_conv_desc *d = &c->d;
+    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
+    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
+    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    for (int n = 0; n < a->n; n++)
+        for (int g = 0; g < G; g++) {
+            const float *src = a->src + n * in_n + (long)g * ic_g * d->ih * d->iw;
+            const float *col = src;
+            if (!c->direct) {
+                im2col(d, ic_g, src, a->scratch);
+                col = a->scratch;
+            }
+            ref_gemm(0, 0, oc_g, P, K, 1.0f, a->weights + (long)g * oc_g * K, K, col, P, 0.0f,
+                     a->dst + n * out_n + (long)g * oc_g * P, P);
+        }
+    for (int n = 0; n < a->n; n++) {
+        float *out = a->dst + n * out_n;
+        if (d->bias)
+            for (int o = 0; o < d->oc; o++)
+                for (int p = 0; p < P; p++)
+                    out[(long)o * P + p] += a->bias[o];
+        st_act_forward(d->act, out, (size_t)out_n);
+    }
+    return ST_OK;
+}
+
+static st_status conv_backward_data(st_kernel *k, const st_kargs *a, st_error *err)
+{
+    (void)err;
+    const ref_conv *c = (const ref_conv *)k;
+    const st_conv_desc *d = &c->d;
+    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
+    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
+    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    if (!a->accumulate)
+        memset(a->diff_src, 0, (size_t)(a->n * in_n) * sizeof(float));
+    for (int n = 0; n < a->n; n++)
+        for (int g = 0; g < G; g++) {
+            float *dsrc = a->diff_src + n * in_n + (long)g * ic_g * d->ih * d->iw;
+            const float *ddst = a->diff_dst + n * out_n + (long)g * oc_g * P;
+            const float *w = a->weights + (long)g * oc_g * K;
+            if (c->direct) {
+                ref_gemm(1, 0, K, P, oc_g, 1.0f, w, K, ddst, P, 1.0f, dsrc, P);
+                continue;
+            }
+            ref_gemm(1, 0, K, P, oc_g, 1.0f, w, K, ddst, P, 0.0f, a->scratch, P);
+            col2im(d, ic_g, a->scratch, dsrc);
+        }
+    return ST_OK;
+}
+
+static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error *err)
+{
+    (void)err;
+    const ref_conv *c = (const ref_conv *)k;
+    const st_conv_desc *d = &c->d;
+    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
+    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
+    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    memset(a->diff_weights, 0, (size_t)d->oc * K * sizeof(float));
+    for (int n = 0; n < a->n; n++)
+        for (int g = 0; g < G; g++) {
+            const float *src = a->src + n * in_n + (long)g * ic_g * d->ih * d->iw;
+            const float *col = src;
+            if (!c->direct) {
+                im2col(d, ic_g, src, a->scratch);
+                col = a->scratch;
+            }
+            ref_gemm(0, 1, oc_g, K, P, 1.0f, a->diff_dst + n * out_n + (long)g * oc_g * P, P,
+                     col, P, 1.0f, a->diff_weights + (long)g * oc_g * K, K);
+        }
+    if (d->bias) {
+        for (int o = 0; o < d->oc; o++) {
+            float s = 0.0f;
+            for (int n = 0; n < a->n; n++)
+                for (int p = 0; p < P; p++)
+                    s += a->diff_dst[n * out_n + (long)o * P + p];
+            a->diff_bias[o] = s;
+        }
+    }
+    return ST_OK;
+}
+
+static void conv_destroy(st_kernel *k)
+{
+    free(k);
+}
+
+static const st_kernel_ops ref_conv_ops = {
+    .forward = conv_forward,
+    .backward_data = conv_backward_data,
+    .backward_weights = conv_backward_weights,
+    .destroy = conv_destroy,
+};
+
+st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err)
+{
+    ref_conv *c = st_calloc(1, sizeof *c, "reference convolution", err);
+    if (!c)
+        return ST_ENOMEM;
+    c->base.ops = &ref_conv_ops;
+    c->base.kind = ST_K_CONV;
+    c->d = *d;
+    c->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
+                d->pw == 0 && d->oh == d->ih && d->ow == d->iw;
+    if (!c->direct)
+        c->base.scratch_bytes =
+            (size_t)(d->ic / d->groups) * d->kh * d->kw * d->oh * d->ow * sizeof(float);
+    *k = &c->base;
+    return ST_OK;
+}

@@ -1,0 +1,60 @@
+/* Atomic file replacement; see fileio.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
+{
+    if (bytes && fwrite(data, 1, bytes, f) != bytes)
+        return st_fail(err, ST_EIO, "%s: write failed: %s", path, strerror(errno));
+    return ST_OK;
+}
+
+static void sync_directory_of(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err)
+{
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (!tmp)
+        return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        st_status st = st_fail(err, ST_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    st_status st = write(f, ctx, err);
+    if (st == ST_OK && fflush(f) != 0)
+        st = st_fail(err, ST_EIO, "%s: write failed: %s", tmp, strerror(errno));
+    if (st == ST_OK && fsync(fileno(f)) != 0)
+        st = st_fail(err, ST_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && st == ST_OK)
+        st = st_fail(err, ST_EIO, "%s: close failed: %s", tmp, strerror(errno));
+    if (st == ST_OK && rename(tmp, path) != 0)
+        st = st_fail(err, ST_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != ST_OK)
+        unlink(tmp);
+    else
+        sync_directory_of(path);
+    free(tmp);
+    return st;
+}

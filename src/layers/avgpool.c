@@ -1,0 +1,40 @@
+/* [avgpool]: global average pooling, C x H x W -> C x 1 x 1, as Darknet's. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+static st_status avgpool_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_avgpool_ops, sizeof(st_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    *out = base;
+    base->out = (st_shape){b->in.c, 1, 1};
+    return ST_OK;
+}
+
+static st_status avgpool_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
+{
+    st_pool_desc d = {{ST_K_POOL, s->n}, ST_POOL_AVG, base->in.c, base->in.h, base->in.w, 1, 1,
+                      base->in.h, base->in.w, 1, 1, 0, 0};
+    return slot_setup(s, base, &d.base, "avgpool", state, err);
+}
+
+static void avgpool_describe(const st_layer *base, char *buf, size_t size)
+{
+    snprintf(buf, size, "avg                     %4d x%4d x%4d   ->  %4d", base->in.w,
+             base->in.h, base->in.c, base->out.c);
+}
+
+const st_layer_ops st_avgpool_ops = {
+    .type = "avgpool",
+    .short_name = "avg",
+    .build = avgpool_build,
+    .setup = avgpool_setup,
+    .forward = slot_forward,
+    .backward = slot_backward,
+    .release = slot_release,
+    .describe = avgpool_describe,
+};

@@ -1,0 +1,68 @@
+/* [batchnorm]: a standalone batch normalization with learned scales and
+ * biases and running statistics (Darknet's batchnorm layer), no activation. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+typedef struct batchnorm_layer {
+    st_layer base;
+    bn_params bn;
+} batchnorm_layer;
+
+static st_status batchnorm_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_batchnorm_ops, sizeof(batchnorm_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    *out = base;
+    return bn_add_params(b, b->in.c, &((batchnorm_layer *)base)->bn, err);
+}
+
+static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state,
+                                 st_error *err)
+{
+    bn_state *bs = st_calloc(1, sizeof *bs, "batchnorm state", err);
+    if (!bs)
+        return ST_ENOMEM;
+    *state = bs;
+    return bn_setup(s, base, base->out.c, base->out.h, base->out.w, ST_ACT_LINEAR, bs, err);
+}
+
+static st_status batchnorm_forward(const st_layer *base, void *state, const st_pass *p,
+                                   st_error *err)
+{
+    return bn_forward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0], p->dst, err);
+}
+
+static st_status batchnorm_backward(const st_layer *base, void *state, const st_pass *p,
+                                    st_error *err)
+{
+    return bn_backward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0], p->diff_dst,
+                       p->diff_src[0], p->accumulate[0], err);
+}
+
+static void batchnorm_release(void *state)
+{
+    if (state)
+        st_kslot_release(&((bn_state *)state)->k);
+    free(state);
+}
+
+static void batchnorm_describe(const st_layer *base, char *buf, size_t size)
+{
+    snprintf(buf, size, "batchnorm                %4d x%4d x%4d", base->in.w, base->in.h,
+             base->in.c);
+}
+
+const st_layer_ops st_batchnorm_ops = {
+    .type = "batchnorm",
+    .short_name = "batchnorm",
+    .build = batchnorm_build,
+    .setup = batchnorm_setup,
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .release = batchnorm_release,
+    .describe = batchnorm_describe,
+};

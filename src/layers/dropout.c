@@ -1,0 +1,112 @@
+/* [dropout]: during training each value is zeroed with `probability` and the
+ * rest scaled by 1/(1 - probability) (Darknet's inverted dropout); at test
+ * time it is the identity. Masks come from a stream keyed by (seed, layer,
+ * iteration, global sample index), so they do not depend on how the batch is
+ * split over workers, and a resumed run draws the same masks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+#include "rng.h"
+
+typedef struct dropout_layer {
+    st_layer base;
+    float probability;
+} dropout_layer;
+
+typedef struct dropout_state {
+    size_t mask_off; /* [n, count] bytes: 1 = kept */
+} dropout_state;
+
+static st_status dropout_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_dropout_ops, sizeof(dropout_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    *out = base;
+    return st_cfg_float(b->cfg, b->sec, "probability", 0.5f, 0.0f, 0.99f,
+                        &((dropout_layer *)base)->probability, err);
+}
+
+static st_status dropout_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
+{
+    dropout_state *ds = st_calloc(1, sizeof *ds, "dropout state", err);
+    if (!ds)
+        return ST_ENOMEM;
+    *state = ds;
+    char name[32];
+    snprintf(name, sizeof name, "%d.mask", base->index);
+    return st_arena_reserve(s->arena, name, (size_t)s->n * st_shape_count(base->out),
+                            &ds->mask_off, err);
+}
+
+static st_status dropout_forward(const st_layer *base, void *state, const st_pass *p,
+                                 st_error *err)
+{
+    (void)err;
+    const dropout_layer *l = (const dropout_layer *)base;
+    size_t count = st_shape_count(base->out);
+    if (!p->training) {
+        memcpy(p->dst, p->src[0], (size_t)p->n * count * sizeof(float));
+        return ST_OK;
+    }
+    unsigned char *mask = st_arena_at(p->arena, ((dropout_state *)state)->mask_off);
+    float scale = 1.0f / (1.0f - l->probability);
+    for (int n = 0; n < p->n; n++) {
+        st_rng rng;
+        uint64_t key = st_rng_mix(st_rng_mix((uint64_t)base->index, (uint64_t)p->iteration),
+                                  (uint64_t)(p->sample0 + n));
+        st_rng_seed(&rng, p->seed, key);
+        const float *x = p->src[0] + (size_t)n * count;
+        float *y = p->dst + (size_t)n * count;
+        unsigned char *m = mask + (size_t)n * count;
+        for (size_t i = 0; i < count; i++) {
+            m[i] = st_rng_uniform(&rng) >= l->probability;
+            y[i] = m[i] ? x[i] * scale : 0.0f;
+        }
+    }
+    return ST_OK;
+}
+
+static st_status dropout_backward(const st_layer *base, void *state, const st_pass *p,
+                                  st_error *err)
+{
+    (void)err;
+    const dropout_layer *l = (const dropout_layer *)base;
+    if (!p->diff_src[0])
+        return ST_OK;
+    const unsigned char *mask = st_arena_at(p->arena, ((dropout_state *)state)->mask_off);
+    float scale = 1.0f / (1.0f - l->probability);
+    size_t total = (size_t)p->n * st_shape_count(base->out);
+    float *dx = p->diff_src[0];
+    for (size_t i = 0; i < total; i++) {
+        float g = mask[i] ? p->diff_dst[i] * scale : 0.0f;
+        dx[i] = p->accumulate[0] ? dx[i] + g : g;
+    }
+    return ST_OK;
+}
+
+static void dropout_release(void *state)
+{
+    free(state);
+}
+
+static void dropout_describe(const st_layer *base, char *buf, size_t size)
+{
+    size_t n = st_shape_count(base->out);
+    snprintf(buf, size, "dropout       p = %.2f               %4zu  ->  %4zu",
+             ((const dropout_layer *)base)->probability, n, n);
+}
+
+const st_layer_ops st_dropout_ops = {
+    .type = "dropout",
+    .short_name = "dropout",
+    .build = dropout_build,
+    .setup = dropout_setup,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .release = dropout_release,
+    .describe = dropout_describe,
+};

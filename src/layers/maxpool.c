@@ -1,0 +1,65 @@
+/* [maxpool]: Darknet semantics. stride defaults to 1 and size to stride;
+ * padding is the TOTAL padding (default size - 1), padding/2 of it on the
+ * top/left; out = (in + padding - size) / stride + 1.
+ * Positions outside the input never win the max. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+typedef struct maxpool_layer {
+    st_layer base;
+    int size, stride, padding;
+} maxpool_layer;
+
+static st_status maxpool_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_maxpool_ops, sizeof(maxpool_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    maxpool_layer *l = (maxpool_layer *)base;
+    *out = base;
+    if ((st = st_cfg_int(b->cfg, b->sec, "stride", 1, 1, 1 << 12, &l->stride, err)) ||
+        (st = st_cfg_int(b->cfg, b->sec, "size", l->stride, 1, 1 << 12, &l->size, err)) ||
+        (st = st_cfg_int(b->cfg, b->sec, "padding", l->size - 1, 0, 1 << 12, &l->padding, err)))
+        return st;
+    long ph = (long)b->in.h + l->padding, pw = (long)b->in.w + l->padding;
+    if (ph < l->size || pw < l->size)
+        return st_layer_bad_shape(b, err, "window %dx%d is larger than the padded input %ldx%ld",
+                                  l->size, l->size, pw, ph);
+    if (l->padding - l->padding / 2 >= l->size)
+        return st_layer_bad_shape(b, err, "padding=%d puts whole windows outside the input "
+                                  "(expected padding <= 2 x size - 2)", l->padding);
+    base->out.h = (int)((ph - l->size) / l->stride + 1);
+    base->out.w = (int)((pw - l->size) / l->stride + 1);
+    return ST_OK;
+}
+
+static st_status maxpool_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
+{
+    const maxpool_layer *l = (const maxpool_layer *)base;
+    st_pool_desc d = {{ST_K_POOL, s->n}, ST_POOL_MAX, base->in.c, base->in.h, base->in.w,
+                      base->out.h, base->out.w, l->size, l->size, l->stride, l->stride,
+                      l->padding / 2, l->padding / 2};
+    return slot_setup(s, base, &d.base, "maxpool", state, err);
+}
+
+static void maxpool_describe(const st_layer *base, char *buf, size_t size)
+{
+    const maxpool_layer *l = (const maxpool_layer *)base;
+    snprintf(buf, size, "max          %d x %d / %d  %4d x%4d x%4d   ->  %4d x%4d x%4d", l->size,
+             l->size, l->stride, base->in.w, base->in.h, base->in.c, base->out.w, base->out.h,
+             base->out.c);
+}
+
+const st_layer_ops st_maxpool_ops = {
+    .type = "maxpool",
+    .short_name = "max",
+    .build = maxpool_build,
+    .setup = maxpool_setup,
+    .forward = slot_forward,
+    .backward = slot_backward,
+    .release = slot_release,
+    .describe = maxpool_describe,
+};

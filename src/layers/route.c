@@ -1,0 +1,100 @@
+/* [route]: concatenate earlier layers' outputs along the channels, in plain C
+ * (a copy per sample and input). layers= is a comma-separated list; negative
+ * entries are relative (Darknet). All inputs need the same width and height. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct route_layer {
+    st_layer base;
+    size_t part[ST_MAX_SRC]; /* values per sample of each input */
+} route_layer;
+
+static st_status route_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_route_ops, sizeof(route_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    route_layer *l = (route_layer *)base;
+    *out = base;
+    int refs[ST_MAX_SRC], n;
+    if ((st = st_cfg_int_list(b->cfg, b->sec, "layers", refs, ST_MAX_SRC, &n, err)))
+        return st;
+    if (n == 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: [route] needs layers=L1[,L2...]", b->cfg->path,
+                       b->sec->line);
+    base->n_src = n;
+    for (int k = 0; k < n; k++) {
+        if ((st = st_layer_ref(b, "layers", refs[k], &base->src[k], err)))
+            return st;
+        st_shape s = b->layers[base->src[k]]->out;
+        l->part[k] = st_shape_count(s);
+        if (k == 0) {
+            base->in = s;
+            base->out = s;
+            continue;
+        }
+        if (s.w != base->out.w || s.h != base->out.h)
+            return st_layer_bad_shape(b, err, "layer %d is %d x %d but layer %d is %d x %d: "
+                                      "routed layers need the same width and height",
+                                      base->src[k], s.w, s.h, base->src[0], base->out.w,
+                                      base->out.h);
+        base->out.c += s.c;
+    }
+    return ST_OK;
+}
+
+static st_status route_forward(const st_layer *base, void *state, const st_pass *p,
+                               st_error *err)
+{
+    (void)state;
+    (void)err;
+    const route_layer *l = (const route_layer *)base;
+    size_t out_n = st_shape_count(base->out);
+    for (int n = 0; n < p->n; n++) {
+        float *y = p->dst + (size_t)n * out_n;
+        for (int k = 0; k < base->n_src; k++) {
+            memcpy(y, p->src[k] + (size_t)n * l->part[k], l->part[k] * sizeof *y);
+            y += l->part[k];
+        }
+    }
+    return ST_OK;
+}
+
+static st_status route_backward(const st_layer *base, void *state, const st_pass *p,
+                                st_error *err)
+{
+    (void)state;
+    (void)err;
+    const route_layer *l = (const route_layer *)base;
+    size_t out_n = st_shape_count(base->out);
+    for (int n = 0; n < p->n; n++) {
+        const float *dy = p->diff_dst + (size_t)n * out_n;
+        for (int k = 0; k < base->n_src; k++) {
+            float *dx = p->diff_src[k] ? p->diff_src[k] + (size_t)n * l->part[k] : NULL;
+            for (size_t i = 0; dx && i < l->part[k]; i++)
+                dx[i] = p->accumulate[k] ? dx[i] + dy[i] : dy[i];
+            dy += l->part[k];
+        }
+    }
+    return ST_OK;
+}
+
+static void route_describe(const st_layer *base, char *buf, size_t size)
+{
+    int len = snprintf(buf, size, "route ");
+    for (int k = 0; k < base->n_src && len > 0 && (size_t)len < size; k++)
+        len += snprintf(buf + len, size - (size_t)len, " %d", base->src[k]);
+}
+
+const st_layer_ops st_route_ops = {
+    .type = "route",
+    .short_name = "route",
+    .build = route_build,
+    .forward = route_forward,
+    .backward = route_backward,
+    .describe = route_describe,
+};

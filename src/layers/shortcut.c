@@ -1,0 +1,128 @@
+/* [shortcut]: out = act(alpha * previous + beta * layer[from]), in plain C
+ * (elementwise work that no library speeds up). Darknet semantics: `from`
+ * is relative when negative; when the shapes differ, the smaller spatial
+ * size is mapped onto the larger by an integer stride (Darknet's
+ * shortcut_cpu) over the common channels, and the rest of the output is the
+ * previous layer's output unscaled. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct shortcut_layer {
+    st_layer base;
+    st_shape from;     /* shape of layer[src[1]] */
+    float alpha, beta;
+    st_act act;
+} shortcut_layer;
+
+static st_status shortcut_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_shortcut_ops, sizeof(shortcut_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    shortcut_layer *l = (shortcut_layer *)base;
+    *out = base;
+    int from, act;
+    if (!st_cfg_find(b->sec, "from"))
+        return st_fail(err, ST_EINPUT, "%s:%d: [shortcut] needs from=LAYER", b->cfg->path,
+                       b->sec->line);
+    if ((st = st_cfg_int(b->cfg, b->sec, "from", 0, -1000000, 1000000, &from, err)) ||
+        (st = st_layer_ref(b, "from", from, &base->src[1], err)) ||
+        (st = st_cfg_enum(b->cfg, b->sec, "activation", st_act_names, ST_ACT_LINEAR, &act,
+                          err)) ||
+        (st = st_cfg_float(b->cfg, b->sec, "alpha", 1.0f, -1e6f, 1e6f, &l->alpha, err)) ||
+        (st = st_cfg_float(b->cfg, b->sec, "beta", 1.0f, -1e6f, 1e6f, &l->beta, err)))
+        return st;
+    l->act = (st_act)act;
+    base->n_src = 2;
+    l->from = b->layers[base->src[1]]->out;
+    st_shape o = base->out, f = l->from;
+    int stride = f.w / o.w, sample = o.w / f.w;
+    if (stride != f.h / o.h || sample != o.h / f.h)
+        return st_layer_bad_shape(b, err, "from=%d has %d x %d x %d, which does not map onto "
+                                  "%d x %d x %d by one integer stride", from, f.w, f.h, f.c,
+                                  o.w, o.h, o.c);
+    return ST_OK;
+}
+
+/* Darknet's index mapping between the from-layer and the output (one
+ * sample): for every mapped pair (o in the output, a in the from-layer),
+ * y[o or a] += s * x[o or a], the flags saying which side each array is on. */
+static void mapped_axpy(const shortcut_layer *l, float s, const float *x, int x_is_from,
+                        float *y, int y_is_from)
+{
+    st_shape f = l->from, o = l->base.out;
+    int stride = f.w / o.w < 1 ? 1 : f.w / o.w, sample = o.w / f.w < 1 ? 1 : o.w / f.w;
+    int minw = f.w < o.w ? f.w : o.w, minh = f.h < o.h ? f.h : o.h, minc = f.c < o.c ? f.c : o.c;
+    for (int k = 0; k < minc; k++)
+        for (int j = 0; j < minh; j++)
+            for (int i = 0; i < minw; i++) {
+                size_t at_out = (size_t)i * sample + (size_t)o.w * ((size_t)j * sample + (size_t)o.h * k);
+                size_t at_from = (size_t)i * stride + (size_t)f.w * ((size_t)j * stride + (size_t)f.h * k);
+                y[y_is_from ? at_from : at_out] += s * x[x_is_from ? at_from : at_out];
+            }
+}
+
+static st_status shortcut_forward(const st_layer *base, void *state, const st_pass *p,
+                                  st_error *err)
+{
+    (void)state;
+    (void)err;
+    const shortcut_layer *l = (const shortcut_layer *)base;
+    size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
+    memcpy(p->dst, p->src[0], (size_t)p->n * out_n * sizeof(float));
+    for (int n = 0; n < p->n; n++) {
+        float *y = p->dst + (size_t)n * out_n;
+        mapped_axpy(l, l->alpha - 1.0f, y, 0, y, 0); /* mapped outputs: alpha * previous */
+        mapped_axpy(l, l->beta, p->src[1] + (size_t)n * from_n, 1, y, 0);
+    }
+    st_act_forward(l->act, p->dst, (size_t)p->n * out_n);
+    return ST_OK;
+}
+
+static st_status shortcut_backward(const st_layer *base, void *state, const st_pass *p,
+                                   st_error *err)
+{
+    (void)state;
+    (void)err;
+    const shortcut_layer *l = (const shortcut_layer *)base;
+    size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
+    st_act_backward(l->act, p->dst, p->diff_dst, p->diff_dst, (size_t)p->n * out_n);
+    float *dprev = p->diff_src[0], *dfrom = p->diff_src[1];
+    if (dprev) {
+        for (int n = 0; n < p->n; n++) {
+            float *dx = dprev + (size_t)n * out_n;
+            const float *dy = p->diff_dst + (size_t)n * out_n;
+            for (size_t i = 0; i < out_n; i++)
+                dx[i] = p->accumulate[0] ? dx[i] + dy[i] : dy[i];
+            mapped_axpy(l, l->alpha - 1.0f, dy, 0, dx, 0);
+        }
+    }
+    if (dfrom) {
+        if (!p->accumulate[1])
+            memset(dfrom, 0, (size_t)p->n * from_n * sizeof *dfrom);
+        for (int n = 0; n < p->n; n++)
+            mapped_axpy(l, l->beta, p->diff_dst + (size_t)n * out_n, 0, dfrom + (size_t)n * from_n,
+                        1);
+    }
+    return ST_OK;
+}
+
+static void shortcut_describe(const st_layer *base, char *buf, size_t size)
+{
+    const shortcut_layer *l = (const shortcut_layer *)base;
+    snprintf(buf, size, "res  %3d                %4d x%4d x%4d   ->  %4d x%4d x%4d", base->src[1],
+             l->from.w, l->from.h, l->from.c, base->out.w, base->out.h, base->out.c);
+}
+
+const st_layer_ops st_shortcut_ops = {
+    .type = "shortcut",
+    .short_name = "res",
+    .build = shortcut_build,
+    .forward = shortcut_forward,
+    .backward = shortcut_backward,
+    .describe = shortcut_describe,
+};

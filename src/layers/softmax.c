@@ -1,0 +1,98 @@
+/* [softmax]: softmax over `groups` equal groups (temperature t), and with the
+ * labels the cross-entropy loss -log p[label] per sample.
+ *
+ * Backward follows Darknet, which treats softmax and cross-entropy as one
+ * step: the input gradient is p - onehot(label) plus whatever gradient later
+ * layers sent back (a following [cost] layer's, passed through unchanged). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+typedef struct softmax_layer {
+    st_layer base;
+    int groups;
+    float temperature;
+} softmax_layer;
+
+static st_status softmax_build(st_build *b, st_layer **out, st_error *err)
+{
+    st_layer *base;
+    st_status st = st_layer_alloc(b, &st_softmax_ops, sizeof(softmax_layer), &base, err);
+    if (st != ST_OK)
+        return st;
+    softmax_layer *l = (softmax_layer *)base;
+    *out = base;
+    base->is_loss = 1;
+    if ((st = st_cfg_int(b->cfg, b->sec, "groups", 1, 1, 1 << 24, &l->groups, err)) ||
+        (st = st_cfg_float(b->cfg, b->sec, "temperature", 1.0f, 1e-3f, 1e3f, &l->temperature,
+                           err)))
+        return st;
+    size_t count = st_shape_count(b->in);
+    if (count % (size_t)l->groups)
+        return st_layer_bad_shape(b, err, "groups=%d does not divide the %zu inputs", l->groups,
+                                  count);
+    return ST_OK;
+}
+
+static st_status softmax_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
+{
+    const softmax_layer *l = (const softmax_layer *)base;
+    st_softmax_desc d = {{ST_K_SOFTMAX, s->n}, (int)st_shape_count(base->in), l->groups,
+                         l->temperature};
+    return slot_setup(s, base, &d.base, "softmax", state, err);
+}
+
+static st_status softmax_forward(const st_layer *base, void *state, const st_pass *p,
+                                 st_error *err)
+{
+    st_status st = slot_forward(base, state, p, err);
+    if (st != ST_OK || !p->labels || !p->loss)
+        return st;
+    size_t count = st_shape_count(base->out);
+    double loss = 0.0;
+    for (int n = 0; n < p->n; n++) {
+        float q = p->dst[(size_t)n * count + (size_t)p->labels[n]];
+        loss -= log(q > 1e-30f ? (double)q : 1e-30);
+    }
+    *p->loss += loss;
+    return ST_OK;
+}
+
+static st_status softmax_backward(const st_layer *base, void *state, const st_pass *p,
+                                  st_error *err)
+{
+    (void)state;
+    (void)err;
+    if (!p->diff_src[0])
+        return ST_OK;
+    size_t count = st_shape_count(base->out);
+    float *dx = p->diff_src[0];
+    for (int n = 0; n < p->n; n++)
+        for (size_t i = 0; i < count; i++) {
+            size_t at = (size_t)n * count + i;
+            float g = p->dst[at] + p->diff_dst[at];
+            if (p->labels && (size_t)p->labels[n] == i)
+                g -= 1.0f;
+            dx[at] = p->accumulate[0] ? dx[at] + g : g;
+        }
+    return ST_OK;
+}
+
+static void softmax_describe(const st_layer *base, char *buf, size_t size)
+{
+    snprintf(buf, size, "softmax                                        %4zu",
+             st_shape_count(base->out));
+}
+
+const st_layer_ops st_softmax_ops = {
+    .type = "softmax",
+    .short_name = "softmax",
+    .build = softmax_build,
+    .setup = softmax_setup,
+    .forward = softmax_forward,
+    .backward = softmax_backward,
+    .release = slot_release,
+    .describe = softmax_describe,
+};

@@ -1,0 +1,38 @@
+/* singletrain: parse the command line, train, map the outcome to an exit
+ * code (0 success, 2 bad usage or input, 1 run-time failure). */
+#include <stdio.h>
+
+#include "cli.h"
+#include "train.h"
+
+#ifndef ST_VERSION
+#define ST_VERSION "0.1"
+#endif
+
+int main(int argc, char **argv)
+{
+    st_error err = {0};
+    st_cli cli;
+    st_status st = st_cli_parse(&cli, argc, argv, &err);
+    if (st == ST_OK && cli.help) {
+        st_cli_help(stdout);
+        return 0;
+    }
+    if (st == ST_OK && cli.version) {
+        printf("singletrain %s\n", ST_VERSION);
+        return 0;
+    }
+    st_log log = st_log_default(cli.level);
+    st_trainer *t = NULL;
+    st_train_result res;
+    if (st == ST_OK)
+        st = st_trainer_create(&t, cli.cfg_path, &cli.train, &log, &err);
+    if (st == ST_OK)
+        st = st_trainer_run(t, &res, &err);
+    st_trainer_free(t);
+    if (st != ST_OK) {
+        fprintf(stderr, "singletrain: %s\n", err.msg[0] ? err.msg : st_strerror(st));
+        return st_exit_code(st);
+    }
+    return 0;
+}

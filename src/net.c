@@ -1,0 +1,317 @@
+/* Networks and replicas: building layers from cfg sections, Darknet's layer
+ * table, and running a worker's forward and backward passes. */
+#include "net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Largest values per sample of one layer output; keeps every index of the
+ * kernels inside int range with room for the batch dimension elsewhere. */
+#define MAX_LAYER_VALUES (1L << 28)
+
+static st_status net_add_layer(st_net *net, st_layer *l, st_error *err)
+{
+    st_layer **layers = realloc(net->layers, (size_t)(net->n_layers + 1) * sizeof *layers);
+    if (!layers)
+        return st_fail(err, ST_ENOMEM, "out of memory building the network");
+    net->layers = layers;
+    layers[net->n_layers++] = l;
+    return ST_OK;
+}
+
+static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec,
+                                   const st_log *log, st_error *err)
+{
+    if (strcmp(sec->type, "net") == 0 || strcmp(sec->type, "network") == 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] may only be the first section", cfg->path,
+                       sec->line, sec->type);
+    const st_layer_ops *ops = st_layer_find(sec->type);
+    if (!ops)
+        return st_fail(err, ST_EINPUT, "%s:%d: unknown section [%s] (expected one of %s)",
+                       cfg->path, sec->line, sec->type, st_layer_type_list());
+    st_build b = {
+        .cfg = cfg, .sec = sec, .log = log, .index = net->n_layers,
+        .in = net->n_layers ? net->layers[net->n_layers - 1]->out : net->input,
+        .layers = net->layers, .params = &net->params,
+    };
+    st_layer *l = NULL;
+    st_status st = ops->build(&b, &l, err);
+    if (l && net_add_layer(net, l, err) != ST_OK) {
+        free(l);
+        return ST_ENOMEM;
+    }
+    if (st != ST_OK)
+        return st;
+    st = st_cfg_finish_section(cfg, sec, ops->ignored_keys, log, err);
+    if (st != ST_OK)
+        return st;
+    long values = (long)l->out.c * l->out.h * l->out.w;
+    if (l->out.c < 1 || l->out.h < 1 || l->out.w < 1 || values > MAX_LAYER_VALUES)
+        return st_layer_bad_shape(&b, err, "output %d x %d x %d is empty or larger than %ld "
+                                  "values per sample", l->out.w, l->out.h, l->out.c,
+                                  MAX_LAYER_VALUES);
+    net->flops += l->flops;
+    return ST_OK;
+}
+
+st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *log,
+                       st_error *err)
+{
+    memset(net, 0, sizeof *net);
+    net->input = input;
+    st_status st = ST_OK;
+    for (int i = 1; i < cfg->n_secs && st == ST_OK; i++)
+        st = net_build_section(net, cfg, &cfg->secs[i], log, err);
+    if (st == ST_OK && net->n_layers == 0)
+        st = st_fail(err, ST_EINPUT, "%s: no layers after [%s]: expected at least one layer "
+                     "section", cfg->path, cfg->secs[0].type);
+    if (st != ST_OK) {
+        st_net_free(net);
+        return st;
+    }
+    int out = net->n_layers - 1;
+    while (out > 0 && net->layers[out]->ops == &st_cost_ops)
+        out--;
+    net->output_layer = out;
+    net->classes = (int)st_shape_count(net->layers[out]->out);
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        if (l->is_loss && st_shape_count(l->out) != (size_t)net->classes) {
+            st_fail(err, ST_EINPUT, "%s:%d: [%s] has %zu outputs but the network has %d "
+                    "classes: a loss layer must see the class scores", cfg->path, l->line,
+                    l->ops->type, st_shape_count(l->out), net->classes);
+            st_net_free(net);
+            return ST_EINPUT;
+        }
+    }
+    return ST_OK;
+}
+
+void st_net_free(st_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++)
+        free(net->layers[i]);
+    free(net->layers);
+    st_params_free(&net->params);
+    memset(net, 0, sizeof *net);
+}
+
+void st_net_print(const st_net *net, const st_log *log)
+{
+    st_info(log, "layer     filters    size              input                output");
+    for (int i = 0; i < net->n_layers; i++) {
+        char line[256];
+        net->layers[i]->ops->describe(net->layers[i], line, sizeof line);
+        st_info(log, "%5d %s", i, line);
+    }
+    st_info(log, "%zu parameters, %.3f GFLOP forward per image", st_params_learned(&net->params),
+             net->flops / 1e9);
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t st_net_hash(const st_net *net)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = fnv(h, &net->input, sizeof net->input);
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        h = fnv(h, l->ops->type, strlen(l->ops->type));
+        h = fnv(h, &l->out, sizeof l->out);
+        h = fnv(h, &l->n_src, sizeof l->n_src);
+        h = fnv(h, l->src, sizeof l->src[0] * (size_t)l->n_src);
+    }
+    for (int i = 0; i < net->params.n; i++) {
+        const st_param *p = &net->params.p[i];
+        h = fnv(h, p->name, strlen(p->name));
+        h = fnv(h, &p->count, sizeof p->count);
+        h = fnv(h, &p->kind, sizeof p->kind);
+    }
+    return h;
+}
+
+/* ---- replicas ---- */
+
+void st_replica_free(st_replica *r)
+{
+    if (r->state)
+        for (int i = 0; i < r->net->n_layers; i++)
+            if (r->net->layers[i]->ops->release)
+                r->net->layers[i]->ops->release(r->state[i]);
+    if (r->bctx)
+        r->backend->ctx_destroy(r->bctx);
+    st_arena_free(&r->arena);
+    free(r->state);
+    free(r->out_off);
+    free(r->delta_off);
+    free(r->accumulate);
+    free(r->consumed);
+    memset(r, 0, sizeof *r);
+}
+
+/* Backward runs from the last layer down; the first consumer of an output to
+ * run backward overwrites its gradient, later ones add to it. */
+static void replica_plan_accumulation(st_replica *r)
+{
+    int nl = r->net->n_layers;
+    unsigned char seen_input = 0;
+    memset(r->consumed, 0, (size_t)nl);
+    for (int i = nl - 1; i >= 0; i--) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++) {
+            int p = l->src[k];
+            unsigned char *seen = p < 0 ? &seen_input : &r->consumed[p];
+            r->accumulate[i * ST_MAX_SRC + k] = *seen;
+            *seen = 1;
+        }
+    }
+}
+
+st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, st_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->net = net;
+    r->backend = backend;
+    r->n = o->n;
+    r->training = o->training;
+    r->input_delta = o->input_delta;
+    int nl = net->n_layers;
+    r->state = st_calloc((size_t)nl, sizeof *r->state, "replica state", err);
+    r->out_off = st_calloc((size_t)nl, sizeof *r->out_off, "replica views", err);
+    r->delta_off = st_calloc((size_t)nl, sizeof *r->delta_off, "replica views", err);
+    r->accumulate = st_calloc((size_t)nl * ST_MAX_SRC, sizeof *r->accumulate, "replica", err);
+    r->consumed = st_calloc((size_t)nl, 1, "replica", err);
+    st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed)
+                       ? ST_OK : ST_ENOMEM;
+    if (st == ST_OK)
+        st = backend->ctx_create(&o->backend, &r->bctx, err);
+    st_setup s = {backend, r->bctx, r->n, r->training, &r->arena};
+    for (int i = 0; i < nl && st == ST_OK; i++) {
+        const st_layer *l = net->layers[i];
+        size_t bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float);
+        char name[48];
+        snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
+        st = st_arena_reserve(&r->arena, name, bytes, &r->out_off[i], err);
+        if (st == ST_OK && r->training) {
+            snprintf(name, sizeof name, "%d.%s.delta", i, l->ops->short_name);
+            st = st_arena_reserve(&r->arena, name, bytes, &r->delta_off[i], err);
+        }
+        if (st == ST_OK && l->ops->setup)
+            st = l->ops->setup(l, &s, &r->state[i], err);
+        if (st != ST_OK)
+            st_error_prefix(err, "layer %d [%s]: ", i, l->ops->type);
+    }
+    if (st == ST_OK && r->input_delta)
+        st = st_arena_reserve(&r->arena, "input.delta",
+                              (size_t)r->n * st_shape_count(net->input) * sizeof(float),
+                              &r->input_delta_off, err);
+    if (st == ST_OK)
+        st = st_arena_alloc(&r->arena, "worker activations", err);
+    if (st != ST_OK) {
+        st_replica_free(r);
+        return st;
+    }
+    replica_plan_accumulation(r);
+    return ST_OK;
+}
+
+float *st_replica_output(const st_replica *r, int layer)
+{
+    return st_arena_at(&r->arena, r->out_off[layer]);
+}
+
+float *st_replica_input_delta(const st_replica *r)
+{
+    return r->input_delta ? st_arena_at(&r->arena, r->input_delta_off) : NULL;
+}
+
+static st_pass replica_pass(const st_replica *r, const float *weights, const st_shard *s,
+                            const st_step_info *info)
+{
+    st_pass p = {
+        .n = s->n, .training = info->training, .params = weights, .arena = &r->arena,
+        .labels = s->labels, .seed = info->seed, .iteration = info->iteration,
+        .sample0 = s->sample0,
+    };
+    return p;
+}
+
+st_status st_replica_forward(st_replica *r, const float *weights, const st_shard *s,
+                             const st_step_info *info, double *loss, st_error *err)
+{
+    if (s->n < 1 || s->n > r->n)
+        return st_fail(err, ST_EINTERNAL, "forward of %d samples on a replica built for %d",
+                       s->n, r->n);
+    if (info->training && !r->training)
+        return st_fail(err, ST_EINTERNAL, "training forward on an inference replica");
+    double sum = 0.0;
+    st_pass p = replica_pass(r, weights, s, info);
+    p.loss = &sum;
+    const float *src[ST_MAX_SRC];
+    p.src = src;
+    for (int i = 0; i < r->net->n_layers; i++) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++)
+            src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
+        p.dst = st_replica_output(r, i);
+        st_status st = l->ops->forward(l, r->state[i], &p, err);
+        if (st != ST_OK) {
+            st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
+            return st;
+        }
+    }
+    if (loss)
+        *loss = sum;
+    return ST_OK;
+}
+
+st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
+                              const st_shard *s, const st_step_info *info,
+                              const float *diff_out, st_error *err)
+{
+    if (!r->training)
+        return st_fail(err, ST_EINTERNAL, "backward on an inference replica");
+    int nl = r->net->n_layers;
+    for (int i = 0; i < nl; i++)
+        if (!r->consumed[i])
+            memset(st_arena_at(&r->arena, r->delta_off[i]), 0,
+                   (size_t)s->n * st_shape_count(r->net->layers[i]->out) * sizeof(float));
+    if (diff_out) {
+        float *d = st_arena_at(&r->arena, r->delta_off[nl - 1]);
+        size_t count = (size_t)s->n * st_shape_count(r->net->layers[nl - 1]->out);
+        for (size_t j = 0; j < count; j++)
+            d[j] += diff_out[j];
+    }
+    st_pass p = replica_pass(r, weights, s, info);
+    p.grads = grads;
+    const float *src[ST_MAX_SRC];
+    float *dsrc[ST_MAX_SRC];
+    p.src = src;
+    p.diff_src = dsrc;
+    for (int i = nl - 1; i >= 0; i--) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++) {
+            int from = l->src[k];
+            src[k] = from < 0 ? s->x : st_replica_output(r, from);
+            dsrc[k] = from < 0 ? st_replica_input_delta(r)
+                               : (float *)st_arena_at(&r->arena, r->delta_off[from]);
+        }
+        p.accumulate = &r->accumulate[i * ST_MAX_SRC];
+        p.dst = st_replica_output(r, i);
+        p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
+        st_status st = l->ops->backward(l, r->state[i], &p, err);
+        if (st != ST_OK) {
+            st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
+            return st;
+        }
+    }
+    return ST_OK;
+}

@@ -1,0 +1,69 @@
+/* Parameter arenas, slices, reduction and update; see ps.h. */
+#include "ps.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+
+void st_ps_free(st_ps *ps)
+{
+    st_free_aligned(ps->weights);
+    st_free_aligned(ps->state);
+    for (int w = 0; ps->grads && w < ps->n_workers; w++)
+        st_free_aligned(ps->grads[w]);
+    free(ps->grads);
+    free(ps->slice);
+    memset(ps, 0, sizeof *ps);
+}
+
+st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
+                     st_error *err)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->table = t;
+    ps->count = t->count;
+    ps->n_workers = n_workers;
+    ps->state_planes = state_planes;
+    size_t bytes = ps->count * sizeof(float);
+    ps->weights = st_alloc_aligned(bytes, "weights", err);
+    ps->state = st_alloc_aligned(bytes * (size_t)state_planes, "solver state", err);
+    ps->grads = st_calloc((size_t)n_workers, sizeof *ps->grads, "gradient table", err);
+    ps->slice = st_calloc((size_t)n_workers + 1, sizeof *ps->slice, "slices", err);
+    if (!ps->weights || !ps->state || !ps->grads || !ps->slice) {
+        st_ps_free(ps);
+        return ST_ENOMEM;
+    }
+    for (int w = 0; w < n_workers; w++)
+        if (!(ps->grads[w] = st_alloc_aligned(bytes, "worker gradients", err))) {
+            st_ps_free(ps);
+            return ST_ENOMEM;
+        }
+    /* Equal shares of whole cache lines; trailing slices may be empty when
+     * there are more workers than lines. */
+    size_t lines = st_align_up(ps->count, ST_PARAM_ALIGN) / ST_PARAM_ALIGN;
+    for (int r = 0; r <= n_workers; r++) {
+        size_t b = lines * (size_t)r / (size_t)n_workers * ST_PARAM_ALIGN;
+        ps->slice[r] = b < ps->count ? b : ps->count;
+    }
+    return ST_OK;
+}
+
+void st_ps_reduce(st_ps *ps, int r, float scale)
+{
+    size_t b = ps->slice[r], e = ps->slice[r + 1];
+    float *sum = ps->grads[0];
+    for (int w = 1; w < ps->n_workers; w++) {
+        const float *g = ps->grads[w];
+        for (size_t i = b; i < e; i++)
+            sum[i] += g[i];
+    }
+    for (size_t i = b; i < e; i++)
+        sum[i] *= scale;
+}
+
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr)
+{
+    st_solver_update(c, ps->table, lr, ps->slice[r], ps->slice[r + 1], ps->weights, ps->state,
+                     ps->grads[0]);
+}
