@@ -68,10 +68,12 @@ st_status st_cfg_float_list(const st_cfg *cfg, st_cfg_section *sec, const char *
 st_status st_cfg_enum(const st_cfg *cfg, st_cfg_section *sec, const char *key,
                       const char *const *names, int def, int *out, st_error *err);
 
-/* Every option not read yet: a warning (once per section type and key) if
- * it is listed in ignored (NULL-terminated, may be NULL), else an error. */
-st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *const *ignored,
-                                const st_log *log, st_error *err);
+/* Every option not read yet: a warning if it is listed in ignored
+ * (NULL-terminated, may be NULL), else an error. The warning is given once
+ * per kind and key; kind is the section's canonical type, so [conv] and
+ * [convolutional] count as one. */
+st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *kind,
+                                const char *const *ignored, const st_log *log, st_error *err);
 
 /* Where an option stands, for messages built by callers: "file:line". */
 const char *st_cfg_where(const st_cfg *cfg, int line, char *buf, size_t size);

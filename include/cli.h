@@ -11,6 +11,7 @@ typedef struct st_cli {
     st_log_level level;
     const char *cfg_path;
     int help, version;
+    int dry_run; /* check the cfg, print the layer table, stop */
 } st_cli;
 
 /* Parse argv; errors are ST_EUSAGE naming the option and what it expects. */

@@ -147,6 +147,6 @@ st_status st_setup_floats(st_setup *s, const st_layer *l, const char *role, size
 /* The per-type ops tables. */
 extern const st_layer_ops st_conv_ops, st_connected_ops, st_maxpool_ops, st_avgpool_ops,
     st_dropout_ops, st_softmax_ops, st_cost_ops, st_batchnorm_ops, st_lrn_ops,
-    st_shortcut_ops, st_route_ops;
+    st_shortcut_ops, st_route_ops, st_crop_ops;
 
 #endif

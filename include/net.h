@@ -14,6 +14,7 @@
 #include "arena.h"
 #include "backend.h"
 #include "cfg.h"
+#include "hparams.h"
 #include "layer.h"
 #include "log.h"
 #include "params.h"
@@ -34,6 +35,12 @@ typedef struct st_net {
 st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *log,
                        st_error *err);
 void st_net_free(st_net *net);
+
+/* Load the cfg file at path, read its [net] section into hp and build the
+ * layers: the steps every user of a cfg takes. On failure nothing is left
+ * allocated. */
+st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net,
+                      const st_log *log, st_error *err);
 
 /* Darknet's layer table. */
 void st_net_print(const st_net *net, const st_log *log);

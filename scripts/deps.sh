@@ -2,7 +2,9 @@
 # Install the Debian packages singletrain needs, only those missing; quiet
 # and idempotent; sudo only when not root.
 set -eu
-PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev"
+# darknet: the shape oracle of tests/test_darknet_shapes.sh and the Darknet
+# interchange tests.
+PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

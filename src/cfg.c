@@ -138,8 +138,12 @@ static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text,
         st_cfg_free(cfg);
         return ST_ENOMEM;
     }
-    if (memchr(text, '\0', len)) {
-        st_fail(err, ST_EINPUT, "%s: contains a NUL byte: expected a text .cfg file", path);
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++)
+            line += *p == '\n';
+        st_fail(err, ST_EINPUT, "%s:%d: contains a NUL byte: expected a text file", path, line);
         st_cfg_free(cfg);
         return ST_EINPUT;
     }
@@ -438,8 +442,8 @@ static int first_warning(st_cfg *cfg, const char *type, const char *key)
     return 1;
 }
 
-st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *const *ignored,
-                                const st_log *log, st_error *err)
+st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *kind,
+                                const char *const *ignored, const st_log *log, st_error *err)
 {
     for (int i = 0; i < sec->n_opts; i++) {
         st_cfg_option *o = &sec->opts[i];
@@ -449,7 +453,7 @@ st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *co
             return st_fail(err, ST_EINPUT, "%s:%d: unknown key '%s' in [%s]", cfg->path,
                            o->line, o->key, sec->type);
         o->used = 1;
-        if (first_warning(cfg, sec->type, o->key))
+        if (first_warning(cfg, kind, o->key))
             st_warn(log, "%s:%d: [%s] %s=%s is a Darknet option singletrain does not implement; ignored",
                      cfg->path, o->line, sec->type, o->key, o->val);
     }

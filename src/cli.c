@@ -14,6 +14,7 @@ typedef enum opt_kind {
     OPT_LONG,   /* long in [min, max] */
     OPT_SEED,   /* unsigned 64-bit */
     OPT_STRING,
+    OPT_FLAG,   /* int set to 1 */
     OPT_QUIET,
     OPT_VERBOSE,
     OPT_HELP,
@@ -58,6 +59,8 @@ static const cli_option options[] = {
      OPT_LONG, TRAIN(log_every), 1, LONG_MAX},
     {"snapshot-dir", 0, "DIR", "Output", "save the trained weights in DIR", OPT_STRING,
      TRAIN(snapshot_dir), 0, 0},
+    {"dry-run", 0, NULL, "Output", "check the cfg, print the layer table and stop", OPT_FLAG,
+     offsetof(st_cli, dry_run), 0, 0},
     {"quiet", 'q', NULL, "Output", "only warnings and errors", OPT_QUIET, 0, 0, 0},
     {"verbose", 'v', NULL, "Output", "more detail", OPT_VERBOSE, 0, 0, 0},
     {"help", 'h', NULL, "Other", "this help", OPT_HELP, 0, 0, 0},
@@ -130,6 +133,7 @@ static st_status set_value(st_cli *cli, const cli_option *o, const char *val, st
             return bad_value(o, val, "a non-empty value", err);
         *(const char **)field = val;
         return ST_OK;
+    case OPT_FLAG: *(int *)field = 1; return ST_OK;
     case OPT_QUIET: cli->level = ST_LOG_QUIET; return ST_OK;
     case OPT_VERBOSE: cli->level = ST_LOG_DEBUG; return ST_OK;
     case OPT_HELP: cli->help = 1; return ST_OK;
@@ -193,6 +197,9 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
             val = a[2] ? a + 2 : NULL;
         }
         if (o->arg && !val) {
+            if (i + 1 >= argc && o->short_name)
+                return st_fail(err, ST_EUSAGE, "option -%c/--%s needs a value (%s)",
+                               o->short_name, o->name, o->arg);
             if (i + 1 >= argc)
                 return st_fail(err, ST_EUSAGE, "option --%s needs a value (%s)", o->name,
                                o->arg);

@@ -38,7 +38,8 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        st_status st = st_fail(err, ST_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,
+                               strerror(errno));
         free(tmp);
         return st;
     }

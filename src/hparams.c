@@ -103,7 +103,7 @@ st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_er
                        cfg->path, s->line, hp->input.w, hp->input.h, hp->input.c, 1 << 28);
     hp->max_batches = max_batches;
     hp->solver.lr.max_batches = max_batches;
-    return st_cfg_finish_section(cfg, s, net_ignored, log, err);
+    return st_cfg_finish_section(cfg, s, "net", net_ignored, log, err);
 }
 
 st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *log,
@@ -115,7 +115,7 @@ st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *l
         return st;
     st = read_data_keys(&cfg, &cfg.secs[0], d, NULL, err);
     if (st == ST_OK)
-        st = st_cfg_finish_section(&cfg, &cfg.secs[0], NULL, log, err);
+        st = st_cfg_finish_section(&cfg, &cfg.secs[0], "data", NULL, log, err);
     st_cfg_free(&cfg);
     return st;
 }

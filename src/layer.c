@@ -22,6 +22,7 @@ static const struct {
     {"lrn", &st_lrn_ops},
     {"shortcut", &st_shortcut_ops},
     {"route", &st_route_ops},
+    {"crop", &st_crop_ops},
 };
 
 const st_layer_ops *st_layer_find(const char *section_type)
@@ -35,7 +36,7 @@ const st_layer_ops *st_layer_find(const char *section_type)
 const char *st_layer_type_list(void)
 {
     return "convolutional, connected, maxpool, avgpool, dropout, softmax, cost, batchnorm, "
-           "lrn, shortcut, route";
+           "lrn, shortcut, route, crop";
 }
 
 st_status st_kslot_create(st_setup *s, const st_kdesc *d, const char *name, st_kslot *slot,
@@ -131,6 +132,11 @@ st_status st_layer_param(st_build *b, const char *role, size_t count, st_param_k
 st_status st_layer_ref(st_build *b, const char *key, int value, int *index, st_error *err)
 {
     int at = value < 0 ? b->index + value : value;
+    if (b->index == 0) {
+        st_cfg_option *o = st_cfg_find(b->sec, key);
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] %s=: the first layer has no earlier layer "
+                       "to refer to", b->cfg->path, o ? o->line : b->sec->line, b->sec->type, key);
+    }
     if (at < 0 || at >= b->index) {
         st_cfg_option *o = st_cfg_find(b->sec, key);
         return st_fail(err, ST_EINPUT,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "net.h"
 #include "train.h"
 
 #ifndef ST_VERSION
@@ -23,11 +24,22 @@ int main(int argc, char **argv)
         return 0;
     }
     st_log log = st_log_default(cli.level);
+    if (st == ST_OK && cli.dry_run) {
+        st_cfg cfg;
+        st_hparams hp;
+        st_net net;
+        st = st_net_load(cli.cfg_path, &cfg, &hp, &net, &log, &err);
+        if (st == ST_OK) {
+            st_net_print(&net, &log);
+            st_net_free(&net);
+            st_cfg_free(&cfg);
+        }
+    }
     st_trainer *t = NULL;
     st_train_result res;
-    if (st == ST_OK)
+    if (st == ST_OK && !cli.dry_run)
         st = st_trainer_create(&t, cli.cfg_path, &cli.train, &log, &err);
-    if (st == ST_OK)
+    if (st == ST_OK && t)
         st = st_trainer_run(t, &res, &err);
     st_trainer_free(t);
     if (st != ST_OK) {

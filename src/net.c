@@ -43,7 +43,7 @@ static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec
     }
     if (st != ST_OK)
         return st;
-    st = st_cfg_finish_section(cfg, sec, ops->ignored_keys, log, err);
+    st = st_cfg_finish_section(cfg, sec, ops->type, ops->ignored_keys, log, err);
     if (st != ST_OK)
         return st;
     long values = (long)l->out.c * l->out.h * l->out.w;
@@ -86,6 +86,21 @@ st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *l
         }
     }
     return ST_OK;
+}
+
+st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net,
+                      const st_log *log, st_error *err)
+{
+    memset(net, 0, sizeof *net);
+    st_status st = st_cfg_load(cfg, path, err);
+    if (st != ST_OK)
+        return st;
+    st = st_hparams_parse(cfg, hp, log, err);
+    if (st == ST_OK)
+        st = st_net_build(net, cfg, hp->input, log, err);
+    if (st != ST_OK)
+        st_cfg_free(cfg);
+    return st;
 }
 
 void st_net_free(st_net *net)

@@ -12,6 +12,9 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
                         st_param_kind kind, st_init_kind init, float init_scale, int *id,
                         st_error *err)
 {
+    if (count > ((size_t)1 << 31) || t->count + count > ((size_t)1 << 34))
+        return st_fail(err, ST_EINPUT, "parameter %d.%s: %zu values is more than singletrain "
+                       "supports", layer, role, count);
     st_param *p = realloc(t->p, (size_t)(t->n + 1) * sizeof *p);
     if (!p)
         return st_fail(err, ST_ENOMEM, "out of memory adding parameter %d.%s", layer, role);

@@ -7,11 +7,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cfg.h"
@@ -167,6 +170,20 @@ static st_status check_trainable(const st_trainer *t, st_error *err)
                    last->ops->type);
 }
 
+/* Fail before training, not after it, if the weights could not be saved. */
+static st_status check_snapshot_dir(const char *dir, st_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: not a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: not writable: %s", dir,
+                       strerror(errno));
+    return ST_OK;
+}
+
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err)
 {
@@ -179,12 +196,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     t->shuffled_epoch = -1;
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
     st_status st = st_backend_find(o->backend, &t->backend, err);
+    if (st == ST_OK && o->snapshot_dir)
+        st = check_snapshot_dir(o->snapshot_dir, err);
     if (st == ST_OK)
-        st = st_cfg_load(&t->cfg, cfg_path, err);
-    if (st == ST_OK)
-        st = st_hparams_parse(&t->cfg, &t->hp, log, err);
-    if (st == ST_OK)
-        st = st_net_build(&t->net, &t->cfg, t->hp.input, log, err);
+        st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
     if (st == ST_OK)
         st = check_trainable(t, err);
     if (st == ST_OK) {
@@ -362,8 +377,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     res->iterations = t->iterations;
     res->seconds = train_time;
     res->images_per_s = train_time > 0 ? (double)images / train_time : 0.0;
-    st_info(&t->log, "done: %ld iterations, %ld images in %.1f s (%.0f img/s)%s", t->iterations,
-            images, train_time, res->images_per_s, res->test_accuracy < 0 ? "" : ";");
+    st_info(&t->log, "done: %ld iterations, %ld images in %.1f s (%.0f img/s)", t->iterations,
+            images, train_time, res->images_per_s);
     if (res->test_accuracy >= 0)
         st_info(&t->log, "final test accuracy %.2f%%", 100.0 * res->test_accuracy);
     return save_final(t, err);

@@ -47,8 +47,20 @@ st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const 
     }
     st_kargs a = {.src = x, .dst = y, .weights = p->params + bp->scales,
                   .bias = p->params + bp->biases, .mean = mean, .var = var};
-    st_status st = st_kslot_forward(&bs->k, p, &a, err);
-    if (st != ST_OK || !p->training || !p->grads)
+    return st_kslot_forward(&bs->k, p, &a, err);
+}
+
+st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
+                      const float *dy, float *dx, int accumulate, st_error *err)
+{
+    float *mean = st_arena_at(p->arena, bs->mean_off);
+    float *var = st_arena_at(p->arena, bs->var_off);
+    st_kargs a = {.src = x, .weights = p->params + bp->scales, .bias = p->params + bp->biases,
+                  .mean = mean, .var = var, .diff_dst = dy, .diff_src = dx,
+                  .accumulate = accumulate, .diff_weights = p->grads + bp->scales,
+                  .diff_bias = p->grads + bp->biases};
+    st_status st = st_kslot_backward_data(&bs->k, p, &a, err);
+    if (st != ST_OK)
         return st;
     /* The running statistics are updated from the sum over workers of
      * n * (batch statistic), scaled by 1/batch at aggregation: the average
@@ -61,17 +73,6 @@ st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const 
         p->grads[bp->var + c] = (float)(p->n * var[c] * unbias);
     }
     return ST_OK;
-}
-
-st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
-                      const float *dy, float *dx, int accumulate, st_error *err)
-{
-    st_kargs a = {.src = x, .weights = p->params + bp->scales, .bias = p->params + bp->biases,
-                  .mean = st_arena_at(p->arena, bs->mean_off),
-                  .var = st_arena_at(p->arena, bs->var_off), .diff_dst = dy, .diff_src = dx,
-                  .accumulate = accumulate, .diff_weights = p->grads + bp->scales,
-                  .diff_bias = p->grads + bp->biases};
-    return st_kslot_backward_data(&bs->k, p, &a, err);
 }
 
 st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count, act_slot *a,

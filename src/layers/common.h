@@ -25,12 +25,13 @@ typedef struct bn_state {
 st_status bn_add_params(st_build *b, int c, bn_params *bp, st_error *err);
 st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
                    bn_state *bs, st_error *err);
-/* y = act(bn(x)); training also writes the batch statistics into the
- * running-statistic slots of the worker's gradient (see ps.h). */
+/* y = act(bn(x)) with the batch statistics (training) or the running ones. */
 st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
                      float *y, st_error *err);
-/* dy: gradient at bn's output (before act is handled by the caller); dx may
- * equal dy; NULL dx computes only the parameter gradients. */
+/* dy: gradient at bn's output (the caller has applied the activation's
+ * derivative); dx may equal dy; NULL dx computes only the parameter
+ * gradients. Also writes the batch statistics into the running-statistic
+ * slots of the worker's gradient arena, from which the solver updates them. */
 st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
                       const float *dy, float *dx, int accumulate, st_error *err);
 

@@ -53,6 +53,9 @@ static st_status conv_build(st_build *b, st_layer **out, st_error *err)
     base->out.h = (int)((ph - l->size) / l->stride + 1);
     base->out.w = (int)((pw - l->size) / l->stride + 1);
     size_t fan_in = (size_t)(in.c / l->groups) * l->size * l->size;
+    if ((double)fan_in * l->filters > 2e9)
+        return st_layer_bad_shape(b, err, "%d filters of %d x %d x %d is too many weights",
+                                  l->filters, l->size, l->size, in.c / l->groups);
     base->flops = 2.0 * (double)l->filters * (double)fan_in * base->out.h * base->out.w;
     if ((st = st_layer_param(b, "weights", (size_t)l->filters * fan_in, ST_PARAM_WEIGHT,
                              ST_INIT_NORMAL, sqrtf(2.0f / (float)fan_in), &l->wp.weights, err)))

@@ -42,6 +42,9 @@ static st_status route_build(st_build *b, st_layer **out, st_error *err)
                                       "routed layers need the same width and height",
                                       base->src[k], s.w, s.h, base->src[0], base->out.w,
                                       base->out.h);
+        if ((long)base->out.c + s.c > (1L << 28))
+            return st_layer_bad_shape(b, err, "routing %d more channels onto %d makes more than "
+                                      "%ld", s.c, base->out.c, 1L << 28);
         base->out.c += s.c;
     }
     return ST_OK;

@@ -1,9 +1,12 @@
-/* [softmax]: softmax over `groups` equal groups (temperature t), and with the
- * labels the cross-entropy loss -log p[label] per sample.
+/* [softmax]: softmax of x/temperature over `groups` equal groups, and with
+ * the labels the cross-entropy loss -log p[label] per sample.
  *
  * Backward follows Darknet, which treats softmax and cross-entropy as one
- * step: the input gradient is p - onehot(label) plus whatever gradient later
- * layers sent back (a following [cost] layer's, passed through unchanged). */
+ * step: the input gradient is the loss's, (p - onehot(label)) / temperature
+ * on the group holding the label (zero on the other groups), plus whatever
+ * gradient later layers sent back, passed through unchanged (a following
+ * [cost] layer's). Darknet itself ignores the temperature here and pushes
+ * the groups without a label towards zero; we keep the gradient exact. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,16 +70,20 @@ static st_status softmax_backward(const st_layer *base, void *state, const st_pa
     (void)err;
     if (!p->diff_src[0])
         return ST_OK;
-    size_t count = st_shape_count(base->out);
+    const softmax_layer *l = (const softmax_layer *)base;
+    size_t count = st_shape_count(base->out), group = count / (size_t)l->groups;
     float *dx = p->diff_src[0];
-    for (int n = 0; n < p->n; n++)
+    for (int n = 0; n < p->n; n++) {
+        size_t label = p->labels ? (size_t)p->labels[n] : count;
+        size_t g0 = label / group * group; /* the labelled group */
         for (size_t i = 0; i < count; i++) {
             size_t at = (size_t)n * count + i;
-            float g = p->dst[at] + p->diff_dst[at];
-            if (p->labels && (size_t)p->labels[n] == i)
-                g -= 1.0f;
+            float g = p->diff_dst[at];
+            if (label < count && i >= g0 && i < g0 + group)
+                g += (p->dst[at] - (i == label ? 1.0f : 0.0f)) / l->temperature;
             dx[at] = p->accumulate[0] ? dx[at] + g : g;
         }
+    }
     return ST_OK;
 }
 

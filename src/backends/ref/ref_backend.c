@@ -45,6 +45,21 @@ st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err)
                    k->kind);
 }
 
+void *ref_kernel_new(size_t size, const st_kernel_ops *ops, st_kind kind, st_error *err)
+{
+    st_kernel *k = st_calloc(1, size, "reference kernel", err);
+    if (k) {
+        k->ops = ops;
+        k->kind = kind;
+    }
+    return k;
+}
+
+void ref_kernel_free(st_kernel *k)
+{
+    free(k);
+}
+
 const st_backend st_backend_ref = {
     .name = "ref",
     .ctx_create = ref_ctx_create,

@@ -82,25 +82,18 @@ static st_status bnorm_backward(st_kernel *k, const st_kargs *a, st_error *err)
     return ST_OK;
 }
 
-static void bnorm_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_bnorm_ops = {
     .forward = bnorm_forward,
     .backward_data = bnorm_backward,
     .backward_weights = NULL,
-    .destroy = bnorm_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_bnorm_create(const st_bnorm_desc *d, st_kernel **k, st_error *err)
 {
-    ref_bnorm *b = st_calloc(1, sizeof *b, "reference batch norm", err);
+    ref_bnorm *b = ref_kernel_new(sizeof *b, &ref_bnorm_ops, ST_K_BNORM, err);
     if (!b)
         return ST_ENOMEM;
-    b->base.ops = &ref_bnorm_ops;
-    b->base.kind = ST_K_BNORM;
     b->d = *d;
     *k = &b->base;
     return ST_OK;

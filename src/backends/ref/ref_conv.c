@@ -62,6 +62,19 @@ static void col2im(const st_conv_desc *d, int ic_g, const float *dcol, float *ds
             }
 }
 
+/* The col matrix of group g of sample n: the input itself for direct
+ * (1x1, stride 1, unpadded) convolutions, else im2col into the scratch. */
+static const float *conv_col(const ref_conv *c, const st_kargs *a, int n, int g)
+{
+    const st_conv_desc *d = &c->d;
+    int ic_g = d->ic / d->groups;
+    const float *src = a->src + ((long)n * d->ic + (long)g * ic_g) * d->ih * d->iw;
+    if (c->direct)
+        return src;
+    im2col(d, ic_g, src, a->scratch);
+    return a->scratch;
+}
+
 static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
@@ -69,18 +82,11 @@ static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
     const st_conv_desc *d = &c->d;
     int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
     int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
-    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    long out_n = (long)d->oc * P;
     for (int n = 0; n < a->n; n++)
-        for (int g = 0; g < G; g++) {
-            const float *src = a->src + n * in_n + (long)g * ic_g * d->ih * d->iw;
-            const float *col = src;
-            if (!c->direct) {
-                im2col(d, ic_g, src, a->scratch);
-                col = a->scratch;
-            }
-            ref_gemm(0, 0, oc_g, P, K, 1.0f, a->weights + (long)g * oc_g * K, K, col, P, 0.0f,
-                     a->dst + n * out_n + (long)g * oc_g * P, P);
-        }
+        for (int g = 0; g < G; g++)
+            ref_gemm(0, 0, oc_g, P, K, 1.0f, a->weights + (long)g * oc_g * K, K,
+                     conv_col(c, a, n, g), P, 0.0f, a->dst + n * out_n + (long)g * oc_g * P, P);
     for (int n = 0; n < a->n; n++) {
         float *out = a->dst + n * out_n;
         if (d->bias)
@@ -124,19 +130,12 @@ static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error
     const st_conv_desc *d = &c->d;
     int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
     int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
-    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    long out_n = (long)d->oc * P;
     memset(a->diff_weights, 0, (size_t)d->oc * K * sizeof(float));
     for (int n = 0; n < a->n; n++)
-        for (int g = 0; g < G; g++) {
-            const float *src = a->src + n * in_n + (long)g * ic_g * d->ih * d->iw;
-            const float *col = src;
-            if (!c->direct) {
-                im2col(d, ic_g, src, a->scratch);
-                col = a->scratch;
-            }
+        for (int g = 0; g < G; g++)
             ref_gemm(0, 1, oc_g, K, P, 1.0f, a->diff_dst + n * out_n + (long)g * oc_g * P, P,
-                     col, P, 1.0f, a->diff_weights + (long)g * oc_g * K, K);
-        }
+                     conv_col(c, a, n, g), P, 1.0f, a->diff_weights + (long)g * oc_g * K, K);
     if (d->bias) {
         for (int o = 0; o < d->oc; o++) {
             float s = 0.0f;
@@ -149,25 +148,18 @@ static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error
     return ST_OK;
 }
 
-static void conv_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_conv_ops = {
     .forward = conv_forward,
     .backward_data = conv_backward_data,
     .backward_weights = conv_backward_weights,
-    .destroy = conv_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err)
 {
-    ref_conv *c = st_calloc(1, sizeof *c, "reference convolution", err);
+    ref_conv *c = ref_kernel_new(sizeof *c, &ref_conv_ops, ST_K_CONV, err);
     if (!c)
         return ST_ENOMEM;
-    c->base.ops = &ref_conv_ops;
-    c->base.kind = ST_K_CONV;
     c->d = *d;
     c->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
                 d->pw == 0 && d->oh == d->ih && d->ow == d->iw;

@@ -38,25 +38,18 @@ static st_status act_backward_data(st_kernel *k, const st_kargs *a, st_error *er
     return ST_OK;
 }
 
-static void eltwise_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_act_ops = {
     .forward = act_forward,
     .backward_data = act_backward_data,
     .backward_weights = NULL,
-    .destroy = eltwise_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_act_create(const st_act_desc *d, st_kernel **k, st_error *err)
 {
-    ref_act *r = st_calloc(1, sizeof *r, "reference activation", err);
+    ref_act *r = ref_kernel_new(sizeof *r, &ref_act_ops, ST_K_ACT, err);
     if (!r)
         return ST_ENOMEM;
-    r->base.ops = &ref_act_ops;
-    r->base.kind = ST_K_ACT;
     r->d = *d;
     *k = &r->base;
     return ST_OK;
@@ -93,16 +86,14 @@ static const st_kernel_ops ref_softmax_ops = {
     .forward = softmax_forward,
     .backward_data = ref_no_backward,
     .backward_weights = NULL,
-    .destroy = eltwise_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_softmax_create(const st_softmax_desc *d, st_kernel **k, st_error *err)
 {
-    ref_softmax *s = st_calloc(1, sizeof *s, "reference softmax", err);
+    ref_softmax *s = ref_kernel_new(sizeof *s, &ref_softmax_ops, ST_K_SOFTMAX, err);
     if (!s)
         return ST_ENOMEM;
-    s->base.ops = &ref_softmax_ops;
-    s->base.kind = ST_K_SOFTMAX;
     s->d = *d;
     *k = &s->base;
     return ST_OK;

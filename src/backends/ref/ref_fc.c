@@ -52,25 +52,18 @@ static st_status fc_backward_weights(st_kernel *k, const st_kargs *a, st_error *
     return ST_OK;
 }
 
-static void fc_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_fc_ops = {
     .forward = fc_forward,
     .backward_data = fc_backward_data,
     .backward_weights = fc_backward_weights,
-    .destroy = fc_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_fc_create(const st_fc_desc *d, st_kernel **k, st_error *err)
 {
-    ref_fc *f = st_calloc(1, sizeof *f, "reference inner product", err);
+    ref_fc *f = ref_kernel_new(sizeof *f, &ref_fc_ops, ST_K_FC, err);
     if (!f)
         return ST_ENOMEM;
-    f->base.ops = &ref_fc_ops;
-    f->base.kind = ST_K_FC;
     f->d = *d;
     *k = &f->base;
     return ST_OK;

@@ -65,25 +65,18 @@ static st_status lrn_backward_data(st_kernel *k, const st_kargs *a, st_error *er
     return ST_OK;
 }
 
-static void lrn_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_lrn_ops = {
     .forward = lrn_forward,
     .backward_data = lrn_backward_data,
     .backward_weights = NULL,
-    .destroy = lrn_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_lrn_create(const st_lrn_desc *d, st_kernel **k, st_error *err)
 {
-    ref_lrn *l = st_calloc(1, sizeof *l, "reference LRN", err);
+    ref_lrn *l = ref_kernel_new(sizeof *l, &ref_lrn_ops, ST_K_LRN, err);
     if (!l)
         return ST_ENOMEM;
-    l->base.ops = &ref_lrn_ops;
-    l->base.kind = ST_K_LRN;
     l->d = *d;
     l->base.workspace_bytes = (size_t)d->base.n * d->c * d->h * d->w * sizeof(float);
     *k = &l->base;

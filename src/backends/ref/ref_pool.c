@@ -95,25 +95,18 @@ static st_status pool_backward_data(st_kernel *k, const st_kargs *a, st_error *e
     return ST_OK;
 }
 
-static void pool_destroy(st_kernel *k)
-{
-    free(k);
-}
-
 static const st_kernel_ops ref_pool_ops = {
     .forward = pool_forward,
     .backward_data = pool_backward_data,
     .backward_weights = NULL,
-    .destroy = pool_destroy,
+    .destroy = ref_kernel_free,
 };
 
 st_status ref_pool_create(const st_pool_desc *d, st_kernel **k, st_error *err)
 {
-    ref_pool *p = st_calloc(1, sizeof *p, "reference pooling", err);
+    ref_pool *p = ref_kernel_new(sizeof *p, &ref_pool_ops, ST_K_POOL, err);
     if (!p)
         return ST_ENOMEM;
-    p->base.ops = &ref_pool_ops;
-    p->base.kind = ST_K_POOL;
     p->d = *d;
     if (d->alg == ST_POOL_MAX)
         p->base.workspace_bytes = (size_t)d->base.n * d->c * d->oh * d->ow * sizeof(int);
