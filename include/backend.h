@@ -8,8 +8,16 @@
  * backend state.
  *
  * Conventions for all kernels:
- * - tensors are float, logically NCHW; n is the number of samples of a call
- *   and may be anything from 1 to the n the kernel was created for;
+ * - tensors are float, logically NCHW, with the sample index outermost; a
+ *   backend may keep activations in its own layout (oneDNN's blocked ones):
+ *   the descriptor says the layout src comes in (NULL: plain NCHW), and the
+ *   kernel says the layout and size of its dst (plain when dst_plain is
+ *   asked for). diff_src has src's layout, diff_dst has dst's;
+ * - weights and their gradients are always plain ([oc, ic/groups, kh, kw],
+ *   [out, in]); a backend reorders them for itself if it wants to;
+ * - n is the number of samples of a call: one of the descriptor's
+ *   batch_sizes (backends that generate code per shape build them all when
+ *   the kernel is created, never during training);
  * - forward applies the descriptor's activation (fused where the backend can);
  * - backward_* receive diff_dst already multiplied by the activation's
  *   derivative (the layer runs an ST_K_ACT kernel backward first);
@@ -51,8 +59,15 @@ typedef enum st_kind {
 
 typedef struct st_kdesc {
     st_kind kind;
-    int n; /* largest number of samples per call */
+    int n;                  /* largest number of samples per call */
+    const int *batch_sizes; /* every n a call will use, n among them */
+    int n_batch_sizes;
+    const void *src_layout; /* NULL: plain; else an earlier kernel's dst_layout */
+    int dst_plain;          /* dst must be plain NCHW */
 } st_kdesc;
+
+/* Values per sample of a kernel's dst (its logical size). */
+size_t st_kdesc_dst_values(const st_kdesc *d);
 
 /* Convolution; weights [oc, ic/groups, kh, kw], bias [oc]. */
 typedef struct st_conv_desc {
@@ -88,7 +103,8 @@ typedef struct st_pool_desc {
 /* Batch normalization over N x H x W per channel, biased batch variance,
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, then act.
  * weights = gamma [c], bias = beta [c]. Training: mean / var [c] are written
- * with the batch statistics; inference: they are read. */
+ * with the batch statistics; inference: they are read. backward_data may
+ * run in place (diff_src == diff_dst). */
 typedef struct st_bnorm_desc {
     st_kdesc base;
     int c, h, w;
@@ -106,7 +122,8 @@ typedef struct st_lrn_desc {
 } st_lrn_desc;
 
 /* Elementwise activation over count values per sample; src may equal dst and
- * diff_src may equal diff_dst. backward: diff_src = diff_dst * f'(dst). */
+ * diff_src may equal diff_dst. backward: diff_src = diff_dst * f'(dst).
+ * dst has src's layout; dst_plain is not allowed. */
 typedef struct st_act_desc {
     st_kdesc base;
     size_t count;
@@ -154,12 +171,14 @@ struct st_kernel {
     st_kind kind;
     size_t workspace_bytes;
     size_t scratch_bytes;
+    const void *dst_layout; /* NULL: plain; owned by the kernel */
+    size_t dst_bytes;       /* dst (and diff_dst) of n samples */
 };
 
 typedef struct st_bctx st_bctx; /* a backend's per-worker context */
 
 typedef struct st_backend_opts {
-    int intra_threads; /* intra-op threads per worker (1 = single-threaded kernels) */
+    int intra_threads; /* intra-op threads of this worker (1: single-threaded kernels) */
     int worker;        /* worker index, for messages */
 } st_backend_opts;
 

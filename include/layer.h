@@ -57,14 +57,28 @@ typedef struct st_build {
     st_param_table *params;
 } st_build;
 
-/* A replica under construction: one worker's kernels and arena plan. */
+/* A replica under construction: one worker's kernels and arena plan, and
+ * the layouts flowing between its layers (see backend.h). */
 typedef struct st_setup {
     const st_backend *backend;
     st_bctx *bctx;
-    int n;              /* samples per call, at most */
-    int training;       /* backward will run */
-    st_arena *arena;    /* reserve workspace here */
+    int n;                        /* samples per call, at most */
+    const int *batch_sizes;       /* every sample count a call will use */
+    int n_batch_sizes;
+    int training;                 /* backward will run */
+    st_arena *arena;              /* reserve workspace here */
+    const void *const *in_layout; /* [n_src] layouts of the inputs (NULL: plain) */
+    const size_t *in_bytes;       /* [n_src] their buffers for n samples */
+    int dst_plain;                /* a consumer needs this layer's output plain */
+    /* Set by the layer's setup; the network presets plain, n x out values. */
+    const void *out_layout;
+    size_t out_bytes;
 } st_setup;
+
+/* Seconds spent in one layer, when a replica is asked to time its layers. */
+typedef struct st_layer_time {
+    double forward, backward_data, backward_weights;
+} st_layer_time;
 
 /* One forward or backward call of one layer in one worker. */
 typedef struct st_pass {
@@ -83,12 +97,14 @@ typedef struct st_pass {
     uint64_t seed;              /* with iteration and sample0: dropout masks */
     long iteration;
     long sample0;               /* global index of this shard's first sample */
+    st_layer_time *time;        /* NULL, or where kernels add backward_weights time */
 } st_pass;
 
 struct st_layer_ops {
     const char *type;                 /* section name, e.g. "convolutional" */
     const char *short_name;           /* for the layer table, e.g. "conv" */
     const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
+    int plain_input;                  /* computes in plain C on plain NCHW input */
     /* Read the section, infer the output shape, register parameters. */
     st_status (*build)(st_build *b, st_layer **out, st_error *err);
     /* Create this worker's kernels and reserve its workspace; NULL for layers
@@ -111,8 +127,10 @@ typedef struct st_kslot {
     size_t ws_off;
 } st_kslot;
 
-st_status st_kslot_create(st_setup *s, const st_kdesc *d, const char *name, st_kslot *slot,
-                          st_error *err);
+/* Create a kernel for d: its base is filled in from the setup (sample
+ * counts) and the arguments (src layout, whether dst must be plain). */
+st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int dst_plain,
+                          const char *name, st_kslot *slot, st_error *err);
 void st_kslot_release(st_kslot *slot);
 
 /* Run a kernel with its workspace and the arena's scratch filled in. */

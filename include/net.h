@@ -2,8 +2,10 @@
  * replicas (one per worker: kernels, activations and gradients of its shard).
  *
  * A replica's activation arena holds, for every layer, its output and (when
- * training) the gradient at its output, both [n, out], plus the layers'
- * workspace views and one shared scratch region. The weights and the
+ * training) the gradient at its output, both [n, out] in the layout the
+ * backend chose for that output, plus the layers' workspace views and one
+ * shared scratch region. An output is plain NCHW when a consumer computes
+ * in plain C, and for the last layer and the class scores. The weights and the
  * gradient arenas are not the replica's: forward reads the one shared
  * weights arena, backward writes the gradient arena it is given. */
 #ifndef ST_NET_H
@@ -63,12 +65,18 @@ typedef struct st_replica {
     int input_delta;
     int *accumulate;        /* [n_layers * ST_MAX_SRC] see st_pass */
     unsigned char *consumed;/* [n_layers] some later layer reads the output */
+    const void **out_layout;/* [n_layers] backend layout of each output */
+    size_t *out_bytes;      /* [n_layers] each output buffer */
+    st_layer_time *time;    /* [n_layers] when timing, else NULL */
 } st_replica;
 
 typedef struct st_replica_opts {
     int n;                 /* samples per call, at most */
+    const int *batch_sizes;/* every sample count calls will use; NULL: just n */
+    int n_batch_sizes;
     int training;          /* allocate gradients and backward kernels */
     int input_delta;       /* also compute the gradient at the network input */
+    int timing;            /* keep per-layer times (st_replica.time) */
     st_backend_opts backend;
 } st_replica_opts;
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     const char *name;
@@ -39,10 +40,15 @@ const char *st_layer_type_list(void)
            "lrn, shortcut, route, crop";
 }
 
-st_status st_kslot_create(st_setup *s, const st_kdesc *d, const char *name, st_kslot *slot,
-                          st_error *err)
+st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int dst_plain,
+                          const char *name, st_kslot *slot, st_error *err)
 {
     memset(slot, 0, sizeof *slot);
+    d->n = s->n;
+    d->batch_sizes = s->batch_sizes;
+    d->n_batch_sizes = s->n_batch_sizes;
+    d->src_layout = src_layout;
+    d->dst_plain = dst_plain;
     st_status st = s->backend->kernel_create(s->bctx, d, &slot->k, err);
     if (st != ST_OK)
         return st;
@@ -83,11 +89,22 @@ st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_karg
     return slot->k->ops->backward_data(slot->k, a, err);
 }
 
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
                                     st_error *err)
 {
     kslot_fill(slot, p, a);
-    return slot->k->ops->backward_weights(slot->k, a, err);
+    double t0 = p->time ? seconds_now() : 0.0;
+    st_status st = slot->k->ops->backward_weights(slot->k, a, err);
+    if (p->time)
+        p->time->backward_weights += seconds_now() - t0;
+    return st;
 }
 
 st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Largest values per sample of one layer output; keeps every index of the
  * kernels inside int range with room for the batch dimension elsewhere. */
@@ -154,6 +155,13 @@ uint64_t st_net_hash(const st_net *net)
 
 /* ---- replicas ---- */
 
+static double net_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void st_replica_free(st_replica *r)
 {
     if (r->state)
@@ -168,6 +176,9 @@ void st_replica_free(st_replica *r)
     free(r->delta_off);
     free(r->accumulate);
     free(r->consumed);
+    free(r->out_layout);
+    free(r->out_bytes);
+    free(r->time);
     memset(r, 0, sizeof *r);
 }
 
@@ -189,6 +200,59 @@ static void replica_plan_accumulation(st_replica *r)
     }
 }
 
+/* Whether layer i's output must be plain: a consumer computes in plain C,
+ * or it is the last layer or the class scores (read by the trainer). */
+static int output_must_be_plain(const st_net *net, int i)
+{
+    if (i == net->n_layers - 1 || i == net->output_layer)
+        return 1;
+    for (int j = i + 1; j < net->n_layers; j++) {
+        const st_layer *l = net->layers[j];
+        for (int k = 0; k < l->n_src; k++)
+            if (l->src[k] == i && l->ops->plain_input)
+                return 1;
+    }
+    return 0;
+}
+
+static st_status replica_setup_layer(st_replica *r, int i, const int *batch_sizes,
+                                     int n_batch_sizes, st_error *err)
+{
+    const st_net *net = r->net;
+    const st_layer *l = net->layers[i];
+    const void *in_layout[ST_MAX_SRC];
+    size_t in_bytes[ST_MAX_SRC];
+    for (int k = 0; k < l->n_src; k++) {
+        int from = l->src[k];
+        in_layout[k] = from < 0 ? NULL : r->out_layout[from];
+        in_bytes[k] = from < 0 ? (size_t)r->n * st_shape_count(net->input) * sizeof(float)
+                               : r->out_bytes[from];
+    }
+    st_setup s = {
+        .backend = r->backend, .bctx = r->bctx, .n = r->n, .batch_sizes = batch_sizes,
+        .n_batch_sizes = n_batch_sizes, .training = r->training, .arena = &r->arena,
+        .in_layout = in_layout, .in_bytes = in_bytes,
+        .dst_plain = output_must_be_plain(net, i),
+        .out_layout = NULL,
+        .out_bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float),
+    };
+    st_status st = l->ops->setup ? l->ops->setup(l, &s, &r->state[i], err) : ST_OK;
+    if (st == ST_OK && s.dst_plain && s.out_layout)
+        st = st_fail(err, ST_EINTERNAL, "the backend did not give the plain output asked for");
+    if (st != ST_OK)
+        return st;
+    r->out_layout[i] = s.out_layout;
+    r->out_bytes[i] = s.out_bytes;
+    char name[48];
+    snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
+    st = st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
+    if (st == ST_OK && r->training) {
+        snprintf(name, sizeof name, "%d.%s.delta", i, l->ops->short_name);
+        st = st_arena_reserve(&r->arena, name, s.out_bytes, &r->delta_off[i], err);
+    }
+    return st;
+}
+
 st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
                           const st_replica_opts *o, st_error *err)
 {
@@ -204,25 +268,21 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
     r->delta_off = st_calloc((size_t)nl, sizeof *r->delta_off, "replica views", err);
     r->accumulate = st_calloc((size_t)nl * ST_MAX_SRC, sizeof *r->accumulate, "replica", err);
     r->consumed = st_calloc((size_t)nl, 1, "replica", err);
-    st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed)
+    r->out_layout = st_calloc((size_t)nl, sizeof *r->out_layout, "replica layouts", err);
+    r->out_bytes = st_calloc((size_t)nl, sizeof *r->out_bytes, "replica layouts", err);
+    if (o->timing)
+        r->time = st_calloc((size_t)nl, sizeof *r->time, "layer times", err);
+    st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
+                    r->out_layout && r->out_bytes && (r->time || !o->timing))
                        ? ST_OK : ST_ENOMEM;
     if (st == ST_OK)
         st = backend->ctx_create(&o->backend, &r->bctx, err);
-    st_setup s = {backend, r->bctx, r->n, r->training, &r->arena};
+    const int *sizes = o->batch_sizes ? o->batch_sizes : &r->n;
+    int n_sizes = o->batch_sizes ? o->n_batch_sizes : 1;
     for (int i = 0; i < nl && st == ST_OK; i++) {
-        const st_layer *l = net->layers[i];
-        size_t bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float);
-        char name[48];
-        snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
-        st = st_arena_reserve(&r->arena, name, bytes, &r->out_off[i], err);
-        if (st == ST_OK && r->training) {
-            snprintf(name, sizeof name, "%d.%s.delta", i, l->ops->short_name);
-            st = st_arena_reserve(&r->arena, name, bytes, &r->delta_off[i], err);
-        }
-        if (st == ST_OK && l->ops->setup)
-            st = l->ops->setup(l, &s, &r->state[i], err);
+        st = replica_setup_layer(r, i, sizes, n_sizes, err);
         if (st != ST_OK)
-            st_error_prefix(err, "layer %d [%s]: ", i, l->ops->type);
+            st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
     }
     if (st == ST_OK && r->input_delta)
         st = st_arena_reserve(&r->arena, "input.delta",
@@ -277,11 +337,14 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         for (int k = 0; k < l->n_src; k++)
             src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
         p.dst = st_replica_output(r, i);
+        double t0 = r->time ? net_seconds() : 0.0;
         st_status st = l->ops->forward(l, r->state[i], &p, err);
         if (st != ST_OK) {
             st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
             return st;
         }
+        if (r->time)
+            r->time[i].forward += net_seconds() - t0;
     }
     if (loss)
         *loss = sum;
@@ -297,8 +360,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
     int nl = r->net->n_layers;
     for (int i = 0; i < nl; i++)
         if (!r->consumed[i])
-            memset(st_arena_at(&r->arena, r->delta_off[i]), 0,
-                   (size_t)s->n * st_shape_count(r->net->layers[i]->out) * sizeof(float));
+            memset(st_arena_at(&r->arena, r->delta_off[i]), 0, r->out_bytes[i]);
     if (diff_out) {
         float *d = st_arena_at(&r->arena, r->delta_off[nl - 1]);
         size_t count = (size_t)s->n * st_shape_count(r->net->layers[nl - 1]->out);
@@ -322,11 +384,17 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         p.accumulate = &r->accumulate[i * ST_MAX_SRC];
         p.dst = st_replica_output(r, i);
         p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
+        p.time = r->time ? &r->time[i] : NULL;
+        double t0 = r->time ? net_seconds() : 0.0;
+        double weights_before = r->time ? r->time[i].backward_weights : 0.0;
         st_status st = l->ops->backward(l, r->state[i], &p, err);
         if (st != ST_OK) {
             st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
             return st;
         }
+        if (r->time)
+            r->time[i].backward_data +=
+                net_seconds() - t0 - (r->time[i].backward_weights - weights_before);
     }
     return ST_OK;
 }

@@ -17,7 +17,7 @@ static st_status avgpool_build(st_build *b, st_layer **out, st_error *err)
 
 static st_status avgpool_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
 {
-    st_pool_desc d = {{ST_K_POOL, s->n}, ST_POOL_AVG, base->in.c, base->in.h, base->in.w, 1, 1,
+    st_pool_desc d = {{.kind = ST_K_POOL}, ST_POOL_AVG, base->in.c, base->in.h, base->in.w, 1, 1,
                       base->in.h, base->in.w, 1, 1, 0, 0};
     return slot_setup(s, base, &d.base, "avgpool", state, err);
 }

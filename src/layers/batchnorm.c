@@ -27,7 +27,13 @@ static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state
     if (!bs)
         return ST_ENOMEM;
     *state = bs;
-    return bn_setup(s, base, base->out.c, base->out.h, base->out.w, ST_ACT_LINEAR, bs, err);
+    st_status st = bn_setup(s, base, base->out.c, base->out.h, base->out.w, ST_ACT_LINEAR,
+                            s->in_layout[0], s->dst_plain, bs, err);
+    if (st == ST_OK) {
+        s->out_layout = bs->k.k->dst_layout;
+        s->out_bytes = bs->k.k->dst_bytes;
+    }
+    return st;
 }
 
 static st_status batchnorm_forward(const st_layer *base, void *state, const st_pass *p,

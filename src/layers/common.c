@@ -22,13 +22,14 @@ st_status bn_add_params(st_build *b, int c, bn_params *bp, st_error *err)
 }
 
 st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
-                   bn_state *bs, st_error *err)
+                   const void *src_layout, int dst_plain, bn_state *bs, st_error *err)
 {
-    st_bnorm_desc d = {{ST_K_BNORM, s->n}, c, h, w, ST_BN_EPS, act};
+    st_bnorm_desc d = {.base.kind = ST_K_BNORM, .c = c, .h = h, .w = w, .eps = ST_BN_EPS,
+                       .act = act};
     char name[32];
     snprintf(name, sizeof name, "%d.bn", l->index);
     bs->per_channel = (long)h * w;
-    st_status st = st_kslot_create(s, &d.base, name, &bs->k, err);
+    st_status st = st_kslot_create(s, &d.base, src_layout, dst_plain, name, &bs->k, err);
     if (st == ST_OK)
         st = st_setup_floats(s, l, "bn_mean", (size_t)c, &bs->mean_off, err);
     if (st == ST_OK)
@@ -75,17 +76,17 @@ st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const
     return ST_OK;
 }
 
-st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count, act_slot *a,
-                    st_error *err)
+st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
+                    const void *layout, act_slot *a, st_error *err)
 {
     memset(a, 0, sizeof *a);
     a->act = act;
     if (act == ST_ACT_LINEAR || !s->training)
         return ST_OK;
-    st_act_desc d = {{ST_K_ACT, s->n}, count, act};
+    st_act_desc d = {.base.kind = ST_K_ACT, .count = count, .act = act};
     char name[32];
     snprintf(name, sizeof name, "%d.act", l->index);
-    return st_kslot_create(s, &d.base, name, &a->k, err);
+    return st_kslot_create(s, &d.base, layout, 0, name, &a->k, err);
 }
 
 st_status act_backward(const act_slot *a, const st_pass *p, const float *out, float *diff,
@@ -118,20 +119,29 @@ st_status wl_add_shift(st_build *b, wl_params *wp, int c, st_error *err)
                           err);
 }
 
-st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, const st_kdesc *desc,
+st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc *desc,
                    const char *kernel_name, wl_state *ws, st_error *err)
 {
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
-    size_t out_count = st_shape_count(l->out);
-    st_status st = st_kslot_create(s, desc, name, &ws->main, err);
-    if (st == ST_OK && wp->batch_normalize)
-        st = bn_setup(s, l, l->out.c, l->out.h, l->out.w, wp->act, &ws->bn, err);
-    if (st == ST_OK && wp->batch_normalize)
-        st = st_setup_floats(s, l, "pre_bn", (size_t)s->n * out_count, &ws->pre_off, err);
-    if (st == ST_OK)
-        st = act_setup(s, l, wp->act, out_count, &ws->act, err);
-    return st;
+    st_status st = st_kslot_create(s, desc, s->in_layout[0],
+                                   s->dst_plain && !wp->batch_normalize, name, &ws->main, err);
+    if (st != ST_OK)
+        return st;
+    const st_kernel *last = ws->main.k;
+    if (wp->batch_normalize) {
+        snprintf(name, sizeof name, "%d.pre_bn", l->index);
+        st = st_arena_reserve(s->arena, name, last->dst_bytes, &ws->pre_off, err);
+        if (st == ST_OK)
+            st = bn_setup(s, l, l->out.c, l->out.h, l->out.w, wp->act, last->dst_layout,
+                          s->dst_plain, &ws->bn, err);
+        if (st != ST_OK)
+            return st;
+        last = ws->bn.k.k;
+    }
+    s->out_layout = last->dst_layout;
+    s->out_bytes = last->dst_bytes;
+    return act_setup(s, l, wp->act, st_shape_count(l->out), last->dst_layout, &ws->act, err);
 }
 
 st_status wl_forward(const wl_params *wp, wl_state *ws, const st_pass *p, st_error *err)
@@ -175,7 +185,7 @@ void wl_release(wl_state *ws)
     act_release(&ws->act);
 }
 
-st_status slot_setup(st_setup *s, const st_layer *l, const st_kdesc *d, const char *kernel_name,
+st_status slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *kernel_name,
                      void **state, st_error *err)
 {
     st_kslot *slot = st_calloc(1, sizeof *slot, kernel_name, err);
@@ -184,7 +194,12 @@ st_status slot_setup(st_setup *s, const st_layer *l, const st_kdesc *d, const ch
     *state = slot;
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
-    return st_kslot_create(s, d, name, slot, err);
+    st_status st = st_kslot_create(s, d, s->in_layout[0], s->dst_plain, name, slot, err);
+    if (st == ST_OK) {
+        s->out_layout = slot->k->dst_layout;
+        s->out_bytes = slot->k->dst_bytes;
+    }
+    return st;
 }
 
 st_status slot_forward(const st_layer *l, void *state, const st_pass *p, st_error *err)

@@ -23,8 +23,9 @@ typedef struct bn_state {
 } bn_state;
 
 st_status bn_add_params(st_build *b, int c, bn_params *bp, st_error *err);
+/* src_layout / dst_plain: see st_kslot_create; the kernel is bs->k. */
 st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
-                   bn_state *bs, st_error *err);
+                   const void *src_layout, int dst_plain, bn_state *bs, st_error *err);
 /* y = act(bn(x)) with the batch statistics (training) or the running ones. */
 st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
                      float *y, st_error *err);
@@ -41,8 +42,9 @@ typedef struct act_slot {
     st_kslot k; /* k.k == NULL for linear */
 } act_slot;
 
-st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count, act_slot *a,
-                    st_error *err);
+/* count values per sample in the given layout. */
+st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
+                    const void *layout, act_slot *a, st_error *err);
 /* diff = diff * f'(out), in place. */
 st_status act_backward(const act_slot *a, const st_pass *p, const float *out, float *diff,
                        st_error *err);
@@ -68,16 +70,17 @@ typedef struct wl_state {
 /* Register the biases or the batch-norm block for c output channels. */
 st_status wl_add_shift(st_build *b, wl_params *wp, int c, st_error *err);
 /* desc: the main kernel, built without bias and activation when
- * batch_normalize (wl_setup does not change it). */
-st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, const st_kdesc *desc,
+ * batch_normalize. Sets s->out_layout and s->out_bytes. */
+st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc *desc,
                    const char *kernel_name, wl_state *ws, st_error *err);
 st_status wl_forward(const wl_params *wp, wl_state *ws, const st_pass *p, st_error *err);
 st_status wl_backward(const wl_params *wp, wl_state *ws, const st_pass *p, st_error *err);
 void wl_release(wl_state *ws);
 
 /* Layers without parameters whose state is one kernel slot (pooling, LRN,
- * softmax): create it, run it forward and backward, release it. */
-st_status slot_setup(st_setup *s, const st_layer *l, const st_kdesc *d, const char *kernel_name,
+ * softmax): create it (its dst is the layer's output), run it forward and
+ * backward, release it. */
+st_status slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *kernel_name,
                      void **state, st_error *err);
 st_status slot_forward(const st_layer *l, void *state, const st_pass *p, st_error *err);
 st_status slot_backward(const st_layer *l, void *state, const st_pass *p, st_error *err);

@@ -47,7 +47,7 @@ static st_status connected_setup(const st_layer *base, st_setup *s, void **state
     if (!ws)
         return ST_ENOMEM;
     *state = ws;
-    st_fc_desc d = {{ST_K_FC, s->n}, (int)st_shape_count(base->in), l->outputs,
+    st_fc_desc d = {{.kind = ST_K_FC}, (int)st_shape_count(base->in), l->outputs,
                     !l->wp.batch_normalize, l->wp.batch_normalize ? ST_ACT_LINEAR : l->wp.act};
     return wl_setup(s, base, &l->wp, &d.base, "fc", ws, err);
 }

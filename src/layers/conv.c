@@ -71,7 +71,7 @@ static st_status conv_setup(const st_layer *base, st_setup *s, void **state, st_
         return ST_ENOMEM;
     *state = ws;
     st_conv_desc d = {
-        .base = {ST_K_CONV, s->n},
+        .base.kind = ST_K_CONV,
         .ic = base->in.c, .ih = base->in.h, .iw = base->in.w,
         .oc = base->out.c, .oh = base->out.h, .ow = base->out.w,
         .kh = l->size, .kw = l->size, .sh = l->stride, .sw = l->stride,

@@ -2,7 +2,9 @@
  * rest scaled by 1/(1 - probability) (Darknet's inverted dropout); at test
  * time it is the identity. Masks come from a stream keyed by (seed, layer,
  * iteration, global sample index), so they do not depend on how the batch is
- * split over workers, and a resumed run draws the same masks. */
+ * split over workers, and a resumed run draws the same masks. Elementwise,
+ * it works in whatever layout its input comes in (a blocked layout's
+ * padding stays zero), and its output has that layout. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,8 @@ typedef struct dropout_layer {
 } dropout_layer;
 
 typedef struct dropout_state {
-    size_t mask_off; /* [n, count] bytes: 1 = kept */
+    size_t per_sample; /* floats of one sample in the input's layout */
+    size_t mask_off;   /* [n, per_sample] bytes: 1 = kept */
 } dropout_state;
 
 static st_status dropout_build(st_build *b, st_layer **out, st_error *err)
@@ -36,10 +39,12 @@ static st_status dropout_setup(const st_layer *base, st_setup *s, void **state, 
     if (!ds)
         return ST_ENOMEM;
     *state = ds;
+    ds->per_sample = s->in_bytes[0] / sizeof(float) / (size_t)s->n;
+    s->out_layout = s->in_layout[0];
+    s->out_bytes = s->in_bytes[0];
     char name[32];
     snprintf(name, sizeof name, "%d.mask", base->index);
-    return st_arena_reserve(s->arena, name, (size_t)s->n * st_shape_count(base->out),
-                            &ds->mask_off, err);
+    return st_arena_reserve(s->arena, name, (size_t)s->n * ds->per_sample, &ds->mask_off, err);
 }
 
 static st_status dropout_forward(const st_layer *base, void *state, const st_pass *p,
@@ -47,12 +52,13 @@ static st_status dropout_forward(const st_layer *base, void *state, const st_pas
 {
     (void)err;
     const dropout_layer *l = (const dropout_layer *)base;
-    size_t count = st_shape_count(base->out);
+    const dropout_state *ds = state;
+    size_t count = ds->per_sample;
     if (!p->training) {
         memcpy(p->dst, p->src[0], (size_t)p->n * count * sizeof(float));
         return ST_OK;
     }
-    unsigned char *mask = st_arena_at(p->arena, ((dropout_state *)state)->mask_off);
+    unsigned char *mask = st_arena_at(p->arena, ds->mask_off);
     float scale = 1.0f / (1.0f - l->probability);
     for (int n = 0; n < p->n; n++) {
         st_rng rng;
@@ -77,9 +83,10 @@ static st_status dropout_backward(const st_layer *base, void *state, const st_pa
     const dropout_layer *l = (const dropout_layer *)base;
     if (!p->diff_src[0])
         return ST_OK;
-    const unsigned char *mask = st_arena_at(p->arena, ((dropout_state *)state)->mask_off);
+    const dropout_state *ds = state;
+    const unsigned char *mask = st_arena_at(p->arena, ds->mask_off);
     float scale = 1.0f / (1.0f - l->probability);
-    size_t total = (size_t)p->n * st_shape_count(base->out);
+    size_t total = (size_t)p->n * ds->per_sample;
     float *dx = p->diff_src[0];
     for (size_t i = 0; i < total; i++) {
         float g = mask[i] ? p->diff_dst[i] * scale : 0.0f;

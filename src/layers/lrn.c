@@ -37,7 +37,7 @@ static st_status lrn_build(st_build *b, st_layer **out, st_error *err)
 static st_status lrn_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
 {
     const lrn_layer *l = (const lrn_layer *)base;
-    st_lrn_desc d = {{ST_K_LRN, s->n}, base->in.c, base->in.h, base->in.w, l->size, l->alpha,
+    st_lrn_desc d = {{.kind = ST_K_LRN}, base->in.c, base->in.h, base->in.w, l->size, l->alpha,
                      l->beta, l->k};
     return slot_setup(s, base, &d.base, "lrn", state, err);
 }

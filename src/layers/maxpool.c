@@ -39,7 +39,7 @@ static st_status maxpool_build(st_build *b, st_layer **out, st_error *err)
 static st_status maxpool_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
 {
     const maxpool_layer *l = (const maxpool_layer *)base;
-    st_pool_desc d = {{ST_K_POOL, s->n}, ST_POOL_MAX, base->in.c, base->in.h, base->in.w,
+    st_pool_desc d = {{.kind = ST_K_POOL}, ST_POOL_MAX, base->in.c, base->in.h, base->in.w,
                       base->out.h, base->out.w, l->size, l->size, l->stride, l->stride,
                       l->padding / 2, l->padding / 2};
     return slot_setup(s, base, &d.base, "maxpool", state, err);

@@ -42,8 +42,9 @@ static st_status softmax_build(st_build *b, st_layer **out, st_error *err)
 static st_status softmax_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
 {
     const softmax_layer *l = (const softmax_layer *)base;
-    st_softmax_desc d = {{ST_K_SOFTMAX, s->n}, (int)st_shape_count(base->in), l->groups,
+    st_softmax_desc d = {{.kind = ST_K_SOFTMAX}, (int)st_shape_count(base->in), l->groups,
                          l->temperature};
+    s->dst_plain = 1; /* the loss reads the probabilities in plain C */
     return slot_setup(s, base, &d.base, "softmax", state, err);
 }
 
@@ -95,6 +96,7 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
+    .plain_input = 1,
     .short_name = "softmax",
     .build = softmax_build,
     .setup = softmax_setup,

@@ -23,8 +23,9 @@ st_status ref_softmax_create(const st_softmax_desc *d, st_kernel **k, st_error *
 st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err);
 
 /* Allocate a kernel struct of size bytes (st_kernel first), zeroed, with its
- * ops and kind set; NULL (and err set) when out of memory. */
-void *ref_kernel_new(size_t size, const st_kernel_ops *ops, st_kind kind, st_error *err);
+ * ops, kind and plain dst size set from d; NULL (and err set) when out of
+ * memory. */
+void *ref_kernel_new(size_t size, const st_kernel_ops *ops, const st_kdesc *d, st_error *err);
 
 /* destroy for kernels that own nothing but themselves. */
 void ref_kernel_free(st_kernel *k);

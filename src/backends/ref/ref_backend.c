@@ -26,6 +26,8 @@ static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
                                    st_error *err)
 {
     (void)ctx;
+    if (d->src_layout)
+        return st_fail(err, ST_EINTERNAL, "reference backend: input in a foreign layout");
     switch (d->kind) {
     case ST_K_CONV: return ref_conv_create((const st_conv_desc *)d, k, err);
     case ST_K_FC: return ref_fc_create((const st_fc_desc *)d, k, err);
@@ -45,12 +47,13 @@ st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err)
                    k->kind);
 }
 
-void *ref_kernel_new(size_t size, const st_kernel_ops *ops, st_kind kind, st_error *err)
+void *ref_kernel_new(size_t size, const st_kernel_ops *ops, const st_kdesc *d, st_error *err)
 {
     st_kernel *k = st_calloc(1, size, "reference kernel", err);
     if (k) {
         k->ops = ops;
-        k->kind = kind;
+        k->kind = d->kind;
+        k->dst_bytes = (size_t)d->n * st_kdesc_dst_values(d) * sizeof(float);
     }
     return k;
 }

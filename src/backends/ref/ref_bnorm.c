@@ -91,7 +91,7 @@ static const st_kernel_ops ref_bnorm_ops = {
 
 st_status ref_bnorm_create(const st_bnorm_desc *d, st_kernel **k, st_error *err)
 {
-    ref_bnorm *b = ref_kernel_new(sizeof *b, &ref_bnorm_ops, ST_K_BNORM, err);
+    ref_bnorm *b = ref_kernel_new(sizeof *b, &ref_bnorm_ops, &d->base, err);
     if (!b)
         return ST_ENOMEM;
     b->d = *d;

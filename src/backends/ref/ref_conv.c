@@ -157,7 +157,7 @@ static const st_kernel_ops ref_conv_ops = {
 
 st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err)
 {
-    ref_conv *c = ref_kernel_new(sizeof *c, &ref_conv_ops, ST_K_CONV, err);
+    ref_conv *c = ref_kernel_new(sizeof *c, &ref_conv_ops, &d->base, err);
     if (!c)
         return ST_ENOMEM;
     c->d = *d;

@@ -47,7 +47,7 @@ static const st_kernel_ops ref_act_ops = {
 
 st_status ref_act_create(const st_act_desc *d, st_kernel **k, st_error *err)
 {
-    ref_act *r = ref_kernel_new(sizeof *r, &ref_act_ops, ST_K_ACT, err);
+    ref_act *r = ref_kernel_new(sizeof *r, &ref_act_ops, &d->base, err);
     if (!r)
         return ST_ENOMEM;
     r->d = *d;
@@ -91,7 +91,7 @@ static const st_kernel_ops ref_softmax_ops = {
 
 st_status ref_softmax_create(const st_softmax_desc *d, st_kernel **k, st_error *err)
 {
-    ref_softmax *s = ref_kernel_new(sizeof *s, &ref_softmax_ops, ST_K_SOFTMAX, err);
+    ref_softmax *s = ref_kernel_new(sizeof *s, &ref_softmax_ops, &d->base, err);
     if (!s)
         return ST_ENOMEM;
     s->d = *d;

@@ -61,7 +61,7 @@ static const st_kernel_ops ref_fc_ops = {
 
 st_status ref_fc_create(const st_fc_desc *d, st_kernel **k, st_error *err)
 {
-    ref_fc *f = ref_kernel_new(sizeof *f, &ref_fc_ops, ST_K_FC, err);
+    ref_fc *f = ref_kernel_new(sizeof *f, &ref_fc_ops, &d->base, err);
     if (!f)
         return ST_ENOMEM;
     f->d = *d;

@@ -74,7 +74,7 @@ static const st_kernel_ops ref_lrn_ops = {
 
 st_status ref_lrn_create(const st_lrn_desc *d, st_kernel **k, st_error *err)
 {
-    ref_lrn *l = ref_kernel_new(sizeof *l, &ref_lrn_ops, ST_K_LRN, err);
+    ref_lrn *l = ref_kernel_new(sizeof *l, &ref_lrn_ops, &d->base, err);
     if (!l)
         return ST_ENOMEM;
     l->d = *d;

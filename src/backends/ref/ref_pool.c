@@ -104,7 +104,7 @@ static const st_kernel_ops ref_pool_ops = {
 
 st_status ref_pool_create(const st_pool_desc *d, st_kernel **k, st_error *err)
 {
-    ref_pool *p = ref_kernel_new(sizeof *p, &ref_pool_ops, ST_K_POOL, err);
+    ref_pool *p = ref_kernel_new(sizeof *p, &ref_pool_ops, &d->base, err);
     if (!p)
         return ST_ENOMEM;
     p->d = *d;
