@@ -42,7 +42,8 @@ struct st_layer {
     st_shape in, out;     /* one sample; `in` is src[0]'s output */
     int n_src;
     int src[ST_MAX_SRC];  /* producing layers; -1 is the network input */
-    double flops;         /* forward flops per sample (2 per multiply-add) */
+    double flops;         /* forward flops per sample: 2 per multiply-add of
+                           * convolutions and inner products, 0 elsewhere */
     int is_loss;          /* produces a loss from the labels */
 };
 
@@ -105,6 +106,7 @@ struct st_layer_ops {
     const char *short_name;           /* for the layer table, e.g. "conv" */
     const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
     int plain_input;                  /* computes in plain C on plain NCHW input */
+    int keeps_layout;                 /* output in its input's layout (elementwise) */
     /* Read the section, infer the output shape, register parameters. */
     st_status (*build)(st_build *b, st_layer **out, st_error *err);
     /* Create this worker's kernels and reserve its workspace; NULL for layers

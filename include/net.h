@@ -29,7 +29,7 @@ typedef struct st_net {
     int output_layer;     /* the last layer that is not [cost]: class scores */
     int classes;          /* values per sample of output_layer */
     st_param_table params;
-    double flops;         /* forward flops per sample */
+    double flops;         /* forward flops per sample (see st_layer) */
 } st_net;
 
 /* Build from every section after the first ([net]) of cfg; input is the

@@ -11,6 +11,7 @@
 
 typedef struct st_train_opts {
     int threads;             /* workers (-t) */
+    int intra;               /* intra-op threads per worker (--intra) */
     int batch;               /* images per update; 0: batch= from [net] */
     long iters;              /* 0: from --epochs or max_batches */
     long epochs;
@@ -21,16 +22,29 @@ typedef struct st_train_opts {
     long train_images;       /* 0: all (synthetic: default count) */
     long test_images;
     long test_interval;      /* 0: every epoch and at the end */
+    int no_test;             /* never run the test phase */
     long log_every;          /* iterations per progress line */
+    long warmup;             /* first iterations left out of speed figures */
+    int profile;             /* print per-layer times and the time split */
+    double *loss_trace;      /* NULL, or [iterations]: loss per image of each */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */
 st_train_opts st_train_defaults(void);
 
+/* Where an iteration's time goes (seconds, summed over iterations). */
+typedef struct st_time_split {
+    double data;     /* reading and decoding the batch */
+    double compute;  /* forward and backward */
+    double update;   /* gradient reduction and the solver */
+} st_time_split;
+
 typedef struct st_train_result {
     long iterations;
-    double seconds;          /* training time, test phases excluded */
-    double images_per_s;
+    double seconds;          /* training time after warm-up, test phases excluded */
+    double images_per_s;     /* after warm-up */
+    double gflops;           /* training GFLOP/s: 3 x forward conv/fc flops */
+    st_time_split split;     /* after warm-up */
     double first_loss;       /* loss per image of the first iteration */
     double last_loss;        /* mean loss per image over the last log window */
     double test_accuracy;    /* last test phase, -1 if none ran */

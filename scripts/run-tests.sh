@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run every test: the C test binaries of the build directory, the sanitizer
-# builds of the tests that need them, and the shell tests under tests/. Each
-# under a timeout; prints one line per test and fails if any failed.
-# usage: scripts/run-tests.sh BUILD_DIR
+# builds of the tests named in $SAN_TESTS (in build-san/), and the shell
+# tests under tests/. Each under a timeout; prints one line per test and
+# fails if any failed.
+# usage: SAN_TESTS="test_a test_b" scripts/run-tests.sh BUILD_DIR
 set -u
 build=${1:-build}
 bin="$build/singletrain"
@@ -26,8 +27,8 @@ run() {
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] && run "$(basename "$t")" "$t"
 done
-for t in build-san/tests/test_*; do
-    [ -x "$t" ] && run "$(basename "$t") [asan+ubsan]" "$t"
+for t in ${SAN_TESTS:-}; do
+    run "$t [asan+ubsan]" "build-san/tests/$t"
 done
 for t in tests/*.sh; do
     [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"

@@ -201,7 +201,8 @@ static void replica_plan_accumulation(st_replica *r)
 }
 
 /* Whether layer i's output must be plain: a consumer computes in plain C,
- * or it is the last layer or the class scores (read by the trainer). */
+ * or keeps its input's layout and must itself be plain, or it is the last
+ * layer or the class scores (read by the trainer). */
 static int output_must_be_plain(const st_net *net, int i)
 {
     if (i == net->n_layers - 1 || i == net->output_layer)
@@ -209,7 +210,8 @@ static int output_must_be_plain(const st_net *net, int i)
     for (int j = i + 1; j < net->n_layers; j++) {
         const st_layer *l = net->layers[j];
         for (int k = 0; k < l->n_src; k++)
-            if (l->src[k] == i && l->ops->plain_input)
+            if (l->src[k] == i && (l->ops->plain_input ||
+                                   (l->ops->keeps_layout && output_must_be_plain(net, j))))
                 return 1;
     }
     return 0;

@@ -48,7 +48,7 @@ struct st_trainer {
 
 st_train_opts st_train_defaults(void)
 {
-    st_train_opts o = {.threads = 1, .seed = 1, .backend = "ref", .log_every = 100};
+    st_train_opts o = {.threads = 1, .intra = 1, .seed = 1, .backend = "ref", .log_every = 100};
     return o;
 }
 
@@ -216,7 +216,12 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                         err);
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
-        st_replica_opts ro = {.n = t->batch, .training = 1, .backend = {1, 0}};
+        /* Every sample count a call will see: full batches, the last one of
+         * an epoch, and the last one of the test set. */
+        int sizes[3] = {t->batch, (int)(t->train->count % t->batch),
+                        t->test ? (int)(t->test->count % t->batch) : 0};
+        st_replica_opts ro = {.n = t->batch, .batch_sizes = sizes, .n_batch_sizes = 3,
+                              .training = 1, .timing = o->profile, .backend = {o->intra, 0}};
         st = st_replica_init(&t->replica, &t->net, t->backend, &ro, err);
     }
     if (st == ST_OK)
@@ -273,10 +278,13 @@ static st_status evaluate(st_trainer *t, const st_source *src, double *accuracy,
     return ST_OK;
 }
 
-/* One iteration; *images gets its batch size and *loss its summed loss. */
-static st_status train_step(st_trainer *t, long it, int *images, double *loss, st_error *err)
+/* One iteration; *images gets its batch size, *loss its summed loss, and
+ * split the time it spent on each part. */
+static st_status train_step(st_trainer *t, long it, int *images, double *loss,
+                            st_time_split *split, st_error *err)
 {
     long epoch = it / t->iters_per_epoch, j = it % t->iters_per_epoch;
+    double t0 = now_seconds();
     if (epoch != t->shuffled_epoch) {
         st_order_shuffle(&t->order, epoch);
         t->shuffled_epoch = epoch;
@@ -286,6 +294,7 @@ static st_status train_step(st_trainer *t, long it, int *images, double *loss, s
     st_status st = st_source_batch(t->train, t->order.perm + b0, n, t->x, t->labels, err);
     st_shard shard = {n, t->x, t->labels, epoch * count + b0};
     st_step_info info = {1, t->o.seed, it};
+    double t1 = now_seconds();
     if (st == ST_OK)
         st = st_replica_forward(&t->replica, t->ps.weights, &shard, &info, loss, err);
     if (st == ST_OK)
@@ -296,9 +305,14 @@ static st_status train_step(st_trainer *t, long it, int *images, double *loss, s
     if (!isfinite(*loss))
         return st_fail(err, ST_EDIVERGED, "iteration %ld: the loss is %g: training diverged "
                        "(try a lower learning_rate)", it, *loss);
+    double t2 = now_seconds();
     float lr = st_lr_at(&t->hp.solver.lr, it);
     st_ps_reduce(&t->ps, 0, 1.0f / (float)n);
     st_ps_apply(&t->ps, 0, &t->hp.solver, lr);
+    double t3 = now_seconds();
+    split->data += t1 - t0;
+    split->compute += t2 - t1;
+    split->update += t3 - t2;
     *images = n;
     return ST_OK;
 }
@@ -335,6 +349,33 @@ static st_status save_final(st_trainer *t, st_error *err)
     return st;
 }
 
+/* Per-layer milliseconds per iteration and the iteration's time split. */
+static void print_profile(const st_trainer *t, const st_train_result *res, long timed)
+{
+    const st_net *net = &t->net;
+    double iters = (double)(timed > 0 ? timed : 1), total = 0.0;
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer_time *lt = &t->replica.time[i];
+        total += lt->forward + lt->backward_data + lt->backward_weights;
+    }
+    st_info(&t->log, "profile: ms per iteration over %ld iterations (after %ld warm-up)", timed,
+            t->o.warmup);
+    st_info(&t->log, "layer  type        forward  bwd-data  bwd-weights    total  share");
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer_time *lt = &t->replica.time[i];
+        double sum = lt->forward + lt->backward_data + lt->backward_weights;
+        st_info(&t->log, "%5d  %-9s %9.3f %9.3f %12.3f %8.3f %5.1f%%", i,
+                net->layers[i]->ops->short_name, 1e3 * lt->forward / iters,
+                1e3 * lt->backward_data / iters, 1e3 * lt->backward_weights / iters,
+                1e3 * sum / iters, total > 0 ? 100.0 * sum / total : 0.0);
+    }
+    const st_time_split *s = &res->split;
+    st_info(&t->log, "iteration: data %.3f ms, compute %.3f ms, update %.3f ms",
+            1e3 * s->data / iters, 1e3 * s->compute / iters, 1e3 * s->update / iters);
+    st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
+            res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
+}
+
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -346,19 +387,27 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     double train_time = 0.0, window_time = 0.0, window_loss = 0.0;
     long images = 0, window_images = 0;
     for (long it = 0; it < t->iterations; it++) {
+        if (it == t->o.warmup && t->replica.time) {
+            memset(t->replica.time, 0, (size_t)t->net.n_layers * sizeof *t->replica.time);
+            memset(&res->split, 0, sizeof res->split);
+        }
         double t0 = now_seconds(), loss = 0.0;
         int n = 0;
-        st_status st = train_step(t, it, &n, &loss, err);
+        st_status st = train_step(t, it, &n, &loss, &res->split, err);
         if (st != ST_OK)
             return st;
         double dt = now_seconds() - t0;
-        train_time += dt;
         window_time += dt;
-        images += n;
         window_images += n;
         window_loss += loss;
+        if (it >= t->o.warmup) {
+            train_time += dt;
+            images += n;
+        }
         if (it == 0)
             res->first_loss = loss / n;
+        if (t->o.loss_trace)
+            t->o.loss_trace[it] = loss / n;
         long done = it + 1;
         if (done % t->o.log_every == 0 || done == t->iterations) {
             res->last_loss = window_loss / (double)window_images;
@@ -368,7 +417,7 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
             window_time = window_loss = 0.0;
             window_images = 0;
         }
-        if (done % test_every == 0 || done == t->iterations) {
+        if (!t->o.no_test && (done % test_every == 0 || done == t->iterations)) {
             st = run_test(t, done, res, err);
             if (st != ST_OK)
                 return st;
@@ -377,9 +426,12 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     res->iterations = t->iterations;
     res->seconds = train_time;
     res->images_per_s = train_time > 0 ? (double)images / train_time : 0.0;
+    res->gflops = res->images_per_s * 3.0 * t->net.flops / 1e9;
     st_info(&t->log, "done: %ld iterations, %ld images in %.1f s (%.0f img/s)", t->iterations,
             images, train_time, res->images_per_s);
     if (res->test_accuracy >= 0)
         st_info(&t->log, "final test accuracy %.2f%%", 100.0 * res->test_accuracy);
+    if (t->o.profile)
+        print_profile(t, res, t->iterations - t->o.warmup);
     return save_final(t, err);
 }

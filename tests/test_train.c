@@ -3,6 +3,7 @@
  * snapshots round-trip and reject damaged files. */
 #include "testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "train.h"
 
 #define LENET "data/lenet.cfg"
+#define FMNIST "/usr/share/datasets/fashion-mnist"
 
 static st_trainer *make_trainer(const st_train_opts *o)
 {
@@ -86,6 +88,56 @@ static void test_determinism(void **state)
     free(a);
     free(b);
     free(c);
+}
+
+/* The issue's bar for the oneDNN backend: 20 iterations of LeNet-5 (the
+ * anchors' cfg: SGD, lr 0.01, momentum 0.9) on Fashion-MNIST from the same
+ * seed give losses within 1e-3 relative of the reference backend's at every
+ * iteration. (The kernels agree to about 1e-6, test_dnnl_equiv; training
+ * amplifies that: at data/lenet.cfg's lr 0.02 the two reach 1.9e-3 by
+ * iteration 14, at lr 0.01 3.5e-4 by iteration 20.) */
+static void test_backends_agree(void **state)
+{
+    (void)state;
+    enum { ITERS = 20 };
+    double loss[2][ITERS];
+    const char *backends[2] = {"ref", "dnnl"};
+    char data[] = "/tmp/st_dataXXXXXX";
+    int fd = mkstemp(data);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "train=%s/train-images-idx3-ubyte.gz\ntrain_labels=%s/train-labels-idx1-ubyte.gz\n",
+            FMNIST, FMNIST);
+    fclose(f);
+    for (int b = 0; b < 2; b++) {
+        st_train_opts o = st_train_defaults();
+        o.backend = backends[b];
+        o.data = data;
+        o.train_images = 2000;
+        o.iters = ITERS;
+        o.no_test = 1;
+        o.log_every = ITERS;
+        o.loss_trace = loss[b];
+        st_log log = tl_silent_log();
+        st_error err = {0};
+        st_trainer *t = NULL;
+        if (st_trainer_create(&t, "tests/fixtures/anchors/lenet5.cfg", &o, &log, &err) != ST_OK)
+            fail_msg("st_trainer_create: %s", err.msg);
+        st_train_result res;
+        run(t, &res);
+        st_trainer_free(t);
+    }
+    double worst = 0.0;
+    for (int i = 0; i < ITERS; i++) {
+        double rel = fabs(loss[1][i] - loss[0][i]) / fabs(loss[0][i]);
+        worst = rel > worst ? rel : worst;
+        if (rel > 1e-3)
+            fail_msg("iteration %d: ref loss %.6f, dnnl loss %.6f (relative difference %.2e)", i,
+                     loss[0][i], loss[1][i], rel);
+    }
+    unlink(data);
+    assert_true(loss[0][ITERS - 1] < 0.7 * loss[0][0]); /* it trained */
+    print_message("largest relative loss difference over %d iterations: %.2e\n", ITERS, worst);
 }
 
 static void test_snapshot_round_trip(void **state)
@@ -171,6 +223,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lenet_learns),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_backends_agree),
         cmocka_unit_test(test_snapshot_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,13 +5,14 @@
 #include "backend.h"
 
 extern const st_backend st_backend_ref;
+extern const st_backend st_backend_dnnl;
 
 static const struct {
     const char *name;
     const st_backend *backend; /* NULL: known but not built */
 } backends[] = {
     {"ref", &st_backend_ref},
-    {"dnnl", NULL},
+    {"dnnl", &st_backend_dnnl},
     {"cpe", NULL},
 };
 
@@ -19,7 +20,7 @@ static const struct {
 
 const char *st_backend_list(void)
 {
-    static const char list[] = "ref";
+    static const char list[] = "ref, dnnl";
     return list;
 }
 

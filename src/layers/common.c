@@ -137,7 +137,16 @@ st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc
                           s->dst_plain, &ws->bn, err);
         if (st != ST_OK)
             return st;
-        last = ws->bn.k.k;
+        /* In place only when batch norm's input and output share a layout. */
+        const st_kernel *bn = ws->bn.k.k;
+        ws->pre_delta = bn->dst_layout != last->dst_layout || bn->dst_bytes != last->dst_bytes;
+        if (ws->pre_delta && s->training) {
+            snprintf(name, sizeof name, "%d.pre_bn_delta", l->index);
+            st = st_arena_reserve(s->arena, name, last->dst_bytes, &ws->pre_delta_off, err);
+            if (st != ST_OK)
+                return st;
+        }
+        last = bn;
     }
     s->out_layout = last->dst_layout;
     s->out_bytes = last->dst_bytes;
@@ -160,15 +169,17 @@ st_status wl_backward(const wl_params *wp, wl_state *ws, const st_pass *p, st_er
     st_status st = act_backward(&ws->act, p, p->dst, p->diff_dst, err);
     if (st != ST_OK)
         return st;
-    float *pre = p->dst;
+    float *pre = p->dst, *pre_delta = p->diff_dst;
     if (wp->batch_normalize) {
         pre = st_arena_at(p->arena, ws->pre_off);
-        st = bn_backward(&wp->bn, &ws->bn, p, pre, p->diff_dst, p->diff_dst, 0, err);
+        if (ws->pre_delta)
+            pre_delta = st_arena_at(p->arena, ws->pre_delta_off);
+        st = bn_backward(&wp->bn, &ws->bn, p, pre, p->diff_dst, pre_delta, 0, err);
         if (st != ST_OK)
             return st;
     }
     st_kargs a = {.src = p->src[0], .dst = pre, .weights = p->params + wp->weights,
-                  .diff_dst = p->diff_dst, .diff_weights = p->grads + wp->weights,
+                  .diff_dst = pre_delta, .diff_weights = p->grads + wp->weights,
                   .diff_bias = wp->batch_normalize ? NULL : p->grads + wp->biases};
     st = st_kslot_backward_weights(&ws->main, p, &a, err);
     if (st != ST_OK || !p->diff_src[0])

@@ -64,7 +64,9 @@ typedef struct wl_state {
     st_kslot main;
     bn_state bn;
     act_slot act;
-    size_t pre_off; /* batch norm's input [n, out], when batch_normalize */
+    size_t pre_off;       /* batch norm's input, when batch_normalize */
+    size_t pre_delta_off; /* its gradient, when not in the output's layout */
+    int pre_delta;        /* batch norm backward cannot run in place */
 } wl_state;
 
 /* Register the biases or the batch-norm block for c output channels. */

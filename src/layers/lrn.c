@@ -30,7 +30,6 @@ static st_status lrn_build(st_build *b, st_layer **out, st_error *err)
         return st_fail(err, ST_EINPUT, "%s:%d: [lrn] size=%d: expected an odd number",
                        b->cfg->path, o ? o->line : b->sec->line, l->size);
     }
-    base->flops = 3.0 * l->size * (double)st_shape_count(b->in);
     return ST_OK;
 }
 
