@@ -38,8 +38,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# oneDNN is built on OpenMP in Debian; its backend sets the team size.
-$(BUILD)/src/backends/dnnl.o: CFLAGS += -fopenmp
+# oneDNN is built on OpenMP in Debian; its backend sets the team size, and
+# the parameter server runs a worker's slice on its intra-op threads.
+$(BUILD)/src/backends/dnnl.o $(BUILD)/src/ps.o: CFLAGS += -fopenmp
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -31,10 +31,12 @@ st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int stat
                      st_error *err);
 void st_ps_free(st_ps *ps);
 
-/* grads[0][slice r] = scale * sum over workers of grads[w][slice r]. */
-void st_ps_reduce(st_ps *ps, int r, float scale);
+/* grads[0][slice r] = scale * sum over workers of grads[w][slice r], on
+ * `threads` threads of the calling worker (its intra-op threads). The work
+ * is elementwise, so the result does not depend on threads. */
+void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
 
-/* Apply the solver to slice r with the reduced gradient. */
-void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr);
+/* Apply the solver to slice r with the reduced gradient, on `threads`. */
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads);
 
 #endif

@@ -47,7 +47,7 @@ static const cli_option options[] = {
      1 << 20},
     {"seed", 0, "N", "Training", "seed of weights, data order and dropout (default 1)",
      OPT_SEED, TRAIN(seed), 0, 0},
-    {"backend", 0, "NAME", "Training", "compute backend: ref, dnnl or cpe (default ref)",
+    {"backend", 0, "NAME", "Training", "compute backend: dnnl, ref or cpe (default dnnl)",
      OPT_STRING, TRAIN(backend), 0, 0},
     {"data", 0, "FILE", "Data", "data file (train=, train_labels=, test=, test_labels=) "
      "overriding [net], or 'synthetic'", OPT_STRING, TRAIN(data), 0, 0},

@@ -1,6 +1,7 @@
 /* Parameter arenas, slices, reduction and update; see ps.h. */
 #include "ps.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,9 +50,18 @@ st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int stat
     return ST_OK;
 }
 
-void st_ps_reduce(st_ps *ps, int r, float scale)
+/* Part t of `parts` of [b, e), in whole cache lines. */
+static void sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *se)
 {
-    size_t b = ps->slice[r], e = ps->slice[r + 1];
+    size_t lines = (e - b + ST_PARAM_ALIGN - 1) / ST_PARAM_ALIGN;
+    size_t lo = b + lines * (size_t)t / (size_t)parts * ST_PARAM_ALIGN;
+    size_t hi = b + lines * (size_t)(t + 1) / (size_t)parts * ST_PARAM_ALIGN;
+    *sb = lo < e ? lo : e;
+    *se = hi < e ? hi : e;
+}
+
+static void reduce_range(st_ps *ps, size_t b, size_t e, float scale)
+{
     float *sum = ps->grads[0];
     for (int w = 1; w < ps->n_workers; w++) {
         const float *g = ps->grads[w];
@@ -62,8 +72,24 @@ void st_ps_reduce(st_ps *ps, int r, float scale)
         sum[i] *= scale;
 }
 
-void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr)
+void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
 {
-    st_solver_update(c, ps->table, lr, ps->slice[r], ps->slice[r + 1], ps->weights, ps->state,
-                     ps->grads[0]);
+    size_t b = ps->slice[r], e = ps->slice[r + 1];
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        size_t sb, se;
+        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        reduce_range(ps, sb, se, scale);
+    }
+}
+
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads)
+{
+    size_t b = ps->slice[r], e = ps->slice[r + 1];
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        size_t sb, se;
+        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, ps->grads[0]);
+    }
 }

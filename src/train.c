@@ -48,7 +48,7 @@ struct st_trainer {
 
 st_train_opts st_train_defaults(void)
 {
-    st_train_opts o = {.threads = 1, .intra = 1, .seed = 1, .backend = "ref", .log_every = 100};
+    st_train_opts o = {.threads = 1, .intra = 1, .seed = 1, .backend = "dnnl", .log_every = 100};
     return o;
 }
 
@@ -307,8 +307,8 @@ static st_status train_step(st_trainer *t, long it, int *images, double *loss,
                        "(try a lower learning_rate)", it, *loss);
     double t2 = now_seconds();
     float lr = st_lr_at(&t->hp.solver.lr, it);
-    st_ps_reduce(&t->ps, 0, 1.0f / (float)n);
-    st_ps_apply(&t->ps, 0, &t->hp.solver, lr);
+    st_ps_reduce(&t->ps, 0, 1.0f / (float)n, t->o.intra);
+    st_ps_apply(&t->ps, 0, &t->hp.solver, lr, t->o.intra);
     double t3 = now_seconds();
     split->data += t1 - t0;
     split->compute += t2 - t1;

@@ -66,28 +66,32 @@ static float *weights_after(const st_train_opts *o, size_t *count)
     return w;
 }
 
-/* Same seed: bitwise-identical weights after 20 iterations; another seed
- * gives different ones (so the comparison can fail). */
+/* Same seed: bitwise-identical weights after 20 iterations, on both
+ * backends; another seed gives different ones (so the comparison can fail). */
 static void test_determinism(void **state)
 {
     (void)state;
-    st_train_opts o = st_train_defaults();
-    o.train_images = 2000;
-    o.test_images = 100;
-    o.iters = 20;
-    o.log_every = 20;
-    size_t n1, n2, n3;
-    float *a = weights_after(&o, &n1);
-    float *b = weights_after(&o, &n2);
-    o.seed = 2;
-    float *c = weights_after(&o, &n3);
-    assert_int_equal(n1, n2);
-    assert_int_equal(n1, n3);
-    assert_memory_equal(a, b, n1 * sizeof *a);
-    assert_memory_not_equal(a, c, n1 * sizeof *a);
-    free(a);
-    free(b);
-    free(c);
+    const char *backends[2] = {"dnnl", "ref"};
+    for (int k = 0; k < 2; k++) {
+        st_train_opts o = st_train_defaults();
+        o.backend = backends[k];
+        o.train_images = 2000;
+        o.test_images = 100;
+        o.iters = 20;
+        o.log_every = 20;
+        size_t n1, n2, n3;
+        float *a = weights_after(&o, &n1);
+        float *b = weights_after(&o, &n2);
+        o.seed = 2;
+        float *c = weights_after(&o, &n3);
+        assert_int_equal(n1, n2);
+        assert_int_equal(n1, n3);
+        assert_memory_equal(a, b, n1 * sizeof *a);
+        assert_memory_not_equal(a, c, n1 * sizeof *a);
+        free(a);
+        free(b);
+        free(c);
+    }
 }
 
 /* The issue's bar for the oneDNN backend: 20 iterations of LeNet-5 (the

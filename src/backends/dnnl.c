@@ -298,7 +298,8 @@ typedef struct dn_kernel {
     size_t ws_src, ws_dst, ws_ddst, ws_prim, ws_w, ws_wd, ws_dw;
     size_t ws_prim_bytes;
     size_t scratchpad;     /* largest primitive scratchpad */
-    size_t tmp_bytes;      /* a temporary diff_src after it in the scratch */
+    size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
+    size_t dst_t_off;      /* then the inner product's dst^T at this offset */
 } dn_kernel;
 
 static void kernel_destroy(st_kernel *base)
@@ -659,9 +660,15 @@ static st_status conv_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     return st;
 }
 
-/* Inner product on plain [n, in] x [out, in]: oneDNN runs it as GEMM. An
- * input in a blocked 4-D layout is reordered to plain 4-D, the same memory
- * as [n, in]. */
+/* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
+ * layout is reordered to plain 4-D, the same memory as [n, in]. The
+ * backward passes are oneDNN inner-product primitives. The forward is
+ * oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed into
+ * dst with the bias, then the activation as an eltwise primitive: oneDNN's
+ * own inner-product forward computes src * W^T, which with two threads and
+ * a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x 4096 layer at
+ * batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in both
+ * orders). */
 static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
     const st_fc_desc *d = &k->d.fc;
@@ -683,31 +690,71 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wei,
                                             d->bias ? &bias : NULL, &dst),
        "inner product forward descriptor");
+    if (post != dnnl_alg_kind_undef) {
+        dnnl_eltwise_desc_t ed;
+        dnnl_primitive_desc_t epd = NULL;
+        DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, post, &dst, alpha, 0.0f),
+           "eltwise descriptor");
+        st = make_pd(c, &epd, &ed, NULL, 0, 0, "inner product activation", err);
+        if (st == ST_OK)
+            st = finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
+        if (epd)
+            dnnl_primitive_desc_destroy(epd);
+        if (st != ST_OK)
+            return st;
+    }
     DN(dnnl_inner_product_backward_data_desc_init(&bdd, &src, &wei, &dst),
        "inner product backward data descriptor");
     DN(dnnl_inner_product_backward_weights_desc_init(&bwd, &src, &wei, d->bias ? &bias : NULL,
                                                      &dst),
        "inner product backward weights descriptor");
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, post, alpha, "inner product forward", err);
+    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "inner product forward", err);
     if (st == ST_OK)
         st = make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
     if (st == ST_OK)
         st = make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, FWD_ARGS, N_OF(FWD_ARGS), err);
     if (st == ST_OK)
         st = finish_exec(k, &v->bwd_data, dpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
     if (st == ST_OK)
         st = finish_exec(k, &v->bwd_weights, wpd, BWD_WEIGHTS_ARGS, N_OF(BWD_WEIGHTS_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, &usrc, &psrc, &dst, first, err);
+    if (first) { /* the forward's dst^T, after the diff_src temporary */
+        k->dst_t_off = (k->tmp_bytes + 63) / 64 * 64;
+        k->tmp_bytes = k->dst_t_off + (size_t)d->base.n * d->out * sizeof(float);
+    }
     if (fpd)
         dnnl_primitive_desc_destroy(fpd);
     if (dpd)
         dnnl_primitive_desc_destroy(dpd);
     if (wpd)
         dnnl_primitive_desc_destroy(wpd);
+    return st;
+}
+
+static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
+{
+    dn_kernel *k = (dn_kernel *)base;
+    const st_fc_desc *d = &k->d.fc;
+    dn_variant *v = variant(k, a->n, err);
+    if (!v)
+        return ST_EINTERNAL;
+    const void *src;
+    st_status st = fwd_src(k, v, a, &src, err);
+    if (st != ST_OK)
+        return st;
+    float *dst_t =
+        (float *)((char *)a->scratch + (k->scratchpad + 63) / 64 * 64 + k->dst_t_off);
+    DN(dnnl_sgemm('N', 'T', d->out, a->n, d->in, 1.0f, a->weights, d->in, src, d->in, 0.0f,
+                  dst_t, a->n), "sgemm");
+    for (int i = 0; i < a->n; i++)
+        for (int o = 0; o < d->out; o++)
+            a->dst[(size_t)i * d->out + o] =
+                dst_t[(size_t)o * a->n + i] + (d->bias ? a->bias[o] : 0.0f);
+    if (v->post.prim && (st = exec_bind(&v->post, DNNL_ARG_SRC, a->dst, err)) == ST_OK &&
+        (st = exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK)
+        st = exec_run(k->ctx, &v->post, a->scratch, err);
     return st;
 }
 
@@ -1106,7 +1153,7 @@ static const struct {
 } kinds[] = {
     [ST_K_CONV] = {conv_build, {weighted_forward, weighted_backward_data,
                                 weighted_backward_weights, kernel_destroy}, sizeof(st_conv_desc)},
-    [ST_K_FC] = {fc_build, {weighted_forward, weighted_backward_data, weighted_backward_weights,
+    [ST_K_FC] = {fc_build, {fc_forward, weighted_backward_data, weighted_backward_weights,
                             kernel_destroy}, sizeof(st_fc_desc)},
     [ST_K_POOL] = {pool_build, {data_forward, data_backward, NULL, kernel_destroy},
                    sizeof(st_pool_desc)},
