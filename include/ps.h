@@ -6,10 +6,15 @@
  * After backward, worker r sums slice r of every worker's gradient (always
  * in worker order 0..T-1, so the result does not depend on timing), scales
  * it, and applies the solver to slice r of the weights and solver state. The
- * summed gradient lands in worker 0's arena. */
+ * summed gradient lands in worker 0's arena.
+ *
+ * Without a global barrier (bounded staleness, asynchronous), each worker
+ * applies its own gradient to every slice in turn, holding that slice's
+ * lock, so updates of one slice never interleave. */
 #ifndef ST_PS_H
 #define ST_PS_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "params.h"
@@ -25,6 +30,7 @@ typedef struct st_ps {
     int n_workers;
     float **grads;       /* [n_workers][count] */
     size_t *slice;       /* [n_workers + 1] slice boundaries */
+    pthread_mutex_t *slice_lock; /* [n_workers] for st_ps_apply_own */
 } st_ps;
 
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
@@ -38,5 +44,10 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
 
 /* Apply the solver to slice r with the reduced gradient, on `threads`. */
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads);
+
+/* Scale worker w's own gradient and apply it to every slice, each under its
+ * lock (bounded-staleness and asynchronous training). */
+void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
+                     int threads);
 
 #endif

@@ -44,8 +44,4 @@ int st_exit_code(st_status code);
  * and returns NULL. Memory is zeroed. */
 void *st_calloc(size_t count, size_t size, const char *what, st_error *err);
 
-/* 64-byte aligned, zeroed allocation for tensors; free with st_free_aligned. */
-void *st_alloc_aligned(size_t bytes, const char *what, st_error *err);
-void st_free_aligned(void *p);
-
 #endif

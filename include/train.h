@@ -7,11 +7,14 @@
 
 #include "log.h"
 #include "net.h"
+#include "scheduler.h"
 #include "status.h"
 
 typedef struct st_train_opts {
     int threads;             /* workers (-t) */
     int intra;               /* intra-op threads per worker (--intra) */
+    st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
+    int staleness;           /* S of ssp:S */
     int batch;               /* images per update; 0: batch= from [net] */
     long iters;              /* 0: from --epochs or max_batches */
     long epochs;
@@ -32,11 +35,14 @@ typedef struct st_train_opts {
 /* The defaults the CLI starts from. */
 st_train_opts st_train_defaults(void);
 
-/* Where an iteration's time goes (seconds, summed over iterations). */
+/* Where an iteration's time goes (seconds, summed over iterations; the
+ * workers' parts are means over workers). */
 typedef struct st_time_split {
-    double data;     /* reading and decoding the batch */
-    double compute;  /* forward and backward */
-    double update;   /* gradient reduction and the solver */
+    double data;      /* the scheduler preparing the batch (workers wait) */
+    double compute;   /* forward and backward */
+    double barrier;   /* waiting for the other workers */
+    double aggregate; /* summing gradient slices */
+    double update;    /* the solver */
 } st_time_split;
 
 typedef struct st_train_result {
@@ -49,6 +55,8 @@ typedef struct st_train_result {
     double last_loss;        /* mean loss per image over the last log window */
     double test_accuracy;    /* last test phase, -1 if none ran */
     double test_loss;
+    double best_accuracy;    /* best test phase, -1 if none ran */
+    double peak_memory;      /* bytes: the process's peak resident set */
 } st_train_result;
 
 typedef struct st_trainer st_trainer;

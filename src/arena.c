@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
+
 st_status st_arena_reserve(st_arena *a, const char *name, size_t bytes, size_t *offset,
                            st_error *err)
 {

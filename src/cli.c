@@ -15,6 +15,7 @@ typedef enum opt_kind {
     OPT_SEED,   /* unsigned 64-bit */
     OPT_STRING,
     OPT_FLAG,   /* int set to 1 */
+    OPT_SYNC,   /* bsp | ssp:S | asp */
     OPT_QUIET,
     OPT_VERBOSE,
     OPT_HELP,
@@ -41,6 +42,8 @@ static const cli_option options[] = {
      TRAIN(batch), 1, 1 << 20},
     {"intra", 0, "N", "Training", "intra-op threads per worker (default 1)", OPT_INT,
      TRAIN(intra), 1, 1024},
+    {"sync", 0, "MODE", "Training", "bsp (default), ssp:S (at most S iterations ahead of the "
+     "slowest worker) or asp", OPT_SYNC, TRAIN(sync), 0, 1 << 20},
     {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=)",
      OPT_LONG, TRAIN(iters), 1, LONG_MAX},
     {"epochs", 0, "N", "Training", "passes over the training set", OPT_LONG, TRAIN(epochs), 1,
@@ -141,6 +144,21 @@ static st_status set_value(st_cli *cli, const cli_option *o, const char *val, st
         *(const char **)field = val;
         return ST_OK;
     case OPT_FLAG: *(int *)field = 1; return ST_OK;
+    case OPT_SYNC:
+        if (strcmp(val, "bsp") == 0 || strcmp(val, "asp") == 0) {
+            cli->train.sync = val[0] == 'b' ? ST_SYNC_BSP : ST_SYNC_ASP;
+            return ST_OK;
+        }
+        if (strncmp(val, "ssp:", 4) == 0) {
+            errno = 0;
+            long v = strtol(val + 4, &end, 10);
+            if (end != val + 4 && !*end && errno == 0 && v >= 0 && v <= o->max) {
+                cli->train.sync = ST_SYNC_SSP;
+                cli->train.staleness = (int)v;
+                return ST_OK;
+            }
+        }
+        return bad_value(o, val, "bsp, asp or ssp:S with S a staleness from 0 to 1048576", err);
     case OPT_QUIET: cli->level = ST_LOG_QUIET; return ST_OK;
     case OPT_VERBOSE: cli->level = ST_LOG_DEBUG; return ST_OK;
     case OPT_HELP: cli->help = 1; return ST_OK;

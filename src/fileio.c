@@ -1,5 +1,4 @@
 /* Atomic file replacement; see fileio.h. */
-#define _POSIX_C_SOURCE 200809L
 #include "fileio.h"
 
 #include <errno.h>

@@ -247,11 +247,66 @@ static st_status replica_setup_layer(st_replica *r, int i, const int *batch_size
     r->out_bytes[i] = s.out_bytes;
     char name[48];
     snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
-    st = st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
-    if (st == ST_OK && r->training) {
-        snprintf(name, sizeof name, "%d.%s.delta", i, l->ops->short_name);
-        st = st_arena_reserve(&r->arena, name, s.out_bytes, &r->delta_off[i], err);
+    return st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
+}
+
+/* The gradients at the layers' outputs share memory where their lifetimes
+ * allow. Backward runs layer n-1 down to 0; the gradient at layer p's output
+ * is live from the step of its last consumer (or the start, without one)
+ * down to step p, when p reads it. Two gradients may share a slot when one
+ * is last read at a step before the other is first written. Slots are
+ * handed out greedily, the earliest-written gradient first. */
+static st_status replica_plan_deltas(st_replica *r, st_error *err)
+{
+    int nl = r->net->n_layers;
+    int *first_step = st_calloc((size_t)nl, sizeof *first_step, "delta plan", err);
+    int *slot_of = st_calloc((size_t)nl, sizeof *slot_of, "delta plan", err);
+    size_t *slot_bytes = st_calloc((size_t)nl, sizeof *slot_bytes, "delta plan", err);
+    int *slot_free_after = st_calloc((size_t)nl, sizeof *slot_free_after, "delta plan", err);
+    st_status st = first_step && slot_of && slot_bytes && slot_free_after ? ST_OK : ST_ENOMEM;
+    int n_slots = 0;
+    for (int p = 0; p < nl && st == ST_OK; p++) {
+        first_step[p] = nl; /* no consumer: live from the start */
+        for (int c = nl - 1; c > p; c--)
+            for (int k = 0; k < r->net->layers[c]->n_src; k++)
+                if (r->net->layers[c]->src[k] == p && first_step[p] == nl)
+                    first_step[p] = c;
     }
+    for (int step = nl; step >= 0 && st == ST_OK; step--)
+        for (int p = nl - 1; p >= 0; p--) {
+            if (first_step[p] != step)
+                continue;
+            /* a free slot: its gradient was last read at a step after this one */
+            int pick = -1;
+            for (int k = 0; k < n_slots; k++) {
+                if (slot_free_after[k] <= step)
+                    continue;
+                if (pick < 0 || (slot_bytes[pick] < r->out_bytes[p] &&
+                                 slot_bytes[k] > slot_bytes[pick]))
+                    pick = k;
+            }
+            if (pick < 0)
+                pick = n_slots++;
+            if (slot_bytes[pick] < r->out_bytes[p])
+                slot_bytes[pick] = r->out_bytes[p];
+            slot_free_after[pick] = p;
+            slot_of[p] = pick;
+        }
+    size_t *slot_off = st_calloc((size_t)nl, sizeof *slot_off, "delta plan", err);
+    if (!slot_off)
+        st = ST_ENOMEM;
+    for (int k = 0; k < n_slots && st == ST_OK; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "delta.slot%d", k);
+        st = st_arena_reserve(&r->arena, name, slot_bytes[k], &slot_off[k], err);
+    }
+    for (int p = 0; p < nl && st == ST_OK; p++)
+        r->delta_off[p] = slot_off[slot_of[p]];
+    free(slot_off);
+    free(first_step);
+    free(slot_of);
+    free(slot_bytes);
+    free(slot_free_after);
     return st;
 }
 
@@ -286,6 +341,8 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
         if (st != ST_OK)
             st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
     }
+    if (st == ST_OK && r->training)
+        st = replica_plan_deltas(r, err);
     if (st == ST_OK && r->input_delta)
         st = st_arena_reserve(&r->arena, "input.delta",
                               (size_t)r->n * st_shape_count(net->input) * sizeof(float),

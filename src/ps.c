@@ -6,9 +6,13 @@
 #include <string.h>
 
 #include "arena.h"
+#include "memory.h"
 
 void st_ps_free(st_ps *ps)
 {
+    for (int r = 0; ps->slice_lock && r < ps->n_workers; r++)
+        pthread_mutex_destroy(&ps->slice_lock[r]);
+    free(ps->slice_lock);
     st_free_aligned(ps->weights);
     st_free_aligned(ps->state);
     for (int w = 0; ps->grads && w < ps->n_workers; w++)
@@ -31,10 +35,13 @@ st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int stat
     ps->state = st_alloc_aligned(bytes * (size_t)state_planes, "solver state", err);
     ps->grads = st_calloc((size_t)n_workers, sizeof *ps->grads, "gradient table", err);
     ps->slice = st_calloc((size_t)n_workers + 1, sizeof *ps->slice, "slices", err);
-    if (!ps->weights || !ps->state || !ps->grads || !ps->slice) {
+    ps->slice_lock = st_calloc((size_t)n_workers, sizeof *ps->slice_lock, "slice locks", err);
+    if (!ps->weights || !ps->state || !ps->grads || !ps->slice || !ps->slice_lock) {
         st_ps_free(ps);
         return ST_ENOMEM;
     }
+    for (int r = 0; r < n_workers; r++)
+        pthread_mutex_init(&ps->slice_lock[r], NULL);
     for (int w = 0; w < n_workers; w++)
         if (!(ps->grads[w] = st_alloc_aligned(bytes, "worker gradients", err))) {
             st_ps_free(ps);
@@ -91,5 +98,25 @@ void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads
         size_t sb, se;
         sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, ps->grads[0]);
+    }
+}
+
+void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
+                     int threads)
+{
+    float *g = ps->grads[w];
+    for (int k = 0; k < ps->n_workers; k++) {
+        int r = (w + k) % ps->n_workers; /* start at its own slice: less contention */
+        size_t b = ps->slice[r], e = ps->slice[r + 1];
+        pthread_mutex_lock(&ps->slice_lock[r]);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+        {
+            size_t sb, se;
+            sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+            for (size_t i = sb; i < se; i++)
+                g[i] *= scale;
+            st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, g);
+        }
+        pthread_mutex_unlock(&ps->slice_lock[r]);
     }
 }

@@ -76,20 +76,3 @@ void *st_calloc(size_t count, size_t size, const char *what, st_error *err)
                 what, count, size);
     return p;
 }
-
-void *st_alloc_aligned(size_t bytes, const char *what, st_error *err)
-{
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) {
-        st_fail(err, ST_ENOMEM, "out of memory allocating %s (%zu bytes)", what, bytes);
-        return NULL;
-    }
-    memset(p, 0, rounded ? rounded : 64);
-    return p;
-}
-
-void st_free_aligned(void *p)
-{
-    free(p);
-}

@@ -1,10 +1,11 @@
 /* The trainer: set-up from a cfg and options, the iteration loop with test
  * phases and progress lines, and the final snapshot.
  *
- * One iteration: take the next mini-batch of the epoch's permutation (the
- * last one of an epoch may be smaller), forward and backward on the worker,
- * then reduce the gradient and apply the solver slice by slice (ps.h). */
-#define _POSIX_C_SOURCE 200809L
+ * BSP iteration: the scheduler thread (this one) reads the next mini-batch
+ * of the epoch's permutation (the last one of an epoch may be smaller) and
+ * hands it to the workers, which split it, run forward and backward, and
+ * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
+ * ASP hand the workers the whole run instead. */
 #include "train.h"
 
 #include <errno.h>
@@ -20,7 +21,9 @@
 #include "cfg.h"
 #include "data.h"
 #include "hparams.h"
+#include "memory.h"
 #include "ps.h"
+#include "scheduler.h"
 #include "snapshot.h"
 
 /* Synthetic data when no files are given: records per split by default. */
@@ -36,19 +39,20 @@ struct st_trainer {
     st_net net;
     const st_backend *backend;
     st_ps ps;
-    st_replica replica;
+    st_sched *sched;
     st_source *train, *test;
     st_order order;
     int batch;
     long iterations, iters_per_epoch, shuffled_epoch;
-    float *x;      /* [batch, C, H, W] */
+    float *x;      /* [batch, C, H, W]: the BSP batch the workers read */
     int *labels;   /* [batch] */
     long *indices; /* [batch] */
 };
 
 st_train_opts st_train_defaults(void)
 {
-    st_train_opts o = {.threads = 1, .intra = 1, .seed = 1, .backend = "dnnl", .log_every = 100};
+    st_train_opts o = {.threads = 1, .intra = 1, .sync = ST_SYNC_BSP, .seed = 1,
+                       .backend = "dnnl", .log_every = 100};
     return o;
 }
 
@@ -73,7 +77,7 @@ void st_trainer_free(st_trainer *t)
 {
     if (!t)
         return;
-    st_replica_free(&t->replica);
+    st_sched_free(t->sched);
     st_ps_free(&t->ps);
     st_source_close(t->train);
     st_source_close(t->test);
@@ -204,25 +208,29 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         st = check_trainable(t, err);
     if (st == ST_OK) {
         t->batch = o->batch ? o->batch : t->hp.batch;
-        if (o->threads > 1)
-            st_warn(log, "-t %d: this build trains with one worker thread", o->threads);
+        if (t->batch < o->threads)
+            st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images "
+                         "(the batch is %d%s)", o->threads, o->threads, t->batch,
+                         o->batch ? "" : ", batch= in [net]; see -b");
+    }
+    if (st == ST_OK) {
         st_net_print(&t->net, log);
         st = open_data(t, err);
     }
     if (st == ST_OK)
         st = plan_schedule(t, err);
     if (st == ST_OK)
-        st = st_ps_init(&t->ps, &t->net.params, 1, st_solver_state_per_param(&t->hp.solver),
-                        err);
+        st = st_ps_init(&t->ps, &t->net.params, o->threads,
+                        st_solver_state_per_param(&t->hp.solver), err);
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
-        /* Every sample count a call will see: full batches, the last one of
-         * an epoch, and the last one of the test set. */
-        int sizes[3] = {t->batch, (int)(t->train->count % t->batch),
-                        t->test ? (int)(t->test->count % t->batch) : 0};
-        st_replica_opts ro = {.n = t->batch, .batch_sizes = sizes, .n_batch_sizes = 3,
-                              .training = 1, .timing = o->profile, .backend = {o->intra, 0}};
-        st = st_replica_init(&t->replica, &t->net, t->backend, &ro, err);
+        st_sched_opts so = {
+            .threads = o->threads, .intra = o->intra, .sync = o->sync,
+            .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
+            .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
+            .train = t->train, .test_count = t->test ? t->test->count : 0,
+        };
+        st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
     if (st == ST_OK)
         st = st_order_init(&t->order, t->train->count, o->seed, err);
@@ -242,44 +250,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     return ST_OK;
 }
 
-/* Fraction of the samples whose highest class score is their label, and the
- * mean loss, over a whole source in batches of the replica's size. */
-static st_status evaluate(st_trainer *t, const st_source *src, double *accuracy, double *loss,
-                          st_error *err)
-{
-    long correct = 0;
-    double loss_sum = 0.0;
-    int classes = t->net.classes;
-    st_step_info info = {0, t->o.seed, 0};
-    for (long b0 = 0; b0 < src->count; b0 += t->batch) {
-        int n = (int)(src->count - b0 < t->batch ? src->count - b0 : t->batch);
-        for (int i = 0; i < n; i++)
-            t->indices[i] = b0 + i;
-        st_status st = st_source_batch(src, t->indices, n, t->x, t->labels, err);
-        st_shard shard = {n, t->x, t->labels, b0};
-        double batch_loss = 0.0;
-        if (st == ST_OK)
-            st = st_replica_forward(&t->replica, t->ps.weights, &shard, &info, &batch_loss, err);
-        if (st != ST_OK)
-            return st;
-        loss_sum += batch_loss;
-        const float *out = st_replica_output(&t->replica, t->net.output_layer);
-        for (int i = 0; i < n; i++) {
-            const float *o = out + (size_t)i * classes;
-            int best = 0;
-            for (int c = 1; c < classes; c++)
-                if (o[c] > o[best])
-                    best = c;
-            correct += best == t->labels[i];
-        }
-    }
-    *accuracy = (double)correct / (double)src->count;
-    *loss = loss_sum / (double)src->count;
-    return ST_OK;
-}
-
-/* One iteration; *images gets its batch size, *loss its summed loss, and
- * split the time it spent on each part. */
+/* One BSP iteration; *images gets its batch size, *loss its summed loss,
+ * and split the time spent on each part. */
 static st_status train_step(st_trainer *t, long it, int *images, double *loss,
                             st_time_split *split, st_error *err)
 {
@@ -292,43 +264,41 @@ static st_status train_step(st_trainer *t, long it, int *images, double *loss,
     long b0 = j * t->batch, count = t->train->count;
     int n = (int)(count - b0 < t->batch ? count - b0 : t->batch);
     st_status st = st_source_batch(t->train, t->order.perm + b0, n, t->x, t->labels, err);
-    st_shard shard = {n, t->x, t->labels, epoch * count + b0};
-    st_step_info info = {1, t->o.seed, it};
-    double t1 = now_seconds();
-    if (st == ST_OK)
-        st = st_replica_forward(&t->replica, t->ps.weights, &shard, &info, loss, err);
-    if (st == ST_OK)
-        st = st_replica_backward(&t->replica, t->ps.weights, t->ps.grads[0], &shard, &info, NULL,
-                                 err);
+    split->data += now_seconds() - t0;
     if (st != ST_OK)
         return st;
+    st_batch batch = {n, t->x, t->labels, epoch * count + b0};
+    st_step_result r;
+    st = st_sched_step(t->sched, &batch, it, st_lr_at(&t->hp.solver.lr, it), &r, err);
+    if (st != ST_OK)
+        return st;
+    split->compute += r.time.compute;
+    split->barrier += r.time.barrier;
+    split->aggregate += r.time.aggregate;
+    split->update += r.time.update;
+    *loss = r.loss;
+    *images = n;
     if (!isfinite(*loss))
         return st_fail(err, ST_EDIVERGED, "iteration %ld: the loss is %g: training diverged "
                        "(try a lower learning_rate)", it, *loss);
-    double t2 = now_seconds();
-    float lr = st_lr_at(&t->hp.solver.lr, it);
-    st_ps_reduce(&t->ps, 0, 1.0f / (float)n, t->o.intra);
-    st_ps_apply(&t->ps, 0, &t->hp.solver, lr, t->o.intra);
-    double t3 = now_seconds();
-    split->data += t1 - t0;
-    split->compute += t2 - t1;
-    split->update += t3 - t2;
-    *images = n;
     return ST_OK;
 }
 
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
 {
-    if (!t->test)
+    if (!t->test || t->o.no_test)
         return ST_OK;
-    double acc, loss;
-    st_status st = evaluate(t, t->test, &acc, &loss, err);
+    long correct;
+    double loss;
+    st_status st = st_sched_test(t->sched, t->test, &correct, &loss, err);
     if (st != ST_OK)
         return st;
+    res->test_accuracy = (double)correct / (double)t->test->count;
+    res->test_loss = loss / (double)t->test->count;
+    if (res->test_accuracy > res->best_accuracy)
+        res->best_accuracy = res->test_accuracy;
     st_info(&t->log, "test  iter %ld  accuracy %.2f%%  loss %.4f  (%ld images)", it,
-            100.0 * acc, loss, t->test->count);
-    res->test_accuracy = acc;
-    res->test_loss = loss;
+            100.0 * res->test_accuracy, res->test_loss, t->test->count);
     return ST_OK;
 }
 
@@ -349,60 +319,81 @@ static st_status save_final(st_trainer *t, st_error *err)
     return st;
 }
 
-/* Per-layer milliseconds per iteration and the iteration's time split. */
+/* Per-layer milliseconds per iteration (worker 0) and the time split. */
 static void print_profile(const st_trainer *t, const st_train_result *res, long timed)
 {
     const st_net *net = &t->net;
+    const st_replica *r = st_sched_replica(t->sched, 0);
     double iters = (double)(timed > 0 ? timed : 1), total = 0.0;
-    for (int i = 0; i < net->n_layers; i++) {
-        const st_layer_time *lt = &t->replica.time[i];
-        total += lt->forward + lt->backward_data + lt->backward_weights;
-    }
-    st_info(&t->log, "profile: ms per iteration over %ld iterations (after %ld warm-up)", timed,
-            t->o.warmup);
+    for (int i = 0; i < net->n_layers; i++)
+        total += r->time[i].forward + r->time[i].backward_data + r->time[i].backward_weights;
+    st_info(&t->log, "profile: ms per iteration over %ld iterations (after %ld warm-up), "
+            "worker 0 of %d", timed, t->o.warmup, t->o.threads);
     st_info(&t->log, "layer  type        forward  bwd-data  bwd-weights    total  share");
     for (int i = 0; i < net->n_layers; i++) {
-        const st_layer_time *lt = &t->replica.time[i];
+        const st_layer_time *lt = &r->time[i];
         double sum = lt->forward + lt->backward_data + lt->backward_weights;
         st_info(&t->log, "%5d  %-9s %9.3f %9.3f %12.3f %8.3f %5.1f%%", i,
                 net->layers[i]->ops->short_name, 1e3 * lt->forward / iters,
                 1e3 * lt->backward_data / iters, 1e3 * lt->backward_weights / iters,
                 1e3 * sum / iters, total > 0 ? 100.0 * sum / total : 0.0);
     }
-    const st_time_split *s = &res->split;
-    st_info(&t->log, "iteration: data %.3f ms, compute %.3f ms, update %.3f ms",
-            1e3 * s->data / iters, 1e3 * s->compute / iters, 1e3 * s->update / iters);
     st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
             res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
 }
 
-st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
+static void log_split(const st_trainer *t, const char *what, const st_time_split *s, double n)
 {
-    memset(res, 0, sizeof *res);
-    res->test_accuracy = -1.0;
-    st_info(&t->log, "training: %ld iterations of batch %d (%ld per epoch), backend %s, "
-            "seed %llu", t->iterations, t->batch, t->iters_per_epoch, t->backend->name,
-            (unsigned long long)t->o.seed);
+    st_info(&t->log, "%s ms per iteration: data %.3f, compute %.3f, barrier %.3f, "
+            "aggregation %.3f, update %.3f", what, 1e3 * s->data / n, 1e3 * s->compute / n,
+            1e3 * s->barrier / n, 1e3 * s->aggregate / n, 1e3 * s->update / n);
+}
+
+static void log_progress(const st_trainer *t, long done, double loss, long images,
+                         double seconds)
+{
+    st_info(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
+            t->iterations, (double)done / (double)t->iters_per_epoch, loss / (double)images,
+            st_lr_at(&t->hp.solver.lr, done - 1), seconds > 0 ? (double)images / seconds : 0.0);
+}
+
+static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+{
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
-    double train_time = 0.0, window_time = 0.0, window_loss = 0.0;
-    long images = 0, window_images = 0;
+    double window_time = 0.0, window_loss = 0.0;
+    long images = 0, window_images = 0, window_iters = 0;
+    st_time_split window = {0};
     for (long it = 0; it < t->iterations; it++) {
-        if (it == t->o.warmup && t->replica.time) {
-            memset(t->replica.time, 0, (size_t)t->net.n_layers * sizeof *t->replica.time);
+        if (it == t->o.warmup && st_sched_replica(t->sched, 0)->time) {
+            for (int w = 0; w < t->o.threads; w++)
+                memset(st_sched_replica(t->sched, w)->time, 0,
+                       (size_t)t->net.n_layers * sizeof(st_layer_time));
             memset(&res->split, 0, sizeof res->split);
         }
         double t0 = now_seconds(), loss = 0.0;
         int n = 0;
-        st_status st = train_step(t, it, &n, &loss, &res->split, err);
+        st_time_split step = {0};
+        st_status st = train_step(t, it, &n, &loss, &step, err);
         if (st != ST_OK)
             return st;
         double dt = now_seconds() - t0;
         window_time += dt;
         window_images += n;
+        window_iters++;
         window_loss += loss;
+        window.data += step.data;
+        window.compute += step.compute;
+        window.barrier += step.barrier;
+        window.aggregate += step.aggregate;
+        window.update += step.update;
         if (it >= t->o.warmup) {
-            train_time += dt;
+            res->seconds += dt;
             images += n;
+            res->split.data += step.data;
+            res->split.compute += step.compute;
+            res->split.barrier += step.barrier;
+            res->split.aggregate += step.aggregate;
+            res->split.update += step.update;
         }
         if (it == 0)
             res->first_loss = loss / n;
@@ -411,27 +402,88 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
         long done = it + 1;
         if (done % t->o.log_every == 0 || done == t->iterations) {
             res->last_loss = window_loss / (double)window_images;
-            st_info(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
-                    t->iterations, (double)done / (double)t->iters_per_epoch, res->last_loss,
-                    st_lr_at(&t->hp.solver.lr, it), (double)window_images / window_time);
+            log_progress(t, done, window_loss, window_images, window_time);
+            if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
+                log_split(t, "  split,", &window, (double)window_iters);
             window_time = window_loss = 0.0;
-            window_images = 0;
+            window_images = window_iters = 0;
+            memset(&window, 0, sizeof window);
         }
-        if (!t->o.no_test && (done % test_every == 0 || done == t->iterations)) {
+        if (done % test_every == 0 || done == t->iterations) {
             st = run_test(t, done, res, err);
             if (st != ST_OK)
                 return st;
         }
     }
+    res->images_per_s = res->seconds > 0 ? (double)images / res->seconds : 0.0;
+    return ST_OK;
+}
+
+typedef struct async_progress {
+    st_trainer *t;
+    st_train_result *res;
+    double last_time;
+    long last_done;
+} async_progress;
+
+static void async_log(void *ctx, long done, double loss, long images)
+{
+    async_progress *p = ctx;
+    double now = now_seconds();
+    p->res->last_loss = images ? loss / (double)images : 0.0;
+    if (p->last_done == 0)
+        p->res->first_loss = p->res->last_loss;
+    log_progress(p->t, done, loss, images, now - p->last_time);
+    p->last_time = now;
+    p->last_done = done;
+}
+
+/* SSP / ASP: the workers run the whole schedule; one test at the end. */
+static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
+{
+    async_progress p = {t, res, now_seconds(), 0};
+    st_worker_time wt;
+    double t0 = now_seconds();
+    st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
+                                      &wt, err);
+    if (st != ST_OK)
+        return st;
+    res->seconds = now_seconds() - t0;
+    res->images_per_s = res->seconds > 0
+                            ? (double)t->iterations * t->batch / res->seconds : 0.0;
+    res->split = (st_time_split){0.0, wt.compute, wt.barrier, 0.0, wt.update};
+    return run_test(t, t->iterations, res, err);
+}
+
+static const char *const sync_names[] = {"bsp", "ssp", "asp"};
+
+st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->test_accuracy = res->best_accuracy = -1.0;
+    char sync[32];
+    snprintf(sync, sizeof sync, t->o.sync == ST_SYNC_SSP ? "%s:%d" : "%s", sync_names[t->o.sync],
+             t->o.staleness);
+    st_info(&t->log, "training: %ld iterations of batch %d (%ld per epoch), %d worker%s x %d "
+            "thread%s, %s, backend %s, seed %llu", t->iterations, t->batch, t->iters_per_epoch,
+            t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra, t->o.intra > 1 ? "s" : "",
+            sync, t->backend->name, (unsigned long long)t->o.seed);
+    st_status st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st != ST_OK)
+        return st;
     res->iterations = t->iterations;
-    res->seconds = train_time;
-    res->images_per_s = train_time > 0 ? (double)images / train_time : 0.0;
     res->gflops = res->images_per_s * 3.0 * t->net.flops / 1e9;
-    st_info(&t->log, "done: %ld iterations, %ld images in %.1f s (%.0f img/s)", t->iterations,
-            images, train_time, res->images_per_s);
-    if (res->test_accuracy >= 0)
-        st_info(&t->log, "final test accuracy %.2f%%", 100.0 * res->test_accuracy);
+    res->peak_memory = (double)st_peak_rss();
+    long timed = t->o.sync == ST_SYNC_BSP ? t->iterations - t->o.warmup : t->iterations;
+    st_info(&t->log, "done: %ld iterations in %.1f s, %.0f img/s%s, peak memory %.1f MB",
+            t->iterations, res->seconds, res->images_per_s,
+            t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
+            res->peak_memory / 1e6);
+    log_split(t, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
+    if (res->best_accuracy >= 0)
+        st_info(&t->log, "test accuracy: final %.2f%%, best %.2f%%", 100.0 * res->test_accuracy,
+                100.0 * res->best_accuracy);
     if (t->o.profile)
-        print_profile(t, res, t->iterations - t->o.warmup);
+        print_profile(t, res, timed);
     return save_final(t, err);
 }

@@ -63,6 +63,8 @@
 
 #include "testlib.h"
 
+#include "memory.h"
+
 #include "backend.h"
 #include "params.h"
 #include "rng.h"

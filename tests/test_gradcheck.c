@@ -46,6 +46,8 @@
 
 #include "testlib.h"
 
+#include "memory.h"
+
 #include "backend.h"
 #include "params.h"
 #include "rng.h"

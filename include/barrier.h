@@ -1,0 +1,24 @@
+/* A reusable barrier for a fixed number of threads: a short spin (the usual
+ * case, where the others arrive within microseconds), then sleep on a
+ * condition variable, so a waiting thread never holds a core for long. */
+#ifndef ST_BARRIER_H
+#define ST_BARRIER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct st_barrier {
+    int count;
+    atomic_int arrived;
+    atomic_uint generation;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+} st_barrier;
+
+int st_barrier_init(st_barrier *b, int count);
+void st_barrier_destroy(st_barrier *b);
+
+/* Returns when all count threads have called it for this round. */
+void st_barrier_wait(st_barrier *b);
+
+#endif

@@ -1,0 +1,112 @@
+/* The scheduler and its workers (SingleCaffe's design; DESIGN.md, "One
+ * iteration").
+ *
+ * T worker threads are created once and live for the whole run. Each owns a
+ * model replica (its activations for its shard, its kernels and backend
+ * context, created in its own thread) and writes only its own gradient
+ * arena; all read the one shared copy of the weights (ps.h). The calling
+ * thread is the scheduler: it hands out work and waits.
+ *
+ * Bulk-synchronous (BSP) iteration: the batch is split into T shards whose
+ * sizes differ by at most one; every worker runs forward and backward on
+ * its shard; barrier; worker r sums and scales slice r of all gradients and
+ * applies the solver to slice r; barrier. With T = 1 this is exactly the
+ * single-worker computation; with more workers it differs only by the
+ * order of the batch sum.
+ *
+ * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
+ * worker takes its shard of every iteration at its own pace, reading its own
+ * data, and applies its own gradient, divided by the whole batch size, to
+ * every slice under the slice's lock: the T partial updates of an iteration
+ * add up to the BSP step. SSP lets a worker start iteration i only when
+ * every worker has finished iteration i - S - 1; ASP never waits. They trade
+ * exactness for the time workers would spend at barriers: gradients are
+ * computed on weights other workers are updating meanwhile (stale by up to
+ * S iterations under SSP, unbounded under ASP; Hogwild-style, the reads of
+ * the forward pass race with the updates by design), and momentum acts on
+ * each partial update rather than on the iteration's sum. Only BSP
+ * reproduces single-worker training. */
+#ifndef ST_SCHEDULER_H
+#define ST_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "data.h"
+#include "net.h"
+#include "ps.h"
+#include "solver.h"
+#include "status.h"
+
+typedef enum st_sync_mode { ST_SYNC_BSP, ST_SYNC_SSP, ST_SYNC_ASP } st_sync_mode;
+
+/* Seconds a worker spent on each part of its iterations. */
+typedef struct st_worker_time {
+    double compute;   /* forward and backward */
+    double barrier;   /* waiting for the other workers */
+    double aggregate; /* summing its slice of the gradients */
+    double update;    /* the solver on its slice */
+} st_worker_time;
+
+typedef struct st_sched_opts {
+    int threads;             /* workers */
+    int intra;               /* intra-op threads per worker */
+    st_sync_mode sync;
+    int staleness;           /* ssp:S */
+    int batch;               /* images per iteration */
+    int timing;              /* per-layer times in the replicas */
+    const st_backend *backend;
+    const st_solver_cfg *solver;
+    uint64_t seed;
+    const st_source *train;  /* SSP / ASP workers read their own shards */
+    long test_count;         /* images of the test set, 0 if none */
+} st_sched_opts;
+
+typedef struct st_sched st_sched;
+
+/* Start the workers and build their replicas. */
+st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
+                          const st_sched_opts *o, st_error *err);
+
+/* Stop and join the workers, free everything. */
+void st_sched_free(st_sched *s);
+
+/* One batch of a BSP iteration: read in place by the workers. */
+typedef struct st_batch {
+    int n;
+    const float *x;      /* [n, C, H, W] */
+    const int *labels;   /* [n] */
+    long sample0;        /* global index of the first sample (dropout) */
+} st_batch;
+
+typedef struct st_step_result {
+    double loss;         /* summed over the batch */
+    st_worker_time time; /* mean over workers, this iteration */
+} st_step_result;
+
+/* One BSP iteration: forward, backward, aggregation and update. */
+st_status st_sched_step(st_sched *s, const st_batch *b, long iteration, float lr,
+                        st_step_result *res, st_error *err);
+
+/* The test set split over the workers; correct answers and loss summed. */
+st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,
+                        st_error *err);
+
+/* SSP / ASP: iterations [first, last) on every worker. progress(ctx, done,
+ * loss, images) is called by the scheduler thread each time every worker
+ * has finished `every` more iterations (done counts iterations all
+ * finished; loss and images are summed since the previous call). */
+typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
+st_status st_sched_run_async(st_sched *s, long first, long last, long every,
+                             st_progress_fn progress, void *ctx, st_worker_time *time,
+                             st_error *err);
+
+/* Worker 0's replica (layer timing, class scores). */
+const st_replica *st_sched_replica(const st_sched *s, int worker);
+int st_sched_workers(const st_sched *s);
+
+/* Worker r's shard of n samples: the first sample and the count; sizes
+ * differ by at most one, larger first. */
+void st_shard_of(int n, int workers, int r, int *first, int *count);
+
+#endif
