@@ -2,13 +2,15 @@
 #   make            build build/singletrain
 #   make run        install what is missing, build, train LeNet-5 on Fashion-MNIST
 #   make test       install what is missing, build, run every test
-#   make SAN=address,undefined ...   sanitizer build (in build-san/)
+#   make SAN=address,undefined ...   sanitizer build (in build-address/;
+#                                    SAN=thread builds in build-thread/)
 #   make install PREFIX=/usr/local
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
 SAN     ?=
-BUILD   := $(if $(SAN),build-san,build)
+comma   := ,
+BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),build)
 
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
@@ -28,8 +30,10 @@ LIB  := $(BUILD)/libsingletrain.a
 
 TESTS_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
-# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
+# and under ThreadSanitizer.
 SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv
+TSAN_TESTS := test_sched
 
 .PHONY: all run test deps install clean check-tests
 all: $(BIN)
@@ -61,8 +65,9 @@ run: deps
 	./$(BIN) data/lenet.cfg
 
 check-tests: $(BIN) $(TEST_BIN)
-	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-san/tests/%)
-	@SAN_TESTS="$(SAN_TESTS)" scripts/run-tests.sh $(BUILD)
+	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-address/tests/%)
+	@$(MAKE) --no-print-directory SAN=thread $(TSAN_TESTS:%=build-thread/tests/%)
+	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" scripts/run-tests.sh $(BUILD)
 
 test: deps
 	@$(MAKE) --no-print-directory check-tests
@@ -72,6 +77,6 @@ install: $(BIN)
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/singletrain
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-address build-thread
 
 -include $(OBJ:.o=.d)

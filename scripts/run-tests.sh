@@ -1,9 +1,10 @@
 #!/bin/sh
-# Run every test: the C test binaries of the build directory, the sanitizer
-# builds of the tests named in $SAN_TESTS (in build-san/), and the shell
-# tests under tests/. Each under a timeout; prints one line per test and
-# fails if any failed.
-# usage: SAN_TESTS="test_a test_b" scripts/run-tests.sh BUILD_DIR
+# Run every test: the C test binaries of the build directory, the
+# AddressSanitizer + UBSan builds of the tests named in $SAN_TESTS (in
+# build-address/), the ThreadSanitizer builds of those in $TSAN_TESTS (in
+# build-thread/), and the shell tests under tests/. Each under a timeout;
+# prints one line per test and fails if any failed.
+# usage: SAN_TESTS="..." TSAN_TESTS="..." scripts/run-tests.sh BUILD_DIR
 set -u
 build=${1:-build}
 bin="$build/singletrain"
@@ -28,7 +29,11 @@ for t in "$build"/tests/test_*; do
     [ -x "$t" ] && run "$(basename "$t")" "$t"
 done
 for t in ${SAN_TESTS:-}; do
-    run "$t [asan+ubsan]" "build-san/tests/$t"
+    run "$t [asan+ubsan]" "build-address/tests/$t"
+done
+for t in ${TSAN_TESTS:-}; do
+    run "$t [tsan]" env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        "build-thread/tests/$t"
 done
 for t in tests/*.sh; do
     [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"

@@ -82,7 +82,11 @@ static void reduce_range(st_ps *ps, size_t b, size_t e, float scale)
 void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
 {
     size_t b = ps->slice[r], e = ps->slice[r + 1];
-#pragma omp parallel num_threads(threads) if (threads > 1)
+    if (threads <= 1) {
+        reduce_range(ps, b, e, scale);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
         sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
@@ -93,7 +97,11 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads)
 {
     size_t b = ps->slice[r], e = ps->slice[r + 1];
-#pragma omp parallel num_threads(threads) if (threads > 1)
+    if (threads <= 1) {
+        st_solver_update(c, ps->table, lr, b, e, ps->weights, ps->state, ps->grads[0]);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
         sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
@@ -109,13 +117,17 @@ void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, floa
         int r = (w + k) % ps->n_workers; /* start at its own slice: less contention */
         size_t b = ps->slice[r], e = ps->slice[r + 1];
         pthread_mutex_lock(&ps->slice_lock[r]);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-        {
-            size_t sb, se;
-            sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
-            for (size_t i = sb; i < se; i++)
-                g[i] *= scale;
-            st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, g);
+        for (size_t i = b; i < e; i++)
+            g[i] *= scale;
+        if (threads <= 1) {
+            st_solver_update(c, ps->table, lr, b, e, ps->weights, ps->state, g);
+        } else {
+#pragma omp parallel num_threads(threads)
+            {
+                size_t sb, se;
+                sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+                st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, g);
+            }
         }
         pthread_mutex_unlock(&ps->slice_lock[r]);
     }

@@ -3,11 +3,14 @@
  * Plain C loops arranged so the compiler vectorizes them: rows of C are
  * updated four at a time from one streamed row of B (NN, TN), or four rows
  * of A are dotted with one row of B (NT). On x86-64 with GCC the inner loops
- * are compiled for AVX-512, AVX2 and baseline and chosen at load time. The
- * summation order is fixed, so results are reproducible on one machine. */
+ * are compiled for AVX-512, AVX2 and baseline and chosen at load time (not
+ * under ThreadSanitizer: the load-time resolver would run, instrumented,
+ * before the sanitizer's runtime is up). The summation order is fixed, so
+ * results are reproducible on one machine. */
 #include "ref.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
 #define REF_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define REF_CLONES
