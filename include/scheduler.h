@@ -12,7 +12,10 @@
  * its shard; barrier; worker r sums and scales slice r of all gradients and
  * applies the solver to slice r; barrier. With T = 1 this is exactly the
  * single-worker computation; with more workers it differs only by the
- * order of the batch sum.
+ * order of the batch sum. The workers drive the iterations themselves,
+ * taking batch i from a ring (batchq.h) that the scheduler thread (or the
+ * prefetcher) fills ahead of them, so between iterations the workers meet
+ * only each other, at the barrier.
  *
  * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
  * worker takes its shard of every iteration at its own pace, reading its own
@@ -32,6 +35,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "batchq.h"
 #include "data.h"
 #include "net.h"
 #include "ps.h"
@@ -40,13 +44,14 @@
 
 typedef enum st_sync_mode { ST_SYNC_BSP, ST_SYNC_SSP, ST_SYNC_ASP } st_sync_mode;
 
-/* Seconds a worker spent on each part of its iterations. */
-typedef struct st_worker_time {
+/* Where iteration time goes, in seconds (means over workers). */
+typedef struct st_time_split {
+    double data;      /* waiting for the batch */
     double compute;   /* forward and backward */
     double barrier;   /* waiting for the other workers */
-    double aggregate; /* summing its slice of the gradients */
-    double update;    /* the solver on its slice */
-} st_worker_time;
+    double aggregate; /* summing gradient slices */
+    double update;    /* the solver */
+} st_time_split;
 
 typedef struct st_sched_opts {
     int threads;             /* workers */
@@ -71,22 +76,26 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
 /* Stop and join the workers, free everything. */
 void st_sched_free(st_sched *s);
 
-/* One batch of a BSP iteration: read in place by the workers. */
-typedef struct st_batch {
-    int n;
-    const float *x;      /* [n, C, H, W] */
-    const int *labels;   /* [n] */
-    long sample0;        /* global index of the first sample (dropout) */
-} st_batch;
-
-typedef struct st_step_result {
+/* What one BSP iteration did. */
+typedef struct st_iteration {
+    long iteration;
+    int images;
     double loss;         /* summed over the batch */
-    st_worker_time time; /* mean over workers, this iteration */
-} st_step_result;
+    st_time_split time;  /* means over workers */
+} st_iteration;
 
-/* One BSP iteration: forward, backward, aggregation and update. */
-st_status st_sched_step(st_sched *s, const st_batch *b, long iteration, float lr,
-                        st_step_result *res, st_error *err);
+/* Fill the batch of an iteration into a slot (n, sample0, x, labels). */
+typedef st_status (*st_produce_fn)(void *ctx, long iteration, st_batch_slot *slot,
+                                   st_error *err);
+typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
+
+/* BSP iterations [first, last). This thread produces batch i into q, up to
+ * q->depth batches ahead of the workers, and calls done() for each finished
+ * iteration, in order. Stops at the first failure, or before the update of
+ * an iteration whose loss is not finite (ST_EDIVERGED, naming it). */
+st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
+                           st_produce_fn produce, st_iteration_fn done, void *ctx,
+                           st_error *err);
 
 /* The test set split over the workers; correct answers and loss summed. */
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,
@@ -98,7 +107,7 @@ st_status st_sched_test(st_sched *s, const st_source *test, long *correct, doubl
  * finished; loss and images are summed since the previous call). */
 typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
-                             st_progress_fn progress, void *ctx, st_worker_time *time,
+                             st_progress_fn progress, void *ctx, st_time_split *time,
                              st_error *err);
 
 /* Worker 0's replica (layer timing, class scores). */

@@ -35,22 +35,12 @@ typedef struct st_train_opts {
 /* The defaults the CLI starts from. */
 st_train_opts st_train_defaults(void);
 
-/* Where an iteration's time goes (seconds, summed over iterations; the
- * workers' parts are means over workers). */
-typedef struct st_time_split {
-    double data;      /* the scheduler preparing the batch (workers wait) */
-    double compute;   /* forward and backward */
-    double barrier;   /* waiting for the other workers */
-    double aggregate; /* summing gradient slices */
-    double update;    /* the solver */
-} st_time_split;
-
 typedef struct st_train_result {
     long iterations;
     double seconds;          /* training time after warm-up, test phases excluded */
     double images_per_s;     /* after warm-up */
     double gflops;           /* training GFLOP/s: 3 x forward conv/fc flops */
-    st_time_split split;     /* after warm-up */
+    st_time_split split;     /* after warm-up, summed over iterations */
     double first_loss;       /* loss per image of the first iteration */
     double last_loss;        /* mean loss per image over the last log window */
     double test_accuracy;    /* last test phase, -1 if none ran */

@@ -1,6 +1,13 @@
-/* The scheduler and its worker threads; see scheduler.h. */
+/* The scheduler and its worker threads; see scheduler.h.
+ *
+ * Commands go out through the `start` barrier (the scheduler and all
+ * workers) and complete at the `end` barrier. A BSP run is one command: the
+ * workers loop over its iterations on their own, meeting at `mid` (after
+ * backward) and `iter_end` (after the update) only among themselves, and
+ * leave a record per iteration in a ring the scheduler thread reads. */
 #include "scheduler.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,15 +15,17 @@
 
 #include "barrier.h"
 
-enum sched_cmd { CMD_STEP, CMD_TEST, CMD_ASYNC, CMD_STOP };
+enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
 
 #define MAX_SIZES 8
+/* Iteration records kept; the workers are at most the batch ring's depth
+ * ahead of the scheduler thread, which reads records after every batch. */
+#define RECORDS 64
 
 typedef struct st_worker {
     st_sched *s;
     int id;
     pthread_t thread;
-    int started;
     st_replica replica;
     int sizes[MAX_SIZES];  /* every shard size it will see */
     int n_sizes, cap;
@@ -25,17 +34,26 @@ typedef struct st_worker {
     long *indices;
     st_order order;        /* async: its copy of the epoch order */
     long order_epoch;
-    /* results of the last command */
+    /* results of the last test / async command */
     double loss;
-    long images, correct;
-    st_worker_time time;
+    long correct;
+    st_time_split time;
     st_status status;
     st_error err;
     /* async progress, under s->clock_lock */
-    long clock;            /* iterations it has finished, counted from 0 */
+    long clock;            /* iterations it has finished */
     double clock_loss;
     long clock_images;
 } st_worker;
+
+/* One BSP iteration as each worker saw it: written before the barriers
+ * that order it with its readers. */
+typedef struct iter_record {
+    double *loss;          /* [T] */
+    int *images;           /* [T] */
+    st_time_split *time;   /* [T] */
+    st_status *status;     /* [T] */
+} iter_record;
 
 struct st_sched {
     st_sched_opts o;
@@ -43,18 +61,24 @@ struct st_sched {
     st_ps *ps;
     int T;
     st_worker *w;
-    st_barrier start, mid, end; /* start and end include the scheduler */
+    st_barrier start, end;          /* the scheduler and the workers */
+    st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
-    int launch;                 /* under clock_lock: 0 wait, 1 go, -1 cancelled */
     /* the command; written by the scheduler before `start` */
     int cmd;
-    st_batch batch;
-    long iteration;
-    float lr, scale;
+    st_batchq *q;
+    long first, last;
     const st_source *test;
-    long async_first, async_last;
+    /* BSP progress */
+    iter_record rec[RECORDS];
+    atomic_long completed;          /* iterations finished (records readable) */
+    atomic_int stopping;            /* the workers stopped before `last` */
+    long stopped_at;                /* first iteration not finished, or -1 */
+    st_status stop_status;
+    /* clocks (async) and launch; under clock_lock */
     pthread_mutex_t clock_lock;
     pthread_cond_t clock_moved;
+    int launch;                     /* 0 wait, 1 go, -1 cancelled */
 };
 
 static double now_seconds(void)
@@ -134,37 +158,83 @@ static st_status worker_init(st_worker *w)
     return ST_OK;
 }
 
-/* A BSP iteration, worker r's part. It always meets the others at the
- * barrier, even after a failure, so nobody waits forever. */
-static void worker_step(st_worker *w)
+/* Forward and backward of this worker's shard of a BSP batch; a worker
+ * without samples contributes a zero gradient. */
+static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, double *loss,
+                             int *images)
 {
     st_sched *s = w->s;
-    int r = w->id, first, count;
-    size_t per = st_shape_count(s->net->input);
-    st_shard_of(s->batch.n, s->T, r, &first, &count);
-    double t0 = now_seconds();
-    w->loss = 0.0;
-    w->images = count;
-    if (w->status == ST_OK && count > 0) {
-        st_shard shard = {count, s->batch.x + (size_t)first * per, s->batch.labels + first,
-                          s->batch.sample0 + first};
-        st_step_info info = {1, s->o.seed, s->iteration};
-        w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, &w->loss,
-                                       &w->err);
-        if (w->status == ST_OK)
-            w->status = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[r],
-                                            &shard, &info, NULL, &w->err);
-    } else if (count == 0) {
-        memset(s->ps->grads[r], 0, s->ps->count * sizeof(float));
+    int first, count;
+    st_shard_of(b->n, s->T, w->id, &first, &count);
+    *loss = 0.0;
+    *images = count;
+    if (count == 0) {
+        memset(s->ps->grads[w->id], 0, s->ps->count * sizeof(float));
+        return ST_OK;
     }
-    double t1 = now_seconds();
-    st_barrier_wait(&s->mid);
-    double t2 = now_seconds();
-    st_ps_reduce(s->ps, r, s->scale, s->o.intra);
-    double t3 = now_seconds();
-    st_ps_apply(s->ps, r, s->o.solver, s->lr, s->o.intra);
-    double t4 = now_seconds();
-    w->time = (st_worker_time){t1 - t0, t2 - t1, t3 - t2, t4 - t3};
+    size_t per = st_shape_count(s->net->input);
+    st_shard shard = {count, b->x + (size_t)first * per, b->labels + first, b->sample0 + first};
+    st_step_info info = {1, s->o.seed, it};
+    st_status st = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, loss, &w->err);
+    if (st == ST_OK)
+        st = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[w->id], &shard,
+                                 &info, NULL, &w->err);
+    return st;
+}
+
+/* Worker r's BSP loop over [first, last). After `mid` every worker sees the
+ * same records, so all take the same decision to stop (a failure, a stop
+ * batch, a non-finite loss) before anyone updates a slice. */
+static void worker_bsp(st_worker *w)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    for (long it = s->first; it < s->last; it++) {
+        iter_record *rec = &s->rec[it % RECORDS];
+        double t0 = now_seconds();
+        const st_batch_slot *b = st_batchq_wait(s->q, it);
+        double t1 = now_seconds();
+        st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+        rec->status[r] = st;
+        if (st != ST_OK)
+            w->status = st;
+        double t2 = now_seconds();
+        st_barrier_wait(&s->mid);
+        double t3 = now_seconds();
+        double loss = 0.0;
+        int failed = b->stop;
+        for (int k = 0; k < s->T; k++) {
+            loss += rec->loss[k];
+            failed |= rec->status[k] != ST_OK;
+        }
+        if (failed || !isfinite(loss)) {
+            if (r == 0) {
+                s->stopped_at = it;
+                s->stop_status = failed ? ST_EINTERNAL : ST_EDIVERGED;
+                atomic_store(&s->stopping, 1);
+                st_batchq_release_all(s->q);
+            }
+            break;
+        }
+        st_ps_reduce(s->ps, r, 1.0f / (float)b->n, s->o.intra);
+        double t4 = now_seconds();
+        st_ps_apply(s->ps, r, s->o.solver, st_lr_at(&s->o.solver->lr, it), s->o.intra);
+        double t5 = now_seconds();
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4};
+        st_barrier_wait(&s->iter_end);
+        if (r == 0) {
+            st_batchq_release(s->q, it);
+            pthread_mutex_lock(&s->clock_lock);
+            atomic_store(&s->completed, it + 1);
+            pthread_cond_broadcast(&s->clock_moved);
+            pthread_mutex_unlock(&s->clock_lock);
+        }
+    }
+    if (r == 0) { /* wake the scheduler if it waits for more */
+        pthread_mutex_lock(&s->clock_lock);
+        pthread_cond_broadcast(&s->clock_moved);
+        pthread_mutex_unlock(&s->clock_lock);
+    }
 }
 
 /* Worker r's part of the test set, in chunks of its capacity. */
@@ -228,7 +298,7 @@ static void worker_async(st_worker *w)
     int B = s->o.batch, r = w->id;
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
-    for (long i = s->async_first; i < s->async_last && w->status == ST_OK; i++) {
+    for (long i = s->first; i < s->last && w->status == ST_OK; i++) {
         double t0 = now_seconds();
         if (s->o.sync == ST_SYNC_SSP) {
             pthread_mutex_lock(&s->clock_lock);
@@ -268,7 +338,7 @@ static void worker_async(st_worker *w)
         w->time.compute += t2 - t1;
         w->time.update += t3 - t2;
         /* a failed worker jumps to the end so nobody waits for it */
-        finish_async_iteration(w, w->status == ST_OK ? i + 1 : s->async_last, loss, count);
+        finish_async_iteration(w, w->status == ST_OK ? i + 1 : s->last, loss, count);
     }
 }
 
@@ -291,8 +361,8 @@ static void *worker_main(void *arg)
         int cmd = s->cmd;
         if (cmd == CMD_STOP)
             break;
-        if (cmd == CMD_STEP)
-            worker_step(w);
+        if (cmd == CMD_BSP)
+            worker_bsp(w);
         else if (cmd == CMD_TEST && w->status == ST_OK)
             worker_test(w);
         else if (cmd == CMD_ASYNC)
@@ -313,13 +383,6 @@ static st_status collect_status(st_sched *s, st_error *err)
     return ST_OK;
 }
 
-static void run_command(st_sched *s, int cmd)
-{
-    s->cmd = cmd;
-    st_barrier_wait(&s->start);
-    st_barrier_wait(&s->end);
-}
-
 void st_sched_free(st_sched *s)
 {
     if (!s)
@@ -330,7 +393,7 @@ void st_sched_free(st_sched *s)
     }
     for (int r = 0; r < s->T; r++) {
         st_worker *w = &s->w[r];
-        if (w->started)
+        if (s->launch != 0)
             pthread_join(w->thread, NULL);
         st_replica_free(&w->replica);
         st_order_free(&w->order);
@@ -338,10 +401,17 @@ void st_sched_free(st_sched *s)
         free(w->labels);
         free(w->indices);
     }
+    for (int k = 0; k < RECORDS; k++) {
+        free(s->rec[k].loss);
+        free(s->rec[k].images);
+        free(s->rec[k].time);
+        free(s->rec[k].status);
+    }
     if (s->barriers_ready) {
         st_barrier_destroy(&s->start);
-        st_barrier_destroy(&s->mid);
         st_barrier_destroy(&s->end);
+        st_barrier_destroy(&s->mid);
+        st_barrier_destroy(&s->iter_end);
         pthread_mutex_destroy(&s->clock_lock);
         pthread_cond_destroy(&s->clock_moved);
     }
@@ -364,15 +434,23 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     s->ps = ps;
     s->T = o->threads;
     s->w = st_calloc((size_t)s->T, sizeof *s->w, "workers", err);
-    if (!s->w) {
-        free(s);
+    int ok = s->w != NULL;
+    for (int k = 0; k < RECORDS && ok; k++) {
+        iter_record *rec = &s->rec[k];
+        rec->loss = st_calloc((size_t)s->T, sizeof *rec->loss, "iteration records", err);
+        rec->images = st_calloc((size_t)s->T, sizeof *rec->images, "iteration records", err);
+        rec->time = st_calloc((size_t)s->T, sizeof *rec->time, "iteration records", err);
+        rec->status = st_calloc((size_t)s->T, sizeof *rec->status, "iteration records", err);
+        ok = rec->loss && rec->images && rec->time && rec->status;
+    }
+    if (!ok) {
+        st_sched_free(s);
         return ST_ENOMEM;
     }
-    if (st_barrier_init(&s->start, s->T + 1) || st_barrier_init(&s->mid, s->T) ||
-        st_barrier_init(&s->end, s->T + 1) || pthread_mutex_init(&s->clock_lock, NULL) ||
-        pthread_cond_init(&s->clock_moved, NULL)) {
-        free(s->w);
-        free(s);
+    if (st_barrier_init(&s->start, s->T + 1) || st_barrier_init(&s->end, s->T + 1) ||
+        st_barrier_init(&s->mid, s->T) || st_barrier_init(&s->iter_end, s->T) ||
+        pthread_mutex_init(&s->clock_lock, NULL) || pthread_cond_init(&s->clock_moved, NULL)) {
+        st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "cannot create the scheduler's barriers");
     }
     s->barriers_ready = 1;
@@ -381,17 +459,21 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         st_worker *w = &s->w[r];
         w->s = s;
         w->id = r;
-        w->started = pthread_create(&w->thread, NULL, worker_main, w) == 0;
-        started += w->started;
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            break;
+        started++;
     }
     pthread_mutex_lock(&s->clock_lock);
     s->launch = started == s->T ? 1 : -1;
     pthread_cond_broadcast(&s->clock_moved);
     pthread_mutex_unlock(&s->clock_lock);
     if (started < s->T) {
-        st_fail(err, ST_EIO, "cannot create worker threads: %d of %d started", started, s->T);
+        for (int r = 0; r < started; r++)
+            pthread_join(s->w[r].thread, NULL);
+        s->launch = 0; /* joined already */
         st_sched_free(s);
-        return ST_EIO;
+        return st_fail(err, ST_EIO, "cannot create worker threads: %d of %d started", started,
+                       s->T);
     }
     st_barrier_wait(&s->end);
     st_status st = collect_status(s, err);
@@ -403,27 +485,75 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     return ST_OK;
 }
 
-st_status st_sched_step(st_sched *s, const st_batch *b, long iteration, float lr,
-                        st_step_result *res, st_error *err)
+/* Report finished iterations [*reported, completed) through done(). */
+static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
 {
-    s->batch = *b;
-    s->iteration = iteration;
-    s->lr = lr;
-    s->scale = 1.0f / (float)b->n;
-    run_command(s, CMD_STEP);
-    st_status st = collect_status(s, err);
+    long completed = atomic_load(&s->completed);
+    for (; *reported < completed; (*reported)++) {
+        const iter_record *rec = &s->rec[*reported % RECORDS];
+        st_iteration it = {.iteration = *reported};
+        for (int r = 0; r < s->T; r++) {
+            it.images += rec->images[r];
+            it.loss += rec->loss[r];
+            it.time.data += rec->time[r].data / s->T;
+            it.time.compute += rec->time[r].compute / s->T;
+            it.time.barrier += rec->time[r].barrier / s->T;
+            it.time.aggregate += rec->time[r].aggregate / s->T;
+            it.time.update += rec->time[r].update / s->T;
+        }
+        done(ctx, &it);
+    }
+}
+
+st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
+                           st_produce_fn produce, st_iteration_fn done, void *ctx,
+                           st_error *err)
+{
+    if (q->depth + 2 > RECORDS)
+        return st_fail(err, ST_EINTERNAL, "batch ring deeper than the iteration records");
+    st_batchq_reset(q, first);
+    s->q = q;
+    s->first = first;
+    s->last = last;
+    s->stopped_at = -1;
+    atomic_store(&s->stopping, 0);
+    atomic_store(&s->completed, first);
+    s->cmd = CMD_BSP;
+    st_barrier_wait(&s->start);
+    long reported = first;
+    st_status st = ST_OK;
+    for (long it = first; it < last; it++) {
+        st_batch_slot *slot = st_batchq_acquire(q, it);
+        if (atomic_load(&s->stopping))
+            break; /* the workers stopped: release_all let us through */
+        slot->stop = 0;
+        st = produce(ctx, it, slot, err);
+        if (st != ST_OK)
+            slot->stop = 1;
+        st_batchq_publish(q, slot, it);
+        report(s, &reported, done, ctx);
+        if (st != ST_OK)
+            break;
+    }
+    st_barrier_wait(&s->end);
+    report(s, &reported, done, ctx);
     if (st != ST_OK)
         return st;
-    memset(res, 0, sizeof *res);
-    for (int r = 0; r < s->T; r++) {
-        const st_worker_time *t = &s->w[r].time;
-        res->loss += s->w[r].loss;
-        res->time.compute += t->compute / s->T;
-        res->time.barrier += t->barrier / s->T;
-        res->time.aggregate += t->aggregate / s->T;
-        res->time.update += t->update / s->T;
+    if (s->stopped_at >= 0) {
+        st_status wst = collect_status(s, err);
+        if (wst != ST_OK)
+            return wst;
+        return st_fail(err, s->stop_status, "iteration %ld: the loss is not finite: training "
+                       "diverged (try a lower learning_rate)", s->stopped_at);
     }
     return ST_OK;
+}
+
+static void run_command(st_sched *s, int cmd)
+{
+    s->cmd = cmd;
+    st_barrier_wait(&s->start);
+    st_barrier_wait(&s->end);
 }
 
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,
@@ -444,11 +574,11 @@ st_status st_sched_test(st_sched *s, const st_source *test, long *correct, doubl
 }
 
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
-                             st_progress_fn progress, void *ctx, st_worker_time *time,
+                             st_progress_fn progress, void *ctx, st_time_split *time,
                              st_error *err)
 {
-    s->async_first = first;
-    s->async_last = last;
+    s->first = first;
+    s->last = last;
     for (int r = 0; r < s->T; r++) {
         s->w[r].clock = first;
         s->w[r].clock_loss = 0.0;

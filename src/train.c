@@ -40,14 +40,15 @@ struct st_trainer {
     const st_backend *backend;
     st_ps ps;
     st_sched *sched;
+    st_batchq batches; /* BSP: the batches this thread reads ahead of the workers */
     st_source *train, *test;
     st_order order;
     int batch;
     long iterations, iters_per_epoch, shuffled_epoch;
-    float *x;      /* [batch, C, H, W]: the BSP batch the workers read */
-    int *labels;   /* [batch] */
-    long *indices; /* [batch] */
 };
+
+/* Batches read ahead of the workers. */
+#define BATCH_RING 2
 
 st_train_opts st_train_defaults(void)
 {
@@ -78,13 +79,11 @@ void st_trainer_free(st_trainer *t)
     if (!t)
         return;
     st_sched_free(t->sched);
+    st_batchq_free(&t->batches);
     st_ps_free(&t->ps);
     st_source_close(t->train);
     st_source_close(t->test);
     st_order_free(&t->order);
-    free(t->x);
-    free(t->labels);
-    free(t->indices);
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
     free(t);
@@ -232,16 +231,20 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
+    if (st == ST_OK) {
+        double mb = 1e-6 * sizeof(float), acts = 0.0;
+        for (int w = 0; w < o->threads; w++)
+            acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
+        st_info(log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
+                "%.1f MB in all, gradients %.1f MB each", mb * (double)t->ps.count,
+                mb * (double)t->ps.count * t->ps.state_planes, o->threads,
+                o->threads > 1 ? "s" : "", acts, mb * (double)t->ps.count);
+    }
     if (st == ST_OK)
         st = st_order_init(&t->order, t->train->count, o->seed, err);
-    if (st == ST_OK) {
-        t->x = st_calloc((size_t)t->batch * st_shape_count(t->net.input), sizeof *t->x,
-                         "input batch", err);
-        t->labels = st_calloc((size_t)t->batch, sizeof *t->labels, "label batch", err);
-        t->indices = st_calloc((size_t)t->batch, sizeof *t->indices, "batch indices", err);
-        if (!t->x || !t->labels || !t->indices)
-            st = ST_ENOMEM;
-    }
+    if (st == ST_OK)
+        st = st_batchq_init(&t->batches, BATCH_RING, t->batch, st_shape_count(t->net.input),
+                            err);
     if (st != ST_OK) {
         st_trainer_free(t);
         return st;
@@ -250,38 +253,31 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     return ST_OK;
 }
 
-/* One BSP iteration; *images gets its batch size, *loss its summed loss,
- * and split the time spent on each part. */
-static st_status train_step(st_trainer *t, long it, int *images, double *loss,
-                            st_time_split *split, st_error *err)
+/* What the BSP iterations have done so far, for progress lines and the
+ * result. */
+typedef struct bsp_progress {
+    st_trainer *t;
+    st_train_result *res;
+    double window_start, window_loss;
+    long window_images, window_iters, images;
+    st_time_split window;
+} bsp_progress;
+
+/* The batch of iteration it: the next mini-batch of its epoch's permutation
+ * (the last one of an epoch may be smaller). Runs on this thread, ahead of
+ * the workers. */
+static st_status produce_batch(void *ctx, long it, st_batch_slot *slot, st_error *err)
 {
+    st_trainer *t = ((bsp_progress *)ctx)->t;
     long epoch = it / t->iters_per_epoch, j = it % t->iters_per_epoch;
-    double t0 = now_seconds();
     if (epoch != t->shuffled_epoch) {
         st_order_shuffle(&t->order, epoch);
         t->shuffled_epoch = epoch;
     }
     long b0 = j * t->batch, count = t->train->count;
-    int n = (int)(count - b0 < t->batch ? count - b0 : t->batch);
-    st_status st = st_source_batch(t->train, t->order.perm + b0, n, t->x, t->labels, err);
-    split->data += now_seconds() - t0;
-    if (st != ST_OK)
-        return st;
-    st_batch batch = {n, t->x, t->labels, epoch * count + b0};
-    st_step_result r;
-    st = st_sched_step(t->sched, &batch, it, st_lr_at(&t->hp.solver.lr, it), &r, err);
-    if (st != ST_OK)
-        return st;
-    split->compute += r.time.compute;
-    split->barrier += r.time.barrier;
-    split->aggregate += r.time.aggregate;
-    split->update += r.time.update;
-    *loss = r.loss;
-    *images = n;
-    if (!isfinite(*loss))
-        return st_fail(err, ST_EDIVERGED, "iteration %ld: the loss is %g: training diverged "
-                       "(try a lower learning_rate)", it, *loss);
-    return ST_OK;
+    slot->n = (int)(count - b0 < t->batch ? count - b0 : t->batch);
+    slot->sample0 = epoch * count + b0;
+    return st_source_batch(t->train, t->order.perm + b0, slot->n, slot->x, slot->labels, err);
 }
 
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
@@ -357,65 +353,80 @@ static void log_progress(const st_trainer *t, long done, double loss, long image
             st_lr_at(&t->hp.solver.lr, done - 1), seconds > 0 ? (double)images / seconds : 0.0);
 }
 
+static void split_add(st_time_split *sum, const st_time_split *s)
+{
+    sum->data += s->data;
+    sum->compute += s->compute;
+    sum->barrier += s->barrier;
+    sum->aggregate += s->aggregate;
+    sum->update += s->update;
+}
+
+static void bsp_iteration_done(void *ctx, const st_iteration *it)
+{
+    bsp_progress *p = ctx;
+    st_trainer *t = p->t;
+    double per_image = it->loss / it->images;
+    if (it->iteration == 0)
+        p->res->first_loss = per_image;
+    if (t->o.loss_trace)
+        t->o.loss_trace[it->iteration] = per_image;
+    if (it->iteration >= t->o.warmup) {
+        split_add(&p->res->split, &it->time);
+        p->images += it->images;
+    }
+    split_add(&p->window, &it->time);
+    p->window_loss += it->loss;
+    p->window_images += it->images;
+    p->window_iters++;
+    long done = it->iteration + 1;
+    if (done % t->o.log_every && done != t->iterations)
+        return;
+    double now = now_seconds();
+    p->res->last_loss = p->window_loss / (double)p->window_images;
+    log_progress(t, done, p->window_loss, p->window_images, now - p->window_start);
+    if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
+        log_split(t, "  split,", &p->window, (double)p->window_iters);
+    p->window_start = now;
+    p->window_loss = 0.0;
+    p->window_images = p->window_iters = 0;
+    memset(&p->window, 0, sizeof p->window);
+}
+
+/* BSP in segments that end at test phases and at the end of the warm-up
+ * (where the layer timings restart). */
 static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
-    double window_time = 0.0, window_loss = 0.0;
-    long images = 0, window_images = 0, window_iters = 0;
-    st_time_split window = {0};
-    for (long it = 0; it < t->iterations; it++) {
-        if (it == t->o.warmup && st_sched_replica(t->sched, 0)->time) {
-            for (int w = 0; w < t->o.threads; w++)
+    bsp_progress p = {.t = t, .res = res, .window_start = now_seconds()};
+    double timed_start = 0.0;
+    for (long first = 0; first < t->iterations;) {
+        long last = (first / test_every + 1) * test_every;
+        if (first < t->o.warmup && last > t->o.warmup)
+            last = t->o.warmup;
+        if (last > t->iterations)
+            last = t->iterations;
+        if (first == t->o.warmup) {
+            timed_start = now_seconds();
+            for (int w = 0; t->o.profile && w < t->o.threads; w++)
                 memset(st_sched_replica(t->sched, w)->time, 0,
                        (size_t)t->net.n_layers * sizeof(st_layer_time));
-            memset(&res->split, 0, sizeof res->split);
         }
-        double t0 = now_seconds(), loss = 0.0;
-        int n = 0;
-        st_time_split step = {0};
-        st_status st = train_step(t, it, &n, &loss, &step, err);
+        double seg_start = now_seconds();
+        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last, produce_batch,
+                                        bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;
-        double dt = now_seconds() - t0;
-        window_time += dt;
-        window_images += n;
-        window_iters++;
-        window_loss += loss;
-        window.data += step.data;
-        window.compute += step.compute;
-        window.barrier += step.barrier;
-        window.aggregate += step.aggregate;
-        window.update += step.update;
-        if (it >= t->o.warmup) {
-            res->seconds += dt;
-            images += n;
-            res->split.data += step.data;
-            res->split.compute += step.compute;
-            res->split.barrier += step.barrier;
-            res->split.aggregate += step.aggregate;
-            res->split.update += step.update;
-        }
-        if (it == 0)
-            res->first_loss = loss / n;
-        if (t->o.loss_trace)
-            t->o.loss_trace[it] = loss / n;
-        long done = it + 1;
-        if (done % t->o.log_every == 0 || done == t->iterations) {
-            res->last_loss = window_loss / (double)window_images;
-            log_progress(t, done, window_loss, window_images, window_time);
-            if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
-                log_split(t, "  split,", &window, (double)window_iters);
-            window_time = window_loss = 0.0;
-            window_images = window_iters = 0;
-            memset(&window, 0, sizeof window);
-        }
-        if (done % test_every == 0 || done == t->iterations) {
-            st = run_test(t, done, res, err);
+        if (last > t->o.warmup)
+            res->seconds += now_seconds() - (first >= t->o.warmup ? seg_start : timed_start);
+        if (last % test_every == 0 || last == t->iterations) {
+            st = run_test(t, last, res, err);
             if (st != ST_OK)
                 return st;
         }
+        first = last;
     }
-    res->images_per_s = res->seconds > 0 ? (double)images / res->seconds : 0.0;
+    res->images_per_s = res->seconds > 0 ? (double)p.images / res->seconds : 0.0;
     return ST_OK;
 }
 
@@ -442,7 +453,7 @@ static void async_log(void *ctx, long done, double loss, long images)
 static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
 {
     async_progress p = {t, res, now_seconds(), 0};
-    st_worker_time wt;
+    st_time_split wt;
     double t0 = now_seconds();
     st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
                                       &wt, err);
@@ -451,7 +462,7 @@ static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
     res->seconds = now_seconds() - t0;
     res->images_per_s = res->seconds > 0
                             ? (double)t->iterations * t->batch / res->seconds : 0.0;
-    res->split = (st_time_split){0.0, wt.compute, wt.barrier, 0.0, wt.update};
+    res->split = wt;
     return run_test(t, t->iterations, res, err);
 }
 

@@ -298,6 +298,41 @@ static void test_more_workers_than_parameters(void **state)
     free(forty);
 }
 
+/* A non-finite loss stops every worker at the same iteration, before its
+ * update: the run fails with ST_EDIVERGED naming the iteration, nobody
+ * hangs, and the weights stay finite. */
+static void test_divergence_stops_all_workers(void **state)
+{
+    (void)state;
+    char cfg[] = "/tmp/st_sched_hotXXXXXX";
+    assert_int_equal(write_file(cfg, "[net]\nheight=28\nwidth=28\nchannels=1\n"
+                                     "learning_rate=1000\nmomentum=0.9\n"
+                                     "[connected]\noutput=10\nactivation=linear\n[cost]\n"),
+                     0);
+    st_train_opts o = st_train_defaults();
+    o.backend = UNDER_TSAN ? "ref" : "dnnl";
+    o.threads = 2;
+    o.batch = 16;
+    o.iters = 50;
+    o.train_images = 500;
+    o.data = data_file;
+    o.no_test = 1;
+    st_log log = tl_silent_log();
+    st_error err = {0};
+    st_trainer *t = NULL;
+    st_train_result res;
+    assert_int_equal(st_trainer_create(&t, cfg, &o, &log, &err), ST_OK);
+    assert_int_equal(st_trainer_run(t, &res, &err), ST_EDIVERGED);
+    tl_assert_contains(err.msg, "iteration ");
+    tl_assert_contains(err.msg, "not finite");
+    const float *w = st_trainer_weights(t);
+    for (size_t i = 0; i < st_trainer_net(t)->params.count; i++)
+        if (!isfinite(w[i]))
+            fail_msg("weight %zu is %g after the diverged run stopped", i, w[i]);
+    st_trainer_free(t);
+    unlink(cfg);
+}
+
 #if !UNDER_TSAN
 /* SSP and ASP are not exact, but they train: the loss falls. */
 static void test_async_modes_train(void **state)
@@ -329,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_bsp_uneven),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_more_workers_than_parameters),
+        cmocka_unit_test(test_divergence_stops_all_workers),
 #if !UNDER_TSAN
         cmocka_unit_test(test_async_modes_train),
 #endif
