@@ -11,8 +11,8 @@
 #include "status.h"
 
 typedef struct st_train_opts {
-    int threads;             /* workers (-t) */
-    int intra;               /* intra-op threads per worker (--intra) */
+    int threads;             /* workers (-t); 0: chosen, see st_trainer_create */
+    int intra;               /* intra-op threads per worker (--intra); 0: chosen */
     st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
     int staleness;           /* S of ssp:S */
     int batch;               /* images per update; 0: batch= from [net] */
@@ -51,7 +51,13 @@ typedef struct st_train_result {
 
 typedef struct st_trainer st_trainer;
 
-/* Load the cfg, build the network, open the data, allocate everything. */
+/* Load the cfg, build the network, open the data, allocate everything.
+ * Threads left at 0 are chosen for the cores this process may use: without
+ * -t and --intra one worker per core, except that a network with more than
+ * 16M parameters gets one worker with every core as intra-op threads (it
+ * runs as fast and needs no second copy of its large gradient); -t alone
+ * means one intra-op thread per worker; --intra alone, cores / intra
+ * workers. */
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
 

@@ -5,7 +5,8 @@
 # and the machine's fp32 FMA peak measured in the same run.
 # usage: scripts/bench-anchor.sh [NET...]     NET: lenet5 cifar_alexnet alexnet227
 # environment: RUNS (5), THREADS (2: PyTorch's threads), ST_ARGS (singletrain's
-#   threading options, default "--intra $THREADS"), ANCHORS (../shared/anchors)
+#   threading options; default none: singletrain chooses for the cores it
+#   may use, see --help), ANCHORS (../shared/anchors)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -13,7 +14,7 @@ bin=${SINGLETRAIN:-$root/build/singletrain}
 anchors=${ANCHORS:-$root/../shared/anchors}
 runs=${RUNS:-5}
 threads=${THREADS:-2}
-st_args=${ST_ARGS:---intra $threads}
+st_args=${ST_ARGS:-}
 nets=${*:-lenet5 cifar_alexnet alexnet227}
 [ -x "$bin" ] || { echo "bench-anchor.sh: $bin is missing: run make first" >&2; exit 2; }
 [ -f "$anchors/torch_train.py" ] || { echo "bench-anchor.sh: no $anchors/torch_train.py" >&2; exit 2; }
@@ -49,8 +50,9 @@ for net in $nets; do
     done
     t=$(median </tmp/st_bench_torch)
     o=$(median </tmp/st_bench_ours)
+    chosen=$(echo "$out" | sed -n 's/.*iterations of batch [0-9]* ([0-9]* per epoch), \([0-9]* workers* x [0-9]* threads*\).*/\1/p')
     awk -v net="$net" -v b="$batch" -v t="$t" -v o="$o" -v g="$gflop" -v r="$runs" \
-        -v a="$st_args" 'BEGIN {
+        -v a="${st_args:+$st_args: }$chosen" 'BEGIN {
         printf "%-14s batch %3d  PyTorch %8.1f img/s  singletrain (%s) %8.1f img/s  ratio %.2f  (%.1f GFLOP/s; medians of %d)\n",
             net, b, t, a, o, o / t, o * g, r }'
 done

@@ -36,12 +36,12 @@ typedef struct cli_option {
 #define TRAIN(field) offsetof(st_cli, train.field)
 
 static const cli_option options[] = {
-    {"threads", 't', "N", "Training", "worker threads (model replicas)", OPT_INT,
-     TRAIN(threads), 1, 4096},
+    {"threads", 't', "N", "Training", "worker threads, one model replica each (default: one "
+     "per core)", OPT_INT, TRAIN(threads), 1, 4096},
     {"batch", 'b', "N", "Training", "images per update (default: batch= in [net])", OPT_INT,
      TRAIN(batch), 1, 1 << 20},
-    {"intra", 0, "N", "Training", "intra-op threads per worker (default 1)", OPT_INT,
-     TRAIN(intra), 1, 1024},
+    {"intra", 0, "N", "Training", "intra-op threads per worker (default 1; all cores for one "
+     "worker on networks over 16M parameters)", OPT_INT, TRAIN(intra), 1, 1024},
     {"sync", 0, "MODE", "Training", "bsp (default), ssp:S (at most S iterations ahead of the "
      "slowest worker) or asp", OPT_SYNC, TRAIN(sync), 0, 1 << 20},
     {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=)",
