@@ -15,7 +15,7 @@ BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),build)
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
            -Iinclude -Isrc -fno-omit-frame-pointer
-LDLIBS  := -ldnnl -fopenmp -lz -lm -lpthread
+LDLIBS  := -ldnnl -fopenmp -lstb -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
@@ -30,10 +30,11 @@ LIB  := $(BUILD)/libsingletrain.a
 
 TESTS_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
+TOOLS := $(BUILD)/tools/make_images
 # Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
 # and under ThreadSanitizer.
-SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv
-TSAN_TESTS := test_sched
+SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers
+TSAN_TESTS := test_sched test_readers
 
 .PHONY: all run test deps install clean check-tests
 all: $(BIN)
@@ -57,6 +58,10 @@ $(BUILD)/tests/%: tests/%.c tests/testlib.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) -lcmocka $(LDLIBS)
 
+$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
 deps:
 	@scripts/deps.sh
 
@@ -64,7 +69,7 @@ run: deps
 	@$(MAKE) --no-print-directory all
 	./$(BIN) data/lenet.cfg
 
-check-tests: $(BIN) $(TEST_BIN)
+check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-address/tests/%)
 	@$(MAKE) --no-print-directory SAN=thread $(TSAN_TESTS:%=build-thread/tests/%)
 	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" scripts/run-tests.sh $(BUILD)

@@ -1,6 +1,8 @@
 /* A reusable barrier for a fixed number of threads: a short spin (the usual
  * case, where the others arrive within microseconds), then sleep on a
- * condition variable, so a waiting thread never holds a core for long. */
+ * condition variable, so a waiting thread never holds a core for long. With
+ * more threads than cores there is no spin: a spinning waiter would only
+ * keep the thread it waits for off a core. */
 #ifndef ST_BARRIER_H
 #define ST_BARRIER_H
 
@@ -9,6 +11,7 @@
 
 typedef struct st_barrier {
     int count;
+    int spins; /* polls before sleeping */
     atomic_int arrived;
     atomic_uint generation;
     pthread_mutex_t lock;

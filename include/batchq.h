@@ -27,6 +27,7 @@ typedef struct st_batchq {
     int depth;
     st_batch_slot *slot;
     atomic_long released; /* iterations below this are done with */
+    atomic_int closed;    /* the workers stopped: producers give up */
     pthread_mutex_t lock;
     pthread_cond_t moved;
 } st_batchq;
@@ -40,7 +41,7 @@ void st_batchq_free(st_batchq *q);
 void st_batchq_reset(st_batchq *q, long first);
 
 /* Producer: the slot for iteration i, once the workers are done with
- * iteration i - depth. Fill it, then publish. */
+ * iteration i - depth; NULL once the queue is closed. Fill it, publish it. */
 st_batch_slot *st_batchq_acquire(st_batchq *q, long i);
 void st_batchq_publish(st_batchq *q, st_batch_slot *s, long i);
 
@@ -50,7 +51,8 @@ const st_batch_slot *st_batchq_wait(st_batchq *q, long i);
 /* All workers are done with iteration i (called by one of them). */
 void st_batchq_release(st_batchq *q, long i);
 
-/* The workers stopped early: let a producer waiting in acquire go on. */
-void st_batchq_release_all(st_batchq *q);
+/* The workers stopped early: close the queue; a producer waiting in
+ * acquire gets NULL. */
+void st_batchq_close(st_batchq *q);
 
 #endif

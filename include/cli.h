@@ -10,6 +10,8 @@ typedef struct st_cli {
     st_train_opts train;
     st_log_level level;
     const char *cfg_path;
+    const char *sync;   /* --sync text */
+    int quiet, verbose;
     int help, version;
     int dry_run; /* check the cfg, print the layer table, stop */
 } st_cli;

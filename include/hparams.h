@@ -4,6 +4,7 @@
 #define ST_HPARAMS_H
 
 #include "cfg.h"
+#include "data.h"
 #include "layer.h"
 #include "log.h"
 #include "solver.h"
@@ -11,11 +12,18 @@
 
 #define ST_PATH_MAX 4096
 
-/* IDX image and label files; relative paths are taken from the current
- * directory, as Darknet does. Empty strings: not given. */
+/* The data a run trains and tests on; relative paths are taken from the
+ * current directory, as Darknet does. Empty strings: not given.
+ * train= / test= (or valid=) name a packed store, IDX images (with
+ * train_labels= / test_labels=), CIFAR-10 .bin batches (comma-separated),
+ * or an image list; names= (or labels=) a file of class names for image
+ * lists that take their labels from the paths; classes= the class count
+ * the network must have. */
 typedef struct st_data_paths {
     char train[ST_PATH_MAX], train_labels[ST_PATH_MAX];
     char test[ST_PATH_MAX], test_labels[ST_PATH_MAX];
+    char names[ST_PATH_MAX];
+    int classes;
 } st_data_paths;
 
 typedef struct st_hparams {
@@ -26,13 +34,16 @@ typedef struct st_hparams {
     st_solver_cfg solver;
     st_data_paths data;
     int data_line;         /* line of the first data key, 0 if none */
+    st_transform transform;/* records to inputs: input_mean=, input_scale=, crop=, mirror= */
+    st_shape image_size;   /* image lists are resized to this: image_size=W,H */
 } st_hparams;
 
 /* Parse cfg->secs[0], which must be [net] or [network]. */
 st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_error *err);
 
-/* Read a data file (--data): key=value lines with the same data keys as
- * [net] (train=, train_labels=, test=, test_labels=), overriding them. */
+/* Read a data file (--data, or a Darknet .data file): key=value lines with
+ * the same data keys as [net], overriding them. Darknet's backup= and top=
+ * are accepted with a warning. */
 st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *log,
                              st_error *err);
 

@@ -13,9 +13,9 @@
  * applies the solver to slice r; barrier. With T = 1 this is exactly the
  * single-worker computation; with more workers it differs only by the
  * order of the batch sum. The workers drive the iterations themselves,
- * taking batch i from a ring (batchq.h) that the scheduler thread (or the
- * prefetcher) fills ahead of them, so between iterations the workers meet
- * only each other, at the barrier.
+ * taking batch i from a ring (batchq.h) that the prefetcher (prefetch.h)
+ * fills ahead of them, so between iterations the workers meet only each
+ * other, at the barrier.
  *
  * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
  * worker takes its shard of every iteration at its own pace, reading its own
@@ -65,6 +65,8 @@ typedef struct st_sched_opts {
     uint64_t seed;
     const st_source *train;  /* SSP / ASP workers read their own shards */
     long test_count;         /* images of the test set, 0 if none */
+    const st_transform *transform; /* records to inputs (test, SSP / ASP) */
+    size_t record_bytes;     /* largest record of the train and test sources */
 } st_sched_opts;
 
 typedef struct st_sched st_sched;
@@ -84,18 +86,15 @@ typedef struct st_iteration {
     st_time_split time;  /* means over workers */
 } st_iteration;
 
-/* Fill the batch of an iteration into a slot (n, sample0, x, labels). */
-typedef st_status (*st_produce_fn)(void *ctx, long iteration, st_batch_slot *slot,
-                                   st_error *err);
 typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
 
-/* BSP iterations [first, last). This thread produces batch i into q, up to
- * q->depth batches ahead of the workers, and calls done() for each finished
- * iteration, in order. Stops at the first failure, or before the update of
- * an iteration whose loss is not finite (ST_EDIVERGED, naming it). */
+/* BSP iterations [first, last), the batches taken from q (filled by a
+ * producer on another thread); this thread calls done() for each finished
+ * iteration, in order. Stops at the first failure or a batch marked stop,
+ * or before the update of an iteration whose loss is not finite
+ * (ST_EDIVERGED, naming it); then q is closed, so the producer gives up. */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           st_produce_fn produce, st_iteration_fn done, void *ctx,
-                           st_error *err);
+                           st_iteration_fn done, void *ctx, st_error *err);
 
 /* The test set split over the workers; correct answers and loss summed. */
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,

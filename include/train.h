@@ -24,6 +24,9 @@ typedef struct st_train_opts {
     const char *snapshot_dir;/* NULL: do not save */
     long train_images;       /* 0: all (synthetic: default count) */
     long test_images;
+    int io_threads;          /* readers of the prefetcher (--io-threads) */
+    int skip_bad_images;     /* image lists: skip and count unreadable images */
+    int no_verify;           /* stores: skip the block checksums at open */
     long test_interval;      /* 0: every epoch and at the end */
     int no_test;             /* never run the test phase */
     long log_every;          /* iterations per progress line */
@@ -47,6 +50,7 @@ typedef struct st_train_result {
     double test_loss;
     double best_accuracy;    /* best test phase, -1 if none ran */
     double peak_memory;      /* bytes: the process's peak resident set */
+    long skipped_images;     /* unreadable images skipped (--skip-bad-images) */
 } st_train_result;
 
 typedef struct st_trainer st_trainer;

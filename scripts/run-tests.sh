@@ -35,7 +35,7 @@ for t in ${TSAN_TESTS:-}; do
     run "$t [tsan]" env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         "build-thread/tests/$t"
 done
-for t in tests/*.sh; do
+for t in tests/test_*.sh; do
     [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"
 done
 echo "$((total - failed))/$total test programs passed"

@@ -1,12 +1,15 @@
 /* The spin-then-sleep barrier; see barrier.h. */
 #include "barrier.h"
 
+#include "cores.h"
+
 /* About 10-20 microseconds of polling before sleeping. */
 #define SPINS 4000
 
 int st_barrier_init(st_barrier *b, int count)
 {
     b->count = count;
+    b->spins = count > st_usable_cores() ? 0 : SPINS;
     atomic_init(&b->arrived, 0);
     atomic_init(&b->generation, 0);
     if (pthread_mutex_init(&b->lock, NULL) != 0)
@@ -44,7 +47,7 @@ void st_barrier_wait(st_barrier *b)
         pthread_mutex_unlock(&b->lock);
         return;
     }
-    for (int i = 0; i < SPINS; i++) {
+    for (int i = 0; i < b->spins; i++) {
         if (atomic_load(&b->generation) != gen)
             return;
         cpu_relax();

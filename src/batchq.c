@@ -1,7 +1,6 @@
 /* The batch ring; see batchq.h. */
 #include "batchq.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +33,7 @@ st_status st_batchq_init(st_batchq *q, int depth, int capacity, size_t per_sampl
         }
     }
     atomic_init(&q->released, 0);
+    atomic_init(&q->closed, 0);
     return ST_OK;
 }
 
@@ -57,6 +57,7 @@ void st_batchq_reset(st_batchq *q, long first)
     for (int k = 0; k < q->depth; k++)
         atomic_store(&q->slot[k].ready, -1);
     atomic_store(&q->released, first);
+    atomic_store(&q->closed, 0);
 }
 
 static inline void cpu_relax(void)
@@ -82,7 +83,7 @@ static void wait_until(st_batchq *q, int (*done)(st_batchq *, long), long arg, i
 
 static int slot_free(st_batchq *q, long i)
 {
-    return atomic_load(&q->released) > i - q->depth;
+    return atomic_load(&q->released) > i - q->depth || atomic_load(&q->closed);
 }
 
 static int slot_holds(st_batchq *q, long i)
@@ -100,7 +101,7 @@ static void notify(st_batchq *q)
 st_batch_slot *st_batchq_acquire(st_batchq *q, long i)
 {
     wait_until(q, slot_free, i, 0);
-    return &q->slot[i % q->depth];
+    return atomic_load(&q->closed) ? NULL : &q->slot[i % q->depth];
 }
 
 void st_batchq_publish(st_batchq *q, st_batch_slot *s, long i)
@@ -115,9 +116,9 @@ const st_batch_slot *st_batchq_wait(st_batchq *q, long i)
     return &q->slot[i % q->depth];
 }
 
-void st_batchq_release_all(st_batchq *q)
+void st_batchq_close(st_batchq *q)
 {
-    atomic_store(&q->released, LONG_MAX / 2);
+    atomic_store(&q->closed, 1);
     notify(q);
 }
 

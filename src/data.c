@@ -1,10 +1,13 @@
-/* Batches from a source, and the seeded epoch order. */
+/* Batches from a source through the transform, opening a source by its
+ * content, and the seeded epoch order. */
 #include "data.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "rng.h"
+#include "store.h"
 
 void st_source_close(st_source *s)
 {
@@ -12,16 +15,59 @@ void st_source_close(st_source *s)
         s->ops->close(s);
 }
 
-st_status st_source_batch(const st_source *s, const long *indices, int n, float *x,
-                          int *labels, st_error *err)
+st_status st_source_batch(const st_source *s, const st_transform *t, const long *indices,
+                          int n, float *x, int *labels, int training, long sample0,
+                          unsigned char *pixels, st_error *err)
 {
-    size_t per = st_shape_count(s->shape);
+    size_t per = st_shape_count(t->input);
     for (int i = 0; i < n; i++) {
-        st_status st = s->ops->read(s, indices[i], x + (size_t)i * per, &labels[i], err);
+        st_status st = s->ops->read(s, indices[i], pixels, &labels[i], err);
         if (st != ST_OK)
             return st;
+        st_transform_apply(t, s->shape, pixels, x + (size_t)i * per, training, sample0 + i);
     }
     return ST_OK;
+}
+
+/* The first bytes of a file, through zlib (which reads plain files too);
+ * returns how many it got. */
+static int file_head(const char *path, unsigned char *buf, int len)
+{
+    gzFile f = gzopen(path, "rb");
+    if (!f)
+        return 0;
+    int got = gzread(f, buf, (unsigned)len);
+    gzclose(f);
+    return got < 0 ? 0 : got;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *err)
+{
+    size_t first = strcspn(sp->path, ",");
+    if (ends_with(sp->path, first, ".bin"))
+        return st_cifar_open(out, sp->path, sp->limit, sp->classes, err);
+    unsigned char head[512] = {0}; /* enough to tell text from binary */
+    int got = file_head(sp->path, head, (int)sizeof head);
+    if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
+        return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify, err);
+    if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
+        (head[3] == 1 || head[3] == 3)) {
+        if (!sp->labels || !sp->labels[0])
+            return st_fail(err, ST_EINPUT, "%s: IDX images need their labels file "
+                           "(train_labels= or test_labels=)", sp->path);
+        return st_idx_open(out, sp->path, sp->labels, sp->limit, sp->classes, err);
+    }
+    if (got > 0 && memchr(head, '\0', (size_t)got))
+        return st_fail(err, ST_EINPUT, "%s: not a data file singletrain knows: expected a packed "
+                       "store, IDX images (magic 0x00000803), CIFAR-10 batches (.bin) or an "
+                       "image list (text)", sp->path);
+    return st_images_open(out, sp->path, sp->names, sp->limit, sp->classes, &sp->images, err);
 }
 
 st_status st_order_init(st_order *o, long n, uint64_t seed, st_error *err)

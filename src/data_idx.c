@@ -1,6 +1,7 @@
 /* IDX reader (the MNIST / Fashion-MNIST format): big-endian header of magic
  * 0x0000 08 <dims> and one 32-bit size per dimension, then unsigned bytes.
- * Files are read whole through zlib, which also reads plain files. */
+ * Files are read whole through zlib, which also reads plain files, and kept
+ * in memory (reads are copies: safe from any thread). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,14 +94,13 @@ static st_status idx_header(const char *path, const unsigned char *d, size_t len
     return ST_OK;
 }
 
-static st_status idx_read(const st_source *s, long index, float *x, int *label, st_error *err)
+static st_status idx_read(const st_source *s, long index, unsigned char *pixels, int *label,
+                          st_error *err)
 {
     (void)err;
     const idx_source *is = (const idx_source *)s;
-    size_t per = st_shape_count(s->shape);
-    const unsigned char *p = is->pixels + (size_t)index * per;
-    for (size_t i = 0; i < per; i++)
-        x[i] = (float)p[i] * (1.0f / 255.0f);
+    size_t per = st_record_bytes(s);
+    memcpy(pixels, is->pixels + (size_t)index * per, per);
     *label = is->labels[index];
     return ST_OK;
 }

@@ -1,7 +1,8 @@
 /* Synthetic records of any shape: record i has label hash(seed, i) mod
- * classes, and values pattern(label, j) + noise(seed, i, j), with pattern +-0.5
- * per class and position and noise uniform in [-0.5, 0.5). Nothing is
- * stored; records are generated when read, so any input size costs no memory. */
+ * classes, and pixel j = 128 + pattern(label, j) + noise(seed, i, j), with
+ * pattern +-64 per class and position and noise uniform in [-64, 64). Nothing
+ * is stored; records are generated when read, so any input size costs no
+ * memory. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,8 +14,8 @@ typedef struct synthetic_source {
     uint64_t seed;
 } synthetic_source;
 
-static st_status synthetic_read(const st_source *s, long index, float *x, int *label,
-                                st_error *err)
+static st_status synthetic_read(const st_source *s, long index, unsigned char *pixels,
+                                int *label, st_error *err)
 {
     (void)err;
     const synthetic_source *ss = (const synthetic_source *)s;
@@ -24,13 +25,13 @@ static st_status synthetic_read(const st_source *s, long index, float *x, int *l
     *label = c;
     st_rng pattern;
     st_rng_seed(&pattern, ss->seed, 0x4000000000ull + (uint64_t)c);
-    size_t per = st_shape_count(s->shape);
+    size_t per = st_record_bytes(s);
     uint64_t bits = 0;
     for (size_t j = 0; j < per; j++) {
         if (j % 64 == 0)
             bits = st_rng_u64(&pattern);
-        float sign = (bits >> (j % 64)) & 1 ? 0.5f : -0.5f;
-        x[j] = sign + st_rng_uniform(&rng) - 0.5f;
+        int sign = (bits >> (j % 64)) & 1 ? 64 : -64;
+        pixels[j] = (unsigned char)(128 + sign + (int)(st_rng_u64(&rng) >> 57) - 64);
     }
     return ST_OK;
 }

@@ -14,33 +14,79 @@ static const char *const net_ignored[] = {
     "optimized_memory", "workspace_size_limit_MB", "adversarial_lr", "max_chart_loss",
     "gaussian_noise", "label_smooth_eps", "resize", "inputs", NULL};
 
-static const char *const data_keys[] = {"train", "train_labels", "test", "test_labels", NULL};
-
-static char *data_slot(st_data_paths *d, int i)
-{
-    switch (i) {
-    case 0: return d->train;
-    case 1: return d->train_labels;
-    case 2: return d->test;
-    default: return d->test_labels;
-    }
-}
+/* Data keys and their slots; a slot named twice (test= and valid=) is an
+ * error. */
+static const struct {
+    const char *key;
+    size_t slot;
+} data_keys[] = {
+    {"train", offsetof(st_data_paths, train)},
+    {"train_labels", offsetof(st_data_paths, train_labels)},
+    {"test", offsetof(st_data_paths, test)},
+    {"valid", offsetof(st_data_paths, test)},
+    {"test_labels", offsetof(st_data_paths, test_labels)},
+    {"names", offsetof(st_data_paths, names)},
+    {"labels", offsetof(st_data_paths, names)},
+};
 
 /* Copy the data keys present in sec into d; *line gets the first one's line. */
 static st_status read_data_keys(const st_cfg *cfg, st_cfg_section *sec, st_data_paths *d,
                                 int *line, st_error *err)
 {
-    for (int i = 0; data_keys[i]; i++) {
-        st_cfg_option *o = st_cfg_find(sec, data_keys[i]);
+    int seen[sizeof data_keys / sizeof data_keys[0]] = {0};
+    for (size_t i = 0; i < sizeof data_keys / sizeof data_keys[0]; i++) {
+        st_cfg_option *o = st_cfg_find(sec, data_keys[i].key);
         if (!o)
             continue;
         if (strlen(o->val) >= ST_PATH_MAX)
             return st_fail(err, ST_EINPUT, "%s:%d: %s= path is longer than %d bytes", cfg->path,
                            o->line, o->key, ST_PATH_MAX - 1);
-        strcpy(data_slot(d, i), o->val);
+        for (size_t j = 0; j < i; j++)
+            if (seen[j] && data_keys[j].slot == data_keys[i].slot)
+                return st_fail(err, ST_EINPUT, "%s:%d: %s= and %s= name the same thing: give "
+                               "one", cfg->path, o->line, data_keys[j].key, data_keys[i].key);
+        seen[i] = 1;
+        strcpy((char *)d + data_keys[i].slot, o->val);
         if (line && (*line == 0 || o->line < *line))
             *line = o->line;
     }
+    st_status st = st_cfg_int(cfg, sec, "classes", 0, 1, 1 << 24, &d->classes, err);
+    st_cfg_option *c = st_cfg_find(sec, "classes");
+    if (st == ST_OK && c && line && (*line == 0 || c->line < *line))
+        *line = c->line;
+    return st;
+}
+
+/* The transform keys of [net]: records to network inputs (data.h). */
+static st_status read_transform(const st_cfg *cfg, st_cfg_section *s, st_hparams *hp,
+                                st_error *err)
+{
+    st_transform *t = &hp->transform;
+    int n_mean = 0, size[2] = {0, 0}, n_size = 0;
+    st_status st;
+    if ((st = st_cfg_float_list(cfg, s, "input_mean", t->mean, ST_MAX_CHANNELS, &n_mean, err)) ||
+        (st = st_cfg_float(cfg, s, "input_scale", 1.0f / 255.0f, -1e6f, 1e6f, &t->scale, err)) ||
+        (st = st_cfg_int(cfg, s, "crop", 0, 0, 1, &t->crop, err)) ||
+        (st = st_cfg_int(cfg, s, "mirror", 0, 0, 1, &t->mirror, err)) ||
+        (st = st_cfg_int_list(cfg, s, "image_size", size, 2, &n_size, err)))
+        return st;
+    t->input = hp->input;
+    st_cfg_option *o = st_cfg_find(s, "input_mean");
+    if (o && n_mean != 1 && n_mean != hp->input.c)
+        return st_fail(err, ST_EINPUT, "%s:%d: input_mean= has %d values: expected 1 or one per "
+                       "channel (%d)", cfg->path, o->line, n_mean, hp->input.c);
+    for (int c = n_mean; c < ST_MAX_CHANNELS; c++)
+        t->mean[c] = n_mean == 1 ? t->mean[0] : 0.0f;
+    hp->image_size = hp->input;
+    o = st_cfg_find(s, "image_size");
+    if (!o)
+        return ST_OK;
+    if (n_size != 2 || size[0] < hp->input.w || size[1] < hp->input.h || size[0] > 65536 ||
+        size[1] > 65536)
+        return st_fail(err, ST_EINPUT, "%s:%d: image_size=%s: expected W,H at least the input "
+                       "%d,%d", cfg->path, o->line, o->val, hp->input.w, hp->input.h);
+    hp->image_size.w = size[0];
+    hp->image_size.h = size[1];
     return ST_OK;
 }
 
@@ -103,6 +149,8 @@ st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_er
                        cfg->path, s->line, hp->input.w, hp->input.h, hp->input.c, 1 << 28);
     hp->max_batches = max_batches;
     hp->solver.lr.max_batches = max_batches;
+    if ((st = read_transform(cfg, s, hp, err)))
+        return st;
     return st_cfg_finish_section(cfg, s, "net", net_ignored, log, err);
 }
 
@@ -113,9 +161,10 @@ st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *l
     st_status st = st_cfg_load_flat(&cfg, path, err);
     if (st != ST_OK)
         return st;
+    static const char *const darknet_only[] = {"backup", "top", "eval", NULL};
     st = read_data_keys(&cfg, &cfg.secs[0], d, NULL, err);
     if (st == ST_OK)
-        st = st_cfg_finish_section(&cfg, &cfg.secs[0], "data", NULL, log, err);
+        st = st_cfg_finish_section(&cfg, &cfg.secs[0], "data", darknet_only, log, err);
     st_cfg_free(&cfg);
     return st;
 }

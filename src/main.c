@@ -1,8 +1,11 @@
-/* singletrain: parse the command line, train, map the outcome to an exit
- * code (0 success, 2 bad usage or input, 1 run-time failure). */
+/* singletrain: dispatch to a command (pack, read) or parse the command line
+ * and train; map the outcome to an exit code (0 success, 2 bad usage or
+ * input, 1 run-time failure). */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "net.h"
 #include "train.h"
 
@@ -12,6 +15,10 @@
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "pack") == 0)
+        return st_cmd_pack(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "read") == 0)
+        return st_cmd_read(argc - 1, argv + 1);
     st_error err = {0};
     st_cli cli;
     st_status st = st_cli_parse(&cli, argc, argv, &err);

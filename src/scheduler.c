@@ -32,6 +32,7 @@ typedef struct st_worker {
     float *x;              /* its own shard buffer [cap, C, H, W] (test, async) */
     int *labels;
     long *indices;
+    unsigned char *pixels; /* one record */
     st_order order;        /* async: its copy of the epoch order */
     long order_epoch;
     /* results of the last test / async command */
@@ -150,7 +151,8 @@ static st_status worker_init(st_worker *w)
     w->x = st_calloc((size_t)w->cap * per, sizeof *w->x, "worker input", &w->err);
     w->labels = st_calloc((size_t)w->cap, sizeof *w->labels, "worker labels", &w->err);
     w->indices = st_calloc((size_t)w->cap, sizeof *w->indices, "worker indices", &w->err);
-    if (!w->x || !w->labels || !w->indices)
+    w->pixels = st_calloc(s->o.record_bytes, 1, "worker record", &w->err);
+    if (!w->x || !w->labels || !w->indices || !w->pixels)
         return ST_ENOMEM;
     w->order_epoch = -1;
     if (s->o.sync != ST_SYNC_BSP)
@@ -212,7 +214,7 @@ static void worker_bsp(st_worker *w)
                 s->stopped_at = it;
                 s->stop_status = failed ? ST_EINTERNAL : ST_EDIVERGED;
                 atomic_store(&s->stopping, 1);
-                st_batchq_release_all(s->q);
+                st_batchq_close(s->q);
             }
             break;
         }
@@ -252,7 +254,8 @@ static void worker_test(st_worker *w)
             w->indices[i] = at + i;
         double loss = 0.0;
         st_shard shard = {n, w->x, w->labels, at};
-        w->status = st_source_batch(s->test, w->indices, n, w->x, w->labels, &w->err);
+        w->status = st_source_batch(s->test, s->o.transform, w->indices, n, w->x, w->labels, 0,
+                                    at, w->pixels, &w->err);
         if (w->status == ST_OK)
             w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, &loss,
                                            &w->err);
@@ -318,8 +321,8 @@ static void worker_async(st_worker *w)
         if (count > 0) {
             st_shard shard = {count, w->x, w->labels, epoch * src->count + b0 + first};
             st_step_info info = {1, s->o.seed, i};
-            w->status = st_source_batch(src, w->order.perm + b0 + first, count, w->x,
-                                        w->labels, &w->err);
+            w->status = st_source_batch(src, s->o.transform, w->order.perm + b0 + first, count,
+                                        w->x, w->labels, 1, shard.sample0, w->pixels, &w->err);
             if (w->status == ST_OK)
                 w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info,
                                                &loss, &w->err);
@@ -400,6 +403,7 @@ void st_sched_free(st_sched *s)
         free(w->x);
         free(w->labels);
         free(w->indices);
+        free(w->pixels);
     }
     for (int k = 0; k < RECORDS; k++) {
         free(s->rec[k].loss);
@@ -505,13 +509,16 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
     }
 }
 
+static int bsp_running(st_sched *s, long last)
+{
+    return atomic_load(&s->completed) < last && !atomic_load(&s->stopping);
+}
+
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           st_produce_fn produce, st_iteration_fn done, void *ctx,
-                           st_error *err)
+                           st_iteration_fn done, void *ctx, st_error *err)
 {
     if (q->depth + 2 > RECORDS)
         return st_fail(err, ST_EINTERNAL, "batch ring deeper than the iteration records");
-    st_batchq_reset(q, first);
     s->q = q;
     s->first = first;
     s->last = last;
@@ -521,32 +528,24 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     s->cmd = CMD_BSP;
     st_barrier_wait(&s->start);
     long reported = first;
-    st_status st = ST_OK;
-    for (long it = first; it < last; it++) {
-        st_batch_slot *slot = st_batchq_acquire(q, it);
-        if (atomic_load(&s->stopping))
-            break; /* the workers stopped: release_all let us through */
-        slot->stop = 0;
-        st = produce(ctx, it, slot, err);
-        if (st != ST_OK)
-            slot->stop = 1;
-        st_batchq_publish(q, slot, it);
+    while (bsp_running(s, last)) {
+        pthread_mutex_lock(&s->clock_lock);
+        while (bsp_running(s, last) && atomic_load(&s->completed) == reported)
+            pthread_cond_wait(&s->clock_moved, &s->clock_lock);
+        pthread_mutex_unlock(&s->clock_lock);
         report(s, &reported, done, ctx);
-        if (st != ST_OK)
-            break;
     }
     st_barrier_wait(&s->end);
     report(s, &reported, done, ctx);
-    if (st != ST_OK)
-        return st;
-    if (s->stopped_at >= 0) {
-        st_status wst = collect_status(s, err);
-        if (wst != ST_OK)
-            return wst;
-        return st_fail(err, s->stop_status, "iteration %ld: the loss is not finite: training "
+    if (s->stopped_at < 0)
+        return ST_OK;
+    st_status wst = collect_status(s, err);
+    if (wst != ST_OK)
+        return wst;
+    if (s->stop_status == ST_EDIVERGED)
+        return st_fail(err, ST_EDIVERGED, "iteration %ld: the loss is not finite: training "
                        "diverged (try a lower learning_rate)", s->stopped_at);
-    }
-    return ST_OK;
+    return st_fail(err, ST_EIO, "iteration %ld: the input pipeline stopped", s->stopped_at);
 }
 
 static void run_command(st_sched *s, int cmd)

@@ -7,10 +7,10 @@
  * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
  * ASP hand the workers the whole run instead. */
 #include "train.h"
+#include "cores.h"
 
 #include <errno.h>
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@
 #include "data.h"
 #include "hparams.h"
 #include "memory.h"
+#include "prefetch.h"
 #include "ps.h"
 #include "scheduler.h"
 #include "snapshot.h"
@@ -41,11 +42,12 @@ struct st_trainer {
     const st_backend *backend;
     st_ps ps;
     st_sched *sched;
-    st_batchq batches; /* BSP: the batches this thread reads ahead of the workers */
+    st_batchq batches;      /* BSP: filled by the prefetcher, read by the workers */
     st_source *train, *test;
-    st_order order;
+    st_transform transform; /* records to inputs */
+    long skipped;           /* unreadable images skipped, counted by the readers */
     int batch;
-    long iterations, iters_per_epoch, shuffled_epoch;
+    long iterations, iters_per_epoch;
 };
 
 /* Batches read ahead of the workers. */
@@ -54,7 +56,7 @@ struct st_trainer {
 st_train_opts st_train_defaults(void)
 {
     st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
-                       .backend = "dnnl", .log_every = 100};
+                       .backend = "dnnl", .log_every = 100, .io_threads = 1};
     return o;
 }
 
@@ -84,21 +86,30 @@ void st_trainer_free(st_trainer *t)
     st_ps_free(&t->ps);
     st_source_close(t->train);
     st_source_close(t->test);
-    st_order_free(&t->order);
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
     free(t);
 }
 
-/* Check that a data source fits the network's input. */
-static st_status check_shape(const st_trainer *t, const st_source *s, st_error *err)
+/* One split; errors say which file and key named it. */
+static st_status open_split(st_trainer *t, const char *where, const char *key, const char *path,
+                            const char *labels, const char *names, long limit, st_source **out,
+                            st_error *err)
 {
-    st_shape a = s->shape, b = t->net.input;
-    if (a.c == b.c && a.h == b.h && a.w == b.w)
-        return ST_OK;
-    return st_fail(err, ST_EINPUT, "%s: images are %d x %d x %d but %s:%d [net] expects "
-                   "width x height x channels %d x %d x %d", s->name, a.w, a.h, a.c,
-                   t->cfg.path, t->cfg.secs[0].line, b.w, b.h, b.c);
+    st_source_spec spec = {
+        .path = path, .labels = labels, .names = names[0] ? names : NULL, .limit = limit,
+        .classes = t->net.classes, .verify = !t->o.no_verify,
+        .images = {.shape = t->hp.image_size, .skip_bad = t->o.skip_bad_images,
+                   .skipped = &t->skipped},
+    };
+    char net_where[ST_PATH_MAX + 32];
+    snprintf(net_where, sizeof net_where, "%s:%d [net]", t->cfg.path, t->cfg.secs[0].line);
+    st_status st = st_source_open(out, &spec, err);
+    if (st == ST_OK)
+        st = st_transform_check(&t->transform, *out, net_where, err);
+    if (st != ST_OK)
+        st_error_prefix(err, "%s: %s=: ", where, key);
+    return st;
 }
 
 static st_status open_data(st_trainer *t, st_error *err)
@@ -111,37 +122,32 @@ static st_status open_data(st_trainer *t, st_error *err)
         if (st != ST_OK)
             return st;
     }
+    const char *where = t->o.data && !synthetic ? t->o.data : t->cfg.path;
+    if (d.classes && d.classes != t->net.classes)
+        return st_fail(err, ST_EINPUT, "%s: classes=%d but the network has %d outputs", where,
+                       d.classes, t->net.classes);
     if (synthetic || (!d.train[0] && !d.test[0])) {
         long ntrain = t->o.train_images ? t->o.train_images : SYNTHETIC_TRAIN;
         long ntest = t->o.test_images ? t->o.test_images : SYNTHETIC_TEST;
         st_info(&t->log, "no data given: training on %ld synthetic images of %d x %d x %d, "
-                "%d classes (testing on %ld more)", ntrain, t->net.input.w, t->net.input.h,
-                t->net.input.c, t->net.classes, ntest);
-        st_status st = st_synthetic_open(&t->train, t->net.input, t->net.classes, ntrain,
+                "%d classes (testing on %ld more)", ntrain, t->hp.image_size.w,
+                t->hp.image_size.h, t->net.input.c, t->net.classes, ntest);
+        st_status st = st_synthetic_open(&t->train, t->hp.image_size, t->net.classes, ntrain,
                                          t->o.seed, err);
         if (st == ST_OK)
-            st = st_synthetic_open(&t->test, t->net.input, t->net.classes, ntest,
+            st = st_synthetic_open(&t->test, t->hp.image_size, t->net.classes, ntest,
                                    t->o.seed ^ 0x5eedULL, err);
         return st;
     }
-    const char *where = t->o.data ? t->o.data : t->cfg.path;
-    if (!d.train[0] || !d.train_labels[0])
-        return st_fail(err, ST_EINPUT, "%s: needs both train= and train_labels= (IDX images "
-                       "and labels)", where);
-    if (d.test[0] && !d.test_labels[0])
-        return st_fail(err, ST_EINPUT, "%s: test= needs test_labels=", where);
-    st_status st = st_idx_open(&t->train, d.train, d.train_labels, t->o.train_images,
-                               t->net.classes, err);
+    if (!d.train[0])
+        return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
+    st_status st = open_split(t, where, "train", d.train, d.train_labels, d.names,
+                              t->o.train_images, &t->train, err);
+    if (st == ST_OK && d.test[0])
+        st = open_split(t, where, "test", d.test, d.test_labels, d.names, t->o.test_images,
+                        &t->test, err);
     if (st == ST_OK)
-        st = check_shape(t, t->train, err);
-    if (st == ST_OK && d.test[0]) {
-        st = st_idx_open(&t->test, d.test, d.test_labels, t->o.test_images, t->net.classes,
-                         err);
-        if (st == ST_OK)
-            st = check_shape(t, t->test, err);
-    }
-    if (st == ST_OK)
-        st_info(&t->log, "data: %ld training images from %s, %ld test images%s%s",
+        st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
                 t->train->count, t->train->name, t->test ? t->test->count : 0L,
                 t->test ? " from " : "", t->test ? t->test->name : "");
     return st;
@@ -180,19 +186,10 @@ static st_status check_trainable(const st_trainer *t, st_error *err)
  * and cifar-alexnet (5.9M) are as fast either way. */
 #define MANY_PARAMETERS (16u << 20)
 
-static int usable_cores(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* Fill in -t / --intra left at 0 (see train.h). */
 static void choose_threads(st_trainer *t)
 {
-    int cores = usable_cores();
+    int cores = st_usable_cores();
     const char *why = NULL;
     if (t->o.threads == 0 && t->o.intra == 0) {
         if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
@@ -240,7 +237,6 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         return ST_ENOMEM;
     t->log = *log;
     t->o = *o;
-    t->shuffled_epoch = -1;
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK && o->snapshot_dir)
@@ -260,6 +256,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     }
     if (st == ST_OK) {
         st_net_print(&t->net, log);
+        t->transform = t->hp.transform;
+        t->transform.seed = o->seed;
         st = open_data(t, err);
     }
     if (st == ST_OK)
@@ -274,6 +272,9 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
             .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
             .train = t->train, .test_count = t->test ? t->test->count : 0,
+            .transform = &t->transform,
+            .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
+                                ? st_record_bytes(t->test) : st_record_bytes(t->train),
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
@@ -286,8 +287,6 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                 mb * (double)t->ps.count * t->ps.state_planes, o->threads,
                 o->threads > 1 ? "s" : "", acts, mb * (double)t->ps.count);
     }
-    if (st == ST_OK)
-        st = st_order_init(&t->order, t->train->count, o->seed, err);
     if (st == ST_OK)
         st = st_batchq_init(&t->batches, BATCH_RING, t->batch, st_shape_count(t->net.input),
                             err);
@@ -308,23 +307,6 @@ typedef struct bsp_progress {
     long window_images, window_iters, images;
     st_time_split window;
 } bsp_progress;
-
-/* The batch of iteration it: the next mini-batch of its epoch's permutation
- * (the last one of an epoch may be smaller). Runs on this thread, ahead of
- * the workers. */
-static st_status produce_batch(void *ctx, long it, st_batch_slot *slot, st_error *err)
-{
-    st_trainer *t = ((bsp_progress *)ctx)->t;
-    long epoch = it / t->iters_per_epoch, j = it % t->iters_per_epoch;
-    if (epoch != t->shuffled_epoch) {
-        st_order_shuffle(&t->order, epoch);
-        t->shuffled_epoch = epoch;
-    }
-    long b0 = j * t->batch, count = t->train->count;
-    slot->n = (int)(count - b0 < t->batch ? count - b0 : t->batch);
-    slot->sample0 = epoch * count + b0;
-    return st_source_batch(t->train, t->order.perm + b0, slot->n, slot->x, slot->labels, err);
-}
 
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
 {
@@ -440,8 +422,8 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
 }
 
 /* BSP in segments that end at test phases and at the end of the warm-up
- * (where the layer timings restart). */
-static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+ * (where the layer timings restart), while the prefetcher reads ahead. */
+static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
     bsp_progress p = {.t = t, .res = res, .window_start = now_seconds()};
@@ -459,7 +441,7 @@ static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
                        (size_t)t->net.n_layers * sizeof(st_layer_time));
         }
         double seg_start = now_seconds();
-        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last, produce_batch,
+        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last,
                                         bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;
@@ -474,6 +456,24 @@ static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
     }
     res->images_per_s = res->seconds > 0 ? (double)p.images / res->seconds : 0.0;
     return ST_OK;
+}
+
+static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+{
+    st_prefetch_opts po = {t->train, &t->transform, t->batch, t->o.seed, t->o.io_threads,
+                           &t->batches};
+    st_prefetch *pf;
+    st_status st = st_prefetch_start(&pf, &po, 0, t->iterations, err);
+    if (st != ST_OK)
+        return st;
+    st_error run_err = {0};
+    st = run_segments(t, res, &run_err);
+    if (st != ST_OK)
+        st_batchq_close(&t->batches); /* the prefetcher gives up */
+    st_status pst = st_prefetch_stop(pf, err); /* its failure is the cause */
+    if (pst == ST_OK && st != ST_OK)
+        st_fail(err, st, "%s", run_err.msg);
+    return pst != ST_OK ? pst : st;
 }
 
 typedef struct async_progress {
@@ -540,6 +540,9 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (res->best_accuracy >= 0)
         st_info(&t->log, "test accuracy: final %.2f%%, best %.2f%%", 100.0 * res->test_accuracy,
                 100.0 * res->best_accuracy);
+    res->skipped_images = t->skipped;
+    if (t->skipped)
+        st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);
     if (t->o.profile)
         print_profile(t, res, timed);
     return save_final(t, err);

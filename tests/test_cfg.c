@@ -1156,7 +1156,7 @@ static void test_data_file_errors(void **state)
         const char *text;
         const char *want; /* after "PATH" */
     } cases[] = {
-        {"train=a\nvalid=b\n", ":2: unknown key 'valid'"},
+        {"train=a\nvalidation=b\n", ":2: unknown key 'validation'"},
         {"train=a\ntrain=b\n", ":2: duplicate key 'train'"},
         {"[data]\ntrain=a\n", ":1: a data file has no sections"},
         {"train=a\n[net]\n", ":2: a data file has no sections"},

@@ -13,52 +13,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT PIPE TERM
 
-failed=0
-passed=0
-# No single run may hang the suite (exit 124 when it times out).
-limit=
-command -v timeout >/dev/null 2>&1 && limit="timeout 120"
-
-# check NAME STREAM RC TEXT [TEXT2] -- COMMAND...: run COMMAND; pass when it
-# exits with RC and STREAM (err or out) contains TEXT (and TEXT2 if given).
-check() {
-    name=$1 stream=$2 want_rc=$3 want1=$4
-    shift 4
-    want2=
-    if [ "$1" != "--" ]; then
-        want2=$1
-        shift
-    fi
-    shift # --
-    $limit "$@" >"$tmp/stdout" 2>"$tmp/stderr" </dev/null
-    rc=$?
-    if [ "$stream" = out ]; then file=$tmp/stdout; else file=$tmp/stderr; fi
-    problem=
-    if [ "$rc" -ne "$want_rc" ]; then
-        problem="expected exit code $want_rc, got $rc"
-    elif [ -n "$want1" ] && ! grep -F -q -e "$want1" "$file"; then
-        problem="exit code $rc as expected, but std$stream lacks: $want1"
-    elif [ -n "$want2" ] && ! grep -F -q -e "$want2" "$file"; then
-        problem="exit code $rc as expected, but std$stream lacks: $want2"
-    fi
-    if [ -z "$problem" ]; then
-        passed=$((passed + 1))
-        echo "ok   $name (exit $rc)"
-        return 0
-    fi
-    failed=$((failed + 1))
-    echo "FAIL $name"
-    echo "     ran:      $*"
-    echo "     expected: exit $want_rc, std$stream containing: $want1${want2:+ / $want2}"
-    echo "     actual:   exit $rc ($problem)"
-    echo "     stderr:"
-    sed -n '1,20s/^/       | /p' "$tmp/stderr"
-    if [ "$stream" = out ]; then
-        echo "     stdout:"
-        sed -n '1,20s/^/       | /p' "$tmp/stdout"
-    fi
-    return 1
-}
+. "$(dirname "$0")/check.sh"
 
 # ---------------------------------------------------------------- fixtures
 
@@ -166,7 +121,7 @@ data_file shape "$tmp/two8.idx" "$tmp/two.labels"
 data_file good "$fmnist/t10k-images-idx3-ubyte.gz" "$fmnist/t10k-labels-idx1-ubyte.gz"
 printf 'train=%s\ntrain_labels=%s\ntest=%s\ntest_labels=%s\n' "$tmp/two28.idx" "$tmp/two.labels" \
     "$tmp/two28.idx" "$tmp/two.labels" >"$tmp/small.data"
-printf 'train=%s\nvalid=%s\n' "$tmp/two28.idx" "$tmp/two.labels" >"$tmp/unknown.data"
+printf 'train=%s\nvalidation=%s\n' "$tmp/two28.idx" "$tmp/two.labels" >"$tmp/unknown.data"
 printf 'train=%s\n' "$tmp/two28.idx" >"$tmp/nolabels.data"
 printf 'train=%s\ntrain_labels=%s\ntest=%s\n' "$tmp/two28.idx" "$tmp/two.labels" "$tmp/two28.idx" \
     >"$tmp/notestlabels.data"
@@ -217,9 +172,9 @@ check "no schedule" err 2 "no schedule: give --iters, --epochs or max_batches=" 
     "$bin" --data synthetic "$tmp/tiny.cfg"
 check "--data missing file" err 2 "$tmp/nope.data: cannot open data file" -- \
     "$bin" --data "$tmp/nope.data" --iters 1 "$tmp/mnist.cfg"
-check "--data unknown key" err 2 "$tmp/unknown.data:2: unknown key 'valid'" -- \
+check "--data unknown key" err 2 "$tmp/unknown.data:2: unknown key 'validation'" -- \
     "$bin" --data "$tmp/unknown.data" --iters 1 "$tmp/mnist.cfg"
-check "--data without train_labels" err 2 "$tmp/nolabels.data: needs both train= and train_labels=" -- \
+check "--data without train_labels" err 2 "$tmp/nolabels.data: train=: " "IDX images need their labels file" -- \
     "$bin" --data "$tmp/nolabels.data" --iters 1 "$tmp/mnist.cfg"
 check "truncated IDX images" err 2 "$tmp/t10k-images-truncated: truncated" \
     "promises 7840000 bytes of data" -- "$bin" --data "$tmp/truncated.data" --iters 1 "$tmp/mnist.cfg"
@@ -227,17 +182,17 @@ check "truncated gzip IDX images" err 2 "$tmp/t10k-images-truncated.gz: truncate
     "$bin" --data "$tmp/truncatedgz.data" --iters 1 "$tmp/mnist.cfg"
 check "truncated IDX labels" err 2 "$tmp/t10k-labels-truncated: truncated" \
     "promises 10000 bytes of data" -- "$bin" --data "$tmp/truncatedlabels.data" --iters 1 "$tmp/mnist.cfg"
-check "test= without test_labels=" err 2 "$tmp/notestlabels.data: test= needs test_labels=" -- \
+check "test= without test_labels=" err 2 "$tmp/notestlabels.data: test=: " "IDX images need their labels file" -- \
     "$bin" --data "$tmp/notestlabels.data" --iters 1 "$tmp/mnist.cfg"
 check "image and label counts differ" err 2 "$tmp/two28.idx has 2 images but" "has 10000 labels" -- \
     "$bin" --data "$tmp/mismatch.data" --iters 1 "$tmp/mnist.cfg"
-check "wrong magic (images)" err 2 "$tmp/badmagic.idx: not an IDX file" "expected magic 0x00000803" -- \
+check "wrong magic (images)" err 2 "$tmp/badmagic.idx: not a data file singletrain knows" "IDX images (magic 0x00000803)" -- \
     "$bin" --data "$tmp/badmagic.data" --iters 1 "$tmp/mnist.cfg"
 check "wrong magic (labels)" err 2 "$tmp/magic.labels: not an IDX file" "expected magic 0x00000801" -- \
     "$bin" --data "$tmp/magiclabels.data" --iters 1 "$tmp/mnist.cfg"
 check "label >= classes" err 2 "$tmp/eleven.labels: label 11 of record 1 is not below the network's 10 classes" -- \
     "$bin" --data "$tmp/eleven.data" --iters 1 "$tmp/mnist.cfg"
-check "image shape does not match the net" err 2 "$tmp/two8.idx: images are 8 x 8 x 1 but" \
+check "image shape does not match the net" err 2 "$tmp/two8.idx: records are 8 x 8 x 1 but" \
     "$tmp/mnist.cfg:1 [net] expects" -- "$bin" --data "$tmp/shape.data" --iters 1 "$tmp/mnist.cfg"
 
 # ------------------------------------------------------ run-time failure
@@ -262,29 +217,15 @@ check "-b overrides batch=" out 0 "training: 3 iterations of batch 5" -- \
 check "--batch=6 overrides batch=" out 0 "training: 2 iterations of batch 6" -- \
     "$bin" --batch=6 --data synthetic --iters 2 "$tmp/tiny.cfg"
 check "-b7 (attached value)" out 0 "of batch 7" -- "$bin" -b7 --data synthetic --iters 1 "$tmp/tiny.cfg"
-check "small IDX files" out 0 "data: 2 training images from $tmp/two28.idx, 2 test images" -- \
+check "small IDX files" out 0 "data: 2 training records from $tmp/two28.idx, 2 test records" -- \
     "$bin" --data "$tmp/small.data" --iters 2 "$tmp/mnist.cfg"
-check "Fashion-MNIST t10k (gzip)" out 0 "data: 64 training images" "training: 2 iterations" -- \
+check "Fashion-MNIST t10k (gzip)" out 0 "data: 64 training records" "training: 2 iterations" -- \
     "$bin" --data "$tmp/good.data" --train-images 64 --iters 2 "$tmp/mnist.cfg"
 mkdir "$tmp/snaps"
 check "--snapshot-dir existing directory" out 0 "weights saved to $tmp/snaps/tiny_final.snap" -- \
     "$bin" --data synthetic --iters 1 --snapshot-dir "$tmp/snaps" "$tmp/tiny.cfg"
-if [ -s "$tmp/snaps/tiny_final.snap" ]; then
-    passed=$((passed + 1))
-    echo "ok   snapshot file written"
-else
-    failed=$((failed + 1))
-    echo "FAIL snapshot file written: $tmp/snaps/tiny_final.snap is missing or empty"
-fi
+expect "snapshot file written" [ -s "$tmp/snaps/tiny_final.snap" ]
 check "-q keeps stdout quiet" err 0 "" -- "$bin" -q --data synthetic --iters 1 "$tmp/tiny.cfg"
-if [ -s "$tmp/stdout" ]; then
-    failed=$((failed + 1))
-    echo "FAIL -q printed on stdout:"
-    sed -n '1,5s/^/       | /p' "$tmp/stdout"
-else
-    passed=$((passed + 1))
-    echo "ok   -q printed nothing on stdout"
-fi
+expect "-q printed nothing on stdout" [ ! -s "$tmp/stdout" ]
 
-echo "test_cli.sh: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish test_cli.sh

@@ -1,0 +1,14 @@
+/* The commands besides training, dispatched by main: each parses its own
+ * arguments (argv[0] is the command's name) and returns the exit code
+ * (0 success, 2 bad usage or input, 1 run-time failure). */
+#ifndef ST_COMMANDS_H
+#define ST_COMMANDS_H
+
+/* singletrain pack SRC OUT: decode a source into a striped store. */
+int st_cmd_pack(int argc, char **argv);
+
+/* singletrain read SRC: read random batches of a source and report the
+ * throughput (records/s, MB/s, time per record). */
+int st_cmd_read(int argc, char **argv);
+
+#endif

@@ -1,0 +1,439 @@
+/* Image-list reader: a text file naming one image per line, decoded on
+ * demand with stb_image (JPEG, PNG, BMP, ...), resized with
+ * stb_image_resize to the requested shape and laid out planar (CHW).
+ *
+ * Labels come from a names file (Darknet's labels=: the one class name that
+ * occurs in the path) or from the line itself ("path label"). Every listed
+ * file is checked for readability at open. The paths are kept in one
+ * NUL-separated blob with an offset per entry. Reads only decode; the one
+ * thing they write is the per-entry "bad" flag under skip_bad (atomic), so
+ * they are safe from several threads. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <stb/stb_image.h>
+#include <stb/stb_image_resize.h>
+
+#include "data.h"
+
+#define MAX_SIDE 65536 /* of the decode shape */
+
+typedef struct images_source {
+    st_source base;
+    char *paths;          /* NUL-terminated paths, back to back */
+    size_t *offset;       /* [count] into paths */
+    int *labels;          /* [count] */
+    unsigned char *bad;   /* [count] (skip_bad) set once an entry fails to decode */
+    int skip_bad;
+    long *skipped;        /* shared counter, may be NULL */
+} images_source;
+
+/* ---- reading ---- */
+
+static void count_skipped(const images_source *s)
+{
+    if (s->skipped)
+        __atomic_fetch_add(s->skipped, 1, __ATOMIC_RELAXED);
+}
+
+/* Decode entry i into pixels (planar, the source's shape). On failure the
+ * message goes to err and the status is returned. */
+static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
+{
+    const char *path = s->paths + s->offset[i];
+    st_shape sh = s->base.shape;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        char buf[128];
+        return st_fail(err, ST_EIO, "%s: cannot read: %s", path,
+                       strerror_r(errno, buf, sizeof buf));
+    }
+    int w = 0, h = 0, in_file = 0;
+    unsigned char *img = stbi_load_from_file(f, &w, &h, &in_file, sh.c);
+    fclose(f);
+    if (!img) {
+        const char *why = stbi_failure_reason();
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: %s", path,
+                       why ? why : "unknown reason");
+    }
+    st_status st = ST_OK;
+    const unsigned char *src = img;
+    unsigned char *sized = NULL;
+    if (w != sh.w || h != sh.h) {
+        sized = malloc(st_shape_count(sh));
+        if (!sized)
+            st = st_fail(err, ST_ENOMEM, "%s: out of memory resizing %d x %d to %d x %d", path,
+                         w, h, sh.w, sh.h);
+        else if (!stbir_resize_uint8(img, w, h, 0, sized, sh.w, sh.h, 0, sh.c))
+            st = st_fail(err, ST_ENOMEM, "%s: cannot resize %d x %d to %d x %d (out of "
+                         "memory)", path, w, h, sh.w, sh.h);
+        src = sized;
+    }
+    if (st == ST_OK) {
+        size_t plane = (size_t)sh.h * sh.w;
+        for (int c = 0; c < sh.c; c++) {
+            unsigned char *dst = pixels + (size_t)c * plane;
+            const unsigned char *from = src + c;
+            for (size_t p = 0; p < plane; p++)
+                dst[p] = from[p * (size_t)sh.c];
+        }
+    }
+    free(sized);
+    stbi_image_free(img);
+    return st;
+}
+
+static st_status images_read(const st_source *src, long index, unsigned char *pixels,
+                             int *label, st_error *err)
+{
+    const images_source *s = (const images_source *)src;
+    if (!s->skip_bad) {
+        st_status st = decode(s, index, pixels, err);
+        if (st == ST_OK)
+            *label = s->labels[index];
+        return st;
+    }
+    /* skip_bad: the first entry from index on (wrapping) that decodes. A
+     * failure is counted once per entry and the entry is not tried again. */
+    long n = s->base.count;
+    for (long k = 0; k < n; k++) {
+        long i = (index + k) % n;
+        if (__atomic_load_n(&s->bad[i], __ATOMIC_RELAXED))
+            continue;
+        st_error local = {0};
+        st_status st = decode(s, i, pixels, &local);
+        if (st == ST_OK) {
+            *label = s->labels[i];
+            return ST_OK;
+        }
+        if (st == ST_ENOMEM)
+            return st_fail(err, st, "%s", local.msg);
+        if (!__atomic_exchange_n(&s->bad[i], 1, __ATOMIC_RELAXED))
+            count_skipped(s);
+    }
+    return st_fail(err, ST_EINPUT, "%s: none of the %ld listed images can be decoded",
+                   s->base.name, n);
+}
+
+static void images_close(st_source *src)
+{
+    images_source *s = (images_source *)src;
+    free(s->paths);
+    free(s->offset);
+    free(s->labels);
+    free(s->bad);
+    free(s);
+}
+
+static const st_source_ops images_ops = {images_read, images_close};
+
+/* ---- opening ---- */
+
+/* The class names of a names file: one per line, trimmed, blank lines
+ * skipped. */
+typedef struct names_list {
+    char **name;
+    int *line;
+    int n, cap;
+} names_list;
+
+static void names_free(names_list *nl)
+{
+    for (int i = 0; i < nl->n; i++)
+        free(nl->name[i]);
+    free(nl->name);
+    free(nl->line);
+    memset(nl, 0, sizeof *nl);
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+/* Trim s in place; returns the start, *len the trimmed length. */
+static char *trim(char *s, size_t *len)
+{
+    size_t n = strlen(s);
+    while (n > 0 && is_space(s[n - 1]))
+        n--;
+    s[n] = '\0';
+    while (*s && is_space(*s)) {
+        s++;
+        n--;
+    }
+    *len = n;
+    return s;
+}
+
+static st_status names_read(names_list *nl, const char *path, int classes, st_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return st_fail(err, ST_EINPUT, "%s: cannot open class names: %s", path,
+                       strerror(errno));
+    st_status st = ST_OK;
+    char *buf = NULL;
+    size_t cap = 0;
+    int line = 0;
+    while (st == ST_OK && getline(&buf, &cap, f) >= 0) {
+        line++;
+        size_t len;
+        char *name = trim(buf, &len);
+        if (len == 0)
+            continue;
+        for (int i = 0; st == ST_OK && i < nl->n; i++)
+            if (strcmp(nl->name[i], name) == 0)
+                st = st_fail(err, ST_EINPUT, "%s:%d: class name \"%s\" repeats line %d: "
+                             "expected distinct names", path, line, name, nl->line[i]);
+        if (st != ST_OK)
+            break;
+        if (nl->n == nl->cap) {
+            int cap2 = nl->cap ? 2 * nl->cap : 64;
+            char **n2 = realloc(nl->name, (size_t)cap2 * sizeof *n2);
+            if (n2)
+                nl->name = n2;
+            int *l2 = n2 ? realloc(nl->line, (size_t)cap2 * sizeof *l2) : NULL;
+            if (l2)
+                nl->line = l2;
+            if (!n2 || !l2) {
+                st = st_fail(err, ST_ENOMEM, "%s: out of memory reading class names", path);
+                break;
+            }
+            nl->cap = cap2;
+        }
+        nl->name[nl->n] = strdup(name);
+        if (!nl->name[nl->n]) {
+            st = st_fail(err, ST_ENOMEM, "%s: out of memory reading class names", path);
+            break;
+        }
+        nl->line[nl->n++] = line;
+    }
+    if (st == ST_OK && ferror(f))
+        st = st_fail(err, ST_EINPUT, "%s: read failed: %s", path, strerror(errno));
+    if (st == ST_OK && nl->n != classes)
+        st = st_fail(err, ST_EINPUT, "%s: %d class name%s, but the network has %d classes: "
+                     "expected one name per class", path, nl->n, nl->n == 1 ? "" : "s",
+                     classes);
+    free(buf);
+    fclose(f);
+    return st;
+}
+
+/* The label of path from the class names found in it. */
+static st_status label_from_names(const names_list *nl, const char *list, int line,
+                                  const char *path, const char *names, int *label,
+                                  st_error *err)
+{
+    int found = -1;
+    for (int i = 0; i < nl->n; i++) {
+        if (!strstr(path, nl->name[i]))
+            continue;
+        if (found >= 0)
+            return st_fail(err, ST_EINPUT, "%s:%d: %s: contains both class \"%s\" and class "
+                           "\"%s\" from %s: expected exactly one class name in the path",
+                           list, line, path, nl->name[found], nl->name[i], names);
+        found = i;
+    }
+    if (found < 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: %s: contains none of the %d class names from "
+                       "%s: expected exactly one", list, line, path, nl->n, names);
+    *label = found;
+    return ST_OK;
+}
+
+/* Split a trimmed "path label" line: the label is the last whitespace-
+ * separated token (a non-negative integer); the path, everything before. */
+static st_status label_from_line(char *text, const char *list, int line, int classes,
+                                 int *label, st_error *err)
+{
+    size_t n = strlen(text);
+    size_t start = n;
+    while (start > 0 && !is_space(text[start - 1]))
+        start--;
+    const char *tok = text + start;
+    size_t end = start;
+    while (end > 0 && is_space(text[end - 1]))
+        end--;
+    if (start == 0 || end == 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: \"%s\": expected \"PATH LABEL\" (a path, then "
+                       "an integer label; or give class names to label by path)", list, line,
+                       text);
+    long v = 0;
+    int ok = *tok != '\0';
+    for (const char *p = tok; ok && *p; p++) {
+        if (*p < '0' || *p > '9')
+            ok = 0;
+        else if ((v = v * 10 + (*p - '0')) > 0x7fffffff)
+            ok = 0;
+    }
+    if (!ok)
+        return st_fail(err, ST_EINPUT, "%s:%d: %.*s: label \"%s\": expected a non-negative "
+                       "integer after the path", list, line, (int)end, text, tok);
+    if (v >= classes)
+        return st_fail(err, ST_EINPUT, "%s:%d: %.*s: label %ld: expected a label below the "
+                       "network's %d classes", list, line, (int)end, text, v, classes);
+    text[end] = '\0';
+    *label = (int)v;
+    return ST_OK;
+}
+
+/* Whether path can be read; on failure errno says why. */
+static int readable(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 0;
+    if (S_ISDIR(sb.st_mode)) {
+        errno = EISDIR;
+        return 0;
+    }
+    return access(path, R_OK) == 0;
+}
+
+/* Append one entry to s (capacity *cap) and its path to the blob (used
+ * bytes *blob_len, capacity *blob_cap). */
+static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t *blob_cap,
+                           const char *path, size_t len, int label, st_error *err)
+{
+    long n = s->base.count;
+    if (n == *cap) {
+        long cap2 = *cap ? 2 * *cap : 1024;
+        size_t *o2 = realloc(s->offset, (size_t)cap2 * sizeof *o2);
+        if (o2)
+            s->offset = o2;
+        int *l2 = o2 ? realloc(s->labels, (size_t)cap2 * sizeof *l2) : NULL;
+        if (l2)
+            s->labels = l2;
+        if (!o2 || !l2)
+            return st_fail(err, ST_ENOMEM, "%s: out of memory holding %ld entries",
+                           s->base.name, n);
+        *cap = cap2;
+    }
+    if (*blob_len + len + 1 > *blob_cap) {
+        size_t cap2 = *blob_cap ? 2 * *blob_cap : 65536;
+        while (cap2 < *blob_len + len + 1)
+            cap2 *= 2;
+        char *b2 = realloc(s->paths, cap2);
+        if (!b2)
+            return st_fail(err, ST_ENOMEM, "%s: out of memory holding %ld paths",
+                           s->base.name, n);
+        s->paths = b2;
+        *blob_cap = cap2;
+    }
+    memcpy(s->paths + *blob_len, path, len + 1);
+    s->offset[n] = *blob_len;
+    s->labels[n] = label;
+    *blob_len += len + 1;
+    s->base.count = n + 1;
+    return ST_OK;
+}
+
+/* Parse the list into s: labels, readability, limit. */
+static st_status parse_list(images_source *s, FILE *f, const char *list, const names_list *nl,
+                            const char *names, long limit, int classes, st_error *err)
+{
+    st_status st = ST_OK;
+    char *buf = NULL;
+    size_t bufcap = 0, blob_len = 0, blob_cap = 0;
+    long cap = 0, listed = 0;
+    int line = 0;
+    while (st == ST_OK && (limit <= 0 || s->base.count < limit) &&
+           getline(&buf, &bufcap, f) >= 0) {
+        line++;
+        size_t len;
+        char *text = trim(buf, &len);
+        if (len == 0 || text[0] == '#')
+            continue;
+        int label = 0;
+        if (nl)
+            st = label_from_names(nl, list, line, text, names, &label, err);
+        else
+            st = label_from_line(text, list, line, classes, &label, err);
+        if (st != ST_OK)
+            break;
+        const char *path = trim(text, &len);
+        listed++;
+        if (!readable(path)) {
+            if (!s->skip_bad) {
+                st = st_fail(err, ST_EINPUT, "%s:%d: %s: cannot read: %s", list, line, path,
+                             strerror(errno));
+                break;
+            }
+            count_skipped(s);
+            continue;
+        }
+        st = add_entry(s, &cap, &blob_len, &blob_cap, path, len, label, err);
+    }
+    if (st == ST_OK && ferror(f))
+        st = st_fail(err, ST_EINPUT, "%s: read failed: %s", list, strerror(errno));
+    if (st == ST_OK && listed == 0)
+        st = st_fail(err, ST_EINPUT, "%s: no images listed: expected one path per line",
+                     list);
+    if (st == ST_OK && s->base.count == 0)
+        st = st_fail(err, ST_EINPUT, "%s: none of the %ld listed images can be read", list,
+                     listed);
+    free(buf);
+    return st;
+}
+
+st_status st_images_open(st_source **out, const char *list, const char *names, long limit,
+                         int classes, const st_image_opts *o, st_error *err)
+{
+    if (!o)
+        return st_fail(err, ST_EINTERNAL, "%s: image list opened without decode options",
+                       list);
+    st_shape sh = o->shape;
+    if (sh.c != 1 && sh.c != 3)
+        return st_fail(err, ST_EINPUT, "%s: images decode to %d channels: expected 1 (grey) "
+                       "or 3 (RGB)", list, sh.c);
+    if (sh.h <= 0 || sh.w <= 0 || sh.h > MAX_SIDE || sh.w > MAX_SIDE)
+        return st_fail(err, ST_EINPUT, "%s: images resize to %d x %d: expected sides from 1 "
+                       "to %d", list, sh.w, sh.h, MAX_SIDE);
+    if (classes <= 0)
+        return st_fail(err, ST_EINPUT, "%s: the network has %d classes: expected at least "
+                       "one", list, classes);
+
+    names_list nl = {0};
+    int have_names = names && names[0];
+    FILE *f = NULL;
+    images_source *s = st_calloc(1, sizeof *s, "image-list source", err);
+    st_status st = s ? ST_OK : ST_ENOMEM;
+    if (st == ST_OK) {
+        s->base.ops = &images_ops;
+        s->base.shape = sh;
+        s->base.classes = classes;
+        s->skip_bad = o->skip_bad;
+        s->skipped = o->skipped;
+        snprintf(s->base.name, sizeof s->base.name, "%s", list);
+    }
+    if (st == ST_OK && have_names)
+        st = names_read(&nl, names, classes, err);
+    if (st == ST_OK) {
+        f = fopen(list, "r");
+        if (!f)
+            st = st_fail(err, ST_EINPUT, "%s: cannot open image list: %s", list,
+                         strerror(errno));
+    }
+    if (st == ST_OK)
+        st = parse_list(s, f, list, have_names ? &nl : NULL, names, limit, classes, err);
+    if (st == ST_OK && s->skip_bad) {
+        s->bad = calloc((size_t)s->base.count, 1);
+        if (!s->bad)
+            st = st_fail(err, ST_ENOMEM, "%s: out of memory", list);
+    }
+    if (f)
+        fclose(f);
+    names_free(&nl);
+    if (st != ST_OK) {
+        if (s)
+            images_close(&s->base);
+        return st;
+    }
+    *out = &s->base;
+    return ST_OK;
+}
