@@ -33,7 +33,7 @@ TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
 TOOLS := $(BUILD)/tools/make_images
 # Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
 # and under ThreadSanitizer.
-SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers
+SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_solver
 TSAN_TESTS := test_sched test_readers
 
 .PHONY: all run test deps install clean check-tests
@@ -46,6 +46,9 @@ $(BUILD)/%.o: %.c
 # oneDNN is built on OpenMP in Debian; its backend sets the team size, and
 # the parameter server runs a worker's slice on its intra-op threads.
 $(BUILD)/src/backends/dnnl.o $(BUILD)/src/ps.o: CFLAGS += -fopenmp
+# sqrtf without errno: the adaptive update rules vectorise (4x faster on
+# LeNet-5's 431k parameters, the same results).
+$(BUILD)/src/solver.o: CFLAGS += -fno-math-errno
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -11,4 +11,12 @@ int st_cmd_pack(int argc, char **argv);
  * throughput (records/s, MB/s, time per record). */
 int st_cmd_read(int argc, char **argv);
 
+/* singletrain predict NET.cfg WEIGHTS IMAGE...: classify images with a
+ * snapshot or a Darknet .weights file and print the top classes. */
+int st_cmd_predict(int argc, char **argv);
+
+/* singletrain export NET.cfg WEIGHTS OUT.weights: write Darknet's .weights
+ * from a snapshot (or re-write a .weights file). */
+int st_cmd_export(int argc, char **argv);
+
 #endif

@@ -80,6 +80,20 @@ typedef struct st_image_opts {
 st_status st_images_open(st_source **out, const char *list, const char *names, long limit,
                          int classes, const st_image_opts *o, st_error *err);
 
+/* Decode the image at path as an image list's read does: to shape.c
+ * channels (1 or 3), stretched to shape.h x shape.w, into pixels [C, H, W]
+ * (planar). A file that cannot be opened is ST_EIO, one that cannot be
+ * decoded ST_EINPUT, each naming path. */
+st_status st_image_decode(const char *path, st_shape shape, unsigned char *pixels,
+                          st_error *err);
+
+/* The class names of a names file (Darknet's names= / labels=): one per
+ * line, trimmed, blank lines skipped, distinct, and exactly classes of them
+ * (else ST_EINPUT naming the file). *names: classes strings, freed with
+ * st_class_names_free. */
+st_status st_class_names_read(const char *path, int classes, char ***names, st_error *err);
+void st_class_names_free(char **names, int classes);
+
 /* The striped store written by `singletrain pack` (store.h): path is its
  * index file. verify: check every block's checksum now. */
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,

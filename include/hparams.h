@@ -31,7 +31,7 @@ typedef struct st_hparams {
     int batch;             /* images per update */
     int subdivisions;      /* accepted; does not change the arithmetic */
     long max_batches;      /* iterations, 0 if not given */
-    st_solver_cfg solver;
+    st_solver_cfg solver;  /* solver= (or adam=1) and its keys, and the lr schedule */
     st_data_paths data;
     int data_line;         /* line of the first data key, 0 if none */
     st_transform transform;/* records to inputs: input_mean=, input_scale=, crop=, mirror= */

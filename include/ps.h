@@ -25,7 +25,7 @@ typedef struct st_ps {
     const st_param_table *table;
     size_t count;        /* floats per arena */
     float *weights;      /* [count], shared by every worker */
-    float *state;        /* [state_planes * count] solver state */
+    float *state;        /* [state_planes * count] solver state, plane k at k * count */
     int state_planes;
     int n_workers;
     float **grads;       /* [n_workers][count] */
@@ -42,12 +42,14 @@ void st_ps_free(st_ps *ps);
  * is elementwise, so the result does not depend on threads. */
 void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
 
-/* Apply the solver to slice r with the reduced gradient, on `threads`. */
-void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads);
+/* Apply the solver's update of iteration iter (from 0; Adam's bias
+ * correction uses it) to slice r with the reduced gradient, on `threads`. */
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);
 
-/* Scale worker w's own gradient and apply it to every slice, each under its
- * lock (bounded-staleness and asynchronous training). */
+/* Scale worker w's own gradient and apply it, as the update of iteration
+ * iter, to every slice, each under its lock (bounded-staleness and
+ * asynchronous training). */
 void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
-                     int threads);
+                     long iter, int threads);
 
 #endif

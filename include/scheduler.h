@@ -91,10 +91,18 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
 /* BSP iterations [first, last), the batches taken from q (filled by a
  * producer on another thread); this thread calls done() for each finished
  * iteration, in order. Stops at the first failure or a batch marked stop,
- * or before the update of an iteration whose loss is not finite
- * (ST_EDIVERGED, naming it); then q is closed, so the producer gives up. */
+ * and at an iteration whose loss or gradient is not finite (ST_EDIVERGED,
+ * naming the iteration and the first layer whose output or gradient went
+ * non-finite; the weights are then not to be kept); then q is closed, so
+ * the producer gives up. After st_sched_request_stop, the workers stop
+ * cleanly before the next iteration they have not begun: ST_OK, done()
+ * having been called for every iteration finished. */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
                            st_iteration_fn done, void *ctx, st_error *err);
+
+/* Ask a running BSP command to stop (any thread; e.g. done(), on a
+ * signal). */
+void st_sched_request_stop(st_sched *s);
 
 /* The test set split over the workers; correct answers and loss summed. */
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,

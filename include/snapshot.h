@@ -1,20 +1,48 @@
-/* Snapshots: the weights of a network in plain layout, behind a header with
- * a magic number, a format version, the network's hash, the iteration and a
- * CRC-32 of the payload. Written atomically (fileio.h). */
+/* Snapshots: everything a run needs to continue exactly where it stopped.
+ * The weights (plain layouts, whatever the backend) and the solver state
+ * (every plane of moments), behind a header with a magic number, a format
+ * version, the network's hash, the iteration reached and the settings that
+ * fix what comes next (seed, batch, workers), and a CRC-32 of the payload.
+ *
+ * Nothing else is needed to resume: the learning rate is a function of the
+ * iteration, the data order a function of (seed, epoch), dropout masks and
+ * transforms of (seed, iteration, sample), so the iteration is the position
+ * of every random stream. Written atomically (fileio.h): a crash while
+ * writing leaves the previous file under the final name. */
 #ifndef ST_SNAPSHOT_H
 #define ST_SNAPSHOT_H
+
+#include <stdint.h>
 
 #include "net.h"
 #include "status.h"
 
-#define ST_SNAPSHOT_VERSION 1
+#define ST_SNAPSHOT_VERSION 2
 
+/* What a snapshot records besides the arenas. */
+typedef struct st_snapshot_meta {
+    long iteration;    /* iterations done: the next one to run */
+    uint64_t seed;
+    int batch;         /* images per iteration */
+    int workers;       /* BSP workers: the order of the gradient sum */
+    int state_planes;  /* solver state planes of net->params.count floats */
+    char solver[16];   /* the update rule's name */
+} st_snapshot_meta;
+
+/* weights [net->params.count]; state [meta->state_planes * params.count]. */
 st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
-                           long iteration, st_error *err);
+                           const float *state, const st_snapshot_meta *meta, st_error *err);
 
-/* Load into weights [net->params.count]; a file of another network, a
+/* The weights alone into weights [net->params.count] (inference, export, a
+ * starting point); *iteration if not NULL. A file of another network, a
  * truncated or corrupt file is ST_EINPUT naming the file and the problem. */
 st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
                            long *iteration, st_error *err);
+
+/* Everything, to resume: the header into meta, then weights and state
+ * [planes * count], planes being this run's; a snapshot with another
+ * number of planes is an error naming the file and its solver. */
+st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
+                             int planes, st_snapshot_meta *meta, st_error *err);
 
 #endif

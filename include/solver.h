@@ -1,10 +1,30 @@
 /* Update rules and learning-rate policies, applied to one slice of the
  * parameter arena at a time (see ps.h).
  *
- * SGD with momentum follows Darknet: m = momentum * m + (g + decay * w);
- * w -= lr * m, with g the batch-averaged gradient and decay applied to
- * weights only (not to biases or batch-norm scales). Running batch-norm
- * statistics are not learned: running = 0.99 running + 0.01 batch average. */
+ * Every rule is elementwise, so any split of the arena into slices gives
+ * the same result bit for bit. g is the batch-averaged gradient; for
+ * ST_PARAM_WEIGHT tensors the rules below see gd = g + decay * w (L2 weight
+ * decay), for ST_PARAM_BIAS tensors (biases, batch-norm scales) gd = g.
+ * State planes start at zero; plane k of a float at arena offset i is
+ * state[k * stride + i].
+ *
+ *   sgd (Darknet; 1 plane m):  m = momentum * m + gd;  w -= lr * m
+ *   nesterov (Caffe; 1 plane v):  v_prev = v;  v = momentum * v + lr * gd;
+ *                              w -= (1 + momentum) * v - momentum * v_prev
+ *   adagrad (Caffe; 1 plane h):  h += gd^2;  w -= lr * gd / (sqrt(h) + delta)
+ *   rmsprop (Caffe; 1 plane h):  h = rms_decay * h + (1 - rms_decay) * gd^2;
+ *                              w -= lr * gd / (sqrt(h) + delta)
+ *   adadelta (Caffe; planes h, h2):  h = momentum * h + (1 - momentum) * gd^2;
+ *                              u = gd * sqrt((h2 + delta) / (h + delta));
+ *                              h2 = momentum * h2 + (1 - momentum) * u^2;
+ *                              w -= lr * u
+ *   adam (Caffe / Darknet; planes m, v):  m = B1 * m + (1 - B1) * gd;
+ *                              v = B2 * v + (1 - B2) * gd^2;
+ *                              w -= lr * sqrt(1 - B2^t) / (1 - B1^t)
+ *                                      * m / (sqrt(v) + eps),  t = iter + 1
+ *
+ * Running batch-norm statistics (ST_PARAM_STAT) are not learned, whatever
+ * the rule: running = 0.99 running + 0.01 batch average. */
 #ifndef ST_SOLVER_H
 #define ST_SOLVER_H
 
@@ -37,21 +57,44 @@ typedef struct st_lr_schedule {
     long max_batches;  /* for poly */
 } st_lr_schedule;
 
+/* The update rules, in the order of st_solver_rule_names (solver= in
+ * [net]). */
+typedef enum st_solver_rule {
+    ST_SOLVER_SGD,
+    ST_SOLVER_NESTEROV,
+    ST_SOLVER_ADAGRAD,
+    ST_SOLVER_RMSPROP,
+    ST_SOLVER_ADADELTA,
+    ST_SOLVER_ADAM,
+} st_solver_rule;
+
+extern const char *const st_solver_rule_names[]; /* cfg names, NULL-terminated */
+
 typedef struct st_solver_cfg {
     st_lr_schedule lr;
-    float momentum;
-    float decay;
+    st_solver_rule rule;
+    float momentum;  /* sgd, nesterov; adadelta's history decay */
+    float decay;     /* L2 weight decay on ST_PARAM_WEIGHT tensors */
+    float beta1;     /* adam: B1= */
+    float beta2;     /* adam: B2= */
+    float eps;       /* adam: eps= */
+    float rms_decay; /* rmsprop */
+    float delta;     /* adagrad, rmsprop, adadelta: Caffe's delta= */
 } st_solver_cfg;
 
 /* Learning rate of iteration iter (from 0), Darknet's get_current_rate. */
 float st_lr_at(const st_lr_schedule *s, long iter);
 
-/* Floats of solver state per parameter float (momentum: 1). */
+/* Planes of solver state, each as long as the parameter arena: 1 for sgd,
+ * nesterov, adagrad and rmsprop, 2 for adadelta and adam. */
 int st_solver_state_per_param(const st_solver_cfg *c);
 
-/* Apply one update to arena floats [begin, end) of the parameters in t:
- * weights w, solver state, and g the batch-averaged gradient. */
-void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, size_t begin,
-                      size_t end, float *w, float *state, const float *g);
+/* Apply the update of iteration iter (from 0) to arena floats [begin, end)
+ * of the parameters in t: weights w, solver state (planes stride floats
+ * apart, st_solver_state_per_param of them), and g the batch-averaged
+ * gradient. Writes w[begin, end) and the state planes' [begin, end) only. */
+void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+                      size_t begin, size_t end, float *w, float *state, size_t stride,
+                      const float *g);
 
 #endif

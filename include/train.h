@@ -21,7 +21,10 @@ typedef struct st_train_opts {
     uint64_t seed;
     const char *backend;     /* "ref", "dnnl", "cpe" */
     const char *data;        /* --data file, "synthetic", or NULL */
-    const char *snapshot_dir;/* NULL: do not save */
+    const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
+    long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */
+    const char *resume;      /* a snapshot to continue from, or NULL */
+    const char *weights;     /* initial weights (snapshot or Darknet .weights), or NULL */
     long train_images;       /* 0: all (synthetic: default count) */
     long test_images;
     int io_threads;          /* readers of the prefetcher (--io-threads) */
@@ -51,6 +54,7 @@ typedef struct st_train_result {
     double best_accuracy;    /* best test phase, -1 if none ran */
     double peak_memory;      /* bytes: the process's peak resident set */
     long skipped_images;     /* unreadable images skipped (--skip-bad-images) */
+    int signal;              /* SIGINT / SIGTERM that stopped the run early, or 0 */
 } st_train_result;
 
 typedef struct st_trainer st_trainer;
@@ -65,7 +69,11 @@ typedef struct st_trainer st_trainer;
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
 
-/* Run the whole schedule. */
+/* Run the whole schedule (from a --resume snapshot's iteration on). In BSP
+ * mode SIGINT and SIGTERM are blocked from st_trainer_create to
+ * st_trainer_free: on the first, the run stops after the iteration in
+ * flight, snapshots (when a directory is known) and returns ST_OK with
+ * res->signal set; a second one kills the process. */
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
 
 const st_net *st_trainer_net(const st_trainer *t);

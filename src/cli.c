@@ -51,8 +51,18 @@ static const st_option options[] = {
      ST_OPT_LONG, TRAIN(warmup), 0, LONG_MAX},
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
      ST_OPT_FLAG, TRAIN(profile), 0, 0},
-    {"snapshot-dir", 0, "DIR", "Output", "save the trained weights in DIR", ST_OPT_STRING,
+    {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR: "
+     "at the end as NAME_final.snap, every --snapshot-every iterations and on SIGINT / "
+     "SIGTERM as NAME_ITER.snap (NAME: the cfg's base name)", ST_OPT_STRING,
      TRAIN(snapshot_dir), 0, 0},
+    {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
+     "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
+    {"weights", 0, "FILE", "Snapshots", "start from these weights: a snapshot or a Darknet "
+     ".weights file (the solver starts afresh at iteration 0)", ST_OPT_STRING, TRAIN(weights),
+     0, 0},
+    {"resume", 0, "FILE", "Snapshots", "continue the run a snapshot stopped: weights, solver "
+     "state, iteration; the same seed, batch and -t give the weights an uninterrupted run "
+     "gives", ST_OPT_STRING, TRAIN(resume), 0, 0},
     {"dry-run", 0, NULL, "Output", "check the cfg, print the layer table and stop", ST_OPT_FLAG,
      offsetof(st_cli, dry_run), 0, 0},
     {"quiet", 'q', NULL, "Output", "only warnings and errors", ST_OPT_FLAG,
@@ -67,7 +77,7 @@ static const st_option options[] = {
 
 #define N_OPTIONS ((int)(sizeof options / sizeof options[0]))
 
-static const char *const groups[] = {"Training", "Data", "Output", "Other", NULL};
+static const char *const groups[] = {"Training", "Data", "Output", "Snapshots", "Other", NULL};
 
 void st_cli_help(FILE *out)
 {
@@ -75,9 +85,12 @@ void st_cli_help(FILE *out)
                     "usage: singletrain [options] NET.cfg\n"
                     "       singletrain pack SRC OUT [options]   (see singletrain pack --help)\n"
                     "       singletrain read SRC [options]       (see singletrain read --help)\n"
+                    "       singletrain predict NET.cfg WEIGHTS IMAGE... (see singletrain predict --help)\n"
+                    "       singletrain export NET.cfg WEIGHTS OUT.weights (see singletrain export --help)\n"
                     "\nTrains the Darknet-format network NET.cfg on CPUs.\n",
                     options, N_OPTIONS, groups);
-    fprintf(out, "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure.\n");
+    fprintf(out, "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
+                 "128 + the signal when SIGINT or SIGTERM stopped training.\n");
 }
 
 /* --sync bsp | asp | ssp:S */

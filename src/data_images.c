@@ -40,12 +40,9 @@ static void count_skipped(const images_source *s)
         __atomic_fetch_add(s->skipped, 1, __ATOMIC_RELAXED);
 }
 
-/* Decode entry i into pixels (planar, the source's shape). On failure the
- * message goes to err and the status is returned. */
-static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
+/* Decode one image file into pixels (planar, shape); see data.h. */
+st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
 {
-    const char *path = s->paths + s->offset[i];
-    st_shape sh = s->base.shape;
     FILE *f = fopen(path, "rb");
     if (!f) {
         char buf[128];
@@ -85,6 +82,13 @@ static st_status decode(const images_source *s, long i, unsigned char *pixels, s
     free(sized);
     stbi_image_free(img);
     return st;
+}
+
+/* Decode entry i into pixels (planar, the source's shape). On failure the
+ * message goes to err and the status is returned. */
+static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
+{
+    return st_image_decode(s->paths + s->offset[i], s->base.shape, pixels, err);
 }
 
 static st_status images_read(const st_source *src, long index, unsigned char *pixels,
@@ -436,4 +440,27 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
     }
     *out = &s->base;
     return ST_OK;
+}
+
+/* ---- class names for other commands ---- */
+
+st_status st_class_names_read(const char *path, int classes, char ***names, st_error *err)
+{
+    names_list nl = {0};
+    *names = NULL;
+    st_status st = names_read(&nl, path, classes, err);
+    if (st != ST_OK) {
+        names_free(&nl);
+        return st;
+    }
+    *names = nl.name;
+    free(nl.line);
+    return ST_OK;
+}
+
+void st_class_names_free(char **names, int classes)
+{
+    for (int i = 0; names && i < classes; i++)
+        free(names[i]);
+    free(names);
 }

@@ -121,6 +121,58 @@ static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_sched
     return ST_OK;
 }
 
+/* key= as a number in lo..hi other than `excluded`, an end of the range
+ * where the update divides by zero or never moves (why says which). */
+static st_status read_float_except(const st_cfg *cfg, st_cfg_section *s, const char *key,
+                                   float def, float lo, float hi, float excluded,
+                                   const char *why, float *out, st_error *err)
+{
+    st_status st = st_cfg_float(cfg, s, key, def, lo, hi, out, err);
+    if (st != ST_OK || *out != excluded)
+        return st;
+    st_cfg_option *o = st_cfg_find(s, key);
+    return st_fail(err, ST_EINPUT, "%s:%d: [%s] %s=%s: expected a number in %g..%g other than "
+                   "%g (%s)", cfg->path, o->line, s->type, o->key, o->val, lo, hi, excluded,
+                   why);
+}
+
+/* The update rule and its keys: solver= (Caffe's names), Darknet's adam=1
+ * (the same as solver=adam), momentum=, decay=, B1=, B2=, eps= (Darknet's
+ * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
+ * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
+static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg *c,
+                             st_error *err)
+{
+    int rule, adam;
+    st_status st;
+    if ((st = st_cfg_enum(cfg, s, "solver", st_solver_rule_names, ST_SOLVER_SGD, &rule,
+                          err)) ||
+        (st = st_cfg_int(cfg, s, "adam", 0, 0, 1, &adam, err)) ||
+        (st = st_cfg_float(cfg, s, "momentum", 0.9f, 0.0f, 1.0f, &c->momentum, err)) ||
+        (st = st_cfg_float(cfg, s, "decay", 0.0001f, 0.0f, 1.0f, &c->decay, err)) ||
+        (st = read_float_except(cfg, s, "B1", 0.9f, 0.0f, 1.0f, 1.0f,
+                                "Adam's bias correction divides by 1 - B1^t", &c->beta1, err)) ||
+        (st = read_float_except(cfg, s, "B2", 0.999f, 0.0f, 1.0f, 1.0f,
+                                "Adam would never update", &c->beta2, err)) ||
+        (st = read_float_except(cfg, s, "eps", 0.0000001f, 0.0f, 1.0f, 0.0f,
+                                "Adam divides by sqrt(v) + eps", &c->eps, err)) ||
+        (st = read_float_except(cfg, s, "rms_decay", 0.99f, 0.0f, 1.0f, 1.0f,
+                                "RMSProp's history would stay 0", &c->rms_decay, err)) ||
+        (st = read_float_except(cfg, s, "delta", 1e-8f, 0.0f, 1.0f, 0.0f,
+                                "AdaGrad, RMSProp and AdaDelta divide by it", &c->delta, err)))
+        return st;
+    c->rule = (st_solver_rule)rule;
+    if (adam) {
+        st_cfg_option *a = st_cfg_find(s, "adam"), *o = st_cfg_find(s, "solver");
+        if (o && c->rule != ST_SOLVER_ADAM)
+            return st_fail(err, ST_EINPUT, "%s:%d: [%s] adam=1 conflicts with solver=%s at line "
+                           "%d: adam=1 means solver=adam; give one of them", cfg->path,
+                           a->line, s->type, o->val, o->line);
+        c->rule = ST_SOLVER_ADAM;
+    }
+    return ST_OK;
+}
+
 st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_error *err)
 {
     memset(hp, 0, sizeof *hp);
@@ -135,8 +187,7 @@ st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_er
         (st = st_cfg_int(cfg, s, "height", 0, 1, 1 << 16, &hp->input.h, err)) ||
         (st = st_cfg_int(cfg, s, "width", 0, 1, 1 << 16, &hp->input.w, err)) ||
         (st = st_cfg_int(cfg, s, "channels", 0, 1, 1 << 16, &hp->input.c, err)) ||
-        (st = st_cfg_float(cfg, s, "momentum", 0.9f, 0.0f, 1.0f, &hp->solver.momentum, err)) ||
-        (st = st_cfg_float(cfg, s, "decay", 0.0001f, 0.0f, 1.0f, &hp->solver.decay, err)) ||
+        (st = read_solver(cfg, s, &hp->solver, err)) ||
         (st = st_cfg_int(cfg, s, "max_batches", 0, 0, 1 << 30, &max_batches, err)) ||
         (st = read_schedule(cfg, s, &hp->solver.lr, err)) ||
         (st = read_data_keys(cfg, s, &hp->data, &hp->data_line, err)))

@@ -1,6 +1,7 @@
-/* singletrain: dispatch to a command (pack, read) or parse the command line
- * and train; map the outcome to an exit code (0 success, 2 bad usage or
- * input, 1 run-time failure). */
+/* singletrain: dispatch to a command (pack, read, predict, export) or
+ * parse the command line and train; map the outcome to an exit code (0
+ * success, 2 bad usage or input, 1 run-time failure, 128 + the signal when
+ * SIGINT or SIGTERM stopped training). */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,10 @@ int main(int argc, char **argv)
         return st_cmd_pack(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "read") == 0)
         return st_cmd_read(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "predict") == 0)
+        return st_cmd_predict(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "export") == 0)
+        return st_cmd_export(argc - 1, argv + 1);
     st_error err = {0};
     st_cli cli;
     st_status st = st_cli_parse(&cli, argc, argv, &err);
@@ -46,12 +51,15 @@ int main(int argc, char **argv)
     st_train_result res;
     if (st == ST_OK && !cli.dry_run)
         st = st_trainer_create(&t, cli.cfg_path, &cli.train, &log, &err);
-    if (st == ST_OK && t)
+    int signal = 0;
+    if (st == ST_OK && t) {
         st = st_trainer_run(t, &res, &err);
+        signal = res.signal;
+    }
     st_trainer_free(t);
     if (st != ST_OK) {
         fprintf(stderr, "singletrain: %s\n", err.msg[0] ? err.msg : st_strerror(st));
         return st_exit_code(st);
     }
-    return 0;
+    return signal ? 128 + signal : 0;
 }

@@ -94,23 +94,25 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
     }
 }
 
-void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, int threads)
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads)
 {
     size_t b = ps->slice[r], e = ps->slice[r + 1];
     if (threads <= 1) {
-        st_solver_update(c, ps->table, lr, b, e, ps->weights, ps->state, ps->grads[0]);
+        st_solver_update(c, ps->table, lr, iter, b, e, ps->weights, ps->state, ps->count,
+                         ps->grads[0]);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
         sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
-        st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, ps->grads[0]);
+        st_solver_update(c, ps->table, lr, iter, sb, se, ps->weights, ps->state, ps->count,
+                         ps->grads[0]);
     }
 }
 
 void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
-                     int threads)
+                     long iter, int threads)
 {
     float *g = ps->grads[w];
     for (int k = 0; k < ps->n_workers; k++) {
@@ -120,13 +122,14 @@ void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, floa
         for (size_t i = b; i < e; i++)
             g[i] *= scale;
         if (threads <= 1) {
-            st_solver_update(c, ps->table, lr, b, e, ps->weights, ps->state, g);
+            st_solver_update(c, ps->table, lr, iter, b, e, ps->weights, ps->state, ps->count, g);
         } else {
 #pragma omp parallel num_threads(threads)
             {
                 size_t sb, se;
                 sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
-                st_solver_update(c, ps->table, lr, sb, se, ps->weights, ps->state, g);
+                st_solver_update(c, ps->table, lr, iter, sb, se, ps->weights, ps->state,
+                                 ps->count, g);
             }
         }
         pthread_mutex_unlock(&ps->slice_lock[r]);

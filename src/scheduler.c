@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,6 +55,8 @@ typedef struct iter_record {
     int *images;           /* [T] */
     st_time_split *time;   /* [T] */
     st_status *status;     /* [T] */
+    int *grad_bad;         /* [T] its reduced gradient slice is not finite */
+    int stop_request;      /* worker 0 saw st_sched_request_stop */
 } iter_record;
 
 struct st_sched {
@@ -74,6 +77,7 @@ struct st_sched {
     iter_record rec[RECORDS];
     atomic_long completed;          /* iterations finished (records readable) */
     atomic_int stopping;            /* the workers stopped before `last` */
+    atomic_int stop_requested;      /* st_sched_request_stop */
     long stopped_at;                /* first iteration not finished, or -1 */
     st_status stop_status;
     /* clocks (async) and launch; under clock_lock */
@@ -184,9 +188,37 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     return st;
 }
 
+/* Whether every float of x [n] is finite (no NaN, no infinity): the
+ * exponent bits are not all ones. Branch-free, so it vectorises. */
+static int all_finite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return !bad;
+}
+
+/* Stop after the workers' first failure or stop batch, before anyone
+ * updates a slice; called by every worker with the same arguments. */
+static void stop_workers(st_sched *s, int r, long it, st_status why)
+{
+    if (r != 0)
+        return;
+    s->stopped_at = it;
+    s->stop_status = why;
+    atomic_store(&s->stopping, 1);
+    st_batchq_close(s->q);
+}
+
 /* Worker r's BSP loop over [first, last). After `mid` every worker sees the
  * same records, so all take the same decision to stop (a failure, a stop
- * batch, a non-finite loss) before anyone updates a slice. */
+ * batch, a non-finite loss, a stop request) before anyone updates a slice.
+ * A non-finite gradient is seen only after the reduction, each worker
+ * checking its slice; the workers then stop together after `iter_end`,
+ * the iteration unfinished (its update is not to be kept). */
 static void worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -200,6 +232,8 @@ static void worker_bsp(st_worker *w)
         rec->status[r] = st;
         if (st != ST_OK)
             w->status = st;
+        if (r == 0)
+            rec->stop_request = atomic_load(&s->stop_requested);
         double t2 = now_seconds();
         st_barrier_wait(&s->mid);
         double t3 = now_seconds();
@@ -209,21 +243,26 @@ static void worker_bsp(st_worker *w)
             loss += rec->loss[k];
             failed |= rec->status[k] != ST_OK;
         }
-        if (failed || !isfinite(loss)) {
-            if (r == 0) {
-                s->stopped_at = it;
-                s->stop_status = failed ? ST_EINTERNAL : ST_EDIVERGED;
-                atomic_store(&s->stopping, 1);
-                st_batchq_close(s->q);
-            }
+        if (failed || !isfinite(loss) || rec->stop_request) {
+            stop_workers(s, r, it, failed ? ST_EINTERNAL : rec->stop_request ? ST_OK
+                                                                              : ST_EDIVERGED);
             break;
         }
         st_ps_reduce(s->ps, r, 1.0f / (float)b->n, s->o.intra);
+        rec->grad_bad[r] = !all_finite(s->ps->grads[0] + s->ps->slice[r],
+                                       s->ps->slice[r + 1] - s->ps->slice[r]);
         double t4 = now_seconds();
-        st_ps_apply(s->ps, r, s->o.solver, st_lr_at(&s->o.solver->lr, it), s->o.intra);
+        st_ps_apply(s->ps, r, s->o.solver, st_lr_at(&s->o.solver->lr, it), it, s->o.intra);
         double t5 = now_seconds();
         rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4};
         st_barrier_wait(&s->iter_end);
+        int grad_bad = 0;
+        for (int k = 0; k < s->T; k++)
+            grad_bad |= rec->grad_bad[k];
+        if (grad_bad) {
+            stop_workers(s, r, it, ST_EDIVERGED);
+            break;
+        }
         if (r == 0) {
             st_batchq_release(s->q, it);
             pthread_mutex_lock(&s->clock_lock);
@@ -335,7 +374,7 @@ static void worker_async(st_worker *w)
          * to the BSP step */
         if (count > 0 && w->status == ST_OK)
             st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
-                            st_lr_at(&s->o.solver->lr, i), s->o.intra);
+                            st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
         double t3 = now_seconds();
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
@@ -410,6 +449,7 @@ void st_sched_free(st_sched *s)
         free(s->rec[k].images);
         free(s->rec[k].time);
         free(s->rec[k].status);
+        free(s->rec[k].grad_bad);
     }
     if (s->barriers_ready) {
         st_barrier_destroy(&s->start);
@@ -445,7 +485,9 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         rec->images = st_calloc((size_t)s->T, sizeof *rec->images, "iteration records", err);
         rec->time = st_calloc((size_t)s->T, sizeof *rec->time, "iteration records", err);
         rec->status = st_calloc((size_t)s->T, sizeof *rec->status, "iteration records", err);
-        ok = rec->loss && rec->images && rec->time && rec->status;
+        rec->grad_bad = st_calloc((size_t)s->T, sizeof *rec->grad_bad, "iteration records",
+                                  err);
+        ok = rec->loss && rec->images && rec->time && rec->status && rec->grad_bad;
     }
     if (!ok) {
         st_sched_free(s);
@@ -509,6 +551,43 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
     }
 }
 
+/* Which layer went non-finite first, after a BSP run stopped diverging:
+ * the outputs in forward order (each worker's shard of the iteration),
+ * then the parameter gradients in backward order (a layer's gradient is
+ * computed before those of the layers below it). The gradients at layer
+ * outputs share buffers, so by now they are overwritten; the parameter
+ * gradients are not. */
+static void first_nonfinite(const st_sched *s, char *buf, size_t len)
+{
+    const st_net *net = s->net;
+    const iter_record *rec = &s->rec[s->stopped_at % RECORDS];
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        for (int r = 0; r < s->T; r++) {
+            const st_replica *rep = &s->w[r].replica;
+            size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
+            if (!all_finite(st_replica_output(rep, i), per * (size_t)rec->images[r])) {
+                snprintf(buf, len, "the output of layer %d [%s] (line %d) is not finite", i,
+                         l->ops->type, l->line);
+                return;
+            }
+        }
+    }
+    const st_param_table *t = &net->params;
+    for (int i = net->n_layers - 1; i >= 0; i--)
+        for (int k = 0; k < t->n; k++) {
+            const st_param *p = &t->p[k];
+            for (int r = 0; r < s->T && p->layer == i; r++)
+                if (!all_finite(s->ps->grads[r] + p->offset, p->count)) {
+                    snprintf(buf, len, "the gradient of %s, layer %d [%s] (line %d), is not "
+                             "finite", p->name, i, net->layers[i]->ops->type,
+                             net->layers[i]->line);
+                    return;
+                }
+        }
+    snprintf(buf, len, "the loss is not finite");
+}
+
 static int bsp_running(st_sched *s, long last)
 {
     return atomic_load(&s->completed) < last && !atomic_load(&s->stopping);
@@ -524,6 +603,7 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     s->last = last;
     s->stopped_at = -1;
     atomic_store(&s->stopping, 0);
+    atomic_store(&s->stop_requested, 0);
     atomic_store(&s->completed, first);
     s->cmd = CMD_BSP;
     st_barrier_wait(&s->start);
@@ -537,15 +617,23 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     }
     st_barrier_wait(&s->end);
     report(s, &reported, done, ctx);
-    if (s->stopped_at < 0)
+    if (s->stopped_at < 0 || s->stop_status == ST_OK)
         return ST_OK;
     st_status wst = collect_status(s, err);
     if (wst != ST_OK)
         return wst;
-    if (s->stop_status == ST_EDIVERGED)
-        return st_fail(err, ST_EDIVERGED, "iteration %ld: the loss is not finite: training "
-                       "diverged (try a lower learning_rate)", s->stopped_at);
+    if (s->stop_status == ST_EDIVERGED) {
+        char where[256];
+        first_nonfinite(s, where, sizeof where);
+        return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
+                       "learning_rate)", s->stopped_at, where);
+    }
     return st_fail(err, ST_EIO, "iteration %ld: the input pipeline stopped", s->stopped_at);
+}
+
+void st_sched_request_stop(st_sched *s)
+{
+    atomic_store(&s->stop_requested, 1);
 }
 
 static void run_command(st_sched *s, int cmd)

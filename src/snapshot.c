@@ -1,13 +1,15 @@
-/* Snapshot files: header + weights; see snapshot.h.
+/* Snapshot files: header + weights + solver state; see snapshot.h.
  *
  * Layout (little-endian): magic "STSNAPSH", u32 version, u32 header bytes,
- * u64 network hash, u64 iteration, u64 float count, u32 CRC-32 of the
- * payload, u32 zero; then count floats. */
+ * u64 network hash, u64 iteration, u64 float count, u64 seed, u32 batch,
+ * u32 workers, u32 state planes, u32 zero, char solver[16], u32 CRC-32 of
+ * the payload, u32 zero; then count floats of weights and state planes x
+ * count floats of solver state. */
 #include "snapshot.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -22,82 +24,153 @@ typedef struct snapshot_header {
     uint64_t net_hash;
     uint64_t iteration;
     uint64_t count;
-    uint32_t crc;
+    uint64_t seed;
+    uint32_t batch;
+    uint32_t workers;
+    uint32_t state_planes;
     uint32_t zero;
+    char solver[16];
+    uint32_t crc;
+    uint32_t zero2;
 } snapshot_header;
 
 typedef struct snapshot_out {
     const char *path;
     snapshot_header h;
     const float *weights;
+    const float *state;
 } snapshot_out;
 
-static uint32_t crc_of(const float *w, size_t count)
+/* Floats per chunk when reading a payload that is not kept. */
+#define CHUNK 4096
+
+static uint32_t crc_add(uint32_t crc, const float *w, size_t count)
 {
-    uLong crc = crc32(0L, Z_NULL, 0);
     const unsigned char *p = (const unsigned char *)w;
     size_t bytes = count * sizeof *w;
     while (bytes) {
         uInt chunk = bytes > (1u << 30) ? (1u << 30) : (uInt)bytes;
-        crc = crc32(crc, p, chunk);
+        crc = (uint32_t)crc32(crc, p, chunk);
         p += chunk;
         bytes -= chunk;
     }
-    return (uint32_t)crc;
+    return crc;
 }
 
 static st_status write_snapshot(FILE *f, void *ctx, st_error *err)
 {
     snapshot_out *o = ctx;
+    size_t count = (size_t)o->h.count;
     st_status st = st_fwrite(f, &o->h, sizeof o->h, o->path, err);
     if (st == ST_OK)
-        st = st_fwrite(f, o->weights, (size_t)o->h.count * sizeof(float), o->path, err);
+        st = st_fwrite(f, o->weights, count * sizeof(float), o->path, err);
+    if (st == ST_OK && o->h.state_planes)
+        st = st_fwrite(f, o->state, count * o->h.state_planes * sizeof(float), o->path, err);
     return st;
 }
 
 st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
-                           long iteration, st_error *err)
+                           const float *state, const st_snapshot_meta *meta, st_error *err)
 {
-    snapshot_out o = {path, {{0}, 0, 0, 0, 0, 0, 0, 0}, weights};
+    snapshot_out o = {.path = path, .weights = weights, .state = state};
+    size_t count = net->params.count;
     memcpy(o.h.magic, MAGIC, sizeof MAGIC);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
     o.h.net_hash = st_net_hash(net);
-    o.h.iteration = (uint64_t)iteration;
-    o.h.count = net->params.count;
-    o.h.crc = crc_of(weights, net->params.count);
+    o.h.iteration = (uint64_t)meta->iteration;
+    o.h.count = count;
+    o.h.seed = meta->seed;
+    o.h.batch = (uint32_t)meta->batch;
+    o.h.workers = (uint32_t)meta->workers;
+    o.h.state_planes = (uint32_t)meta->state_planes;
+    memcpy(o.h.solver, meta->solver, sizeof o.h.solver);
+    o.h.solver[sizeof o.h.solver - 1] = '\0';
+    uint32_t crc = crc_add((uint32_t)crc32(0L, Z_NULL, 0), weights, count);
+    o.h.crc = crc_add(crc, state, count * (size_t)meta->state_planes);
     return st_write_atomic(path, write_snapshot, &o, err);
+}
+
+/* Read n floats into dst (or, dst NULL, through a scratch chunk), adding
+ * them to *crc. */
+static int read_floats(FILE *f, float *dst, size_t n, uint32_t *crc)
+{
+    float scratch[CHUNK];
+    while (n) {
+        size_t k = dst ? n : (n < CHUNK ? n : CHUNK);
+        float *to = dst ? dst : scratch;
+        if (fread(to, sizeof(float), k, f) != k)
+            return -1;
+        *crc = crc_add(*crc, to, k);
+        n -= k;
+        if (dst)
+            dst += k;
+    }
+    return 0;
+}
+
+/* Open, check the header against net, read the weights and the state (into
+ * state, or only through the checksum when state is NULL). */
+static st_status load(const char *path, const st_net *net, float *weights, float *state,
+                      int planes, snapshot_header *h, st_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return st_fail(err, ST_EINPUT, "%s: cannot open snapshot: %s", path, strerror(errno));
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    st_status st = ST_OK;
+    if (fread(h, sizeof *h, 1, f) != 1)
+        st = st_fail(err, ST_EINPUT, "%s: truncated snapshot header", path);
+    else if (memcmp(h->magic, MAGIC, sizeof MAGIC) != 0)
+        st = st_fail(err, ST_EINPUT, "%s: not a singletrain snapshot (bad magic)", path);
+    else if (h->version != ST_SNAPSHOT_VERSION || h->header_bytes != sizeof *h)
+        st = st_fail(err, ST_EINPUT, "%s: snapshot format version %u, expected %u", path,
+                     h->version, ST_SNAPSHOT_VERSION);
+    else if (h->net_hash != st_net_hash(net) || h->count != net->params.count)
+        st = st_fail(err, ST_EINPUT, "%s: snapshot of a different network (hash %016llx, "
+                     "this network %016llx)", path, (unsigned long long)h->net_hash,
+                     (unsigned long long)st_net_hash(net));
+    else if (h->solver[sizeof h->solver - 1] != '\0' || h->state_planes > 16)
+        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header", path);
+    else if (state && (int)h->state_planes != planes)
+        st = st_fail(err, ST_EINPUT, "%s: the snapshot holds %u plane%s of %s solver state; "
+                     "this run's solver keeps %d: resume with the snapshot's solver", path,
+                     h->state_planes, h->state_planes == 1 ? "" : "s", h->solver, planes);
+    else if (read_floats(f, weights, (size_t)h->count, &crc) != 0 ||
+             read_floats(f, state, (size_t)h->count * h->state_planes, &crc) != 0)
+        st = st_fail(err, ST_EINPUT, "%s: truncated snapshot: expected %llu floats", path,
+                     (unsigned long long)(h->count * (1 + h->state_planes)));
+    else if (fgetc(f) != EOF)
+        st = st_fail(err, ST_EINPUT, "%s: trailing bytes after the snapshot", path);
+    else if (crc != h->crc)
+        st = st_fail(err, ST_EINPUT, "%s: snapshot checksum mismatch: the file is corrupt",
+                     path);
+    fclose(f);
+    return st;
 }
 
 st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
                            long *iteration, st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open snapshot: %s", path, strerror(errno));
     snapshot_header h;
-    st_status st = ST_OK;
-    if (fread(&h, sizeof h, 1, f) != 1)
-        st = st_fail(err, ST_EINPUT, "%s: truncated snapshot header", path);
-    else if (memcmp(h.magic, MAGIC, sizeof MAGIC) != 0)
-        st = st_fail(err, ST_EINPUT, "%s: not a singletrain snapshot (bad magic)", path);
-    else if (h.version != ST_SNAPSHOT_VERSION || h.header_bytes != sizeof h)
-        st = st_fail(err, ST_EINPUT, "%s: snapshot format version %u, expected %u", path,
-                     h.version, ST_SNAPSHOT_VERSION);
-    else if (h.net_hash != st_net_hash(net) || h.count != net->params.count)
-        st = st_fail(err, ST_EINPUT, "%s: snapshot of a different network (hash %016llx, "
-                     "this network %016llx)", path, (unsigned long long)h.net_hash,
-                     (unsigned long long)st_net_hash(net));
-    else if (fread(weights, sizeof(float), (size_t)h.count, f) != h.count)
-        st = st_fail(err, ST_EINPUT, "%s: truncated snapshot: expected %llu floats", path,
-                     (unsigned long long)h.count);
-    else if (fgetc(f) != EOF)
-        st = st_fail(err, ST_EINPUT, "%s: trailing bytes after the snapshot", path);
-    else if (crc_of(weights, (size_t)h.count) != h.crc)
-        st = st_fail(err, ST_EINPUT, "%s: snapshot checksum mismatch: the file is corrupt",
-                     path);
-    fclose(f);
+    st_status st = load(path, net, weights, NULL, 0, &h, err);
     if (st == ST_OK && iteration)
         *iteration = (long)h.iteration;
     return st;
+}
+
+st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
+                             int planes, st_snapshot_meta *meta, st_error *err)
+{
+    snapshot_header h;
+    st_status st = load(path, net, weights, state, planes, &h, err);
+    if (st != ST_OK)
+        return st;
+    meta->iteration = (long)h.iteration;
+    meta->seed = h.seed;
+    meta->batch = (int)h.batch;
+    meta->workers = (int)h.workers;
+    meta->state_planes = (int)h.state_planes;
+    memcpy(meta->solver, h.solver, sizeof meta->solver);
+    return ST_OK;
 }

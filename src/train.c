@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 
 #include "backend.h"
 #include "cfg.h"
+#include "darknet_weights.h"
 #include "data.h"
 #include "hparams.h"
 #include "memory.h"
@@ -48,6 +51,13 @@ struct st_trainer {
     long skipped;           /* unreadable images skipped, counted by the readers */
     int batch;
     long iterations, iters_per_epoch;
+    long start;             /* first iteration: 0, or a --resume snapshot's */
+    long warm_end;          /* start + warm-up iterations */
+    int signals_blocked;    /* SIGINT / SIGTERM are ours (BSP runs) */
+    sigset_t old_mask;
+    int signal;             /* the one that stopped the run, or 0 */
+    long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
+    char snapshot_path[ST_PATH_MAX + 64];
 };
 
 /* Batches read ahead of the workers. */
@@ -77,10 +87,19 @@ const float *st_trainer_weights(const st_trainer *t)
     return t->ps.weights;
 }
 
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+}
+
 void st_trainer_free(st_trainer *t)
 {
     if (!t)
         return;
+    if (t->signals_blocked)
+        pthread_sigmask(SIG_SETMASK, &t->old_mask, NULL);
     st_sched_free(t->sched);
     st_batchq_free(&t->batches);
     st_ps_free(&t->ps);
@@ -214,6 +233,69 @@ static void choose_threads(st_trainer *t)
                 t->o.threads > 1 ? "s" : "", t->o.intra, why);
 }
 
+static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->iteration = iteration;
+    m->seed = t->o.seed;
+    m->batch = t->batch;
+    m->workers = t->o.threads;
+    m->state_planes = t->ps.state_planes;
+    snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
+}
+
+/* Continue from o.resume: the weights, the solver state and the iteration;
+ * the seed and batch must be the snapshot's, or the data order and random
+ * streams would not continue. */
+static st_status resume(st_trainer *t, st_error *err)
+{
+    const char *path = t->o.resume;
+    st_snapshot_meta m, mine;
+    snapshot_meta(t, 0, &mine);
+    st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, t->ps.state,
+                                      t->ps.state_planes, &m, err);
+    if (st == ST_OK && strcmp(m.solver, mine.solver) != 0)
+        st = st_fail(err, ST_EINPUT, "%s: the snapshot's solver is %s, this run's %s: resume "
+                     "with solver=%s", path, m.solver, mine.solver, m.solver);
+    if (st == ST_OK && m.batch != t->batch)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with batch %d, this run has "
+                     "%d: give -b %d", path, m.batch, t->batch, m.batch);
+    if (st == ST_OK && m.seed != t->o.seed)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with seed %llu, this run has "
+                     "%llu: give --seed %llu", path, (unsigned long long)m.seed,
+                     (unsigned long long)t->o.seed, (unsigned long long)m.seed);
+    if (st == ST_OK && m.iteration >= t->iterations)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot is at iteration %ld and this run has %ld: "
+                     "nothing left to do (give more --iters or --epochs)", path, m.iteration,
+                     t->iterations);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--resume ");
+        return st;
+    }
+    if (m.workers != t->o.threads)
+        st_warn(&t->log, "%s was written by %d workers, this run has %d: the gradient sums "
+                "round differently, so the weights will not be bitwise those of an "
+                "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
+                m.workers);
+    t->start = m.iteration;
+    st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,
+            t->iterations, (double)m.iteration / (double)t->iters_per_epoch);
+    return ST_OK;
+}
+
+/* --weights: the weights of a snapshot or a Darknet file; the solver
+ * starts from zero state at iteration 0. */
+static st_status start_from(st_trainer *t, const char *path, st_error *err)
+{
+    st_status st = st_weights_load_any(path, &t->net, t->ps.weights, err);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--weights ");
+        return st;
+    }
+    st_info(&t->log, "starting from the weights in %s", path);
+    return ST_OK;
+}
+
 /* Fail before training, not after it, if the weights could not be saved. */
 static st_status check_snapshot_dir(const char *dir, st_error *err)
 {
@@ -238,6 +320,15 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     t->log = *log;
     t->o = *o;
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
+    t->snapshot_iter = -1;
+    if (t->o.snapshot_every && !t->o.snapshot_dir)
+        t->o.snapshot_dir = ".";
+    o = &t->o;
+    if (o->sync == ST_SYNC_BSP) { /* before any thread exists: they inherit the mask */
+        sigset_t set;
+        stop_signals(&set);
+        t->signals_blocked = pthread_sigmask(SIG_BLOCK, &set, &t->old_mask) == 0;
+    }
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK && o->snapshot_dir)
         st = check_snapshot_dir(o->snapshot_dir, err);
@@ -267,6 +358,16 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                         st_solver_state_per_param(&t->hp.solver), err);
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
+        if (o->resume && o->weights)
+            st = st_fail(err, ST_EUSAGE, "--weights and --resume: give one (a snapshot "
+                         "resumed brings its own weights)");
+        else if (o->resume)
+            st = resume(t, err);
+        else if (o->weights)
+            st = start_from(t, o->weights, err);
+        t->warm_end = t->start + o->warmup;
+    }
+    if (st == ST_OK) {
         st_sched_opts so = {
             .threads = o->threads, .intra = o->intra, .sync = o->sync,
             .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
@@ -305,6 +406,7 @@ typedef struct bsp_progress {
     st_train_result *res;
     double window_start, window_loss;
     long window_images, window_iters, images;
+    long done;              /* iterations finished */
     st_time_split window;
 } bsp_progress;
 
@@ -326,21 +428,51 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
     return ST_OK;
 }
 
-static st_status save_final(st_trainer *t, st_error *err)
+/* Snapshot the state after `iteration` iterations as DIR/NAME_TAG.snap
+ * (TAG: "final" at the end, else the iteration). */
+static st_status save_snapshot(st_trainer *t, long iteration, int final, st_error *err)
 {
     if (!t->o.snapshot_dir)
         return ST_OK;
     const char *base = strrchr(t->cfg_path, '/');
     base = base ? base + 1 : t->cfg_path;
     size_t len = strcspn(base, ".");
-    char path[ST_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%.*s_final.snap", t->o.snapshot_dir, (int)len, base);
-    st_status st = st_snapshot_save(path, &t->net, t->ps.weights, t->iterations, err);
-    if (st == ST_OK)
+    char path[sizeof t->snapshot_path], tag[32];
+    snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
+    snprintf(path, sizeof path, "%s/%.*s_%s.snap", t->o.snapshot_dir, (int)len, base, tag);
+    st_snapshot_meta m;
+    snapshot_meta(t, iteration, &m);
+    st_status st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--snapshot-dir: ");
+        return st;
+    }
+    snprintf(t->snapshot_path, sizeof t->snapshot_path, "%s", path);
+    t->snapshot_iter = iteration;
+    if (final)
         st_info(&t->log, "weights saved to %s", path);
     else
-        st_error_prefix(err, "--snapshot-dir: ");
-    return st;
+        st_info(&t->log, "snapshot at iteration %ld saved to %s", iteration, path);
+    return ST_OK;
+}
+
+/* Take a pending SIGINT / SIGTERM (blocked in every thread): ask the
+ * workers to stop, and let a second one kill the process. */
+static void poll_signals(st_trainer *t)
+{
+    if (!t->signals_blocked || t->signal)
+        return;
+    sigset_t set;
+    stop_signals(&set);
+    struct timespec now = {0, 0};
+    int sig = sigtimedwait(&set, NULL, &now);
+    if (sig <= 0)
+        return;
+    t->signal = sig;
+    st_sched_request_stop(t->sched);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    st_warn(&t->log, "%s: stopping after the iteration in flight%s (again to quit at once)",
+            strsignal(sig), t->o.snapshot_dir ? " and saving a snapshot" : "");
 }
 
 /* Per-layer milliseconds per iteration (worker 0) and the time split. */
@@ -395,11 +527,13 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     bsp_progress *p = ctx;
     st_trainer *t = p->t;
     double per_image = it->loss / it->images;
-    if (it->iteration == 0)
+    poll_signals(t);
+    p->done = it->iteration + 1;
+    if (it->iteration == t->start)
         p->res->first_loss = per_image;
     if (t->o.loss_trace)
         t->o.loss_trace[it->iteration] = per_image;
-    if (it->iteration >= t->o.warmup) {
+    if (it->iteration >= t->warm_end) {
         split_add(&p->res->split, &it->time);
         p->images += it->images;
     }
@@ -421,20 +555,30 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     memset(&p->window, 0, sizeof p->window);
 }
 
-/* BSP in segments that end at test phases and at the end of the warm-up
- * (where the layer timings restart), while the prefetcher reads ahead. */
+/* The end of the BSP segment that starts at `first`: the next test phase,
+ * the end of the warm-up (where the layer timings restart), the next
+ * snapshot, or the end. */
+static long segment_end(const st_trainer *t, long first, long test_every)
+{
+    long last = (first / test_every + 1) * test_every;
+    if (first < t->warm_end && last > t->warm_end)
+        last = t->warm_end;
+    long every = t->o.snapshot_every;
+    if (every && (first / every + 1) * every < last)
+        last = (first / every + 1) * every;
+    return last < t->iterations ? last : t->iterations;
+}
+
+/* BSP in segments (segment_end) while the prefetcher reads ahead; a signal
+ * ends the run after the iteration in flight, with a snapshot. */
 static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
-    bsp_progress p = {.t = t, .res = res, .window_start = now_seconds()};
+    bsp_progress p = {.t = t, .res = res, .window_start = now_seconds(), .done = t->start};
     double timed_start = 0.0;
-    for (long first = 0; first < t->iterations;) {
-        long last = (first / test_every + 1) * test_every;
-        if (first < t->o.warmup && last > t->o.warmup)
-            last = t->o.warmup;
-        if (last > t->iterations)
-            last = t->iterations;
-        if (first == t->o.warmup) {
+    for (long first = t->start; first < t->iterations;) {
+        long last = segment_end(t, first, test_every);
+        if (first == t->warm_end) {
             timed_start = now_seconds();
             for (int w = 0; t->o.profile && w < t->o.threads; w++)
                 memset(st_sched_replica(t->sched, w)->time, 0,
@@ -445,15 +589,27 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
                                         bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;
-        if (last > t->o.warmup)
-            res->seconds += now_seconds() - (first >= t->o.warmup ? seg_start : timed_start);
+        if (p.done > t->warm_end)
+            res->seconds += now_seconds() - (first >= t->warm_end ? seg_start : timed_start);
+        poll_signals(t);
+        if (t->signal) {
+            res->iterations = p.done;
+            res->signal = t->signal;
+            return save_snapshot(t, p.done, 0, err);
+        }
         if (last % test_every == 0 || last == t->iterations) {
             st = run_test(t, last, res, err);
             if (st != ST_OK)
                 return st;
         }
+        if (t->o.snapshot_every && last % t->o.snapshot_every == 0 && last < t->iterations) {
+            st = save_snapshot(t, last, 0, err);
+            if (st != ST_OK)
+                return st;
+        }
         first = last;
     }
+    res->iterations = t->iterations;
     res->images_per_s = res->seconds > 0 ? (double)p.images / res->seconds : 0.0;
     return ST_OK;
 }
@@ -463,12 +619,12 @@ static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
     st_prefetch_opts po = {t->train, &t->transform, t->batch, t->o.seed, t->o.io_threads,
                            &t->batches};
     st_prefetch *pf;
-    st_status st = st_prefetch_start(&pf, &po, 0, t->iterations, err);
+    st_status st = st_prefetch_start(&pf, &po, t->start, t->iterations, err);
     if (st != ST_OK)
         return st;
     st_error run_err = {0};
     st = run_segments(t, res, &run_err);
-    if (st != ST_OK)
+    if (st != ST_OK || res->signal)
         st_batchq_close(&t->batches); /* the prefetcher gives up */
     st_status pst = st_prefetch_stop(pf, err); /* its failure is the cause */
     if (pst == ST_OK && st != ST_OK)
@@ -522,18 +678,31 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     snprintf(sync, sizeof sync, t->o.sync == ST_SYNC_SSP ? "%s:%d" : "%s", sync_names[t->o.sync],
              t->o.staleness);
     st_info(&t->log, "training: %ld iterations of batch %d (%ld per epoch), %d worker%s x %d "
-            "thread%s, %s, backend %s, seed %llu", t->iterations, t->batch, t->iters_per_epoch,
-            t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra, t->o.intra > 1 ? "s" : "",
-            sync, t->backend->name, (unsigned long long)t->o.seed);
+            "thread%s, %s, backend %s, solver %s, seed %llu", t->iterations, t->batch,
+            t->iters_per_epoch, t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra,
+            t->o.intra > 1 ? "s" : "", sync, t->backend->name,
+            st_solver_rule_names[t->hp.solver.rule], (unsigned long long)t->o.seed);
     st_status st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_EDIVERGED && t->snapshot_iter >= 0)
+        st_info(&t->log, "the last good snapshot, iteration %ld, is %s", t->snapshot_iter,
+                t->snapshot_path);
     if (st != ST_OK)
         return st;
+    if (res->signal) {
+        if (t->snapshot_iter == res->iterations)
+            st_warn(&t->log, "interrupted at iteration %ld of %ld; continue with --resume %s",
+                    res->iterations, t->iterations, t->snapshot_path);
+        else
+            st_warn(&t->log, "interrupted at iteration %ld of %ld; nothing saved (no "
+                    "--snapshot-dir)", res->iterations, t->iterations);
+        return ST_OK;
+    }
     res->iterations = t->iterations;
     res->gflops = res->images_per_s * 3.0 * t->net.flops / 1e9;
     res->peak_memory = (double)st_peak_rss();
-    long timed = t->o.sync == ST_SYNC_BSP ? t->iterations - t->o.warmup : t->iterations;
+    long timed = t->o.sync == ST_SYNC_BSP ? t->iterations - t->warm_end : t->iterations;
     st_info(&t->log, "done: %ld iterations in %.1f s, %.0f img/s%s, peak memory %.1f MB",
-            t->iterations, res->seconds, res->images_per_s,
+            t->iterations - t->start, res->seconds, res->images_per_s,
             t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
             res->peak_memory / 1e6);
     log_split(t, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
@@ -545,5 +714,5 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
         st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);
     if (t->o.profile)
         print_profile(t, res, timed);
-    return save_final(t, err);
+    return save_snapshot(t, t->iterations, 1, err);
 }

@@ -162,13 +162,38 @@ static void test_snapshot_round_trip(void **state)
     snprintf(path, sizeof path, "%s/w.snap", dir);
     snprintf(other, sizeof other, "%s/damaged.snap", dir);
     st_error err = {0};
-    assert_int_equal(st_snapshot_save(path, net, st_trainer_weights(t), 3, &err), ST_OK);
+    /* two planes of solver state, values that say where they are */
+    size_t count = net->params.count;
+    float *moments = malloc(2 * count * sizeof *moments), *back = calloc(2 * count, sizeof *back);
+    for (size_t i = 0; i < 2 * count; i++)
+        moments[i] = (float)i * 0.25f - 3.0f;
+    st_snapshot_meta meta = {.iteration = 3, .seed = 77, .batch = 12, .workers = 2,
+                             .state_planes = 2, .solver = "adam"};
+    assert_int_equal(st_snapshot_save(path, net, st_trainer_weights(t), moments, &meta, &err),
+                     ST_OK);
 
-    float *w = calloc(net->params.count, sizeof *w);
+    float *w = calloc(count, sizeof *w);
     long iter = 0;
     assert_int_equal(st_snapshot_load(path, net, w, &iter, &err), ST_OK);
     assert_int_equal(iter, 3);
-    assert_memory_equal(w, st_trainer_weights(t), net->params.count * sizeof *w);
+    assert_memory_equal(w, st_trainer_weights(t), count * sizeof *w);
+    /* everything back, to resume */
+    st_snapshot_meta got;
+    memset(w, 0, count * sizeof *w);
+    assert_int_equal(st_snapshot_resume(path, net, w, back, 2, &got, &err), ST_OK);
+    assert_memory_equal(w, st_trainer_weights(t), count * sizeof *w);
+    assert_memory_equal(back, moments, 2 * count * sizeof *back);
+    assert_int_equal(got.iteration, 3);
+    assert_int_equal(got.seed, 77);
+    assert_int_equal(got.batch, 12);
+    assert_int_equal(got.workers, 2);
+    assert_string_equal(got.solver, "adam");
+    /* a run whose solver keeps one plane cannot take it */
+    assert_int_equal(st_snapshot_resume(path, net, w, back, 1, &got, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "holds 2 planes of adam solver state");
+    st_error_clear(&err);
+    free(moments);
+    free(back);
 
     /* One flipped payload byte: checksum mismatch. */
     FILE *in = fopen(path, "rb");

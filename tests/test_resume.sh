@@ -1,0 +1,207 @@
+#!/bin/sh
+# Snapshots and resume: a run resumed from a periodic snapshot, from the one
+# SIGINT or SIGTERM leaves, and from the last one a kill -9 at a random
+# moment leaves, ends with a final snapshot (weights and solver state)
+# byte-identical to the uninterrupted run's; resuming with another batch,
+# seed or network, from damaged files or past the end, is an error naming
+# the problem; a run that diverges names the iteration and the layer and
+# keeps its last good snapshot.
+# usage: sh tests/test_resume.sh PATH_TO_SINGLETRAIN
+set -u
+bin=${1:?usage: sh tests/test_resume.sh PATH_TO_SINGLETRAIN}
+case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
+[ -x "$bin" ] || { echo "test_resume.sh: $bin is not an executable" >&2; exit 2; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_resume.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' HUP INT PIPE TERM
+
+. "$(dirname "$0")/check.sh"
+
+# A small network with dropout (a random stream that must continue) on
+# synthetic data: 1,024 images, 64 iterations of 16 per epoch.
+cat >"$tmp/tiny.cfg" <<'EOF'
+[net]
+batch=16
+height=8
+width=8
+channels=1
+learning_rate=0.05
+momentum=0.9
+decay=0.0005
+policy=steps
+steps=3000
+scales=0.5
+
+[convolutional]
+filters=4
+size=3
+stride=1
+pad=1
+activation=relu
+
+[maxpool]
+size=2
+stride=2
+
+[dropout]
+probability=0.3
+
+[connected]
+output=3
+activation=linear
+
+[softmax]
+EOF
+sed 's/^filters=4/filters=5/' "$tmp/tiny.cfg" >"$tmp/other.cfg"
+iters=6000
+# the standard run: $train DIR [options...]
+train="$bin -q -t 2 --data synthetic --no-test --iters"
+run() { # run DIR [options...], outside check
+    dir=$1
+    shift
+    $train $iters --snapshot-dir "$dir" "$@" "$tmp/tiny.cfg"
+}
+# newest DIR: the snapshot of DIR with the highest iteration, or nothing
+newest() {
+    ls "$1" | sed -n 's/^tiny_\([0-9][0-9]*\)\.snap$/\1/p' | sort -n | tail -1
+}
+
+mkdir "$tmp/ref" "$tmp/every" "$tmp/int" "$tmp/term"
+check "uninterrupted reference run" err 0 "" -- $train $iters --snapshot-dir "$tmp/ref" "$tmp/tiny.cfg"
+check "a run snapshotting every 1000 iterations" err 0 "" -- \
+    $train $iters --snapshot-dir "$tmp/every" --snapshot-every 1000 "$tmp/tiny.cfg"
+expect "the periodic run's final snapshot equals the reference" \
+    cmp -s "$tmp/ref/tiny_final.snap" "$tmp/every/tiny_final.snap"
+expect "five periodic snapshots" [ "$(ls "$tmp/every" | grep -c '^tiny_[0-9]*\.snap$')" -eq 5 ]
+rm "$tmp/every/tiny_final.snap"
+check "resume from iteration 3000 (across the lr step)" err 0 "" -- \
+    $train $iters --snapshot-dir "$tmp/every" --resume "$tmp/every/tiny_3000.snap" "$tmp/tiny.cfg"
+expect "resumed from 3000: final snapshot byte-identical" \
+    cmp -s "$tmp/ref/tiny_final.snap" "$tmp/every/tiny_final.snap"
+check "resume says where it starts" out 0 "resuming from $tmp/every/tiny_1000.snap at iteration 1000 of 6000" -- \
+    "$bin" -t 2 --data synthetic --no-test --iters $iters --resume "$tmp/every/tiny_1000.snap" \
+    "$tmp/tiny.cfg"
+
+# SIGINT and SIGTERM: stop after the iteration in flight, snapshot, exit 128 + signal.
+interrupt() { # interrupt SIGNAL DIR
+    "$bin" -t 2 --data synthetic --no-test --iters 2000000 --snapshot-dir "$2" --log-every 1000000 \
+        "$tmp/tiny.cfg" >"$2/log" 2>&1 &
+    pid=$!
+    sleep 1
+    kill -s "$1" $pid
+    wait $pid
+}
+interrupt INT "$tmp/int"
+expect "SIGINT: exit 130" [ $? -eq 130 ]
+expect "SIGINT: the log says how to continue" grep -q "continue with --resume $tmp/int/tiny_" "$tmp/int/log"
+n=$(newest "$tmp/int")
+expect "SIGINT: a snapshot is written" [ -n "$n" ]
+interrupt TERM "$tmp/term"
+expect "SIGTERM: exit 143" [ $? -eq 143 ]
+m=$(newest "$tmp/term")
+expect "SIGTERM: a snapshot is written" [ -n "$m" ]
+if [ -n "$n" ]; then
+    mkdir "$tmp/int-ref"
+    iters=$((n + 500))
+    check "resume after SIGINT" err 0 "" -- \
+        $train $iters --snapshot-dir "$tmp/int" --resume "$tmp/int/tiny_$n.snap" "$tmp/tiny.cfg"
+    check "the same run uninterrupted" err 0 "" -- \
+        $train $iters --snapshot-dir "$tmp/int-ref" "$tmp/tiny.cfg"
+    expect "after SIGINT: final snapshot byte-identical" \
+        cmp -s "$tmp/int/tiny_final.snap" "$tmp/int-ref/tiny_final.snap"
+    iters=6000
+fi
+
+# kill -9 at random moments of a run snapshotting every 500 iterations;
+# each resumes from the newest snapshot and must end where the reference did.
+trials=5
+for trial in $(seq $trials); do
+    d=$tmp/kill$trial
+    mkdir "$d"
+    run "$d" --snapshot-every 500 &
+    pid=$!
+    # 0.05 to 0.45 s: before, between or during snapshots
+    sleep "0.$(( $(od -An -N1 -tu1 /dev/urandom) % 40 + 5 ))"
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    n=$(newest "$d")
+    if [ -f "$d/tiny_final.snap" ]; then
+        echo "     (trial $trial finished before the kill)"
+    elif [ -n "$n" ]; then
+        run "$d" --resume "$d/tiny_$n.snap"
+    else
+        run "$d"
+    fi
+    expect "kill -9 trial $trial (newest snapshot ${n:-none}): final snapshot byte-identical" \
+        cmp -s "$tmp/ref/tiny_final.snap" "$d/tiny_final.snap"
+    for k in $(ls "$d" | sed -n 's/^tiny_\([0-9][0-9]*\)\.snap$/\1/p'); do
+        check "kill -9 trial $trial: tiny_$k.snap is complete" err 0 "" -- \
+            $train $((k + 1)) --resume "$d/tiny_$k.snap" "$tmp/tiny.cfg"
+    done
+done
+
+# Errors.
+s1=$tmp/every/tiny_1000.snap
+check "resume with another batch" err 2 "the snapshot was taken with batch 16, this run has 32: give -b 16" -- \
+    "$bin" -t 2 -b 32 --data synthetic --iters $iters --resume "$s1" "$tmp/tiny.cfg"
+check "resume with another seed" err 2 "taken with seed 1, this run has 5: give --seed 1" -- \
+    "$bin" -t 2 --seed 5 --data synthetic --iters $iters --resume "$s1" "$tmp/tiny.cfg"
+check "resume another network" err 2 "$s1: snapshot of a different network" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$s1" "$tmp/other.cfg"
+sed 's/^momentum=0.9/momentum=0.9\nsolver=adam/' "$tmp/tiny.cfg" >"$tmp/adam.cfg"
+sed 's/^momentum=0.9/momentum=0.9\nsolver=nesterov/' "$tmp/tiny.cfg" >"$tmp/nesterov.cfg"
+check "resume with a solver keeping more state" err 2 "holds 1 plane of sgd solver state; this run's solver keeps 2" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$s1" "$tmp/adam.cfg"
+check "resume with another solver" err 2 "the snapshot's solver is sgd, this run's nesterov: resume with solver=sgd" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$s1" "$tmp/nesterov.cfg"
+check "resume past the end" err 2 "the snapshot is at iteration 1000 and this run has 500: nothing left to do" -- \
+    "$bin" -t 2 --data synthetic --iters 500 --resume "$s1" "$tmp/tiny.cfg"
+check "resume a missing file" err 2 "--resume $tmp/none.snap: cannot open snapshot" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/none.snap" "$tmp/tiny.cfg"
+head -c 300 "$s1" >"$tmp/short.snap"
+check "resume a truncated snapshot" err 2 "$tmp/short.snap: truncated snapshot" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/short.snap" "$tmp/tiny.cfg"
+cp "$s1" "$tmp/flipped.snap"
+printf 'X' | dd of="$tmp/flipped.snap" bs=1 seek=400 conv=notrunc 2>/dev/null
+check "resume a corrupt snapshot" err 2 "$tmp/flipped.snap: snapshot checksum mismatch" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/flipped.snap" "$tmp/tiny.cfg"
+check "resume a file that is no snapshot" err 2 "$tmp/tiny.cfg: not a singletrain snapshot" -- \
+    "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/tiny.cfg" "$tmp/tiny.cfg"
+check "resume with other -t warns" err 0 "written by 2 workers, this run has 1" -- \
+    "$bin" -q -t 1 --data synthetic --no-test --iters 1010 --resume "$s1" "$tmp/tiny.cfg"
+
+# Divergence: the learning rate jumps a billion-fold at iteration 300.
+sed -e 's/^steps=3000/steps=300/' -e 's/^scales=0.5/scales=1e9/' "$tmp/tiny.cfg" >"$tmp/diverge.cfg"
+mkdir "$tmp/div"
+check "divergence names the iteration and the layer" err 1 "training diverged: the" "layer" -- \
+    "$bin" -t 2 --data synthetic --no-test --iters $iters --snapshot-dir "$tmp/div" \
+    --snapshot-every 100 "$tmp/diverge.cfg"
+expect "divergence: the last good snapshot is named" \
+    grep -q "the last good snapshot, iteration 300, is $tmp/div/diverge_300.snap" "$tmp/stdout"
+expect "divergence: no snapshot after it and no final one" \
+    [ "$(ls "$tmp/div" | tr '\n' ' ')" = "diverge_100.snap diverge_200.snap diverge_300.snap " ]
+check "divergence: the last good snapshot loads" err 0 "" -- \
+    "$bin" -q -t 2 --data synthetic --no-test --iters 301 --resume "$tmp/div/diverge_300.snap" \
+    "$tmp/diverge.cfg"
+
+# Adam keeps two planes of moments and a step count: resume continues them.
+mkdir "$tmp/adam-ref" "$tmp/adam"
+check "adam: reference run" err 0 "" -- $train 2000 --snapshot-dir "$tmp/adam-ref" "$tmp/adam.cfg"
+check "adam: snapshots every 700" err 0 "" -- \
+    $train 2000 --snapshot-dir "$tmp/adam" --snapshot-every 700 "$tmp/adam.cfg"
+rm -f "$tmp/adam/adam_final.snap"
+check "adam: resume from 1400" err 0 "" -- \
+    $train 2000 --snapshot-dir "$tmp/adam" --resume "$tmp/adam/adam_1400.snap" "$tmp/adam.cfg"
+expect "adam: resumed final snapshot byte-identical" \
+    cmp -s "$tmp/adam-ref/adam_final.snap" "$tmp/adam/adam_final.snap"
+
+# --weights: a starting point, not a resume.
+check "--weights starts from a snapshot's weights at iteration 0" out 0 "starting from the weights in $s1" -- \
+    "$bin" -t 2 --data synthetic --no-test --iters 10 --weights "$s1" "$tmp/tiny.cfg"
+check "--weights and --resume together" err 2 "--weights and --resume: give one" -- \
+    "$bin" -t 2 --data synthetic --iters 10 --weights "$s1" --resume "$s1" "$tmp/tiny.cfg"
+check "--weights of another network" err 2 "--weights $s1: snapshot of a different network" -- \
+    "$bin" -t 2 --data synthetic --iters 10 --weights "$s1" "$tmp/other.cfg"
+
+finish test_resume.sh
