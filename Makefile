@@ -88,3 +88,6 @@ clean:
 	rm -rf build build-address build-thread
 
 -include $(OBJ:.o=.d)
+
+# The MPI all-reduce module and its tests (built with mpicc).
+include mk/mpi.mk
