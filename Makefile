@@ -30,11 +30,18 @@ LIB  := $(BUILD)/libsingletrain.a
 
 TESTS_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
-TOOLS := $(BUILD)/tools/make_images
+TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
 # Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
 # and under ThreadSanitizer.
 SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_solver
 TSAN_TESTS := test_sched test_readers
+
+# MPI (MPICH): the all-reduce module and its tests are built with mpicc
+# (mk/mpi.mk); cluster.c, the trainer's one MPI file, takes MPICH's flags.
+MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
+MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
+include mk/mpi.mk
+LDLIBS  += $(ALLREDUCE_LIB) $(MPI_LIBS)
 
 .PHONY: all run test deps install clean check-tests
 all: $(BIN)
@@ -54,14 +61,16 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(BUILD)/src/main.o $(LIB)
+$(BUILD)/src/cluster.o: CFLAGS += $(MPI_CFLAGS)
+
+$(BIN): $(BUILD)/src/main.o $(LIB) $(ALLREDUCE_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testlib.h $(LIB)
+$(BUILD)/tests/%: tests/%.c tests/testlib.h $(LIB) $(ALLREDUCE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) -lcmocka $(LDLIBS)
 
-$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+$(BUILD)/tools/%: tests/tools/%.c $(LIB) $(ALLREDUCE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
@@ -88,6 +97,3 @@ clean:
 	rm -rf build build-address build-thread
 
 -include $(OBJ:.o=.d)
-
-# The MPI all-reduce module and its tests (built with mpicc).
-include mk/mpi.mk

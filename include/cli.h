@@ -11,6 +11,7 @@ typedef struct st_cli {
     st_log_level level;
     const char *cfg_path;
     const char *sync;   /* --sync text */
+    const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
     int quiet, verbose;
     int help, version;
     int dry_run; /* check the cfg, print the layer table, stop */

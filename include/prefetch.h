@@ -18,7 +18,8 @@
 typedef struct st_prefetch_opts {
     const st_source *source;
     const st_transform *transform;
-    int batch;
+    int batch;        /* images per iteration on this node */
+    int rank, ranks;  /* multi-node: this node's part of a batch of ranks x batch */
     uint64_t seed;    /* of the epoch order */
     int io_threads;   /* readers, at least 1 */
     st_batchq *q;

@@ -36,6 +36,7 @@
 
 #include "backend.h"
 #include "batchq.h"
+#include "cluster.h"
 #include "data.h"
 #include "net.h"
 #include "ps.h"
@@ -67,6 +68,7 @@ typedef struct st_sched_opts {
     long test_count;         /* images of the test set, 0 if none */
     const st_transform *transform; /* records to inputs (test, SSP / ASP) */
     size_t record_bytes;     /* largest record of the train and test sources */
+    st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
 } st_sched_opts;
 
 typedef struct st_sched st_sched;
@@ -78,7 +80,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
 /* Stop and join the workers, free everything. */
 void st_sched_free(st_sched *s);
 
-/* What one BSP iteration did. */
+/* What one BSP iteration did (over every node in multi-node mode). */
 typedef struct st_iteration {
     long iteration;
     int images;

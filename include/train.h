@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "net.h"
 #include "scheduler.h"
@@ -36,6 +37,10 @@ typedef struct st_train_opts {
     long warmup;             /* first iterations left out of speed figures */
     int profile;             /* print per-layer times and the time split */
     double *loss_trace;      /* NULL, or [iterations]: loss per image of each */
+    st_cluster *cluster;     /* multi-node (mpirun), or NULL */
+    const char *allreduce;   /* --allreduce NAME, or "auto" */
+    int supernode_size;      /* --supernode-size Q; 0 = none */
+    double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */
@@ -75,6 +80,9 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
  * flight, snapshots (when a directory is known) and returns ST_OK with
  * res->signal set; a second one kills the process. */
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
+
+/* Multi-node: what every rank must agree on (st_cluster_agree). */
+void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp);
 
 const st_net *st_trainer_net(const st_trainer *t);
 /* The shared weights arena [st_trainer_net(t)->params.count]. */

@@ -57,6 +57,15 @@ static const st_option options[] = {
      TRAIN(snapshot_dir), 0, 0},
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
      "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
+    {"allreduce", 0, "NAME", "Multi-node", "under mpirun: mpi, ring, rhd, rhd-supernode, "
+     "binomial, ps, or auto (time each on the first iterations, keep the fastest; default "
+     "rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
+    {"supernode-size", 0, "Q", "Multi-node", "ranks 0..Q-1 form supernode 0, and so on (for "
+     "rhd-supernode and the crossing-bytes count)", ST_OPT_INT, TRAIN(supernode_size), 1,
+     1 << 20},
+    {"sim-cross-bandwidth", 0, "F", "Multi-node", "slow messages between supernodes to F "
+     "(0 < F <= 1) of the bandwidth inside one, to simulate Sunway's links (e.g. 0.25)",
+     ST_OPT_STRING, offsetof(st_cli, sim_cross_bandwidth), 0, 0},
     {"weights", 0, "FILE", "Snapshots", "start from these weights: a snapshot or a Darknet "
      ".weights file (the solver starts afresh at iteration 0)", ST_OPT_STRING, TRAIN(weights),
      0, 0},
@@ -77,7 +86,8 @@ static const st_option options[] = {
 
 #define N_OPTIONS ((int)(sizeof options / sizeof options[0]))
 
-static const char *const groups[] = {"Training", "Data", "Output", "Snapshots", "Other", NULL};
+static const char *const groups[] = {"Training", "Data", "Output", "Snapshots", "Multi-node",
+                                     "Other", NULL};
 
 void st_cli_help(FILE *out)
 {
@@ -117,6 +127,22 @@ static st_status parse_sync(st_cli *cli, st_error *err)
                    "staleness from 0 to 1048576, got '%s'", v);
 }
 
+/* --sim-cross-bandwidth F, a fraction in (0, 1] */
+static st_status parse_cross_bandwidth(st_cli *cli, st_error *err)
+{
+    const char *v = cli->sim_cross_bandwidth;
+    if (!v)
+        return ST_OK;
+    char *end;
+    errno = 0;
+    double f = strtod(v, &end);
+    if (end == v || *end || errno || !(f > 0.0 && f <= 1.0))
+        return st_fail(err, ST_EUSAGE, "option --sim-cross-bandwidth: expected a fraction F "
+                       "with 0 < F <= 1, got '%s'", v);
+    cli->train.sim_cross_bandwidth = f;
+    return ST_OK;
+}
+
 st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
 {
     memset(cli, 0, sizeof *cli);
@@ -127,6 +153,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     cli->level = cli->quiet ? ST_LOG_QUIET : cli->verbose ? ST_LOG_DEBUG : ST_LOG_INFO;
     if (st == ST_OK)
         st = parse_sync(cli, err);
+    if (st == ST_OK)
+        st = parse_cross_bandwidth(cli, err);
     if (st != ST_OK || cli->help || cli->version)
         return st;
     cli->cfg_path = pos[0];

@@ -94,7 +94,8 @@ static st_status run_read(const read_opts *o, const char *path, st_error *err)
     st_batchq q = {0};
     st_prefetch *p = NULL;
     int batch = o->batch < src->count ? o->batch : (int)src->count;
-    st_prefetch_opts po = {src, &t, batch, o->seed, o->io_threads, &q};
+    st_prefetch_opts po = {.source = src, .transform = &t, .batch = batch, .seed = o->seed,
+                           .io_threads = o->io_threads, .q = &q};
     st = st_batchq_init(&q, 1, batch, st_shape_count(src->shape), err);
     if (st == ST_OK)
         st = st_prefetch_create(&p, &po, err);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cluster.h"
 #include "commands.h"
 #include "net.h"
 #include "train.h"
@@ -13,6 +14,44 @@
 #ifndef ST_VERSION
 #define ST_VERSION "0.1"
 #endif
+
+/* Train; under mpirun every rank agrees on the set-up first (a failure or
+ * a difference on any rank stops them all, none waits for another). Ranks
+ * other than 0 log warnings and errors only, their errors naming the rank. */
+static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
+{
+    st_cluster *cluster = NULL;
+    st_status st = st_cluster_init(&cluster, NULL, NULL, err);
+    if (st != ST_OK)
+        return st;
+    cli->train.cluster = cluster;
+    int rank = st_cluster_rank(cluster);
+    if (rank > 0 && log->level > ST_LOG_QUIET)
+        log->level = ST_LOG_QUIET;
+    st_trainer *t = NULL;
+    st = st_trainer_create(&t, cli->cfg_path, &cli->train, log, err);
+    if (cluster) {
+        st_cluster_fingerprint fp;
+        if (t)
+            st_trainer_fingerprint(t, &fp);
+        st_error local = *err;
+        st = st_cluster_agree(cluster, st, t ? &fp : NULL, err);
+        if (local.code != ST_OK) /* this rank's own reason comes first */
+            *err = local;
+        if (st == ST_OK)
+            st = st_cluster_start_workers(cluster, fp.workers, err);
+    }
+    st_train_result res;
+    if (st == ST_OK) {
+        st = st_trainer_run(t, &res, err);
+        *signal = res.signal;
+    }
+    st_trainer_free(t);
+    if (st != ST_OK && cluster)
+        st_error_prefix(err, "rank %d: ", rank);
+    st_cluster_free(cluster);
+    return st;
+}
 
 int main(int argc, char **argv)
 {
@@ -47,16 +86,9 @@ int main(int argc, char **argv)
             st_cfg_free(&cfg);
         }
     }
-    st_trainer *t = NULL;
-    st_train_result res;
-    if (st == ST_OK && !cli.dry_run)
-        st = st_trainer_create(&t, cli.cfg_path, &cli.train, &log, &err);
     int signal = 0;
-    if (st == ST_OK && t) {
-        st = st_trainer_run(t, &res, &err);
-        signal = res.signal;
-    }
-    st_trainer_free(t);
+    if (st == ST_OK && !cli.dry_run)
+        st = train(&cli, &log, &signal, &err);
     if (st != ST_OK) {
         fprintf(stderr, "singletrain: %s\n", err.msg[0] ? err.msg : st_strerror(st));
         return st_exit_code(st);

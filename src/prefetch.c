@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "barrier.h"
+#include "scheduler.h"
 
 struct st_prefetch {
     st_prefetch_opts o;
     st_order order;
     long order_epoch, iters_per_epoch;
+    int ranks;              /* nodes sharing each batch (1: this one alone) */
     /* readers: the filling thread is reader 0, helpers 1 .. n_readers-1 */
     int n_readers;
     pthread_t *helpers;
@@ -82,11 +84,12 @@ st_status st_prefetch_fill(st_prefetch *p, long it, st_batch_slot *slot, st_erro
         st_order_shuffle(&p->order, epoch);
         p->order_epoch = epoch;
     }
-    long b0 = j * p->o.batch;
-    slot->n = (int)(src->count - b0 < p->o.batch ? src->count - b0 : p->o.batch);
-    slot->sample0 = epoch * src->count + b0;
+    long global = (long)p->o.batch * p->ranks, b0 = j * global;
+    int n = (int)(src->count - b0 < global ? src->count - b0 : global), first;
+    st_shard_of(n, p->ranks, p->o.rank, &first, &slot->n);
+    slot->sample0 = epoch * src->count + b0 + first;
     p->job = slot;
-    p->job_indices = p->order.perm + b0;
+    p->job_indices = p->order.perm + b0 + first;
     if (p->n_readers > 1)
         st_barrier_wait(&p->go);
     read_part(p, 0);
@@ -180,7 +183,9 @@ st_status st_prefetch_create(st_prefetch **out, const st_prefetch_opts *o, st_er
     p->o = *o;
     p->n_readers = o->io_threads > 0 ? o->io_threads : 1;
     p->order_epoch = -1;
-    p->iters_per_epoch = (o->source->count + o->batch - 1) / o->batch;
+    p->ranks = o->ranks > 0 ? o->ranks : 1;
+    long global = (long)o->batch * p->ranks;
+    p->iters_per_epoch = (o->source->count + global - 1) / global;
     p->pixels = st_calloc((size_t)p->n_readers, sizeof *p->pixels, "reader buffers", err);
     p->status = st_calloc((size_t)p->n_readers, sizeof *p->status, "reader status", err);
     p->errs = st_calloc((size_t)p->n_readers, sizeof *p->errs, "reader errors", err);

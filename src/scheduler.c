@@ -57,6 +57,8 @@ typedef struct iter_record {
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
     int stop_request;      /* worker 0 saw st_sched_request_stop */
+    double nodes_loss;     /* multi-node: loss and images over every node */
+    double nodes_images;
 } iter_record;
 
 struct st_sched {
@@ -125,12 +127,14 @@ static void add_size(st_worker *w, int n)
  * and of the last batch of an epoch, and its chunks of the test set. */
 static void plan_sizes(st_sched *s, st_worker *w)
 {
-    int first, count, B = s->o.batch, T = s->T;
+    int first, count, B = s->o.batch, T = s->T, node;
+    int ranks = st_cluster_size(s->o.cluster), rank = st_cluster_rank(s->o.cluster);
     st_shard_of(B, T, w->id, &first, &count);
     add_size(w, count);
-    int last = (int)(s->o.train->count % B);
-    if (last) {
-        st_shard_of(last, T, w->id, &first, &count);
+    int last = (int)(s->o.train->count % ((long)B * ranks));
+    if (last) { /* this node's part of the last batch, then the worker's */
+        st_shard_of(last, ranks, rank, &first, &node);
+        st_shard_of(node, T, w->id, &first, &count);
         add_size(w, count);
     }
     int cap = w->cap;
@@ -201,6 +205,29 @@ static int all_finite(const float *x, size_t n)
     return !bad;
 }
 
+/* Multi-node: sum this node's view of the iteration over the nodes, on
+ * worker r's communicator (every worker of a node passes the same values
+ * and gets the same sums): failures, stop requests, loss, images. A
+ * failing MPI call leaves peers waiting, so it aborts every rank. */
+static void sum_over_nodes(st_worker *w, iter_record *rec, int *failed, double *loss,
+                           int *images)
+{
+    st_sched *s = w->s;
+    double v[4] = {*failed, rec->stop_request, *loss, *images};
+    if (st_cluster_control(s->o.cluster, w->id, v, 4, &w->err) != ST_OK) {
+        fprintf(stderr, "singletrain: %s\n", w->err.msg);
+        st_cluster_abort(s->o.cluster, 1);
+    }
+    *failed = v[0] > 0;
+    rec->stop_request = v[1] > 0;
+    *loss = v[2];
+    *images = (int)v[3];
+    if (w->id == 0) {
+        rec->nodes_loss = v[2];
+        rec->nodes_images = v[3];
+    }
+}
+
 /* Stop after the workers' first failure or stop batch, before anyone
  * updates a slice; called by every worker with the same arguments. */
 static void stop_workers(st_sched *s, int r, long it, st_status why)
@@ -238,19 +265,28 @@ static void worker_bsp(st_worker *w)
         st_barrier_wait(&s->mid);
         double t3 = now_seconds();
         double loss = 0.0;
-        int failed = b->stop;
+        int failed = b->stop, images = 0;
         for (int k = 0; k < s->T; k++) {
             loss += rec->loss[k];
+            images += rec->images[k];
             failed |= rec->status[k] != ST_OK;
         }
+        if (s->o.cluster)
+            sum_over_nodes(w, rec, &failed, &loss, &images);
         if (failed || !isfinite(loss) || rec->stop_request) {
             stop_workers(s, r, it, failed ? ST_EINTERNAL : rec->stop_request ? ST_OK
                                                                               : ST_EDIVERGED);
             break;
         }
-        st_ps_reduce(s->ps, r, 1.0f / (float)b->n, s->o.intra);
-        rec->grad_bad[r] = !all_finite(s->ps->grads[0] + s->ps->slice[r],
-                                       s->ps->slice[r + 1] - s->ps->slice[r]);
+        float *slice = s->ps->grads[0] + s->ps->slice[r];
+        size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
+        st_ps_reduce(s->ps, r, 1.0f / (float)images, s->o.intra);
+        if (s->o.cluster &&
+            st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
+            fprintf(stderr, "singletrain: %s\n", w->err.msg);
+            st_cluster_abort(s->o.cluster, 1);
+        }
+        rec->grad_bad[r] = !all_finite(slice, slice_len);
         double t4 = now_seconds();
         st_ps_apply(s->ps, r, s->o.solver, st_lr_at(&s->o.solver->lr, it), it, s->o.intra);
         double t5 = now_seconds();
@@ -539,13 +575,17 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
         const iter_record *rec = &s->rec[*reported % RECORDS];
         st_iteration it = {.iteration = *reported};
         for (int r = 0; r < s->T; r++) {
-            it.images += rec->images[r];
-            it.loss += rec->loss[r];
+            it.images += s->o.cluster ? 0 : rec->images[r];
+            it.loss += s->o.cluster ? 0.0 : rec->loss[r];
             it.time.data += rec->time[r].data / s->T;
             it.time.compute += rec->time[r].compute / s->T;
             it.time.barrier += rec->time[r].barrier / s->T;
             it.time.aggregate += rec->time[r].aggregate / s->T;
             it.time.update += rec->time[r].update / s->T;
+        }
+        if (s->o.cluster) {
+            it.images = (int)rec->nodes_images;
+            it.loss = rec->nodes_loss;
         }
         done(ctx, &it);
     }

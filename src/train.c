@@ -57,8 +57,11 @@ struct st_trainer {
     sigset_t old_mask;
     int signal;             /* the one that stopped the run, or 0 */
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
+    int allreduce;          /* multi-node: the algorithm's index, -1 for auto */
     char snapshot_path[ST_PATH_MAX + 64];
 };
+
+static const char *const sync_names[] = {"bsp", "ssp", "asp"};
 
 /* Batches read ahead of the workers. */
 #define BATCH_RING 2
@@ -66,7 +69,8 @@ struct st_trainer {
 st_train_opts st_train_defaults(void)
 {
     st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
-                       .backend = "dnnl", .log_every = 100, .io_threads = 1};
+                       .backend = "dnnl", .log_every = 100, .io_threads = 1,
+                       .allreduce = "rhd"};
     return o;
 }
 
@@ -174,7 +178,8 @@ static st_status open_data(st_trainer *t, st_error *err)
 
 static st_status plan_schedule(st_trainer *t, st_error *err)
 {
-    t->iters_per_epoch = (t->train->count + t->batch - 1) / t->batch;
+    long global = (long)t->batch * st_cluster_size(t->o.cluster);
+    t->iters_per_epoch = (t->train->count + global - 1) / global;
     if (t->o.iters)
         t->iterations = t->o.iters;
     else if (t->o.epochs)
@@ -351,8 +356,15 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         t->transform.seed = o->seed;
         st = open_data(t, err);
     }
+    if (st == ST_OK && o->cluster && o->sync != ST_SYNC_BSP)
+        st = st_fail(err, ST_EUSAGE, "--sync %s: training across nodes (mpirun) is "
+                     "bulk-synchronous only; leave --sync out", sync_names[o->sync]);
     if (st == ST_OK)
         st = plan_schedule(t, err);
+    if (st == ST_OK && o->cluster) {
+        st_cluster_opts co = {o->allreduce, o->supernode_size, o->sim_cross_bandwidth, 0};
+        st = st_cluster_configure(o->cluster, &co, &t->allreduce, err);
+    }
     if (st == ST_OK)
         st = st_ps_init(&t->ps, &t->net.params, o->threads,
                         st_solver_state_per_param(&t->hp.solver), err);
@@ -376,6 +388,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .transform = &t->transform,
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
+            .cluster = o->cluster,
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
@@ -410,9 +423,12 @@ typedef struct bsp_progress {
     st_time_split window;
 } bsp_progress;
 
+/* The test phase; in multi-node mode rank 0 alone tests (the weights are
+ * the same everywhere) while the others go on to the next iteration's
+ * all-reduce and wait for it there. */
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
 {
-    if (!t->test || t->o.no_test)
+    if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
         return ST_OK;
     long correct;
     double loss;
@@ -442,7 +458,9 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
     snprintf(path, sizeof path, "%s/%.*s_%s.snap", t->o.snapshot_dir, (int)len, base, tag);
     st_snapshot_meta m;
     snapshot_meta(t, iteration, &m);
-    st_status st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
+    st_status st = ST_OK;
+    if (st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on every rank */
+        st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
     if (st != ST_OK) {
         st_error_prefix(err, "--snapshot-dir: ");
         return st;
@@ -616,8 +634,10 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
 
 static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
 {
-    st_prefetch_opts po = {t->train, &t->transform, t->batch, t->o.seed, t->o.io_threads,
-                           &t->batches};
+    st_prefetch_opts po = {.source = t->train, .transform = &t->transform, .batch = t->batch,
+                           .rank = st_cluster_rank(t->o.cluster),
+                           .ranks = st_cluster_size(t->o.cluster), .seed = t->o.seed,
+                           .io_threads = t->o.io_threads, .q = &t->batches};
     st_prefetch *pf;
     st_status st = st_prefetch_start(&pf, &po, t->start, t->iterations, err);
     if (st != ST_OK)
@@ -668,7 +688,24 @@ static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
     return run_test(t, t->iterations, res, err);
 }
 
-static const char *const sync_names[] = {"bsp", "ssp", "asp"};
+static void log_line(void *ctx, const char *line)
+{
+    st_info(ctx, "%s", line);
+}
+
+void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
+{
+    memset(fp, 0, sizeof *fp);
+    fp->net_hash = st_net_hash(&t->net);
+    fp->seed = t->o.seed;
+    fp->iterations = t->iterations;
+    fp->batch = t->batch;
+    fp->workers = t->o.threads;
+    fp->intra = t->o.intra;
+    fp->solver = (int)t->hp.solver.rule;
+    fp->sync = (int)t->o.sync;
+    fp->algorithm = t->allreduce;
+}
 
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
 {
@@ -682,7 +719,18 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
             t->iters_per_epoch, t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra,
             t->o.intra > 1 ? "s" : "", sync, t->backend->name,
             st_solver_rule_names[t->hp.solver.rule], (unsigned long long)t->o.seed);
-    st_status st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (t->o.cluster)
+        st_info(&t->log, "nodes: %d ranks x batch %d = a global batch of %d images per "
+                "iteration; all-reduce %s", st_cluster_size(t->o.cluster), t->batch,
+                st_cluster_size(t->o.cluster) * t->batch,
+                t->allreduce < 0 ? "auto (probing each algorithm first)" : t->o.allreduce);
+    st_status st = ST_OK;
+    if (t->o.cluster) /* every rank starts from rank 0's weights */
+        st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
+    if (st == ST_OK)
+        st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (t->o.cluster)
+        st_cluster_report(t->o.cluster, res->iterations - t->start, log_line, &t->log);
     if (st == ST_EDIVERGED && t->snapshot_iter >= 0)
         st_info(&t->log, "the last good snapshot, iteration %ld, is %s", t->snapshot_iter,
                 t->snapshot_path);

@@ -1,0 +1,337 @@
+/* The multi-node mode over MPICH; see cluster.h. */
+#include "cluster.h"
+
+#include <float.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allreduce.h"
+#include "cores.h"
+
+/* Tags and probing: every candidate runs this many iterations under auto
+ * unless told otherwise. */
+#define DEFAULT_PROBE_ITERATIONS 3
+#define MAX_WORKERS 4096
+/* Waiting ranks poll and sleep this long between polls when the node's
+ * ranks x workers outnumber its cores (spinning would take the core from
+ * the peer being waited for: a 4 KB all-reduce took 50 ms that way). */
+#define OVERSUBSCRIBED_SLEEP_US 20
+
+/* One worker's view: its communicator, the algorithm it uses, the probe. */
+typedef struct cluster_worker {
+    MPI_Comm comm;
+    st_comm c;
+    int algorithm;               /* index in st_allreduce_algos; -1 while probing */
+    long probe_first;            /* first iteration it saw, or -1 */
+    double probe_best[16];       /* fastest call of each candidate, seconds */
+    st_allreduce_stats stats;
+} cluster_worker;
+
+struct st_cluster {
+    int rank, size;
+    st_cluster_opts o;
+    int algorithm;               /* chosen index, -1 for auto */
+    int workers;
+    cluster_worker *w;           /* [workers] */
+    double probe_table[16];      /* auto: slowest rank's fastest call, worker 0 */
+    int probed;
+};
+
+static double now_seconds(void)
+{
+    return MPI_Wtime();
+}
+
+int st_cluster_launched(void)
+{
+    const char *size = getenv("PMI_SIZE");
+    return size && atoi(size) > 1;
+}
+
+st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err)
+{
+    *out = NULL;
+    if (!st_cluster_launched())
+        return ST_OK;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "MPI_Init_thread failed");
+    if (provided < MPI_THREAD_MULTIPLE) {
+        MPI_Finalize();
+        return st_fail(err, ST_EIO, "the MPI library gives thread level %d, the workers need "
+                       "MPI_THREAD_MULTIPLE (%d)", provided, MPI_THREAD_MULTIPLE);
+    }
+    st_cluster *c = st_calloc(1, sizeof *c, "cluster", err);
+    if (!c) {
+        MPI_Finalize();
+        return ST_ENOMEM;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    c->algorithm = -1;
+    *out = c;
+    return ST_OK;
+}
+
+void st_cluster_free(st_cluster *c)
+{
+    if (!c)
+        return;
+    for (int w = 0; w < c->workers && c->w; w++)
+        if (c->w[w].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&c->w[w].comm);
+    free(c->w);
+    free(c);
+    MPI_Finalize();
+}
+
+void st_cluster_abort(st_cluster *c, int code)
+{
+    if (c)
+        MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+int st_cluster_rank(const st_cluster *c)
+{
+    return c ? c->rank : 0;
+}
+
+int st_cluster_size(const st_cluster *c)
+{
+    return c ? c->size : 1;
+}
+
+st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
+                               st_error *err)
+{
+    c->o = *o;
+    if (c->o.probe_iterations <= 0)
+        c->o.probe_iterations = DEFAULT_PROBE_ITERATIONS;
+    if (st_allreduce_count > sizeof c->probe_table / sizeof c->probe_table[0])
+        return st_fail(err, ST_EINTERNAL, "more all-reduce algorithms than probe slots");
+    c->algorithm = -1;
+    if (strcmp(o->algorithm, "auto") != 0) {
+        const st_allreduce_algo *a;
+        st_status st = st_allreduce_find(o->algorithm, &a, err);
+        if (st != ST_OK)
+            return st;
+        c->algorithm = (int)(a - st_allreduce_algos);
+    }
+    if (o->supernode_size < 0)
+        return st_fail(err, ST_EUSAGE, "--supernode-size %d: expected ranks per supernode "
+                       ">= 1, or 0 for none", o->supernode_size);
+    if (!(o->sim_cross_bandwidth >= 0.0 && o->sim_cross_bandwidth <= 1.0))
+        return st_fail(err, ST_EUSAGE, "--sim-cross-bandwidth %g: expected a fraction in (0, "
+                       "1], or 0 for off", o->sim_cross_bandwidth);
+    *algorithm = c->algorithm;
+    return ST_OK;
+}
+
+/* The first field where a and b differ, or NULL. */
+static const char *fingerprint_differs(const st_cluster_fingerprint *a,
+                                       const st_cluster_fingerprint *b)
+{
+    if (a->net_hash != b->net_hash)
+        return "the network (cfg hash)";
+    if (a->batch != b->batch)
+        return "the batch (-b)";
+    if (a->workers != b->workers)
+        return "the worker count (-t)";
+    if (a->intra != b->intra)
+        return "the intra-op threads (--intra)";
+    if (a->seed != b->seed)
+        return "the seed (--seed)";
+    if (a->iterations != b->iterations)
+        return "the schedule (iterations)";
+    if (a->solver != b->solver)
+        return "the solver (solver=)";
+    if (a->sync != b->sync)
+        return "the synchronisation (--sync)";
+    if (a->algorithm != b->algorithm)
+        return "the all-reduce algorithm (--allreduce)";
+    return NULL;
+}
+
+/* What each rank contributes to the agreement. */
+typedef struct agreement {
+    int status;
+    int pad;
+    st_cluster_fingerprint fp;
+} agreement;
+
+st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
+                           st_error *err)
+{
+    agreement mine;
+    memset(&mine, 0, sizeof mine);
+    mine.status = local;
+    if (local == ST_OK)
+        mine.fp = *fp;
+    agreement *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) {
+        st_fail(err, ST_ENOMEM, "out of memory agreeing with the other ranks");
+        st_cluster_abort(c, 1);
+        return ST_ENOMEM;
+    }
+    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                      MPI_COMM_WORLD) != MPI_SUCCESS) {
+        free(all);
+        return st_fail(err, ST_EIO, "MPI_Allgather failed agreeing on the set-up");
+    }
+    st_status st = local;
+    for (int r = 0; r < c->size && st == ST_OK; r++) {
+        if (all[r].status != ST_OK) {
+            st = st_fail(err, (st_status)all[r].status, "rank %d of %d failed to set up (its "
+                         "message says why): stopping every rank", r, c->size);
+            break;
+        }
+        const char *what = fingerprint_differs(&all[0].fp, &all[r].fp);
+        if (what)
+            st = st_fail(err, ST_EUSAGE, "rank %d of %d differs from rank 0 in %s: every rank "
+                         "must run the same cfg with the same options", r, c->size, what);
+    }
+    free(all);
+    return st;
+}
+
+st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
+{
+    if (workers < 1 || workers > MAX_WORKERS)
+        return st_fail(err, ST_EUSAGE, "%d workers: expected 1 to %d", workers, MAX_WORKERS);
+    c->w = calloc((size_t)workers, sizeof *c->w);
+    if (!c->w)
+        return st_fail(err, ST_ENOMEM, "out of memory for the workers' communicators");
+    c->workers = workers;
+    for (int w = 0; w < workers; w++)
+        c->w[w].comm = MPI_COMM_NULL;
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    int sleep_us = local * workers > st_usable_cores() ? OVERSUBSCRIBED_SLEEP_US : 0;
+    for (int w = 0; w < workers; w++) {
+        cluster_worker *cw = &c->w[w];
+        if (MPI_Comm_dup(MPI_COMM_WORLD, &cw->comm) != MPI_SUCCESS)
+            return st_fail(err, ST_EIO, "MPI_Comm_dup failed for worker %d", w);
+        st_status st = st_comm_init(&cw->c, cw->comm, c->o.supernode_size,
+                                    c->o.sim_cross_bandwidth, err);
+        if (st != ST_OK)
+            return st;
+        cw->c.idle_sleep_us = sleep_us;
+        cw->algorithm = c->algorithm;
+        cw->probe_first = -1;
+        for (size_t a = 0; a < st_allreduce_count; a++)
+            cw->probe_best[a] = DBL_MAX;
+    }
+    return ST_OK;
+}
+
+st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
+{
+    for (size_t at = 0; at < n;) {
+        int k = n - at > (size_t)(1 << 30) ? 1 << 30 : (int)(n - at);
+        if (MPI_Bcast(x + at, k, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+            return st_fail(err, ST_EIO, "MPI_Bcast of the initial weights failed");
+        at += (size_t)k;
+    }
+    return ST_OK;
+}
+
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, st_error *err)
+{
+    if (MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, c->w[w].comm) !=
+        MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Allreduce of the iteration's control "
+                       "values failed", w);
+    return ST_OK;
+}
+
+/* auto: after every candidate's probe iterations, the slowest rank's
+ * fastest call decides (the same figures reach every rank, so every rank
+ * picks the same). */
+static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
+{
+    double slowest[16];
+    if (MPI_Allreduce(cw->probe_best, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX,
+                      cw->comm) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Allreduce of the probe times failed", w);
+    int best = 0;
+    for (size_t a = 1; a < st_allreduce_count; a++)
+        if (slowest[a] < slowest[best])
+            best = (int)a;
+    cw->algorithm = best;
+    if (w == 0) {
+        memcpy(c->probe_table, slowest, st_allreduce_count * sizeof slowest[0]);
+        c->probed = 1;
+    }
+    return ST_OK;
+}
+
+st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
+                               st_error *err)
+{
+    cluster_worker *cw = &c->w[w];
+    int algorithm = cw->algorithm;
+    long probe = c->o.probe_iterations;
+    if (algorithm < 0) {
+        if (cw->probe_first < 0)
+            cw->probe_first = it;
+        long k = (it - cw->probe_first) / probe;
+        if (k >= (long)st_allreduce_count) {
+            st_status st = decide(c, cw, w, err);
+            if (st != ST_OK)
+                return st;
+            algorithm = cw->algorithm;
+        } else {
+            algorithm = (int)k;
+        }
+    }
+    double t0 = now_seconds();
+    st_status st = st_allreduce_algos[algorithm].run(buf, n, &cw->c, &cw->stats, err);
+    double t = now_seconds() - t0;
+    if (st == ST_OK && cw->algorithm < 0 && t < cw->probe_best[algorithm])
+        cw->probe_best[algorithm] = t;
+    if (st != ST_OK)
+        st_error_prefix(err, "worker %d, --allreduce %s: ", w, st_allreduce_algos[algorithm].name);
+    return st;
+}
+
+void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
+                       void *ctx)
+{
+    char line[512];
+    if (c->probed) {
+        int len = snprintf(line, sizeof line, "all-reduce probe, slowest rank's fastest call "
+                           "on worker 0's slice, ms:");
+        for (size_t a = 0; a < st_allreduce_count && len < (int)sizeof line; a++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f",
+                            st_allreduce_algos[a].name, 1e3 * c->probe_table[a]);
+        print(ctx, line);
+    }
+    uint64_t sent = 0, crossing = 0;
+    double seconds = 0.0;
+    int len = snprintf(line, sizeof line, "all-reduce:");
+    for (int w = 0; w < c->workers; w++) {
+        const cluster_worker *cw = &c->w[w];
+        sent += cw->stats.bytes_sent;
+        crossing += cw->stats.bytes_crossing;
+        seconds += cw->stats.seconds;
+        if (len < (int)sizeof line && (w < 4 || w == c->workers - 1))
+            len += snprintf(line + len, sizeof line - (size_t)len, " worker %d %s%s", w,
+                            cw->algorithm >= 0 ? st_allreduce_algos[cw->algorithm].name
+                                               : "(still probing)",
+                            w + 1 < c->workers ? "," : "");
+    }
+    print(ctx, line);
+    double per = iterations > 0 ? (double)iterations : 1.0;
+    snprintf(line, sizeof line, "all-reduce on rank %d: %.3f MB sent per iteration, %.3f MB of "
+             "it across supernodes; %.3f ms per iteration per worker", c->rank,
+             (double)sent / per / 1e6, (double)crossing / per / 1e6,
+             1e3 * seconds / per / (c->workers ? c->workers : 1));
+    print(ctx, line);
+}
