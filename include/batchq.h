@@ -18,6 +18,7 @@ typedef struct st_batch_slot {
     int *labels;       /* [capacity] */
     long *indices;     /* [capacity] record indices, for the producer's use */
     int n;             /* samples in this batch */
+    int n_total;       /* multi-node: samples of the iteration over every node */
     long sample0;      /* global index of its first sample (dropout) */
     int stop;          /* the producer failed: workers stop at this batch */
     atomic_long ready; /* the iteration it holds, -1 while being filled or empty */

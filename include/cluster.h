@@ -33,6 +33,7 @@ typedef struct st_cluster_fingerprint {
     int solver;   /* st_solver_rule */
     int sync;     /* st_sync_mode */
     int algorithm;/* index in st_allreduce_algos, or -1 for auto */
+    int overlap;  /* --overlap */
 } st_cluster_fingerprint;
 
 typedef struct st_cluster_opts {
@@ -70,9 +71,10 @@ st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *alg
 st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
                            st_error *err);
 
-/* Collective, after st_cluster_agree: one communicator per worker, and the
- * pacing calibration of --sim-cross-bandwidth. */
-st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err);
+/* Collective, after st_cluster_agree: one communicator (channel) per
+ * worker, and one more for --overlap's thread; the pacing calibration of
+ * --sim-cross-bandwidth. */
+st_status st_cluster_start_workers(st_cluster *c, int channels, st_error *err);
 
 /* Collective: rank 0's x [n] to every rank. */
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);

@@ -65,6 +65,10 @@ typedef struct st_replica {
     int input_delta;
     int *accumulate;        /* [n_layers * ST_MAX_SRC] see st_pass */
     unsigned char *consumed;/* [n_layers] some later layer reads the output */
+    /* Called after layer i's backward pass, its parameter gradients final
+     * (multi-node overlap); NULL: none. */
+    void (*layer_done)(void *ctx, int layer);
+    void *layer_done_ctx;
     const void **out_layout;/* [n_layers] backend layout of each output */
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */

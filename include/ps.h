@@ -42,6 +42,10 @@ void st_ps_free(st_ps *ps);
  * is elementwise, so the result does not depend on threads. */
 void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
 
+/* The same arithmetic on arena floats [b, e), on the calling thread: the
+ * multi-node overlap reduces layer buckets as backward produces them. */
+void st_ps_reduce_range(st_ps *ps, size_t b, size_t e, float scale);
+
 /* Apply the solver's update of iteration iter (from 0; Adam's bias
  * correction uses it) to slice r with the reduced gradient, on `threads`. */
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);

@@ -69,6 +69,8 @@ typedef struct st_sched_opts {
     const st_transform *transform; /* records to inputs (test, SSP / ASP) */
     size_t record_bytes;     /* largest record of the train and test sources */
     st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
+    int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
+    size_t bucket_bytes;     /* its minimum bucket */
 } st_sched_opts;
 
 typedef struct st_sched st_sched;

@@ -41,6 +41,8 @@ typedef struct st_train_opts {
     const char *allreduce;   /* --allreduce NAME, or "auto" */
     int supernode_size;      /* --supernode-size Q; 0 = none */
     double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
+    int overlap;             /* --overlap: all-reduce during backward */
+    size_t bucket_bytes;     /* --bucket-size */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */

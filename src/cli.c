@@ -66,6 +66,11 @@ static const st_option options[] = {
     {"sim-cross-bandwidth", 0, "F", "Multi-node", "slow messages between supernodes to F "
      "(0 < F <= 1) of the bandwidth inside one, to simulate Sunway's links (e.g. 0.25)",
      ST_OPT_STRING, offsetof(st_cli, sim_cross_bandwidth), 0, 0},
+    {"overlap", 0, NULL, "Multi-node", "all-reduce each bucket of layers as soon as backward "
+     "has produced it, on a communication thread, while backward goes on", ST_OPT_FLAG,
+     TRAIN(overlap), 0, 0},
+    {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
+     ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
     {"weights", 0, "FILE", "Snapshots", "start from these weights: a snapshot or a Darknet "
      ".weights file (the solver starts afresh at iteration 0)", ST_OPT_STRING, TRAIN(weights),
      0, 0},

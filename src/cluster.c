@@ -151,6 +151,8 @@ static const char *fingerprint_differs(const st_cluster_fingerprint *a,
         return "the synchronisation (--sync)";
     if (a->algorithm != b->algorithm)
         return "the all-reduce algorithm (--allreduce)";
+    if (a->overlap != b->overlap)
+        return "--overlap";
     return NULL;
 }
 

@@ -39,7 +39,7 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
         if (local.code != ST_OK) /* this rank's own reason comes first */
             *err = local;
         if (st == ST_OK)
-            st = st_cluster_start_workers(cluster, fp.workers, err);
+            st = st_cluster_start_workers(cluster, fp.workers + fp.overlap, err);
     }
     st_train_result res;
     if (st == ST_OK) {

@@ -454,6 +454,8 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         if (r->time)
             r->time[i].backward_data +=
                 net_seconds() - t0 - (r->time[i].backward_weights - weights_before);
+        if (r->layer_done)
+            r->layer_done(r->layer_done_ctx, i);
     }
     return ST_OK;
 }

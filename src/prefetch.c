@@ -87,6 +87,7 @@ st_status st_prefetch_fill(st_prefetch *p, long it, st_batch_slot *slot, st_erro
     long global = (long)p->o.batch * p->ranks, b0 = j * global;
     int n = (int)(src->count - b0 < global ? src->count - b0 : global), first;
     st_shard_of(n, p->ranks, p->o.rank, &first, &slot->n);
+    slot->n_total = n;
     slot->sample0 = epoch * src->count + b0 + first;
     p->job = slot;
     p->job_indices = p->order.perm + b0 + first;

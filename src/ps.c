@@ -67,7 +67,7 @@ static void sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *
     *se = hi < e ? hi : e;
 }
 
-static void reduce_range(st_ps *ps, size_t b, size_t e, float scale)
+void st_ps_reduce_range(st_ps *ps, size_t b, size_t e, float scale)
 {
     float *sum = ps->grads[0];
     for (int w = 1; w < ps->n_workers; w++) {
@@ -83,14 +83,14 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
 {
     size_t b = ps->slice[r], e = ps->slice[r + 1];
     if (threads <= 1) {
-        reduce_range(ps, b, e, scale);
+        st_ps_reduce_range(ps, b, e, scale);
         return;
     }
 #pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
         sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
-        reduce_range(ps, sb, se, scale);
+        st_ps_reduce_range(ps, sb, se, scale);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "barrier.h"
+#include "overlap.h"
 
 enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
 
@@ -70,6 +71,7 @@ struct st_sched {
     st_barrier start, end;          /* the scheduler and the workers */
     st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
+    st_overlap *overlap;            /* multi-node overlap, or NULL */
     /* the command; written by the scheduler before `start` */
     int cmd;
     st_batchq *q;
@@ -143,6 +145,12 @@ static void plan_sizes(st_sched *s, st_worker *w)
         add_size(w, (int)((te - tb) % cap));
 }
 
+static void layer_done(void *ctx, int layer)
+{
+    st_worker *w = ctx;
+    st_overlap_layer_done(w->s->overlap, w->id, layer);
+}
+
 static st_status worker_init(st_worker *w)
 {
     st_sched *s = w->s;
@@ -154,6 +162,10 @@ static st_status worker_init(st_worker *w)
     if (st != ST_OK) {
         st_error_prefix(&w->err, "worker %d: ", w->id);
         return st;
+    }
+    if (s->overlap) {
+        w->replica.layer_done = layer_done;
+        w->replica.layer_done_ctx = w;
     }
     size_t per = st_shape_count(s->net->input);
     w->x = st_calloc((size_t)w->cap * per, sizeof *w->x, "worker input", &w->err);
@@ -255,7 +267,11 @@ static void worker_bsp(st_worker *w)
         double t0 = now_seconds();
         const st_batch_slot *b = st_batchq_wait(s->q, it);
         double t1 = now_seconds();
+        if (s->overlap && r == 0)
+            st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
         st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+        if (s->overlap)
+            st_overlap_worker_end(s->overlap, r);
         rec->status[r] = st;
         if (st != ST_OK)
             w->status = st;
@@ -273,6 +289,8 @@ static void worker_bsp(st_worker *w)
         }
         if (s->o.cluster)
             sum_over_nodes(w, rec, &failed, &loss, &images);
+        if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
+            st_overlap_wait(s->overlap, it);
         if (failed || !isfinite(loss) || rec->stop_request) {
             stop_workers(s, r, it, failed ? ST_EINTERNAL : rec->stop_request ? ST_OK
                                                                               : ST_EDIVERGED);
@@ -280,8 +298,9 @@ static void worker_bsp(st_worker *w)
         }
         float *slice = s->ps->grads[0] + s->ps->slice[r];
         size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
-        st_ps_reduce(s->ps, r, 1.0f / (float)images, s->o.intra);
-        if (s->o.cluster &&
+        if (!s->overlap)
+            st_ps_reduce(s->ps, r, 1.0f / (float)images, s->o.intra);
+        if (s->o.cluster && !s->overlap &&
             st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
             fprintf(stderr, "singletrain: %s\n", w->err.msg);
             st_cluster_abort(s->o.cluster, 1);
@@ -495,6 +514,7 @@ void st_sched_free(st_sched *s)
         pthread_mutex_destroy(&s->clock_lock);
         pthread_cond_destroy(&s->clock_moved);
     }
+    st_overlap_free(s->overlap);
     free(s->w);
     free(s);
 }
@@ -536,6 +556,14 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         return st_fail(err, ST_EINTERNAL, "cannot create the scheduler's barriers");
     }
     s->barriers_ready = 1;
+    if (o->overlap && o->cluster) {
+        st_status st = st_overlap_create(&s->overlap, net, ps, o->cluster, s->T, s->T,
+                                         o->bucket_bytes, err);
+        if (st != ST_OK) {
+            st_sched_free(s);
+            return st;
+        }
+    }
     int started = 0;
     for (int r = 0; r < s->T; r++) {
         st_worker *w = &s->w[r];
@@ -645,6 +673,8 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     atomic_store(&s->stopping, 0);
     atomic_store(&s->stop_requested, 0);
     atomic_store(&s->completed, first);
+    if (s->overlap)
+        st_overlap_start(s->overlap, first);
     s->cmd = CMD_BSP;
     st_barrier_wait(&s->start);
     long reported = first;

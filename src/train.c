@@ -70,7 +70,7 @@ st_train_opts st_train_defaults(void)
 {
     st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
                        .backend = "dnnl", .log_every = 100, .io_threads = 1,
-                       .allreduce = "rhd"};
+                       .allreduce = "rhd", .bucket_bytes = 512u << 10};
     return o;
 }
 
@@ -356,6 +356,9 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         t->transform.seed = o->seed;
         st = open_data(t, err);
     }
+    if (st == ST_OK && o->overlap && !o->cluster)
+        st = st_fail(err, ST_EUSAGE, "--overlap: overlapping the all-reduce with backward needs "
+                     "several nodes (mpirun -np P with P > 1)");
     if (st == ST_OK && o->cluster && o->sync != ST_SYNC_BSP)
         st = st_fail(err, ST_EUSAGE, "--sync %s: training across nodes (mpirun) is "
                      "bulk-synchronous only; leave --sync out", sync_names[o->sync]);
@@ -388,7 +391,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .transform = &t->transform,
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
-            .cluster = o->cluster,
+            .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
@@ -705,6 +708,7 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     fp->solver = (int)t->hp.solver.rule;
     fp->sync = (int)t->o.sync;
     fp->algorithm = t->allreduce;
+    fp->overlap = t->o.overlap;
 }
 
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
@@ -724,6 +728,9 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
                 "iteration; all-reduce %s", st_cluster_size(t->o.cluster), t->batch,
                 st_cluster_size(t->o.cluster) * t->batch,
                 t->allreduce < 0 ? "auto (probing each algorithm first)" : t->o.allreduce);
+    if (t->o.overlap)
+        st_info(&t->log, "overlap: gradients all-reduced during backward in buckets of at "
+                "least %zu bytes", t->o.bucket_bytes);
     st_status st = ST_OK;
     if (t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);

@@ -2,8 +2,8 @@
 # Training across nodes under mpirun: 2 ranks x 2 workers x batch 12 end
 # 20 iterations of LeNet-5 (dropout included) with the weights of 4
 # workers x batch 24 on one node, within 1e-5 of each tensor's scale, for
-# every all-reduce algorithm and auto; a fixed algorithm gives the same
-# bytes twice; the crossing-bytes count follows --supernode-size; ranks
+# every all-reduce algorithm and auto, and with --overlap; a fixed
+# algorithm gives the same bytes twice; the crossing-bytes count follows --supernode-size; ranks
 # that differ or fail at set-up stop every rank with a message, no hang.
 # Prints SKIP and passes when mpirun is missing.
 # usage: sh tests/test_multinode.sh PATH_TO_SINGLETRAIN
@@ -44,6 +44,25 @@ check "rhd again" err 0 "" -- \
     mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce rhd --supernode-size 1 \
     --snapshot-dir "$tmp/again" "$cfg"
 expect "rhd twice: byte-identical snapshots" cmp -s "$tmp/rhd/lenet_final.snap" "$tmp/again/lenet_final.snap"
+
+# --overlap: buckets all-reduced during backward. With two ranks the sums
+# are the same floats in either order: byte-identical to the plain run.
+for algo in rhd auto; do
+    mkdir "$tmp/overlap-$algo"
+    check "--overlap --allreduce $algo (64K buckets)" err 0 "" -- \
+        mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --overlap --bucket-size 64K \
+        --snapshot-dir "$tmp/overlap-$algo" "$cfg"
+    expect "--overlap $algo: byte-identical to the run without it" \
+        cmp -s "$tmp/rhd/lenet_final.snap" "$tmp/overlap-$algo/lenet_final.snap"
+done
+mkdir "$tmp/three" "$tmp/one3"
+check "three ranks with --overlap" err 0 "" -- \
+    mpirun -np 3 "$bin" -t 1 -b 8 $common --overlap --bucket-size 16K --snapshot-dir "$tmp/three" "$cfg"
+check "one node: -t 3 -b 24" err 0 "" -- "$bin" -t 3 -b 24 $common --snapshot-dir "$tmp/one3" "$cfg"
+check "three ranks with --overlap: the weights of one node, to 1e-5" out 0 "largest relative difference" -- \
+    "$snapdiff" "$cfg" "$tmp/one3/lenet_final.snap" "$tmp/three/lenet_final.snap" 1e-5
+check "--overlap on one node" err 2 "--overlap: overlapping the all-reduce with backward needs several nodes" -- \
+    "$bin" --overlap --data synthetic --iters 5 "$cfg"
 
 # The log: global batch, and bytes across supernodes (all of them with one
 # rank per supernode, none with both ranks in one).
