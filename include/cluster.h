@@ -34,6 +34,7 @@ typedef struct st_cluster_fingerprint {
     int sync;     /* st_sync_mode */
     int algorithm;/* index in st_allreduce_algos, or -1 for auto */
     int overlap;  /* --overlap */
+    int per_layer;/* --allreduce-granularity layer */
 } st_cluster_fingerprint;
 
 typedef struct st_cluster_opts {
@@ -41,6 +42,8 @@ typedef struct st_cluster_opts {
     int supernode_size;        /* --supernode-size Q; 0 = none */
     double sim_cross_bandwidth;/* --sim-cross-bandwidth F; 0 = off */
     int probe_iterations;      /* auto: iterations timed per candidate */
+    const char *granularity;   /* auto: "model" (one choice for the whole gradient, the
+                                  default) or "layer" (each slice or bucket its own) */
 } st_cluster_opts;
 
 /* Whether this process was started by mpirun (MPICH's PMI environment)
@@ -86,7 +89,9 @@ st_status st_cluster_control(st_cluster *c, int w, double *values, int n, st_err
 /* Worker w's all-reduce of its gradient slice buf [n] (in place, the sum
  * over ranks) with the chosen algorithm; iteration it drives `auto`'s
  * probing (every candidate for probe_iterations iterations, then the one
- * whose slowest rank was fastest). */
+ * whose slowest rank was fastest: on this channel's messages with layer
+ * granularity; with model granularity on the slowest channel's, so that
+ * every channel picks the same). */
 st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
                                st_error *err);
 

@@ -39,6 +39,7 @@ typedef struct st_train_opts {
     double *loss_trace;      /* NULL, or [iterations]: loss per image of each */
     st_cluster *cluster;     /* multi-node (mpirun), or NULL */
     const char *allreduce;   /* --allreduce NAME, or "auto" */
+    const char *allreduce_granularity; /* auto: "model" or "layer" */
     int supernode_size;      /* --supernode-size Q; 0 = none */
     double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
     int overlap;             /* --overlap: all-reduce during backward */

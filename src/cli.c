@@ -60,6 +60,9 @@ static const st_option options[] = {
     {"allreduce", 0, "NAME", "Multi-node", "under mpirun: mpi, ring, rhd, rhd-supernode, "
      "binomial, ps, or auto (time each on the first iterations, keep the fastest; default "
      "rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
+    {"allreduce-granularity", 0, "model|layer", "Multi-node", "auto: one algorithm for the "
+     "whole gradient (model, default), or one per slice / bucket (layer)", ST_OPT_STRING,
+     TRAIN(allreduce_granularity), 0, 0},
     {"supernode-size", 0, "Q", "Multi-node", "ranks 0..Q-1 form supernode 0, and so on (for "
      "rhd-supernode and the crossing-bytes count)", ST_OPT_INT, TRAIN(supernode_size), 1,
      1 << 20},

@@ -37,6 +37,7 @@ struct st_cluster {
     cluster_worker *w;           /* [workers] */
     double probe_table[16];      /* auto: slowest rank's fastest call, worker 0 */
     int probed;
+    int per_layer;               /* auto decides per channel */
 };
 
 static double now_seconds(void)
@@ -112,6 +113,10 @@ st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *alg
     if (st_allreduce_count > sizeof c->probe_table / sizeof c->probe_table[0])
         return st_fail(err, ST_EINTERNAL, "more all-reduce algorithms than probe slots");
     c->algorithm = -1;
+    const char *g = o->granularity ? o->granularity : "model";
+    if (strcmp(g, "model") != 0 && strcmp(g, "layer") != 0)
+        return st_fail(err, ST_EUSAGE, "--allreduce-granularity %s: expected model or layer", g);
+    c->per_layer = strcmp(g, "layer") == 0;
     if (strcmp(o->algorithm, "auto") != 0) {
         const st_allreduce_algo *a;
         st_status st = st_allreduce_find(o->algorithm, &a, err);
@@ -153,6 +158,8 @@ static const char *fingerprint_differs(const st_cluster_fingerprint *a,
         return "the all-reduce algorithm (--allreduce)";
     if (a->overlap != b->overlap)
         return "--overlap";
+    if (a->per_layer != b->per_layer)
+        return "--allreduce-granularity";
     return NULL;
 }
 
@@ -255,11 +262,21 @@ st_status st_cluster_control(st_cluster *c, int w, double *values, int n, st_err
 
 /* auto: after every candidate's probe iterations, the slowest rank's
  * fastest call decides (the same figures reach every rank, so every rank
- * picks the same). */
+ * picks the same). With model granularity the node's figure is its
+ * slowest channel's (among those that sent: with --overlap the workers'
+ * channels are idle); the channels' probes all ended an iteration ago,
+ * behind the barriers since, so reading them here is safe. */
 static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
 {
-    double slowest[16];
-    if (MPI_Allreduce(cw->probe_best, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX,
+    double local[16], slowest[16];
+    memcpy(local, cw->probe_best, sizeof local);
+    for (int k = 0; !c->per_layer && k < c->workers; k++)
+        for (size_t a = 0; a < st_allreduce_count; a++) {
+            double t = c->w[k].probe_best[a];
+            if (t < DBL_MAX && (local[a] == DBL_MAX || t > local[a]))
+                local[a] = t;
+        }
+    if (MPI_Allreduce(local, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX,
                       cw->comm) != MPI_SUCCESS)
         return st_fail(err, ST_EIO, "worker %d: MPI_Allreduce of the probe times failed", w);
     int best = 0;

@@ -365,7 +365,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (st == ST_OK)
         st = plan_schedule(t, err);
     if (st == ST_OK && o->cluster) {
-        st_cluster_opts co = {o->allreduce, o->supernode_size, o->sim_cross_bandwidth, 0};
+        st_cluster_opts co = {o->allreduce, o->supernode_size, o->sim_cross_bandwidth, 0,
+                              o->allreduce_granularity};
         st = st_cluster_configure(o->cluster, &co, &t->allreduce, err);
     }
     if (st == ST_OK)
@@ -709,6 +710,8 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     fp->sync = (int)t->o.sync;
     fp->algorithm = t->allreduce;
     fp->overlap = t->o.overlap;
+    fp->per_layer = t->o.allreduce_granularity &&
+                    strcmp(t->o.allreduce_granularity, "layer") == 0;
 }
 
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)

@@ -45,6 +45,19 @@ check "rhd again" err 0 "" -- \
     --snapshot-dir "$tmp/again" "$cfg"
 expect "rhd twice: byte-identical snapshots" cmp -s "$tmp/rhd/lenet_final.snap" "$tmp/again/lenet_final.snap"
 
+# auto's granularity: one algorithm for the whole gradient, or one per slice.
+check "auto, model granularity" out 0 "all-reduce probe" -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto "$cfg"
+picked=$(sed -n 's/^all-reduce: worker 0 \([a-z-]*\), worker 1 \([a-z-]*\)$/\1 \2/p' "$tmp/stdout")
+expect "auto, model granularity: both slices use one algorithm ($picked)" \
+    [ -n "$picked" ] && [ "${picked% *}" = "${picked#* }" ]
+check "auto, layer granularity" out 0 "all-reduce: worker 0 " -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto \
+    --allreduce-granularity layer "$cfg"
+check "a bad granularity" err 2 "--allreduce-granularity slab: expected model or layer" -- \
+    mpirun -np 2 "$bin" -t 2 --allreduce auto --allreduce-granularity slab --data synthetic \
+    --iters 5 "$cfg"
+
 # --overlap: buckets all-reduced during backward. With two ranks the sums
 # are the same floats in either order: byte-identical to the plain run.
 for algo in rhd auto; do
