@@ -140,8 +140,34 @@ static st_status read_float_except(const st_cfg *cfg, st_cfg_section *s, const c
  * (the same as solver=adam), momentum=, decay=, B1=, B2=, eps= (Darknet's
  * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
  * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
+/* One warning per update-rule key given that the chosen rule ignores
+ * (momentum= is left alone: Darknet cfgs give it whatever the rule). */
+static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
+                                    const st_solver_cfg *c, const st_log *log)
+{
+    static const struct {
+        const char *key;
+        unsigned rules; /* bit per st_solver_rule that reads it */
+        const char *whose;
+    } keys[] = {
+        {"B1", 1u << ST_SOLVER_ADAM, "Adam's"},
+        {"B2", 1u << ST_SOLVER_ADAM, "Adam's"},
+        {"eps", 1u << ST_SOLVER_ADAM, "Adam's"},
+        {"rms_decay", 1u << ST_SOLVER_RMSPROP, "RMSProp's"},
+        {"delta", (1u << ST_SOLVER_ADAGRAD) | (1u << ST_SOLVER_RMSPROP) |
+                      (1u << ST_SOLVER_ADADELTA), "AdaGrad's, RMSProp's and AdaDelta's"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        st_cfg_option *o = st_cfg_find(s, keys[i].key);
+        if (o && !(keys[i].rules & (1u << c->rule)))
+            st_warn(log, "%s:%d: [%s] %s= has no effect with solver=%s (it is %s)", cfg->path,
+                    o->line, s->type, keys[i].key, st_solver_rule_names[c->rule],
+                    keys[i].whose);
+    }
+}
+
 static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg *c,
-                             st_error *err)
+                             const st_log *log, st_error *err)
 {
     int rule, adam;
     st_status st;
@@ -170,6 +196,7 @@ static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg
                            a->line, s->type, o->val, o->line);
         c->rule = ST_SOLVER_ADAM;
     }
+    warn_unused_solver_keys(cfg, s, c, log);
     return ST_OK;
 }
 
@@ -187,7 +214,7 @@ st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_er
         (st = st_cfg_int(cfg, s, "height", 0, 1, 1 << 16, &hp->input.h, err)) ||
         (st = st_cfg_int(cfg, s, "width", 0, 1, 1 << 16, &hp->input.w, err)) ||
         (st = st_cfg_int(cfg, s, "channels", 0, 1, 1 << 16, &hp->input.c, err)) ||
-        (st = read_solver(cfg, s, &hp->solver, err)) ||
+        (st = read_solver(cfg, s, &hp->solver, log, err)) ||
         (st = st_cfg_int(cfg, s, "max_batches", 0, 0, 1 << 30, &max_batches, err)) ||
         (st = read_schedule(cfg, s, &hp->solver.lr, err)) ||
         (st = read_data_keys(cfg, s, &hp->data, &hp->data_line, err)))

@@ -228,4 +228,10 @@ expect "snapshot file written" [ -s "$tmp/snaps/tiny_final.snap" ]
 check "-q keeps stdout quiet" err 0 "" -- "$bin" -q --data synthetic --iters 1 "$tmp/tiny.cfg"
 expect "-q printed nothing on stdout" [ ! -s "$tmp/stdout" ]
 
+printf '[net]\nheight=8\nwidth=8\nchannels=1\nsolver=rmsprop\nB1=0.8\nrms_decay=0.9\n[connected]\noutput=3\n[softmax]\n' \
+    >"$tmp/unused-key.cfg"
+check "a solver key the rule ignores warns" err 0 "unused-key.cfg:6: [net] B1= has no effect with solver=rmsprop (it is Adam's)" -- \
+    "$bin" --dry-run "$tmp/unused-key.cfg"
+expect "a key the rule reads does not warn" [ "$(grep -c 'no effect' "$tmp/stderr")" -eq 1 ]
+
 finish test_cli.sh
