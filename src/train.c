@@ -356,6 +356,11 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         t->transform.seed = o->seed;
         st = open_data(t, err);
     }
+    if (st == ST_OK && o->sync != ST_SYNC_BSP && (o->snapshot_every || o->resume))
+        st = st_fail(err, ST_EUSAGE, "--%s with --sync %s: periodic snapshots and exact "
+                     "resume need bulk-synchronous training (the workers of SSP and ASP are "
+                     "at different iterations); leave --sync out", o->resume ? "resume" :
+                     "snapshot-every", sync_names[o->sync]);
     if (st == ST_OK && o->overlap && !o->cluster)
         st = st_fail(err, ST_EUSAGE, "--overlap: overlapping the all-reduce with backward needs "
                      "several nodes (mpirun -np P with P > 1)");

@@ -121,8 +121,8 @@ for trial in $(seq $trials); do
     mkdir "$d"
     run "$d" --snapshot-every 500 &
     pid=$!
-    # 0.05 to 0.45 s: before, between or during snapshots
-    sleep "0.$(( $(od -An -N1 -tu1 /dev/urandom) % 40 + 5 ))"
+    # 20 to 240 ms into a run of about 300: before, between or during snapshots
+    sleep "0.$(printf '%03d' $(( $(od -An -N1 -tu1 /dev/urandom) % 221 + 20 )))"
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     n=$(newest "$d")
@@ -195,6 +195,11 @@ check "adam: resume from 1400" err 0 "" -- \
     $train 2000 --snapshot-dir "$tmp/adam" --resume "$tmp/adam/adam_1400.snap" "$tmp/adam.cfg"
 expect "adam: resumed final snapshot byte-identical" \
     cmp -s "$tmp/adam-ref/adam_final.snap" "$tmp/adam/adam_final.snap"
+
+check "--snapshot-every with --sync ssp" err 2 "--snapshot-every with --sync ssp: periodic snapshots and exact resume need bulk-synchronous training" -- \
+    "$bin" -t 2 --sync ssp:1 --data synthetic --iters 10 --snapshot-every 5 "$tmp/tiny.cfg"
+check "--resume with --sync asp" err 2 "--resume with --sync asp" -- \
+    "$bin" -t 2 --sync asp --data synthetic --iters 10 --resume "$s1" "$tmp/tiny.cfg"
 
 # --weights: a starting point, not a resume.
 check "--weights starts from a snapshot's weights at iteration 0" out 0 "starting from the weights in $s1" -- \
