@@ -21,7 +21,7 @@ CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
 endif
 
-SRC  := $(wildcard src/*.c src/layers/*.c src/backends/*.c src/backends/ref/*.c)
+SRC  := $(wildcard src/*.c src/layers/*.c src/backends/*.c src/backends/ref/*.c src/cpe/*.c)
 LIB_SRC := $(filter-out src/main.c,$(SRC))
 OBJ  := $(SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)

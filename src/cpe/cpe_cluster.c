@@ -1,0 +1,459 @@
+/* The emulated core group's cluster: 64 CPE contexts, the launch and its
+ * scheduler, barriers, faults, deadlock reports and the counters a launch
+ * returns.
+ *
+ * Why user-space contexts. A CPE program blocks in the middle of its code
+ * (a receive from an empty FIFO, a send to a full one, a barrier), so each
+ * of the 64 programs needs a stack to be suspended on. The candidates:
+ *   - 64 threads: every block is a futex wait and a kernel context switch
+ *     (microseconds), 64 threads share 2 cores, and the interleaving - hence
+ *     the order in which messages of different senders enter a FIFO and the
+ *     modelled times - changes from run to run.
+ *   - supersteps (run every CPE to its next communication point, deliver,
+ *     repeat): deterministic, but each kernel must be cut into resumable
+ *     pieces, so it no longer has the structure it would have on the CPE.
+ *   - user-space contexts (makecontext/swapcontext) on the launching thread,
+ *     chosen: a kernel is straight-line C as on the CPE; a switch saves and
+ *     restores registers (plus glibc's one sigprocmask call), about 0.2 us
+ *     measured here, and happens only when a CPE cannot go on; the fixed
+ *     round-robin order makes every launch deterministic; one thread per
+ *     core group leaves the other cores to the other workers.
+ *
+ * Scheduling is round-robin over CPE 0..63: a CPE runs until it finishes or
+ * blocks, then switches straight to the next CPE in cyclic order that can
+ * run - one that has not started, or a blocked one whose wait (cpe->wait)
+ * now holds - so a switch costs one swapcontext, not two through the
+ * launching thread. When no CPE can run, control returns to the launching
+ * thread: either every CPE has finished, or the rest wait for each other,
+ * which is a deadlock.
+ *
+ * Each context gets CPE_STACK_BYTES of host memory above a guard page (an
+ * overflow faults instead of corrupting the next stack). On the machine the
+ * stack lives in LDM; here host frames and sanitizer redzones are larger, and
+ * kernels keep their data in st_cpe_ldm_alloc buffers, so the stack holds only
+ * locals. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cpe_internal.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CPE_ASAN 1
+#endif
+#ifdef CPE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/* Host stack per CPE context: 256 KB, generous for kernel locals under
+ * sanitizers; untouched pages of the mapping cost no memory. */
+#define CPE_STACK_BYTES (256 * 1024)
+
+/* ---- creation ---- */
+
+st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err)
+{
+    *out = NULL;
+    st_cpe_cluster *cg = st_calloc(1, sizeof *cg, "CPE cluster", err);
+    if (!cg)
+        return ST_ENOMEM;
+    st_status st = ST_OK;
+    size_t ldm_bytes = (size_t)ST_CPE_COUNT * ST_CPE_LDM_BYTES;
+    cg->ldm_base = aligned_alloc(ST_CPE_LDM_BYTES, ldm_bytes);
+    if (!cg->ldm_base) {
+        st = st_fail(err, ST_ENOMEM, "out of memory allocating the CPE LDMs (%zu bytes)",
+                     ldm_bytes);
+        goto done;
+    }
+    memset(cg->ldm_base, 0, ldm_bytes);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t slot = CPE_STACK_BYTES + page;
+    cg->stack_map_bytes = slot * ST_CPE_COUNT;
+    void *map = mmap(NULL, cg->stack_map_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        cg->stack_map_bytes = 0;
+        st = st_fail(err, ST_ENOMEM, "out of memory mapping the CPE context stacks (%zu bytes)",
+                     slot * ST_CPE_COUNT);
+        goto done;
+    }
+    cg->stack_map = map;
+    for (int i = 0; i < ST_CPE_COUNT; i++) {
+        st_cpe *cpe = &cg->cpe[i];
+        unsigned char *guard = cg->stack_map + (size_t)i * slot;
+        if (mprotect(guard, page, PROT_NONE) != 0) {
+            st = st_fail(err, ST_EINTERNAL, "cannot protect the guard page of CPE %d's stack", i);
+            goto done;
+        }
+        cpe->cg = cg;
+        cpe->id = i;
+        cpe->row = i / ST_CPE_COLS;
+        cpe->col = i % ST_CPE_COLS;
+        cpe->stack = guard + page;
+        cpe->ldm = cg->ldm_base + (size_t)i * ST_CPE_LDM_BYTES;
+    }
+    cg->params = st_cpe_cost_params_default();
+    *out = cg;
+done:
+    if (st != ST_OK)
+        st_cpe_cluster_destroy(cg);
+    return st;
+}
+
+void st_cpe_cluster_destroy(st_cpe_cluster *cg)
+{
+    if (!cg)
+        return;
+    if (cg->stack_map)
+        munmap(cg->stack_map, cg->stack_map_bytes);
+    free(cg->ldm_base);
+    free(cg);
+}
+
+void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params *p)
+{
+    cg->params = *p;
+}
+
+const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg)
+{
+    return &cg->params;
+}
+
+/* ---- switching ---- */
+
+static int cpe_can_run(const st_cpe_cluster *cg, const st_cpe *cpe)
+{
+    if (cpe->state != CPE_BLOCKED)
+        return cpe->state == CPE_READY;
+    const cpe_wait *w = &cpe->wait;
+    switch (w->kind) {
+    case CPE_WAIT_RECV:
+        return cpe->in[w->bus].count > 0;
+    case CPE_WAIT_SEND:
+        return cg->cpe[w->peer].in[w->bus].count < ST_CPE_FIFO_DEPTH;
+    case CPE_WAIT_BCAST:
+        return cpe_line_has_room(cpe, w->bus);
+    case CPE_WAIT_BARRIER:
+        return cg->barrier.generation != w->generation;
+    case CPE_WAIT_NONE:
+        break;
+    }
+    return 1;
+}
+
+/* The CPE to run after CPE `after`: the first that can run in the cyclic
+ * order after it, or NULL when none can. */
+static st_cpe *cluster_next(st_cpe_cluster *cg, int after)
+{
+    for (int d = 1; d <= ST_CPE_COUNT; d++) {
+        st_cpe *next = &cg->cpe[(after + d) % ST_CPE_COUNT];
+        if (cpe_can_run(cg, next)) {
+            next->state = CPE_READY;
+            return next;
+        }
+    }
+    return NULL;
+}
+
+/* makecontext passes ints only: the CPE pointer travels in two halves. */
+static void cpe_entry(unsigned int hi, unsigned int lo)
+{
+    st_cpe *cpe = (st_cpe *)(uintptr_t)(((uint64_t)hi << 32) | lo);
+    st_cpe_cluster *cg = cpe->cg;
+    cg->kernel(cpe, cg->args);
+    /* A program must wait for its DMA; if it did not, the launch still ends
+     * only when the transfers have. */
+    cpe_clock *c = &cpe->clock;
+    if (c->dma_channel_free > c->now) {
+        c->dma += c->dma_channel_free - c->now;
+        c->now = c->dma_channel_free;
+    }
+    cpe->state = CPE_DONE;
+    st_cpe *next = cluster_next(cg, cpe->id);
+    if (next)
+        setcontext(&next->context);
+    /* Nobody can run: returning resumes uc_link, the launching thread. */
+}
+
+void cpe_block(st_cpe *cpe)
+{
+    st_cpe_cluster *cg = cpe->cg;
+    cpe->state = CPE_BLOCKED;
+    st_cpe *next = cluster_next(cg, cpe->id);
+    swapcontext(&cpe->context, next ? &next->context : &cg->host);
+    cpe->wait.kind = CPE_WAIT_NONE;
+}
+
+_Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...)
+{
+    st_cpe_cluster *cg = cpe->cg;
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    st_fail(&cg->fault, ST_EINTERNAL, "kernel '%s': CPE (%d,%d): %s", cg->kernel_name, cpe->row,
+            cpe->col, what);
+    cpe->state = CPE_DONE;
+    setcontext(&cg->host);
+    abort(); /* setcontext returns only if the host context is broken */
+}
+
+/* ---- deadlock report ---- */
+
+static void text_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void text_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
+/* The groups a deadlock report lists, in order. */
+enum { WAIT_GROUP_RECV_ROW, WAIT_GROUP_RECV_COL, WAIT_GROUP_SEND, WAIT_GROUP_BCAST_ROW,
+       WAIT_GROUP_BCAST_COL, WAIT_GROUP_BARRIER, WAIT_GROUPS };
+
+static const char *const wait_group_name[WAIT_GROUPS] = {
+    "receiving from the row", "receiving from the column", "sending to a full FIFO",
+    "broadcasting along the row (a FIFO full)", "broadcasting along the column (a FIFO full)",
+    "at the barrier",
+};
+
+static int wait_group(const cpe_wait *w)
+{
+    switch (w->kind) {
+    case CPE_WAIT_RECV:
+        return w->bus == ST_CPE_ROW ? WAIT_GROUP_RECV_ROW : WAIT_GROUP_RECV_COL;
+    case CPE_WAIT_SEND:
+        return WAIT_GROUP_SEND;
+    case CPE_WAIT_BCAST:
+        return w->bus == ST_CPE_ROW ? WAIT_GROUP_BCAST_ROW : WAIT_GROUP_BCAST_COL;
+    case CPE_WAIT_BARRIER:
+    case CPE_WAIT_NONE:
+        break;
+    }
+    return WAIT_GROUP_BARRIER;
+}
+
+static void cluster_report_deadlock(st_cpe_cluster *cg)
+{
+    char text[sizeof cg->fault.msg];
+    size_t len = 0;
+    text[0] = '\0';
+    for (int g = 0; g < WAIT_GROUPS; g++) {
+        int listed = 0;
+        for (int i = 0; i < ST_CPE_COUNT; i++) {
+            const st_cpe *cpe = &cg->cpe[i];
+            if (cpe->state != CPE_BLOCKED || wait_group(&cpe->wait) != g)
+                continue;
+            if (!listed)
+                text_append(text, sizeof text, &len, "%s%s:", len ? "; " : "", wait_group_name[g]);
+            text_append(text, sizeof text, &len, " (%d,%d)", cpe->row, cpe->col);
+            if (g == WAIT_GROUP_SEND) {
+                const st_cpe *peer = &cg->cpe[cpe->wait.peer];
+                text_append(text, sizeof text, &len, "->(%d,%d)", peer->row, peer->col);
+            }
+            listed++;
+        }
+    }
+    int finished = 0;
+    for (int i = 0; i < ST_CPE_COUNT; i++)
+        finished += cg->cpe[i].state == CPE_DONE;
+    text_append(text, sizeof text, &len, "; %d CPE%s finished", finished, finished == 1 ? "" : "s");
+    st_fail(&cg->fault, ST_EINTERNAL,
+            "kernel '%s': deadlock: every CPE that has not finished is blocked: %s",
+            cg->kernel_name, text);
+}
+
+/* ---- the launch ---- */
+
+/* Under AddressSanitizer, a program stopped by a fault (or a deadlock)
+ * leaves its frames' redzones poisoned on its stack; clear them before the
+ * stack is reused. */
+static void stack_unpoison(void *stack, size_t bytes)
+{
+#ifdef CPE_ASAN
+    __asan_unpoison_memory_region(stack, bytes);
+#else
+    (void)stack;
+    (void)bytes;
+#endif
+}
+
+static void cpe_prepare(st_cpe *cpe)
+{
+    st_cpe_cluster *cg = cpe->cg;
+    stack_unpoison(cpe->stack, CPE_STACK_BYTES);
+    cpe->state = CPE_READY;
+    cpe->wait.kind = CPE_WAIT_NONE;
+    cpe->ldm_used = 0;
+    memset(cpe->in, 0, sizeof cpe->in);
+    memset(&cpe->clock, 0, sizeof cpe->clock);
+    memset(&cpe->counts, 0, sizeof cpe->counts);
+    getcontext(&cpe->context);
+    cpe->context.uc_stack.ss_sp = cpe->stack;
+    cpe->context.uc_stack.ss_size = CPE_STACK_BYTES;
+    cpe->context.uc_link = &cg->host;
+    uint64_t p = (uint64_t)(uintptr_t)cpe;
+    makecontext(&cpe->context, (void (*)(void))cpe_entry, 2, (unsigned int)(p >> 32),
+                (unsigned int)(p & 0xffffffffu));
+}
+
+/* Run every CPE to completion, a fault or a deadlock (recorded in
+ * cg->fault). CPEs switch to one another directly (cpe_block, cpe_entry);
+ * control comes back here only on a fault or when no CPE can run: either
+ * all have finished or the rest are blocked for good. */
+static void cluster_run(st_cpe_cluster *cg)
+{
+    st_cpe *first = cluster_next(cg, ST_CPE_COUNT - 1);
+    if (first)
+        swapcontext(&cg->host, &first->context);
+    if (cg->fault.code != ST_OK)
+        return;
+    for (int i = 0; i < ST_CPE_COUNT; i++)
+        if (cg->cpe[i].state != CPE_DONE) {
+            cluster_report_deadlock(cg);
+            return;
+        }
+}
+
+/* Sum the CPEs' counts; the predicted time is the clock of the CPE that
+ * finished last (the lowest id among equals). */
+static void cluster_collect(const st_cpe_cluster *cg, st_cpe_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    int critical = 0;
+    for (int i = 0; i < ST_CPE_COUNT; i++) {
+        st_cpe_counters_add(out, &cg->cpe[i].counts);
+        if (cg->cpe[i].clock.now > cg->cpe[critical].clock.now)
+            critical = i;
+    }
+    out->launches = 1;
+    out->barriers = cg->barriers;
+    out->critical_cpe = critical;
+    const cpe_clock *c = &cg->cpe[critical].clock;
+    double hz = cg->params.clock_hz;
+    st_cpe_time *t = &out->time;
+    t->compute_s = c->compute / hz;
+    t->dma_s = c->dma / hz;
+    t->regcomm_s = c->regcomm / hz;
+    t->sync_s = c->sync / hz;
+    t->launch_s = cg->params.launch_seconds;
+    t->total_s = t->compute_s + t->dma_s + t->regcomm_s + t->sync_s + t->launch_s;
+}
+
+st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, void *args,
+                        st_cpe_counters *out, st_error *err)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!cg || !fn || !name)
+        return st_fail(err, ST_EINPUT, "st_cpe_launch: no %s given",
+                       !cg ? "cluster" : !fn ? "kernel function" : "kernel name");
+    if (cg->launching)
+        return st_fail(err, ST_EINTERNAL,
+                       "kernel '%s' launched on a cluster that is running kernel '%s'", name,
+                       cg->kernel_name);
+    cg->launching = 1;
+    cg->kernel_name = name;
+    cg->kernel = fn;
+    cg->args = args;
+    st_error_clear(&cg->fault);
+    memset(&cg->barrier, 0, sizeof cg->barrier);
+    cg->barriers = 0;
+    for (int i = 0; i < ST_CPE_COUNT; i++)
+        cpe_prepare(&cg->cpe[i]);
+    cluster_run(cg);
+    st_status st = cg->fault.code;
+    if (st == ST_OK) {
+        if (out)
+            cluster_collect(cg, out);
+    } else {
+        st_fail(err, st, "%s", cg->fault.msg);
+    }
+    cg->launching = 0;
+    return st;
+}
+
+/* ---- inside a CPE program: identity, barrier, declared work ---- */
+
+int st_cpe_row(const st_cpe *cpe)
+{
+    return cpe->row;
+}
+
+int st_cpe_col(const st_cpe *cpe)
+{
+    return cpe->col;
+}
+
+int st_cpe_id(const st_cpe *cpe)
+{
+    return cpe->id;
+}
+
+void st_cpe_sync(st_cpe *cpe)
+{
+    st_cpe_cluster *cg = cpe->cg;
+    cpe_barrier *b = &cg->barrier;
+    unsigned generation = b->generation;
+    if (cpe->clock.now > b->latest_arrival)
+        b->latest_arrival = cpe->clock.now;
+    if (++b->arrived == ST_CPE_COUNT) {
+        b->release_cycle = b->latest_arrival + cg->params.barrier_cycles;
+        b->arrived = 0;
+        b->latest_arrival = 0.0;
+        b->generation++;
+        cg->barriers++;
+    } else {
+        cpe->wait.kind = CPE_WAIT_BARRIER;
+        cpe->wait.generation = generation;
+        cpe_block(cpe);
+    }
+    cpe->clock.sync += b->release_cycle - cpe->clock.now;
+    cpe->clock.now = b->release_cycle;
+}
+
+void st_cpe_flops(st_cpe *cpe, uint64_t n)
+{
+    double cycles = cpe_cost_flop_cycles(&cpe->cg->params, (double)n);
+    cpe->counts.flops += n;
+    cpe->clock.compute += cycles;
+    cpe->clock.now += cycles;
+}
+
+void st_cpe_moves(st_cpe *cpe, uint64_t n)
+{
+    double cycles = (double)n * cpe->cg->params.ldm_move_cycles;
+    cpe->counts.ldm_moves += n;
+    cpe->clock.compute += cycles;
+    cpe->clock.now += cycles;
+}
+
+void st_cpe_cycles(st_cpe *cpe, double cycles)
+{
+    cpe->counts.work_cycles += cycles;
+    cpe->clock.compute += cycles;
+    cpe->clock.now += cycles;
+}
+
+size_t st_cpe_dtype_size(st_cpe_dtype type)
+{
+    return type == ST_CPE_F64 ? sizeof(double) : sizeof(float);
+}

@@ -1,0 +1,130 @@
+/* DMA between main memory and a CPE's LDM: contiguous and strided get/put,
+ * issued asynchronously with a reply counter (athread_get/athread_put).
+ *
+ * The copy happens at issue: emulation shares one address space, and the
+ * rules (read a buffer only after its wait) make the moment invisible to a
+ * correct program. Time is modelled per CPE: its DMA channel serves
+ * transfers in issue order, each taking cpe_cost_dma_cycles from when the
+ * channel is free (or from issue, if later); the CPE's clock pays only when
+ * it waits for a transfer that has not completed, so a kernel that issues
+ * the next block's transfer before computing on the current one hides it.
+ *
+ * Checked: the LDM side must lie in this CPE's allocated LDM; the main side
+ * must not be LDM or a CPE context stack (where an emulated kernel's locals
+ * live: on the machine those are LDM too); sizes must be nonzero; a strided
+ * pitch must be at least the block. */
+#include <string.h>
+
+#include "cpe_internal.h"
+
+static int ranges_overlap(uintptr_t a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    uintptr_t bb = (uintptr_t)b;
+    return a < bb + b_bytes && bb < a + a_bytes;
+}
+
+static void dma_check(st_cpe *cpe, const char *op, const void *ldm, const void *mem,
+                      size_t block_bytes, size_t pitch_bytes, size_t count)
+{
+    const st_cpe_cluster *cg = cpe->cg;
+    if (block_bytes == 0 || count == 0)
+        cpe_fault(cpe, "DMA %s of %zu blocks of %zu bytes: empty transfers are not allowed", op,
+                  count, block_bytes);
+    if (count > 1 && pitch_bytes < block_bytes)
+        cpe_fault(cpe, "DMA %s: pitch of %zu bytes is smaller than the %zu-byte block", op,
+                  pitch_bytes, block_bytes);
+    size_t ldm_bytes = block_bytes * count;
+    if (!cpe_ldm_owns(cpe, ldm, ldm_bytes))
+        cpe_fault(cpe,
+                  "DMA %s: the LDM side (%zu bytes at %p) is not in this CPE's allocated LDM "
+                  "(%zu bytes at %p)",
+                  op, ldm_bytes, ldm, cpe->ldm_used, (const void *)cpe->ldm);
+    size_t span = (count - 1) * pitch_bytes + block_bytes;
+    uintptr_t at = (uintptr_t)mem;
+    if (!mem)
+        cpe_fault(cpe, "DMA %s: the main-memory address is NULL", op);
+    if (ranges_overlap(at, span, cg->ldm_base, (size_t)ST_CPE_COUNT * ST_CPE_LDM_BYTES))
+        cpe_fault(cpe, "DMA %s: the main-memory side (%zu bytes at %p) lies in LDM", op, span, mem);
+    if (ranges_overlap(at, span, cg->stack_map, cg->stack_map_bytes))
+        cpe_fault(cpe,
+                  "DMA %s: the main-memory side (%zu bytes at %p) is a CPE program's local "
+                  "variable (LDM on the machine)",
+                  op, span, mem);
+}
+
+/* Count the transfer and queue it on the CPE's DMA channel. */
+static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block_bytes,
+                        size_t count, st_cpe_reply *reply)
+{
+    st_cpe_counters *n = &cpe->counts;
+    uint64_t bytes = (uint64_t)block_bytes * count;
+    st_cpe_dma_class *cls = &n->dma[mode][st_cpe_dma_size_class(block_bytes)];
+    cls->transfers++;
+    cls->blocks += count;
+    cls->bytes += bytes;
+    if (put)
+        n->dma_put_bytes += bytes;
+    else
+        n->dma_get_bytes += bytes;
+    cpe_clock *c = &cpe->clock;
+    double start = c->dma_channel_free > c->now ? c->dma_channel_free : c->now;
+    double done = start + cpe_cost_dma_cycles(&cpe->cg->params, mode, block_bytes, count);
+    c->dma_channel_free = done;
+    reply->count++;
+    if (done > reply->done_cycle)
+        reply->done_cycle = done;
+}
+
+void st_cpe_dma_get(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
+                    st_cpe_reply *reply)
+{
+    dma_check(cpe, "get", ldm_dst, main_src, bytes, bytes, 1);
+    memcpy(ldm_dst, main_src, bytes);
+    dma_account(cpe, 0, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+}
+
+void st_cpe_dma_put(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t bytes,
+                    st_cpe_reply *reply)
+{
+    dma_check(cpe, "put", ldm_src, main_dst, bytes, bytes, 1);
+    memcpy(main_dst, ldm_src, bytes);
+    dma_account(cpe, 1, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+}
+
+void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t block_bytes,
+                            size_t pitch_bytes, size_t count, st_cpe_reply *reply)
+{
+    dma_check(cpe, "strided get", ldm_dst, main_src, block_bytes, pitch_bytes, count);
+    unsigned char *dst = ldm_dst;
+    const unsigned char *src = main_src;
+    for (size_t i = 0; i < count; i++)
+        memcpy(dst + i * block_bytes, src + i * pitch_bytes, block_bytes);
+    dma_account(cpe, 0, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
+}
+
+void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t block_bytes,
+                            size_t pitch_bytes, size_t count, st_cpe_reply *reply)
+{
+    dma_check(cpe, "strided put", ldm_src, main_dst, block_bytes, pitch_bytes, count);
+    unsigned char *dst = main_dst;
+    const unsigned char *src = ldm_src;
+    for (size_t i = 0; i < count; i++)
+        memcpy(dst + i * pitch_bytes, src + i * block_bytes, block_bytes);
+    dma_account(cpe, 1, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
+}
+
+void st_cpe_dma_wait(st_cpe *cpe, st_cpe_reply *reply, int n)
+{
+    if (n > reply->count)
+        cpe_fault(cpe,
+                  "waits for %d DMA replies on a counter that %d transfers were issued on "
+                  "(it would wait forever)",
+                  n, reply->count);
+    if (n <= 0)
+        return;
+    cpe_clock *c = &cpe->clock;
+    if (reply->done_cycle > c->now) {
+        c->dma += reply->done_cycle - c->now;
+        c->now = reply->done_cycle;
+    }
+}

@@ -1,0 +1,114 @@
+/* Internals of the CPE emulator shared by its files (cpe_cluster.c: contexts
+ * and scheduling; cpe_ldm.c; cpe_dma.c; cpe_regcomm.c; cpe_cost.c;
+ * cpe_counters.c): the CPE and cluster structs, the blocking and fault
+ * primitives, the per-event costs. */
+#ifndef ST_CPE_INTERNAL_H
+#define ST_CPE_INTERNAL_H
+
+#include <ucontext.h>
+
+#include "cpe.h"
+
+typedef enum cpe_state { CPE_READY, CPE_BLOCKED, CPE_DONE } cpe_state;
+
+/* What a blocked CPE waits for; the scheduler resumes it when it holds. */
+typedef enum cpe_wait_kind {
+    CPE_WAIT_NONE,
+    CPE_WAIT_RECV,    /* a message in its FIFO for bus */
+    CPE_WAIT_SEND,    /* room in peer's FIFO for bus */
+    CPE_WAIT_BCAST,   /* room in the FIFO for bus of every other CPE of its line */
+    CPE_WAIT_BARRIER, /* the barrier generation to move past generation */
+} cpe_wait_kind;
+
+typedef struct cpe_wait {
+    cpe_wait_kind kind;
+    st_cpe_bus bus;
+    int peer;            /* CPE id, for CPE_WAIT_SEND */
+    unsigned generation; /* for CPE_WAIT_BARRIER */
+} cpe_wait;
+
+typedef struct cpe_msg {
+    double v[ST_CPE_MSG_DOUBLES];
+    double arrival_cycle; /* on the receiver's clock */
+} cpe_msg;
+
+/* A receive FIFO: a ring of ST_CPE_FIFO_DEPTH slots. free_cycle[s] is when
+ * the receiver last emptied slot s: a sender filling it cannot have done
+ * so earlier. */
+typedef struct cpe_fifo {
+    cpe_msg slot[ST_CPE_FIFO_DEPTH];
+    double free_cycle[ST_CPE_FIFO_DEPTH];
+    int head;
+    int count;
+} cpe_fifo;
+
+/* A CPE's clock in cycles since the launch began, and where it went:
+ * now == compute + dma + regcomm + sync. */
+typedef struct cpe_clock {
+    double now;
+    double compute;
+    double dma;
+    double regcomm;
+    double sync;
+    double dma_channel_free; /* when the CPE's DMA channel finishes its queue */
+} cpe_clock;
+
+struct st_cpe {
+    st_cpe_cluster *cg;
+    int row, col, id;
+    ucontext_t context;
+    void *stack; /* CPE_STACK_BYTES, above a guard page */
+    unsigned char *ldm; /* ST_CPE_LDM_BYTES, a slice of cg->ldm_base */
+    size_t ldm_used;
+    cpe_state state;
+    cpe_wait wait;
+    cpe_fifo in[2]; /* indexed by st_cpe_bus */
+    cpe_clock clock;
+    st_cpe_counters counts; /* this CPE's share of the launch */
+};
+
+typedef struct cpe_barrier {
+    int arrived;
+    unsigned generation;
+    double latest_arrival; /* the latest clock among the CPEs that arrived */
+    double release_cycle;  /* of the barrier last completed */
+} cpe_barrier;
+
+struct st_cpe_cluster {
+    st_cpe cpe[ST_CPE_COUNT];
+    ucontext_t host; /* the launching thread's context, resumed at every switch */
+    unsigned char *ldm_base; /* ST_CPE_COUNT * ST_CPE_LDM_BYTES */
+    unsigned char *stack_map; /* the stacks and their guard pages */
+    size_t stack_map_bytes;
+    st_cpe_cost_params params;
+    /* The launch in progress. */
+    int launching;
+    const char *kernel_name;
+    st_cpe_kernel kernel;
+    void *args;
+    st_error fault; /* the first illegal operation */
+    cpe_barrier barrier;
+    uint64_t barriers;
+};
+
+/* Record an illegal operation of cpe's program ("kernel 'k': CPE (r,c):
+ * <message>") and stop it: the call never returns and the launch fails. */
+_Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Switch to the scheduler until cpe->wait holds. */
+void cpe_block(st_cpe *cpe);
+
+/* Whether the LDM range [p, p + bytes) lies in cpe's allocated LDM. */
+int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
+
+/* Whether every other CPE of cpe's row (bus ST_CPE_ROW) or column has room
+ * in its FIFO for that bus: a broadcast can go. */
+int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus);
+
+/* Per-event costs in cycles under p (cpe_cost.c). */
+double cpe_cost_flop_cycles(const st_cpe_cost_params *p, double flops);
+double cpe_cost_dma_cycles(const st_cpe_cost_params *p, st_cpe_dma_mode mode, size_t block_bytes,
+                           size_t count);
+double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
+
+#endif
