@@ -33,7 +33,7 @@ TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
 TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
 # Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
 # and under ThreadSanitizer.
-SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_solver
+SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_solver test_cpe
 TSAN_TESTS := test_sched test_readers
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc

@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "cfg.h"
+#include "cpe_backend.h"
 #include "darknet_weights.h"
 #include "data.h"
 #include "hparams.h"
@@ -777,5 +778,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
         st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);
     if (t->o.profile)
         print_profile(t, res, timed);
+    if (strcmp(t->backend->name, "cpe") == 0)
+        st_cpe_backend_report(st_sched_replica(t->sched, 0)->bctx, t->iterations - t->start,
+                              (t->batch + t->o.threads - 1) / t->o.threads, log_line, &t->log);
     return save_snapshot(t, t->iterations, 1, err);
 }

@@ -153,11 +153,10 @@ check "--seed -1" err 2 "option --seed: expected a non-negative integer, got '-1
     "$bin" --seed -1 "$tmp/tiny.cfg"
 check "--backend foo" err 2 "--backend foo: unknown backend" "expected ref, dnnl or cpe" -- \
     "$bin" --backend foo --data synthetic --iters 1 "$tmp/tiny.cfg"
-# cpe is not built into this binary yet; update when it is.
 check "--backend dnnl" out 0 "backend dnnl" -- \
     "$bin" --backend dnnl --data synthetic --iters 1 "$tmp/tiny.cfg"
-check "--backend cpe (not built)" err 2 "--backend cpe: not built" "available: ref, dnnl" -- \
-    "$bin" --backend cpe --data synthetic --iters 1 "$tmp/tiny.cfg"
+check "--backend cpe" out 0 "one SW26010 (4 core groups" -- \
+    "$bin" --backend cpe --data synthetic --iters 1 --no-test "$tmp/tiny.cfg"
 check "--data with an empty value" err 2 "option --data: expected a non-empty value" -- \
     "$bin" --data= "$tmp/tiny.cfg"
 

@@ -6,6 +6,7 @@
 
 extern const st_backend st_backend_ref;
 extern const st_backend st_backend_dnnl;
+extern const st_backend st_backend_cpe;
 
 static const struct {
     const char *name;
@@ -13,14 +14,14 @@ static const struct {
 } backends[] = {
     {"ref", &st_backend_ref},
     {"dnnl", &st_backend_dnnl},
-    {"cpe", NULL},
+    {"cpe", &st_backend_cpe},
 };
 
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
 
 const char *st_backend_list(void)
 {
-    static const char list[] = "ref, dnnl";
+    static const char list[] = "ref, dnnl, cpe";
     return list;
 }
 
