@@ -603,15 +603,15 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
         const iter_record *rec = &s->rec[*reported % RECORDS];
         st_iteration it = {.iteration = *reported};
         for (int r = 0; r < s->T; r++) {
-            it.images += s->o.cluster ? 0 : rec->images[r];
-            it.loss += s->o.cluster ? 0.0 : rec->loss[r];
+            it.images += rec->images[r];
+            it.loss += rec->loss[r];
             it.time.data += rec->time[r].data / s->T;
             it.time.compute += rec->time[r].compute / s->T;
             it.time.barrier += rec->time[r].barrier / s->T;
             it.time.aggregate += rec->time[r].aggregate / s->T;
             it.time.update += rec->time[r].update / s->T;
         }
-        if (s->o.cluster) {
+        if (s->o.cluster) { /* the iteration over every node, not this one's share */
             it.images = (int)rec->nodes_images;
             it.loss = rec->nodes_loss;
         }

@@ -1,7 +1,21 @@
-# Shared by the shell tests (sourced, not run): check runs a command and
-# compares its exit code and a substring of its output; expect turns a shell
-# test into a check; finish prints the count and sets the exit status.
-# The sourcing script sets tmp (a scratch directory) before calling check.
+# Shared by the shell tests (sourced, not run): suite_start takes the
+# binary from the command line and makes a scratch directory; check runs a
+# command and compares its exit code and a substring of its output; expect
+# turns a shell test into a check; finish prints the count and sets the
+# exit status.
+
+# suite_start PATH_TO_SINGLETRAIN: bin (made absolute) and tmp, a scratch
+# directory removed on exit; a missing or unusable binary exits 2.
+suite_start() {
+    suite=$(basename "$0")
+    bin=${1:-}
+    [ -n "$bin" ] || { echo "usage: sh tests/$suite PATH_TO_SINGLETRAIN" >&2; exit 2; }
+    case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
+    [ -x "$bin" ] || { echo "$suite: $bin is not an executable" >&2; exit 2; }
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/${suite%.sh}.XXXXXX") || exit 2
+    trap 'rm -rf "$tmp"' EXIT
+    trap 'exit 130' HUP INT PIPE TERM
+}
 
 failed=0
 passed=0

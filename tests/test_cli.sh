@@ -4,16 +4,9 @@
 # binary, then compares the exit code and a substring of stderr (or stdout).
 # usage: sh tests/test_cli.sh PATH_TO_SINGLETRAIN
 set -u
-bin=${1:?usage: sh tests/test_cli.sh PATH_TO_SINGLETRAIN}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "test_cli.sh: $bin is not an executable" >&2; exit 2; }
-fmnist=/usr/share/datasets/fashion-mnist
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_cli.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
 . "$(dirname "$0")/check.sh"
+suite_start "$@"
+fmnist=/usr/share/datasets/fashion-mnist
 
 # ---------------------------------------------------------------- fixtures
 

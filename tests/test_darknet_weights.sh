@@ -17,9 +17,8 @@
 # Without the darknet binary this prints a SKIP notice and exits 0.
 # usage: sh tests/test_darknet_weights.sh PATH_TO_SINGLETRAIN
 set -u
-bin=${1:?usage: sh tests/test_darknet_weights.sh PATH_TO_SINGLETRAIN}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "test_darknet_weights.sh: $bin is not an executable" >&2; exit 2; }
+. "$(dirname "$0")/check.sh"
+suite_start "$@"
 if ! command -v darknet >/dev/null 2>&1; then
     echo "SKIP: darknet not installed"
     exit 0
@@ -32,10 +31,6 @@ if [ ! -x "$make_images" ]; then
 fi
 fmnist=/usr/share/datasets/fashion-mnist
 
-. "$(dirname "$0")/check.sh"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_darknet_weights.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' HUP INT PIPE TERM
 # Relative image paths from here on: the labels are the class names found in
 # a path, and the temporary directory's random name must not add one.
 cd "$tmp" || exit 2

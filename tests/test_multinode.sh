@@ -3,14 +3,14 @@
 # 20 iterations of LeNet-5 (dropout included) with the weights of 4
 # workers x batch 24 on one node, within 1e-5 of each tensor's scale, for
 # every all-reduce algorithm and auto, and with --overlap; a fixed
-# algorithm gives the same bytes twice; the crossing-bytes count follows --supernode-size; ranks
-# that differ or fail at set-up stop every rank with a message, no hang.
+# algorithm gives the same bytes twice; the crossing-bytes count follows
+# --supernode-size; ranks that differ or fail at set-up stop every rank
+# with a message, no hang.
 # Prints SKIP and passes when mpirun is missing.
 # usage: sh tests/test_multinode.sh PATH_TO_SINGLETRAIN
 set -u
-bin=${1:?usage: sh tests/test_multinode.sh PATH_TO_SINGLETRAIN}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "test_multinode.sh: $bin is not an executable" >&2; exit 2; }
+. "$(dirname "$0")/check.sh"
+suite_start "$@"
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_multinode.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
 if ! command -v mpirun >/dev/null 2>&1; then
@@ -19,12 +19,6 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 cfg=$root/data/lenet.cfg
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_multinode.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
-. "$(dirname "$0")/check.sh"
 
 cd "$root" || exit 2
 common="--train-images 2000 --no-test --iters 20 -q"
@@ -50,7 +44,7 @@ check "auto, model granularity" out 0 "all-reduce probe" -- \
     mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto "$cfg"
 picked=$(sed -n 's/^all-reduce: worker 0 \([a-z-]*\), worker 1 \([a-z-]*\)$/\1 \2/p' "$tmp/stdout")
 expect "auto, model granularity: both slices use one algorithm ($picked)" \
-    [ -n "$picked" ] && [ "${picked% *}" = "${picked#* }" ]
+    [ -n "$picked" -a "${picked% *}" = "${picked#* }" ]
 check "auto, layer granularity" out 0 "all-reduce: worker 0 " -- \
     mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto \
     --allreduce-granularity layer "$cfg"
@@ -85,7 +79,8 @@ check "the log gives the global batch" out 0 "nodes: 2 ranks x batch 12 = a glob
 line=$(grep "all-reduce on rank 0" "$tmp/stdout")
 sent=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) MB sent per iteration, \([0-9.]*\) MB of it.*/\1/p')
 cross=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) MB sent per iteration, \([0-9.]*\) MB of it.*/\2/p')
-expect "Q=1: every byte sent crosses ($sent MB, $cross MB)" [ -n "$sent" ] && [ "$sent" = "$cross" ] && [ "$sent" != "0.000" ]
+expect "Q=1: every byte sent crosses ($sent MB, $cross MB)" \
+    [ -n "$sent" -a "$sent" = "$cross" -a "$sent" != "0.000" ]
 check "Q=2: nothing crosses" out 0 "MB sent per iteration, 0.000 MB of it across supernodes" -- \
     mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 3 --allreduce rhd \
     --supernode-size 2 "$cfg"

@@ -7,16 +7,9 @@
 # stderr (or stdout). Inputs are made here, in a temporary directory.
 # usage: sh tests/test_pack.sh PATH_TO_SINGLETRAIN
 set -u
-bin=${1:?usage: sh tests/test_pack.sh PATH_TO_SINGLETRAIN}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "test_pack.sh: $bin is not an executable" >&2; exit 2; }
-fmnist=/usr/share/datasets/fashion-mnist
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_pack.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
 . "$(dirname "$0")/check.sh"
+suite_start "$@"
+fmnist=/usr/share/datasets/fashion-mnist
 
 # The number of stripe files of the store at $1 (any generation).
 stripes() {

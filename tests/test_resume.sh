@@ -8,15 +8,8 @@
 # keeps its last good snapshot.
 # usage: sh tests/test_resume.sh PATH_TO_SINGLETRAIN
 set -u
-bin=${1:?usage: sh tests/test_resume.sh PATH_TO_SINGLETRAIN}
-case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
-[ -x "$bin" ] || { echo "test_resume.sh: $bin is not an executable" >&2; exit 2; }
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_resume.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' HUP INT PIPE TERM
-
 . "$(dirname "$0")/check.sh"
+suite_start "$@"
 
 # A small network with dropout (a random stream that must continue) on
 # synthetic data: 1,024 images, 64 iterations of 16 per epoch.

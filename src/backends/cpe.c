@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "cpe.h"
 #include "cpe_backend.h"
+#include "ref/ref.h"
 
 extern const st_backend st_backend_ref;
 
@@ -37,9 +38,8 @@ struct st_bctx {
 struct cpe_kernel {
     st_kernel base;
     st_bctx *ctx;
-    int is_conv;
-    st_conv_desc conv;
-    st_fc_desc fc;
+    st_conv_desc conv;     /* base.kind ST_K_CONV */
+    st_fc_desc fc;         /* base.kind ST_K_FC */
     float *col;            /* conv: one image's [c/groups kh kw, oh ow] */
     st_cpe_counters pass[PASSES]; /* training calls only */
 };
@@ -294,16 +294,13 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         return st_fail(err, ST_EINTERNAL, "cpe backend: input in a foreign layout");
     if (d->kind != ST_K_CONV && d->kind != ST_K_FC) /* the MPE runs the rest */
         return st_backend_ref.kernel_create(NULL, d, out, err);
-    cpe_kernel *k = st_calloc(1, sizeof *k, "cpe kernel", err);
+    cpe_kernel *k = ref_kernel_new(sizeof *k, d->kind == ST_K_CONV ? &conv_ops : &fc_ops, d,
+                                   err);
     if (!k)
         return ST_ENOMEM;
     k->ctx = ctx;
-    k->base.kind = d->kind;
-    k->base.dst_bytes = (size_t)d->n * st_kdesc_dst_values(d) * sizeof(float);
     if (d->kind == ST_K_CONV) {
-        k->is_conv = 1;
         k->conv = *(const st_conv_desc *)d;
-        k->base.ops = &conv_ops;
         conv_part q = part_of(&k->conv, 0, 0);
         k->col = st_calloc(q.k * q.p, sizeof *k->col, "cpe im2col buffer", err);
         if (!k->col) {
@@ -312,7 +309,6 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         }
     } else {
         k->fc = *(const st_fc_desc *)d;
-        k->base.ops = &fc_ops;
     }
     st_status st = remember(ctx, k, err);
     if (st != ST_OK) {
@@ -327,9 +323,9 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
  * (same descriptor apart from n) into one line. */
 static int same_layer(const cpe_kernel *a, const cpe_kernel *b)
 {
-    if (a->is_conv != b->is_conv)
+    if (a->base.kind != b->base.kind)
         return 0;
-    if (a->is_conv) {
+    if (a->base.kind == ST_K_CONV) {
         st_conv_desc x = a->conv, y = b->conv;
         x.base = y.base;
         return memcmp(&x, &y, sizeof x) == 0;
@@ -367,14 +363,14 @@ void st_cpe_backend_report(const st_bctx *ctx, long iterations, int images_per_i
             total += sum[p].time.total_s / per_iter;
         }
         char what[64];
-        if (k->is_conv)
+        if (k->base.kind == ST_K_CONV)
             snprintf(what, sizeof what, "conv %dx%d %d->%d %dx%d", k->conv.kh, k->conv.kw,
                      k->conv.ic, k->conv.oc, k->conv.oh, k->conv.ow);
         else
             snprintf(what, sizeof what, "fc %d->%d", k->fc.in, k->fc.out);
         snprintf(line, sizeof line, "cpe: %-24s %8.3f %9.3f %12.3f %10.2f  %s", what, ms[0],
                  ms[1], ms[2], bytes > 0 ? flops / bytes : 0.0,
-                 k->is_conv ? "explicit (im2col + GEMM)" : "GEMM");
+                 k->base.kind == ST_K_CONV ? "explicit (im2col + GEMM)" : "GEMM");
         print(pctx, line);
     }
     snprintf(line, sizeof line, "cpe: %.3f ms per iteration on the CPEs for %d images; one "
