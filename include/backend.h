@@ -33,6 +33,7 @@
 
 #include <stddef.h>
 
+#include "solver.h"
 #include "status.h"
 
 typedef enum st_act {
@@ -187,6 +188,19 @@ typedef struct st_backend {
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);
+    /* Optional (NULL: the scheduler runs them on the host), for a backend
+     * with a device of its own: this worker's slice [b, e) of the sliced
+     * aggregation, grads[0][i] = scale * sum of grads[w][i] over
+     * w = 0..n_grads-1 in that order (bitwise as st_ps_reduce_range), and
+     * the solver update of the slice (bitwise as st_solver_update; solver
+     * state plane k at state + k * stride). */
+    st_status (*slice_reduce)(st_bctx *ctx, float *const *grads, int n_grads, size_t b,
+                              size_t e, float scale, st_error *err);
+    st_status (*slice_apply)(st_bctx *ctx, const st_solver_step *step, size_t b, size_t e,
+                             float *weights, float *state, size_t stride, const float *g,
+                             st_error *err);
+    /* Optional: the worker has finished iteration iter, its update included. */
+    void (*iteration_end)(st_bctx *ctx, long iter);
 } st_backend;
 
 /* The backend called name; an unknown or unbuilt name is ST_EUSAGE naming

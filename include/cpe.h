@@ -2,8 +2,9 @@
  * LDM (local data memory), DMA between main memory and LDM, register
  * communication along rows and columns, and a cost model that turns what a
  * launch did into predicted SW26010 time. Usable on its own, without the
- * network: the `cpe` backend's kernels (GEMM and im2col/col2im here;
- * pooling, elementwise and solver updates next) are CPE programs written
+ * network: the `cpe` backend's kernels (GEMM, im2col/col2im, implicit
+ * convolution, pooling, elementwise, layout transformation, the gradient
+ * sum and the solver update, declared at the end) are CPE programs written
  * against this API. Hardware facts and their sources: ../shared/DESIGN.md,
  * "The SW26010 emulation", and the constants in st_cpe_cost_params_default
  * (src/cpe/cpe_cost.c).
@@ -55,6 +56,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h" /* st_act, st_pool_desc: the streaming kernels */
+#include "solver.h"  /* st_solver_cfg, st_param_table: st_cpe_solver_update */
 #include "status.h"
 
 #define ST_CPE_ROWS 8
@@ -121,9 +124,16 @@ typedef struct st_cpe_cost_params {
     double regcomm_recv_cycles;     /* one receive instruction */
     double barrier_cycles;          /* one cluster-wide synchronisation */
     double launch_seconds;          /* athread_spawn + athread_join */
+    double mpe_flops;               /* flop/s the MPE sustains on scalar loops */
+    double mpe_bandwidth;           /* bytes/s the MPE moves through its cache */
 } st_cpe_cost_params;
 
 st_cpe_cost_params st_cpe_cost_params_default(void);
+
+/* Predicted time of work the MPE does itself (layers not ported to the
+ * CPEs): a roofline, the larger of flops / mpe_flops and bytes read and
+ * written / mpe_bandwidth, in seconds. */
+double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes);
 
 /* Predicted SW26010 time of one or more launches, in seconds. */
 typedef struct st_cpe_time {
@@ -282,12 +292,15 @@ st_status st_cpe_gemm(st_cpe_cluster *cg, st_cpe_dtype type, int trans_a, int tr
 
 /* A convolution's geometry for im2col / col2im (one image, one group), as
  * in st_conv_desc: input [c, ih, iw], col [c kh kw, oh ow]; ph, pw pad the
- * top and left, the bottom and right padding follow from oh, ow. */
+ * top and left, the bottom and right padding follow from oh, ow. oc, the
+ * output channels, is read by the implicit convolution only (im2col and
+ * col2im ignore it). */
 typedef struct st_cpe_conv_geom {
     int c, ih, iw;
     int oh, ow;
     int kh, kw, sh, sw;
     int ph, pw;
+    int oc;
 } st_cpe_conv_geom;
 
 /* col = im2col(src), floats; positions in the padding read as 0 (by
@@ -299,5 +312,117 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const 
  * entries that im2col copied from it. One launch ("col2im"). */
 st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const float *dcol,
                         float *dsrc, st_cpe_counters *out, st_error *err);
+
+/* Implicit convolution (src/cpe/cpe_conv_implicit.c): no im2col matrix;
+ * all n images of one group in one launch, floats, NCHW, geom->c input and
+ * geom->oc output channels; x [n, c, ih, iw], w [oc, c, kh, kw],
+ * y / dy [n, oc, oh, ow]. Padding by coordinate mapping. Any geometry
+ * whose smallest blocks fit the LDM; others are refused with ST_EINPUT.
+ * One launch each ("conv_implicit_forward", "..._backward_data",
+ * "..._backward_weights"); *out (if not NULL) gets its counters.
+ *   forward:          y = conv(x, w) (overwritten; no bias, no activation)
+ *   backward_data:    dx = conv^T(dy, w), added to dx when accumulate is
+ *                     nonzero, else overwriting it
+ *   backward_weights: dw = sum over images and positions of dy x
+ *                     (overwritten) */
+st_status st_cpe_conv_implicit_forward(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
+                                       const float *x, const float *w, float *y,
+                                       st_cpe_counters *out, st_error *err);
+st_status st_cpe_conv_implicit_backward_data(st_cpe_cluster *cg, const st_cpe_conv_geom *geom,
+                                             int n, const float *dy, const float *w, float *dx,
+                                             int accumulate, st_cpe_counters *out, st_error *err);
+st_status st_cpe_conv_implicit_backward_weights(st_cpe_cluster *cg, const st_cpe_conv_geom *geom,
+                                                int n, const float *x, const float *dy, float *dw,
+                                                st_cpe_counters *out, st_error *err);
+
+/* Whether the implicit scheme suits geom (host side, no launch): all three
+ * passes fit the LDM and both channel counts fill the 8x8 blocking well
+ * enough to be worth timing against im2col + GEMM. A guard against
+ * hopeless cases (a single input channel), not a choice between schemes. */
+int st_cpe_conv_implicit_suits(const st_cpe_conv_geom *geom);
+
+/* ---- streaming kernels: pooling, elementwise, layout, parameter server ----
+ * Each processes a whole batch (or range) in one launch, the work split
+ * over the 64 CPEs and streamed through LDM in chunks, double-buffered, so
+ * any size works. Arguments are checked on the host (ST_EINPUT with a
+ * message naming the kernel); *out (if not NULL) gets the launch's
+ * counters. Results equal the reference backend's bit for bit except where
+ * a comment says otherwise. */
+
+/* Pooling over NCHW floats, with st_pool_desc's semantics (windows reaching
+ * outside the input use the valid positions only; an empty window gives 0);
+ * d's base is not read. src [n, c, ih, iw], dst [n, c, oh, ow]; argmax
+ * [n, c, oh, ow] is the reference backend's max-pooling workspace: the
+ * input offset within the plane of each output's maximum (the first one in
+ * row-major order among equals), -1 for an empty window. Forward writes it
+ * when not NULL (max only; ignored for average). One launch
+ * ("pool_forward"). */
+st_status st_cpe_pool_forward(st_cpe_cluster *cg, const st_pool_desc *d, int n, const float *src,
+                              float *dst, int *argmax, st_cpe_counters *out, st_error *err);
+
+/* diff_src [n, c, ih, iw] (+)= pooling^T(diff_dst [n, c, oh, ow]): max
+ * routes each gradient to its argmax (required), average spreads
+ * diff_dst / (valid positions) over the window. Overwrites diff_src, or adds
+ * to it when accumulate is nonzero (st_kargs). One launch
+ * ("pool_backward"). */
+st_status st_cpe_pool_backward(st_cpe_cluster *cg, const st_pool_desc *d, int n,
+                               const float *diff_dst, const int *argmax, float *diff_src,
+                               int accumulate, st_cpe_counters *out, st_error *err);
+
+/* dst [count] = act(src [count]), st_act_forward's formulas; src may equal
+ * dst (linear in place launches nothing). One launch ("act_forward"). */
+st_status st_cpe_act_forward(st_cpe_cluster *cg, st_act act, size_t count, const float *src,
+                             float *dst, st_cpe_counters *out, st_error *err);
+
+/* diff_src [count] (+)= diff_dst [count] * act'(dst [count]), as
+ * st_act_backward; added when accumulate is nonzero. diff_src may equal
+ * diff_dst (linear in place without accumulate launches nothing). One
+ * launch ("act_backward"). */
+st_status st_cpe_act_backward(st_cpe_cluster *cg, st_act act, size_t count, const float *dst,
+                              const float *diff_dst, float *diff_src, int accumulate,
+                              st_cpe_counters *out, st_error *err);
+
+/* y [n, c, per_channel]: y[s, ch, i] += bias[ch] (bias [c], NULL: none),
+ * then y = act(y), in place. One launch ("bias_act"). */
+st_status st_cpe_bias_act(st_cpe_cluster *cg, int n, int c, size_t per_channel,
+                          const float *bias, st_act act, float *y, st_cpe_counters *out,
+                          st_error *err);
+
+/* db [c] = sum over s and i of dy [n, c, per_channel] [s, ch, i], summed in
+ * double and overwriting db. Bitwise the reference's sample-then-position
+ * order when the CPEs split by channel ranges; when they split channels'
+ * sums (few channels), partial sums are added in double: within 1e-6
+ * relative. One launch ("bias_grad"). */
+st_status st_cpe_bias_grad(st_cpe_cluster *cg, int n, int c, size_t per_channel, const float *dy,
+                           float *db, st_cpe_counters *out, st_error *err);
+
+/* Layout transformation between NCHW and swCaffe's CPE layout with the
+ * batch innermost: src [n, c, h, w] -> dst [c, h, w, n], and back. dst
+ * must not overlap src. One launch each ("nchw_to_chwn", "chwn_to_nchw"). */
+st_status st_cpe_nchw_to_chwn(st_cpe_cluster *cg, int n, int c, int h, int w, const float *src,
+                              float *dst, st_cpe_counters *out, st_error *err);
+st_status st_cpe_chwn_to_nchw(st_cpe_cluster *cg, int n, int c, int h, int w, const float *src,
+                              float *dst, st_cpe_counters *out, st_error *err);
+
+/* Most gradient buffers st_cpe_grad_sum adds. */
+#define ST_CPE_GRAD_SUM_MAX_SOURCES 1024
+
+/* The sliced aggregation's sum, bitwise as st_ps_reduce_range: for i in
+ * [begin, end), grads[0][i] = scale * (grads[0][i] + grads[1][i] + ... +
+ * grads[n_grads - 1][i]), added in float in that order, scaled last.
+ * grads is an array of n_grads pointers to gradient arenas (main memory);
+ * grads[1..] are only read and must not overlap grads[0]'s range. One
+ * launch ("grad_sum"). */
+st_status st_cpe_grad_sum(st_cpe_cluster *cg, float *const *grads, int n_grads, size_t begin,
+                          size_t end, float scale, st_cpe_counters *out, st_error *err);
+
+/* st_solver_update on the CPEs, bitwise the same: step's update (rule,
+ * tensor table sorted by offset as st_params_add makes it, lr, iteration)
+ * of arena floats [begin, end): weights w, state planes stride floats apart
+ * (st_solver_state_per_param of them), gradient g. One launch
+ * ("solver_update"). */
+st_status st_cpe_solver_update(st_cpe_cluster *cg, const st_solver_step *step, size_t begin,
+                               size_t end, float *w, float *state, size_t stride, const float *g,
+                               st_cpe_counters *out, st_error *err);
 
 #endif

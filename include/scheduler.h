@@ -52,6 +52,7 @@ typedef struct st_time_split {
     double barrier;   /* waiting for the other workers */
     double aggregate; /* summing gradient slices */
     double update;    /* the solver */
+    double communicate; /* multi-node: control sums and all-reduce across nodes (0 on one) */
 } st_time_split;
 
 typedef struct st_sched_opts {

@@ -93,6 +93,15 @@ int st_solver_state_per_param(const st_solver_cfg *c);
  * of the parameters in t: weights w, solver state (planes stride floats
  * apart, st_solver_state_per_param of them), and g the batch-averaged
  * gradient. Writes w[begin, end) and the state planes' [begin, end) only. */
+/* One iteration's update as st_solver_update takes it, for code that runs it
+ * elsewhere (the cpe backend's core group). */
+typedef struct st_solver_step {
+    const st_solver_cfg *cfg;
+    const st_param_table *table;
+    float lr;
+    long iter;
+} st_solver_step;
+
 void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
                       size_t begin, size_t end, float *w, float *state, size_t stride,
                       const float *g);

@@ -217,6 +217,35 @@ static int all_finite(const float *x, size_t n)
     return !bad;
 }
 
+/* Worker w's slice of the sliced aggregation and of the solver update: on
+ * the backend's device when it has one for them (the cpe backend's core
+ * group), else on the host's intra-op threads. */
+static st_status slice_reduce(st_worker *w, float scale)
+{
+    st_sched *s = w->s;
+    const st_backend *be = w->replica.backend;
+    if (!be->slice_reduce) {
+        st_ps_reduce(s->ps, w->id, scale, s->o.intra);
+        return ST_OK;
+    }
+    return be->slice_reduce(w->replica.bctx, s->ps->grads, s->ps->n_workers,
+                            s->ps->slice[w->id], s->ps->slice[w->id + 1], scale, &w->err);
+}
+
+static st_status slice_apply(st_worker *w, long it)
+{
+    st_sched *s = w->s;
+    const st_backend *be = w->replica.backend;
+    float lr = st_lr_at(&s->o.solver->lr, it);
+    if (!be->slice_apply) {
+        st_ps_apply(s->ps, w->id, s->o.solver, lr, it, s->o.intra);
+        return ST_OK;
+    }
+    st_solver_step step = {s->o.solver, s->ps->table, lr, it};
+    return be->slice_apply(w->replica.bctx, &step, s->ps->slice[w->id], s->ps->slice[w->id + 1],
+                           s->ps->weights, s->ps->state, s->ps->count, s->ps->grads[0], &w->err);
+}
+
 /* Multi-node: sum this node's view of the iteration over the nodes, on
  * worker r's communicator (every worker of a node passes the same values
  * and gets the same sums): failures, stop requests, loss, images. A
@@ -291,6 +320,7 @@ static void worker_bsp(st_worker *w)
             sum_over_nodes(w, rec, &failed, &loss, &images);
         if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
             st_overlap_wait(s->overlap, it);
+        double comm = s->o.cluster ? now_seconds() - t3 : 0.0;
         if (failed || !isfinite(loss) || rec->stop_request) {
             stop_workers(s, r, it, failed ? ST_EINTERNAL : rec->stop_request ? ST_OK
                                                                               : ST_EDIVERGED);
@@ -298,18 +328,29 @@ static void worker_bsp(st_worker *w)
         }
         float *slice = s->ps->grads[0] + s->ps->slice[r];
         size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
+        st_status dst = ST_OK;
         if (!s->overlap)
-            st_ps_reduce(s->ps, r, 1.0f / (float)images, s->o.intra);
-        if (s->o.cluster && !s->overlap &&
-            st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
-            fprintf(stderr, "singletrain: %s\n", w->err.msg);
-            st_cluster_abort(s->o.cluster, 1);
+            dst = slice_reduce(w, 1.0f / (float)images);
+        if (s->o.cluster && !s->overlap) {
+            double c0 = now_seconds();
+            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
+                fprintf(stderr, "singletrain: %s\n", w->err.msg);
+                st_cluster_abort(s->o.cluster, 1);
+            }
+            comm += now_seconds() - c0;
         }
-        rec->grad_bad[r] = !all_finite(slice, slice_len);
+        rec->grad_bad[r] = dst != ST_OK || !all_finite(slice, slice_len);
         double t4 = now_seconds();
-        st_ps_apply(s->ps, r, s->o.solver, st_lr_at(&s->o.solver->lr, it), it, s->o.intra);
+        if (dst == ST_OK)
+            dst = slice_apply(w, it);
+        if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
+            w->status = dst;
+            rec->grad_bad[r] = 1;
+        }
+        if (w->replica.backend->iteration_end)
+            w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = now_seconds();
-        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4};
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm, t5 - t4, comm};
         st_barrier_wait(&s->iter_end);
         int grad_bad = 0;
         for (int k = 0; k < s->T; k++)
@@ -610,6 +651,7 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
             it.time.barrier += rec->time[r].barrier / s->T;
             it.time.aggregate += rec->time[r].aggregate / s->T;
             it.time.update += rec->time[r].update / s->T;
+            it.time.communicate += rec->time[r].communicate / s->T;
         }
         if (s->o.cluster) { /* the iteration over every node, not this one's share */
             it.images = (int)rec->nodes_images;

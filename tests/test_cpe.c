@@ -402,12 +402,12 @@ static void test_im2col_col2im(void **state)
 {
     (void)state;
     static const st_cpe_conv_geom geoms[] = {
-        /* c, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw */
-        {1, 28, 28, 28, 28, 5, 5, 1, 1, 2, 2},     /* LeNet-5 conv1, padded */
-        {3, 13, 17, 7, 9, 3, 3, 2, 2, 1, 1},       /* odd sizes, stride 2 */
-        {2, 5, 5, 3, 3, 3, 3, 2, 2, 1, 1},         /* bottom/right padding from oh, ow */
-        {70, 6, 6, 6, 6, 1, 1, 1, 1, 0, 0},        /* 1x1, more units than CPEs */
-        {3, 227, 227, 55, 55, 11, 11, 4, 4, 0, 0}, /* AlexNet conv1: one unit in flight */
+        /* c, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, oc (not used by im2col) */
+        {1, 28, 28, 28, 28, 5, 5, 1, 1, 2, 2, 0},     /* LeNet-5 conv1, padded */
+        {3, 13, 17, 7, 9, 3, 3, 2, 2, 1, 1, 0},       /* odd sizes, stride 2 */
+        {2, 5, 5, 3, 3, 3, 3, 2, 2, 1, 1, 0},         /* bottom/right padding from oh, ow */
+        {70, 6, 6, 6, 6, 1, 1, 1, 1, 0, 0, 0},        /* 1x1, more units than CPEs */
+        {3, 227, 227, 55, 55, 11, 11, 4, 4, 0, 0, 0}, /* AlexNet conv1: one unit in flight */
     };
     st_cpe_cluster *cg = cluster_new();
     for (size_t t = 0; t < sizeof geoms / sizeof geoms[0]; t++) {
@@ -453,7 +453,7 @@ static void test_im2col_col2im(void **state)
         free(dsrc);
         free(dsrc_want);
     }
-    st_cpe_conv_geom wide = {1, 20, 10000, 10, 10000, 11, 1, 2, 1, 0, 0};
+    st_cpe_conv_geom wide = {1, 20, 10000, 10, 10000, 11, 1, 2, 1, 0, 0, 0};
     st_error err = {0};
     float one = 0.0f;
     assert_int_equal(st_cpe_im2col(cg, &wide, &one, &one, NULL, &err), ST_EINPUT);

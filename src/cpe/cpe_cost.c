@@ -72,8 +72,21 @@ st_cpe_cost_params st_cpe_cost_params_default(void)
         .barrier_cycles = 100.0,
         /* An assumption: athread_spawn + athread_join of a kernel, 5 us. */
         .launch_seconds = 5e-6,
+        /* The MPE's peak is 11.6 GFlop/s per core group (swCaffe,
+         * DESIGN.md: 1.45 GHz, 256-bit FMA); the layers left on it are
+         * scalar C loops, taken here as a quarter of peak (an assumption). */
+        .mpe_flops = 11.6e9 / 4.0,
+        /* Memory-to-memory copies through the MPE reach 9.9 GB/s (swCaffe,
+         * DESIGN.md); streaming layers are bound by it. */
+        .mpe_bandwidth = 9.9e9,
     };
     return p;
+}
+
+double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes)
+{
+    double compute = flops / p->mpe_flops, memory = bytes / p->mpe_bandwidth;
+    return compute > memory ? compute : memory;
 }
 
 double cpe_cost_flop_cycles(const st_cpe_cost_params *p, double flops)

@@ -174,41 +174,180 @@ static void gemm_share_block(st_cpe *cpe, st_cpe_bus bus, int owner, const void 
     }
 }
 
-/* c (mr x nc) += alpha * a (mr x ks) * b (ks x nc), summed in double. */
-static void gemm_multiply_f32(float *c, const float *a, const float *b, size_t mr, size_t nc,
-                              size_t ks, double alpha)
+/* ---- the multiply: host code on LDM buffers ----
+ *
+ * c (mr x nc) += alpha * a (mr x ks) * b (ks x nc), every product and sum
+ * in double, each element's sum taken over kk in order, so the result does
+ * not depend on the blocking: C is cut into register blocks of 4 rows x 8
+ * columns, accumulated across the whole of ks in vectors of 4 doubles (GCC
+ * vector extensions: one AVX register or two SSE2 ones), so each row of B
+ * loaded and widened serves 4 rows of A. Narrower edges take a block of
+ * 4 columns, then single columns. On x86-64 the multiplies are compiled
+ * twice, for AVX2 and the baseline, and the loader picks one
+ * (target_clones); neither uses FMA, so products are rounded before they
+ * are added, as in a plain loop. */
+
+#define GEMM_MR 4 /* rows of a register block */
+#define GEMM_NV 2 /* vectors of 4 columns in a register block */
+
+typedef double gemm_v4d __attribute__((vector_size(32)));
+typedef float gemm_v4f __attribute__((vector_size(16)));
+
+/* Not under ThreadSanitizer: the loader runs the clones' resolver before
+ * the TSan runtime is up, and its instrumented code crashes there. */
+#if defined(__SANITIZE_THREAD__)
+#define GEMM_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GEMM_NO_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(GEMM_NO_CLONES)
+#if __has_attribute(target_clones)
+#define GEMM_MULTIPLY_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef GEMM_MULTIPLY_CLONES
+#define GEMM_MULTIPLY_CLONES
+#endif
+
+#define GEMM_INLINE static inline __attribute__((always_inline))
+
+/* Vectors travel through pointers: passing 32-byte vectors by value would
+ * depend on whether AVX is enabled. */
+GEMM_INLINE void gemm_load4(gemm_v4d *out, const void *p, size_t at, st_cpe_dtype type)
 {
-    double acc[GEMM_BLOCK_MN_MAX];
-    for (size_t i = 0; i < mr; i++) {
-        for (size_t j = 0; j < nc; j++)
-            acc[j] = 0.0;
-        for (size_t kk = 0; kk < ks; kk++) {
-            double aik = a[i * ks + kk];
-            const float *brow = b + kk * nc;
-            for (size_t j = 0; j < nc; j++)
-                acc[j] += aik * brow[j];
-        }
-        for (size_t j = 0; j < nc; j++)
-            c[i * nc + j] = (float)(c[i * nc + j] + alpha * acc[j]);
+    if (type == ST_CPE_F64) {
+        memcpy(out, (const double *)p + at, sizeof *out);
+    } else {
+        gemm_v4f f;
+        memcpy(&f, (const float *)p + at, sizeof f);
+        *out = __builtin_convertvector(f, gemm_v4d);
     }
 }
 
-static void gemm_multiply_f64(double *c, const double *a, const double *b, size_t mr, size_t nc,
-                              size_t ks, double alpha)
+GEMM_INLINE void gemm_store4(void *p, size_t at, const gemm_v4d *v, st_cpe_dtype type)
 {
-    double acc[GEMM_BLOCK_MN_MAX];
-    for (size_t i = 0; i < mr; i++) {
-        for (size_t j = 0; j < nc; j++)
-            acc[j] = 0.0;
-        for (size_t kk = 0; kk < ks; kk++) {
-            double aik = a[i * ks + kk];
-            const double *brow = b + kk * nc;
-            for (size_t j = 0; j < nc; j++)
-                acc[j] += aik * brow[j];
-        }
-        for (size_t j = 0; j < nc; j++)
-            c[i * nc + j] += alpha * acc[j];
+    if (type == ST_CPE_F64) {
+        memcpy((double *)p + at, v, sizeof *v);
+    } else {
+        gemm_v4f f = __builtin_convertvector(*v, gemm_v4f);
+        memcpy((float *)p + at, &f, sizeof f);
     }
+}
+
+GEMM_INLINE double gemm_load1(const void *p, size_t at, st_cpe_dtype type)
+{
+    return type == ST_CPE_F64 ? ((const double *)p)[at] : (double)((const float *)p)[at];
+}
+
+GEMM_INLINE void gemm_store1(void *p, size_t at, double v, st_cpe_dtype type)
+{
+    if (type == ST_CPE_F64)
+        ((double *)p)[at] = v;
+    else
+        ((float *)p)[at] = (float)v;
+}
+
+/* rows x (4 vecs) elements of c from (i0, j0). */
+GEMM_INLINE void gemm_block(void *restrict c, const void *restrict a, const void *restrict b,
+                            size_t nc, size_t ks, size_t i0, size_t j0, int rows, int vecs,
+                            double alpha, st_cpe_dtype type)
+{
+    gemm_v4d acc[GEMM_MR][GEMM_NV];
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < vecs; v++)
+            acc[r][v] = (gemm_v4d){0.0, 0.0, 0.0, 0.0};
+    for (size_t kk = 0; kk < ks; kk++) {
+        gemm_v4d bv[GEMM_NV];
+        for (int v = 0; v < vecs; v++)
+            gemm_load4(&bv[v], b, kk * nc + j0 + 4 * (size_t)v, type);
+        for (int r = 0; r < rows; r++) {
+            double x = gemm_load1(a, (i0 + (size_t)r) * ks + kk, type);
+            gemm_v4d av = {x, x, x, x};
+            for (int v = 0; v < vecs; v++)
+                acc[r][v] += av * bv[v];
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        for (int v = 0; v < vecs; v++) {
+            size_t at = (i0 + (size_t)r) * nc + j0 + 4 * (size_t)v;
+            gemm_v4d sum;
+            gemm_load4(&sum, c, at, type);
+            sum += alpha * acc[r][v];
+            gemm_store4(c, at, &sum, type);
+        }
+}
+
+/* rows elements of column j of c from row i0. */
+GEMM_INLINE void gemm_column(void *restrict c, const void *restrict a, const void *restrict b,
+                             size_t nc, size_t ks, size_t i0, size_t j, int rows, double alpha,
+                             st_cpe_dtype type)
+{
+    double acc[GEMM_MR] = {0.0, 0.0, 0.0, 0.0};
+    for (size_t kk = 0; kk < ks; kk++) {
+        double bkj = gemm_load1(b, kk * nc + j, type);
+        for (int r = 0; r < rows; r++)
+            acc[r] += gemm_load1(a, (i0 + (size_t)r) * ks + kk, type) * bkj;
+    }
+    for (int r = 0; r < rows; r++) {
+        size_t at = (i0 + (size_t)r) * nc + j;
+        gemm_store1(c, at, gemm_load1(c, at, type) + alpha * acc[r], type);
+    }
+}
+
+/* rows (<= GEMM_MR) whole rows of c from row i0. */
+GEMM_INLINE void gemm_rows(void *restrict c, const void *restrict a, const void *restrict b,
+                           size_t nc, size_t ks, size_t i0, int rows, double alpha,
+                           st_cpe_dtype type)
+{
+    size_t j = 0;
+    for (; j + 4 * GEMM_NV <= nc; j += 4 * GEMM_NV)
+        gemm_block(c, a, b, nc, ks, i0, j, rows, GEMM_NV, alpha, type);
+    for (; j + 4 <= nc; j += 4)
+        gemm_block(c, a, b, nc, ks, i0, j, rows, 1, alpha, type);
+    for (; j < nc; j++)
+        gemm_column(c, a, b, nc, ks, i0, j, rows, alpha, type);
+}
+
+/* The row blocks, the last one 1 to GEMM_MR rows (a constant in each
+ * call, so every block is unrolled into registers). */
+GEMM_INLINE void gemm_multiply_type(void *restrict c, const void *restrict a,
+                                    const void *restrict b, size_t mr, size_t nc, size_t ks,
+                                    double alpha, st_cpe_dtype type)
+{
+    size_t i = 0;
+    for (; i + GEMM_MR <= mr; i += GEMM_MR)
+        gemm_rows(c, a, b, nc, ks, i, GEMM_MR, alpha, type);
+    switch (mr - i) {
+    case 3:
+        gemm_rows(c, a, b, nc, ks, i, 3, alpha, type);
+        break;
+    case 2:
+        gemm_rows(c, a, b, nc, ks, i, 2, alpha, type);
+        break;
+    case 1:
+        gemm_rows(c, a, b, nc, ks, i, 1, alpha, type);
+        break;
+    default:
+        break;
+    }
+}
+
+GEMM_MULTIPLY_CLONES
+static void gemm_multiply_f32(float *restrict c, const float *restrict a,
+                              const float *restrict b, size_t mr, size_t nc, size_t ks,
+                              double alpha)
+{
+    gemm_multiply_type(c, a, b, mr, nc, ks, alpha, ST_CPE_F32);
+}
+
+GEMM_MULTIPLY_CLONES
+static void gemm_multiply_f64(double *restrict c, const double *restrict a,
+                              const double *restrict b, size_t mr, size_t nc, size_t ks,
+                              double alpha)
+{
+    gemm_multiply_type(c, a, b, mr, nc, ks, alpha, ST_CPE_F64);
 }
 
 static void gemm_multiply(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, size_t mr, size_t nc,

@@ -8,9 +8,10 @@
  * units go round-robin to the CPEs (unit u to CPE u mod 64). A unit's kh
  * input rows oy sh - ph .. + kh - 1 are consecutive in memory: one get of
  * the valid ones. The CPE lays out the kh kw segments of ow values the unit
- * contributes - row (ch, ki, kj), columns oy ow .. + ow - 1 - packed in LDM,
- * padding by coordinate test, and puts them with one strided DMA (kh kw
- * blocks of ow floats, P floats apart).
+ * contributes - row (ch, ki, kj), columns oy ow .. + ow - 1 - packed in LDM
+ * (each segment's span inside the image, found from the coordinates, is
+ * copied and the padding around it zeroed: no per-element test), and puts
+ * them with one strided DMA (kh kw blocks of ow floats, P floats apart).
  *
  * col2im: the unit is one input row (ch, y), so no two CPEs add to the same
  * element. Output rows oy with oy sh - ph + ki = y for some ki contribute:
@@ -120,19 +121,42 @@ static void im2col_issue_get(st_cpe *cpe, const im2col_args *a, unit_slot *slot,
     }
 }
 
+/* The output columns ox_lo .. ox_hi - 1 read inside the image through
+ * kernel column kj: 0 <= ox sw - pw + kj < iw. */
+static void valid_output_cols(const st_cpe_conv_geom *g, int kj, int *ox_lo, int *ox_hi)
+{
+    int shift = g->pw - kj; /* x = ox sw - shift */
+    *ox_lo = shift > 0 ? (shift + g->sw - 1) / g->sw : 0;
+    *ox_hi = (g->iw + shift + g->sw - 1) / g->sw; /* the first ox with x >= iw */
+    if (*ox_lo > g->ow)
+        *ox_lo = g->ow;
+    if (*ox_hi > g->ow)
+        *ox_hi = g->ow;
+    if (*ox_hi < *ox_lo)
+        *ox_hi = *ox_lo;
+}
+
 static void im2col_pack(st_cpe *cpe, const st_cpe_conv_geom *g, unit_slot *slot, int oy)
 {
     int ki_lo, ki_hi;
     valid_kernel_rows(g, oy, &ki_lo, &ki_hi);
+    size_t ow = (size_t)g->ow;
     float *out = slot->segments;
     for (int ki = 0; ki < g->kh; ki++)
-        for (int kj = 0; kj < g->kw; kj++, out += g->ow) {
-            const float *row = slot->rows + (size_t)ki * g->iw;
-            int inside = ki >= ki_lo && ki < ki_hi;
-            for (int ox = 0; ox < g->ow; ox++) {
-                int x = ox * g->sw - g->pw + kj;
-                out[ox] = inside && x >= 0 && x < g->iw ? row[x] : 0.0f;
+        for (int kj = 0; kj < g->kw; kj++, out += ow) {
+            int lo = 0, hi = 0;
+            if (ki >= ki_lo && ki < ki_hi)
+                valid_output_cols(g, kj, &lo, &hi);
+            memset(out, 0, (size_t)lo * sizeof *out);
+            if (hi > lo) {
+                const float *in = slot->rows + (size_t)ki * g->iw + (lo * g->sw - g->pw + kj);
+                if (g->sw == 1)
+                    memcpy(out + lo, in, (size_t)(hi - lo) * sizeof *out);
+                else
+                    for (int ox = lo; ox < hi; ox++)
+                        out[ox] = in[(size_t)(ox - lo) * g->sw];
             }
+            memset(out + hi, 0, (ow - (size_t)hi) * sizeof *out);
         }
     st_cpe_moves(cpe, (uint64_t)g->kh * g->kw * g->ow);
 }
@@ -207,13 +231,18 @@ static void col2im_add(st_cpe *cpe, const st_cpe_conv_geom *g, unit_slot *slot, 
             continue;
         for (int kj = 0; kj < g->kw; kj++) {
             const float *seg = slot->segments + ((size_t)ki * g->kw + kj) * g->ow;
-            for (int ox = 0; ox < g->ow; ox++) {
-                int x = ox * g->sw - g->pw + kj;
-                if (x >= 0 && x < g->iw) {
-                    slot->rows[x] += seg[ox];
-                    adds++;
-                }
-            }
+            int lo, hi;
+            valid_output_cols(g, kj, &lo, &hi);
+            if (hi == lo)
+                continue;
+            float *row = slot->rows + (lo * g->sw - g->pw + kj);
+            if (g->sw == 1)
+                for (int ox = lo; ox < hi; ox++)
+                    row[ox - lo] += seg[ox];
+            else
+                for (int ox = lo; ox < hi; ox++)
+                    row[(size_t)(ox - lo) * g->sw] += seg[ox];
+            adds += (uint64_t)(hi - lo);
         }
     }
     st_cpe_flops(cpe, adds);

@@ -1,13 +1,50 @@
-/* Internals of the CPE emulator shared by its files (cpe_cluster.c: contexts
- * and scheduling; cpe_ldm.c; cpe_dma.c; cpe_regcomm.c; cpe_cost.c;
- * cpe_counters.c): the CPE and cluster structs, the blocking and fault
- * primitives, the per-event costs. */
+/* Internals of the CPE emulator shared by its files (cpe_cluster.c: launch
+ * and scheduling; cpe_context.c: execution contexts; cpe_ldm.c; cpe_dma.c;
+ * cpe_regcomm.c; cpe_cost.c; cpe_counters.c): the CPE and cluster structs,
+ * the contexts, the blocking and fault primitives, the per-event costs. */
 #ifndef ST_CPE_INTERNAL_H
 #define ST_CPE_INTERNAL_H
 
 #include <ucontext.h>
 
 #include "cpe.h"
+
+/* An execution context (cpe_context.c): a CPE program on its own stack, or
+ * the launching thread (stack NULL). fast selects the hand-written x86-64
+ * switch (sp) over ucontext (uc); all contexts of a cluster agree. */
+typedef struct cpe_context {
+    void *sp;          /* fast: the stack pointer while suspended */
+    int fast;
+    void *stack;       /* the context's stack, stack_bytes long */
+    size_t stack_bytes;
+    void (*entry)(void *); /* what a started context runs, with arg */
+    void *arg;
+    /* AddressSanitizer bookkeeping: the stack's bounds as ASan knows them
+     * (learnt at the first switch for the launching thread), and the
+     * context that last switched to this one. */
+    const void *asan_stack;
+    size_t asan_stack_bytes;
+    struct cpe_context *resumed_by;
+    ucontext_t uc;     /* not fast */
+} cpe_context;
+
+/* Whether the fast switch works in this process (x86-64, no CET shadow
+ * stack). */
+int cpe_context_fast_available(void);
+
+/* Set up ctx once: its stack (NULL, 0 for the launching thread's). */
+void cpe_context_init(cpe_context *ctx, void *stack, size_t stack_bytes, int fast);
+
+/* Make ctx a fresh context that runs entry(arg) from the top of its stack
+ * when first switched to. entry must leave with cpe_context_exit. */
+void cpe_context_start(cpe_context *ctx, void (*entry)(void *), void *arg);
+
+/* Suspend from (the running context) and resume to; returns when another
+ * context switches back to from. */
+void cpe_context_switch(cpe_context *from, cpe_context *to);
+
+/* Leave from for good and resume to; from can only be started again. */
+_Noreturn void cpe_context_exit(cpe_context *from, cpe_context *to);
 
 typedef enum cpe_state { CPE_READY, CPE_BLOCKED, CPE_DONE } cpe_state;
 
@@ -56,8 +93,7 @@ typedef struct cpe_clock {
 struct st_cpe {
     st_cpe_cluster *cg;
     int row, col, id;
-    ucontext_t context;
-    void *stack; /* CPE_STACK_BYTES, above a guard page */
+    cpe_context context; /* its stack: CPE_STACK_BYTES, above a guard page */
     unsigned char *ldm; /* ST_CPE_LDM_BYTES, a slice of cg->ldm_base */
     size_t ldm_used;
     cpe_state state;
@@ -76,7 +112,7 @@ typedef struct cpe_barrier {
 
 struct st_cpe_cluster {
     st_cpe cpe[ST_CPE_COUNT];
-    ucontext_t host; /* the launching thread's context, resumed at every switch */
+    cpe_context host; /* the launching thread's, resumed when no CPE can run */
     unsigned char *ldm_base; /* ST_CPE_COUNT * ST_CPE_LDM_BYTES */
     unsigned char *stack_map; /* the stacks and their guard pages */
     size_t stack_map_bytes;

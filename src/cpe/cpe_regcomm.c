@@ -10,7 +10,12 @@
  * destination slot was emptied; the message arrives regcomm_latency_cycles
  * after the send ends; a receive waits for the arrival and then takes
  * regcomm_recv_cycles. Floats are widened to doubles on the way out and
- * narrowed on the way in (swCaffe moves only doubles this way). */
+ * narrowed on the way in (swCaffe moves only doubles this way).
+ *
+ * Emulation: the single-message calls and the *_values ones share one path
+ * per direction, which moves as many messages as the FIFOs allow before it
+ * blocks - the same messages, times and counts as one call per message,
+ * without re-checking the wait and recomputing the costs each time. */
 #include <string.h>
 
 #include "cpe_internal.h"
@@ -31,109 +36,29 @@ int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus)
     return 1;
 }
 
-/* When the slot the next message into f goes to was emptied. */
-static double fifo_slot_free(const cpe_fifo *f)
+/* The slot the next message into f goes to. */
+static int fifo_tail(const cpe_fifo *f)
 {
-    return f->free_cycle[(f->head + f->count) % ST_CPE_FIFO_DEPTH];
+    return (f->head + f->count) % ST_CPE_FIFO_DEPTH;
 }
 
-static void fifo_push(cpe_fifo *f, const double msg[ST_CPE_MSG_DOUBLES], double arrival)
-{
-    cpe_msg *m = &f->slot[(f->head + f->count) % ST_CPE_FIFO_DEPTH];
-    memcpy(m->v, msg, sizeof m->v);
-    m->arrival_cycle = arrival;
-    f->count++;
-}
+/* ---- messages from and to values ---- */
 
-/* Advance the sender's clock over one send that may start no earlier than
- * slot_free; returns the arrival time of the message. */
-static double send_clock(st_cpe *cpe, double slot_free, int broadcast)
-{
-    cpe_clock *c = &cpe->clock;
-    double start = slot_free > c->now ? slot_free : c->now;
-    double end = start + cpe_cost_send_cycles(&cpe->cg->params, broadcast);
-    c->regcomm += end - c->now;
-    c->now = end;
-    return end + cpe->cg->params.regcomm_latency_cycles;
-}
-
-void st_cpe_send(st_cpe *cpe, int dst_row, int dst_col, const double msg[ST_CPE_MSG_DOUBLES])
-{
-    if (dst_row < 0 || dst_row >= ST_CPE_ROWS || dst_col < 0 || dst_col >= ST_CPE_COLS)
-        cpe_fault(cpe, "sent a register message to CPE (%d,%d), which does not exist", dst_row,
-                  dst_col);
-    if (dst_row == cpe->row && dst_col == cpe->col)
-        cpe_fault(cpe, "sent a register message to itself");
-    st_cpe_bus bus;
-    if (dst_row == cpe->row)
-        bus = ST_CPE_ROW;
-    else if (dst_col == cpe->col)
-        bus = ST_CPE_COL;
-    else
-        cpe_fault(cpe,
-                  "sent a register message to CPE (%d,%d), which is neither in its row nor in "
-                  "its column",
-                  dst_row, dst_col);
-    st_cpe *dst = &cpe->cg->cpe[dst_row * ST_CPE_COLS + dst_col];
-    cpe_fifo *f = &dst->in[bus];
-    while (f->count >= ST_CPE_FIFO_DEPTH) {
-        cpe->wait.kind = CPE_WAIT_SEND;
-        cpe->wait.bus = bus;
-        cpe->wait.peer = dst->id;
-        cpe_block(cpe);
-    }
-    fifo_push(f, msg, send_clock(cpe, fifo_slot_free(f), 0));
-    cpe->counts.msgs_p2p++;
-}
-
-void st_cpe_bcast(st_cpe *cpe, st_cpe_bus bus, const double msg[ST_CPE_MSG_DOUBLES])
-{
-    while (!cpe_line_has_room(cpe, bus)) {
-        cpe->wait.kind = CPE_WAIT_BCAST;
-        cpe->wait.bus = bus;
-        cpe_block(cpe);
-    }
-    int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
-    double slot_free = 0.0;
-    for (int i = 0; i < ST_CPE_COLS; i++) {
-        double t = i == self ? 0.0 : fifo_slot_free(&line_peer(cpe, bus, i)->in[bus]);
-        if (t > slot_free)
-            slot_free = t;
-    }
-    double arrival = send_clock(cpe, slot_free, 1);
-    for (int i = 0; i < ST_CPE_COLS; i++)
-        if (i != self)
-            fifo_push(&line_peer(cpe, bus, i)->in[bus], msg, arrival);
-    cpe->counts.msgs_bcast++;
-}
-
-void st_cpe_recv(st_cpe *cpe, st_cpe_bus bus, double msg[ST_CPE_MSG_DOUBLES])
-{
-    cpe_fifo *f = &cpe->in[bus];
-    while (f->count == 0) {
-        cpe->wait.kind = CPE_WAIT_RECV;
-        cpe->wait.bus = bus;
-        cpe_block(cpe);
-    }
-    const cpe_msg *m = &f->slot[f->head];
-    memcpy(msg, m->v, sizeof m->v);
-    cpe_clock *c = &cpe->clock;
-    double start = m->arrival_cycle > c->now ? m->arrival_cycle : c->now;
-    double end = start + cpe->cg->params.regcomm_recv_cycles;
-    c->regcomm += end - c->now;
-    c->now = end;
-    f->free_cycle[f->head] = end;
-    f->head = (f->head + 1) % ST_CPE_FIFO_DEPTH;
-    f->count--;
-    cpe->counts.msgs_received++;
-}
-
-/* ---- n values as messages ---- */
-
-/* Message i of n values of type at src: widened, the tail padded with 0. */
+/* Message first / 4 of n values of type at src: widened, the tail padded
+ * with 0. */
 static void pack_message(double msg[ST_CPE_MSG_DOUBLES], st_cpe_dtype type, const void *src,
                          size_t first, size_t n)
 {
+    if (first + ST_CPE_MSG_DOUBLES <= n) {
+        if (type == ST_CPE_F64) {
+            memcpy(msg, (const double *)src + first, ST_CPE_MSG_BYTES);
+        } else {
+            const float *f = (const float *)src + first;
+            for (int j = 0; j < ST_CPE_MSG_DOUBLES; j++)
+                msg[j] = f[j];
+        }
+        return;
+    }
     for (size_t j = 0; j < ST_CPE_MSG_DOUBLES; j++) {
         size_t at = first + j;
         msg[j] = at >= n ? 0.0
@@ -145,6 +70,16 @@ static void pack_message(double msg[ST_CPE_MSG_DOUBLES], st_cpe_dtype type, cons
 static void unpack_message(void *dst, st_cpe_dtype type, const double msg[ST_CPE_MSG_DOUBLES],
                            size_t first, size_t n)
 {
+    if (first + ST_CPE_MSG_DOUBLES <= n) {
+        if (type == ST_CPE_F64) {
+            memcpy((double *)dst + first, msg, ST_CPE_MSG_BYTES);
+        } else {
+            float *f = (float *)dst + first;
+            for (int j = 0; j < ST_CPE_MSG_DOUBLES; j++)
+                f[j] = (float)msg[j];
+        }
+        return;
+    }
     for (size_t j = 0; j < ST_CPE_MSG_DOUBLES && first + j < n; j++) {
         if (type == ST_CPE_F64)
             ((double *)dst)[first + j] = msg[j];
@@ -153,30 +88,182 @@ static void unpack_message(void *dst, st_cpe_dtype type, const double msg[ST_CPE
     }
 }
 
+/* ---- sending ---- */
+
+/* Advance the sender's clock over one send that may start no earlier than
+ * slot_free and takes send_cycles; returns the arrival time of the message. */
+static double send_clock(st_cpe *cpe, double slot_free, double send_cycles)
+{
+    cpe_clock *c = &cpe->clock;
+    double start = slot_free > c->now ? slot_free : c->now;
+    double end = start + send_cycles;
+    c->regcomm += end - c->now;
+    c->now = end;
+    return end + cpe->cg->params.regcomm_latency_cycles;
+}
+
+static void fifo_push(cpe_fifo *f, const double msg[ST_CPE_MSG_DOUBLES], double arrival)
+{
+    cpe_msg *m = &f->slot[fifo_tail(f)];
+    memcpy(m->v, msg, sizeof m->v);
+    m->arrival_cycle = arrival;
+    f->count++;
+}
+
+/* The destination's FIFO for a message from cpe to (dst_row, dst_col);
+ * anything but another CPE of its row or column is illegal. */
+static cpe_fifo *p2p_fifo(st_cpe *cpe, int dst_row, int dst_col, st_cpe_bus *bus, int *dst_id)
+{
+    if (dst_row < 0 || dst_row >= ST_CPE_ROWS || dst_col < 0 || dst_col >= ST_CPE_COLS)
+        cpe_fault(cpe, "sent a register message to CPE (%d,%d), which does not exist", dst_row,
+                  dst_col);
+    if (dst_row == cpe->row && dst_col == cpe->col)
+        cpe_fault(cpe, "sent a register message to itself");
+    if (dst_row == cpe->row)
+        *bus = ST_CPE_ROW;
+    else if (dst_col == cpe->col)
+        *bus = ST_CPE_COL;
+    else
+        cpe_fault(cpe,
+                  "sent a register message to CPE (%d,%d), which is neither in its row nor in "
+                  "its column",
+                  dst_row, dst_col);
+    *dst_id = dst_row * ST_CPE_COLS + dst_col;
+    return &cpe->cg->cpe[*dst_id].in[*bus];
+}
+
+/* n values of type at src as ceil(n / 4) messages to one CPE. While the
+ * FIFO has room the messages go one after another without a return to the
+ * scheduler, as they would one send at a time. */
+static void send_messages(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype type,
+                          const void *src, size_t n)
+{
+    if (n == 0)
+        return;
+    st_cpe_bus bus;
+    int dst_id;
+    cpe_fifo *f = p2p_fifo(cpe, dst_row, dst_col, &bus, &dst_id);
+    double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 0);
+    double msg[ST_CPE_MSG_DOUBLES];
+    for (size_t i = 0; i < n;) {
+        while (f->count >= ST_CPE_FIFO_DEPTH) {
+            cpe->wait.kind = CPE_WAIT_SEND;
+            cpe->wait.bus = bus;
+            cpe->wait.peer = dst_id;
+            cpe_block(cpe);
+        }
+        for (; i < n && f->count < ST_CPE_FIFO_DEPTH; i += ST_CPE_MSG_DOUBLES) {
+            pack_message(msg, type, src, i, n);
+            fifo_push(f, msg, send_clock(cpe, f->free_cycle[fifo_tail(f)], send_cycles));
+            cpe->counts.msgs_p2p++;
+        }
+    }
+}
+
+/* n values as ceil(n / 4) broadcasts along bus: each message goes into the
+ * FIFO of the 7 other CPEs of the line, when all of them have room. */
+static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const void *src,
+                           size_t n)
+{
+    int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
+    cpe_fifo *peer[ST_CPE_COLS - 1];
+    for (int i = 0, p = 0; i < ST_CPE_COLS; i++)
+        if (i != self)
+            peer[p++] = &line_peer(cpe, bus, i)->in[bus];
+    double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 1);
+    double msg[ST_CPE_MSG_DOUBLES];
+    for (size_t i = 0; i < n;) {
+        while (!cpe_line_has_room(cpe, bus)) {
+            cpe->wait.kind = CPE_WAIT_BCAST;
+            cpe->wait.bus = bus;
+            cpe_block(cpe);
+        }
+        int fullest = 0;
+        for (int p = 0; p < ST_CPE_COLS - 1; p++)
+            if (peer[p]->count > fullest)
+                fullest = peer[p]->count;
+        for (int room = ST_CPE_FIFO_DEPTH - fullest; i < n && room > 0;
+             room--, i += ST_CPE_MSG_DOUBLES) {
+            pack_message(msg, type, src, i, n);
+            double slot_free = 0.0;
+            for (int p = 0; p < ST_CPE_COLS - 1; p++) {
+                double t = peer[p]->free_cycle[fifo_tail(peer[p])];
+                if (t > slot_free)
+                    slot_free = t;
+            }
+            double arrival = send_clock(cpe, slot_free, send_cycles);
+            for (int p = 0; p < ST_CPE_COLS - 1; p++)
+                fifo_push(peer[p], msg, arrival);
+            cpe->counts.msgs_bcast++;
+        }
+    }
+}
+
+/* ---- receiving ---- */
+
+/* ceil(n / 4) messages from the FIFO for bus into n values of type at dst.
+ * The messages already in the FIFO are taken in one go, the clock kept in
+ * registers; each receive costs as it would alone. */
+static void recv_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, void *dst, size_t n)
+{
+    cpe_fifo *f = &cpe->in[bus];
+    cpe_clock *c = &cpe->clock;
+    double recv_cycles = cpe->cg->params.regcomm_recv_cycles;
+    for (size_t i = 0; i < n;) {
+        while (f->count == 0) {
+            cpe->wait.kind = CPE_WAIT_RECV;
+            cpe->wait.bus = bus;
+            cpe_block(cpe);
+        }
+        double now = c->now, regcomm = c->regcomm;
+        int head = f->head, taken = 0;
+        for (; i < n && taken < f->count; taken++, i += ST_CPE_MSG_DOUBLES) {
+            const cpe_msg *m = &f->slot[head];
+            unpack_message(dst, type, m->v, i, n);
+            double start = m->arrival_cycle > now ? m->arrival_cycle : now;
+            double end = start + recv_cycles;
+            regcomm += end - now;
+            now = end;
+            f->free_cycle[head] = end;
+            head = (head + 1) % ST_CPE_FIFO_DEPTH;
+        }
+        c->now = now;
+        c->regcomm = regcomm;
+        f->head = head;
+        f->count -= taken;
+        cpe->counts.msgs_received += (uint64_t)taken;
+    }
+}
+
+/* ---- the API ---- */
+
+void st_cpe_send(st_cpe *cpe, int dst_row, int dst_col, const double msg[ST_CPE_MSG_DOUBLES])
+{
+    send_messages(cpe, dst_row, dst_col, ST_CPE_F64, msg, ST_CPE_MSG_DOUBLES);
+}
+
+void st_cpe_bcast(st_cpe *cpe, st_cpe_bus bus, const double msg[ST_CPE_MSG_DOUBLES])
+{
+    bcast_messages(cpe, bus, ST_CPE_F64, msg, ST_CPE_MSG_DOUBLES);
+}
+
+void st_cpe_recv(st_cpe *cpe, st_cpe_bus bus, double msg[ST_CPE_MSG_DOUBLES])
+{
+    recv_messages(cpe, bus, ST_CPE_F64, msg, ST_CPE_MSG_DOUBLES);
+}
+
 void st_cpe_send_values(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype type, const void *src,
                         size_t n)
 {
-    double msg[ST_CPE_MSG_DOUBLES];
-    for (size_t i = 0; i < n; i += ST_CPE_MSG_DOUBLES) {
-        pack_message(msg, type, src, i, n);
-        st_cpe_send(cpe, dst_row, dst_col, msg);
-    }
+    send_messages(cpe, dst_row, dst_col, type, src, n);
 }
 
 void st_cpe_bcast_values(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const void *src, size_t n)
 {
-    double msg[ST_CPE_MSG_DOUBLES];
-    for (size_t i = 0; i < n; i += ST_CPE_MSG_DOUBLES) {
-        pack_message(msg, type, src, i, n);
-        st_cpe_bcast(cpe, bus, msg);
-    }
+    bcast_messages(cpe, bus, type, src, n);
 }
 
 void st_cpe_recv_values(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, void *dst, size_t n)
 {
-    double msg[ST_CPE_MSG_DOUBLES];
-    for (size_t i = 0; i < n; i += ST_CPE_MSG_DOUBLES) {
-        st_cpe_recv(cpe, bus, msg);
-        unpack_message(dst, type, msg, i, n);
-    }
+    recv_messages(cpe, bus, type, dst, n);
 }
