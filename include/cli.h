@@ -3,6 +3,7 @@
 #define ST_CLI_H
 
 #include "log.h"
+#include "progress.h"
 #include "status.h"
 #include "train.h"
 
@@ -12,6 +13,9 @@ typedef struct st_cli {
     const char *cfg_path;
     const char *sync;   /* --sync text */
     const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
+    const char *log_format; /* --log-format text, or NULL: live on a terminal, else text */
+    st_progress_format format; /* --log-format parsed (when given) */
+    const char *metrics;    /* --metrics FILE, or NULL */
     int quiet, verbose;
     int help, version;
     int dry_run; /* check the cfg, print the layer table, stop */

@@ -36,7 +36,8 @@ st_status st_options_parse(const st_option *opts, int n_opts, void *target, int 
                            char **argv, const char **pos, int max_pos, int *n_pos,
                            st_error *err);
 
-/* usage lines, then the options grouped in the order of groups (NULL-ended). */
+/* usage lines, then the options grouped in the order of groups (NULL-ended),
+ * all wrapped to 79 columns. */
 void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_opts,
                      const char *const *groups);
 

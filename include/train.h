@@ -21,6 +21,7 @@ typedef struct st_train_opts {
     long epochs;
     uint64_t seed;
     const char *backend;     /* "ref", "dnnl", "cpe" */
+    const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *data;        /* --data file, "synthetic", or NULL */
     const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
     long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */

@@ -28,6 +28,9 @@ static const st_option options[] = {
      ST_OPT_U64, TRAIN(seed), 0, 0},
     {"backend", 0, "NAME", "Training", "compute backend: dnnl, ref or cpe (default dnnl)",
      ST_OPT_STRING, TRAIN(backend), 0, 0},
+    {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
+     "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
+     TRAIN(cpe_trace), 0, 0},
     {"data", 0, "FILE", "Data", "data file (train=, test=, ...: a packed store, IDX, CIFAR-10 "
      ".bin or an image list) overriding [net]; Darknet .data files; or 'synthetic'",
      ST_OPT_STRING, TRAIN(data), 0, 0},
@@ -45,8 +48,15 @@ static const st_option options[] = {
     {"test-interval", 0, "N", "Output", "test every N iterations (default: every epoch and "
      "at the end)", ST_OPT_LONG, TRAIN(test_interval), 1, LONG_MAX},
     {"no-test", 0, NULL, "Output", "never run the test phase", ST_OPT_FLAG, TRAIN(no_test), 0, 0},
-    {"log-every", 0, "N", "Output", "progress line every N iterations (default 100)",
-     ST_OPT_LONG, TRAIN(log_every), 1, LONG_MAX},
+    {"log-every", 0, "N", "Output", "a progress line (or CSV row) every N iterations (default "
+     "100)", ST_OPT_LONG, TRAIN(log_every), 1, LONG_MAX},
+    {"log-format", 0, "FORMAT", "Output", "progress as live (one line rewritten in place: the "
+     "default on a terminal), text (plain lines: the default otherwise) or csv (a CSV row per "
+     "logged iteration and test phase on stdout, messages on stderr)", ST_OPT_STRING,
+     offsetof(st_cli, log_format), 0, 0},
+    {"metrics", 0, "FILE", "Output", "write the CSV rows to FILE as training goes (as "
+     "FILE.partial, renamed to FILE when training ends)", ST_OPT_STRING,
+     offsetof(st_cli, metrics), 0, 0},
     {"warmup", 0, "N", "Output", "leave the first N iterations out of the speed figures",
      ST_OPT_LONG, TRAIN(warmup), 0, LONG_MAX},
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
@@ -82,7 +92,8 @@ static const st_option options[] = {
      "gives", ST_OPT_STRING, TRAIN(resume), 0, 0},
     {"dry-run", 0, NULL, "Output", "check the cfg, print the layer table and stop", ST_OPT_FLAG,
      offsetof(st_cli, dry_run), 0, 0},
-    {"quiet", 'q', NULL, "Output", "only warnings and errors", ST_OPT_FLAG,
+    {"quiet", 'q', NULL, "Output", "only warnings and errors (no progress; --log-format "
+     "csv rows and --metrics are still written)", ST_OPT_FLAG,
      offsetof(st_cli, quiet), 0, 0},
     {"verbose", 'v', NULL, "Output", "more detail", ST_OPT_FLAG, offsetof(st_cli, verbose), 0,
      0},
@@ -101,14 +112,17 @@ void st_cli_help(FILE *out)
 {
     st_options_help(out,
                     "usage: singletrain [options] NET.cfg\n"
-                    "       singletrain pack SRC OUT [options]   (see singletrain pack --help)\n"
-                    "       singletrain read SRC [options]       (see singletrain read --help)\n"
-                    "       singletrain predict NET.cfg WEIGHTS IMAGE... (see singletrain predict --help)\n"
-                    "       singletrain export NET.cfg WEIGHTS OUT.weights (see singletrain export --help)\n"
-                    "\nTrains the Darknet-format network NET.cfg on CPUs.\n",
+                    "       singletrain pack SRC OUT [options]\n"
+                    "       singletrain read SRC [options]\n"
+                    "       singletrain predict NET.cfg WEIGHTS IMAGE... [options]\n"
+                    "       singletrain export NET.cfg WEIGHTS OUT.weights [options]\n"
+                    "\nTrains the Darknet-format network NET.cfg on CPUs. The commands pack\n"
+                    "(a striped store from any data source), read (its reading speed), predict\n"
+                    "(classify images) and export (Darknet .weights) have their own --help.\n",
                     options, N_OPTIONS, groups);
     fprintf(out, "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
-                 "128 + the signal when SIGINT or SIGTERM stopped training.\n");
+                 "128 + the signal when SIGINT or SIGTERM stopped training.\n"
+                 "The manual: man singletrain (make install puts it in PREFIX/share/man).\n");
 }
 
 /* --sync bsp | asp | ssp:S */
@@ -133,6 +147,20 @@ static st_status parse_sync(st_cli *cli, st_error *err)
     }
     return st_fail(err, ST_EUSAGE, "option --sync: expected bsp, asp or ssp:S with S a "
                    "staleness from 0 to 1048576, got '%s'", v);
+}
+
+/* --log-format live | text | csv */
+static st_status parse_log_format(st_cli *cli, st_error *err)
+{
+    if (!cli->log_format)
+        return ST_OK;
+    for (int f = 0; f < 3; f++)
+        if (strcmp(cli->log_format, st_progress_format_names[f]) == 0) {
+            cli->format = (st_progress_format)f;
+            return ST_OK;
+        }
+    return st_fail(err, ST_EUSAGE, "option --log-format: expected live, text or csv, got '%s'",
+                   cli->log_format);
 }
 
 /* --sim-cross-bandwidth F, a fraction in (0, 1] */
@@ -163,6 +191,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_sync(cli, err);
     if (st == ST_OK)
         st = parse_cross_bandwidth(cli, err);
+    if (st == ST_OK)
+        st = parse_log_format(cli, err);
     if (st != ST_OK || cli->help || cli->version)
         return st;
     cli->cfg_path = pos[0];

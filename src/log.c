@@ -1,23 +1,29 @@
-/* The run's logger: level filtering over two streams. */
+/* The run's logger: level filtering over two streams, clearing the live
+ * progress line (progress.h) before each message. */
 #include "log.h"
 
 #include <stdarg.h>
 
+#include "progress.h"
+
 st_log st_log_default(st_log_level level)
 {
-    st_log log = {level, stdout, stderr};
+    st_log log = {level, stdout, stderr, NULL};
     return log;
 }
 
-static void log_vprint(FILE *f, const char *prefix, const char *fmt, va_list ap)
+static void log_vprint(const st_log *log, FILE *f, const char *prefix, const char *fmt,
+                       va_list ap)
 {
     if (!f)
         return;
+    st_progress_hold(log->progress);
     if (prefix)
         fputs(prefix, f);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
     fflush(f);
+    st_progress_release(log->progress);
 }
 
 void st_info(const st_log *log, const char *fmt, ...)
@@ -26,7 +32,17 @@ void st_info(const st_log *log, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    log_vprint(log->out, NULL, fmt, ap);
+    log_vprint(log, log->out, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void st_info_progress(const st_log *log, const char *fmt, ...)
+{
+    if (!log || log->level < ST_LOG_INFO || !st_progress_plain(log->progress))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_vprint(log, log->out, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -36,7 +52,7 @@ void st_debug(const st_log *log, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    log_vprint(log->out, NULL, fmt, ap);
+    log_vprint(log, log->out, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -46,6 +62,6 @@ void st_warn(const st_log *log, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    log_vprint(log->err, "singletrain: warning: ", fmt, ap);
+    log_vprint(log, log->err, "singletrain: warning: ", fmt, ap);
     va_end(ap);
 }

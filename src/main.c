@@ -4,20 +4,43 @@
  * SIGINT or SIGTERM stopped training). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cluster.h"
 #include "commands.h"
 #include "net.h"
+#include "progress.h"
 #include "train.h"
 
 #ifndef ST_VERSION
 #define ST_VERSION "0.1"
 #endif
 
+/* The progress format: --log-format, else live on a terminal and plain
+ * text lines otherwise. -q turns the live line off (nothing but warnings
+ * and errors) and leaves csv rows on: they are the output asked for, and
+ * the messages they would mix with go to stderr, where -q silences them. */
+static st_status open_progress(const st_cli *cli, st_log *log, st_progress **out,
+                               st_error *err)
+{
+    st_progress_opts po = {.format = cli->log_format ? cli->format
+                                     : isatty(STDOUT_FILENO) ? ST_PROGRESS_LIVE
+                                                             : ST_PROGRESS_TEXT,
+                           .out = stdout, .metrics = cli->metrics};
+    if (po.format == ST_PROGRESS_LIVE && log->level < ST_LOG_INFO)
+        po.format = ST_PROGRESS_TEXT;
+    if (po.format == ST_PROGRESS_CSV)
+        log->out = stderr;
+    st_status st = st_progress_create(out, &po, err);
+    log->progress = *out;
+    return st;
+}
+
 /* Train; under mpirun every rank agrees on the set-up first (a failure or
  * a difference on any rank stops them all, none waits for another). Ranks
- * other than 0 log warnings and errors only, their errors naming the rank. */
+ * other than 0 log warnings and errors only, their errors naming the rank;
+ * rank 0 alone shows progress and writes --metrics. */
 static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
 {
     st_cluster *cluster = NULL;
@@ -28,8 +51,12 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
     int rank = st_cluster_rank(cluster);
     if (rank > 0 && log->level > ST_LOG_QUIET)
         log->level = ST_LOG_QUIET;
+    st_progress *progress = NULL;
+    if (rank == 0)
+        st = open_progress(cli, log, &progress, err);
     st_trainer *t = NULL;
-    st = st_trainer_create(&t, cli->cfg_path, &cli->train, log, err);
+    if (st == ST_OK)
+        st = st_trainer_create(&t, cli->cfg_path, &cli->train, log, err);
     if (cluster) {
         st_cluster_fingerprint fp;
         if (t)
@@ -47,6 +74,10 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
         *signal = res.signal;
     }
     st_trainer_free(t);
+    st_status pst = st_progress_close(progress, err); /* FILE.partial to FILE, whatever happened */
+    log->progress = NULL;
+    if (st == ST_OK)
+        st = pst;
     if (st != ST_OK && cluster)
         st_error_prefix(err, "rank %d: ", rank);
     st_cluster_free(cluster);

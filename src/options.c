@@ -6,10 +6,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --help's columns: options from column 2, their help from HELP_INDENT,
+ * wrapped before HELP_WIDTH. */
+#define HELP_INDENT 27
+#define HELP_WIDTH 79
+
+/* text from column col (>= indent), wrapped at spaces, continued at indent */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
+{
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        int word = (int)strcspn(p, " ");
+        if (!word)
+            break;
+        if (col > indent && col + 1 + word > HELP_WIDTH) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, (size_t)word, out);
+        col += word;
+        p += word;
+    }
+    fputc('\n', out);
+}
+
 void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_opts,
                      const char *const *groups)
 {
-    fputs(usage, out);
+    for (const char *line = usage; *line;) { /* lines over HELP_WIDTH wrapped */
+        size_t len = strcspn(line, "\n");
+        char text[1024];
+        if (len <= HELP_WIDTH || len >= sizeof text) {
+            fprintf(out, "%.*s\n", (int)len, line);
+        } else {
+            int indent = (int)strspn(line, " ");
+            memcpy(text, line, len);
+            text[len] = '\0';
+            fprintf(out, "%*s", indent, "");
+            print_wrapped(out, text + indent, indent, indent);
+        }
+        line += len + (line[len] == '\n');
+    }
     for (int g = 0; groups[g]; g++) {
         fprintf(out, "\n%s:\n", groups[g]);
         for (int i = 0; i < n_opts; i++) {
@@ -17,10 +59,15 @@ void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_
             if (strcmp(o->group, groups[g]) != 0)
                 continue;
             char left[64];
-            snprintf(left, sizeof left, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
-                     o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
-                     o->arg ? " " : "", o->arg ? o->arg : "");
-            fprintf(out, "  %-24s %s\n", left, o->help);
+            int len = snprintf(left, sizeof left, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
+                               o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ",
+                               o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+            if (len > HELP_INDENT - 3) { /* the help starts on the next line */
+                fprintf(out, "  %s\n%*s", left, HELP_INDENT, "");
+            } else {
+                fprintf(out, "  %-*s ", HELP_INDENT - 3, left);
+            }
+            print_wrapped(out, o->help, HELP_INDENT, HELP_INDENT);
         }
     }
 }

@@ -28,6 +28,7 @@
 #include "hparams.h"
 #include "memory.h"
 #include "prefetch.h"
+#include "progress.h"
 #include "ps.h"
 #include "scheduler.h"
 #include "snapshot.h"
@@ -60,6 +61,9 @@ struct st_trainer {
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
     int allreduce;          /* multi-node: the algorithm's index, -1 for auto */
     char snapshot_path[ST_PATH_MAX + 64];
+    double created, began;  /* when set-up and the run began (monotonic seconds) */
+    double test_seconds;    /* spent in test phases */
+    long best_iteration;    /* of the best test accuracy */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -325,6 +329,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         return ST_ENOMEM;
     t->log = *log;
     t->o = *o;
+    t->created = now_seconds();
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
     t->snapshot_iter = -1;
     if (t->o.snapshot_every && !t->o.snapshot_dir)
@@ -370,7 +375,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                      "bulk-synchronous only; leave --sync out", sync_names[o->sync]);
     if (st == ST_OK)
         st = plan_schedule(t, err);
-    if (st == ST_OK && o->cluster) {
+    if (st == ST_OK) { /* checked on one node too: a mistyped name is an error there */
         st_cluster_opts co = {o->allreduce, o->supernode_size, o->sim_cross_bandwidth, 0,
                               o->allreduce_granularity};
         st = st_cluster_configure(o->cluster, &co, &t->allreduce, err);
@@ -402,6 +407,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
+    if (st == ST_OK && o->cpe_trace)
+        st = strcmp(t->backend->name, "cpe") != 0
+                 ? st_fail(err, ST_EUSAGE, "--cpe-trace needs --backend cpe")
+                 : st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, o->cpe_trace, err);
     if (st == ST_OK) {
         double mb = 1e-6 * sizeof(float), acts = 0.0;
         for (int w = 0; w < o->threads; w++)
@@ -441,14 +450,18 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
     if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
         return ST_OK;
     long correct;
-    double loss;
+    double loss, t0 = now_seconds();
     st_status st = st_sched_test(t->sched, t->test, &correct, &loss, err);
+    t->test_seconds += now_seconds() - t0;
     if (st != ST_OK)
         return st;
     res->test_accuracy = (double)correct / (double)t->test->count;
     res->test_loss = loss / (double)t->test->count;
-    if (res->test_accuracy > res->best_accuracy)
+    if (res->test_accuracy > res->best_accuracy) {
         res->best_accuracy = res->test_accuracy;
+        t->best_iteration = it;
+    }
+    st_progress_test(t->log.progress, it, res->test_accuracy, res->test_loss);
     st_info(&t->log, "test  iter %ld  accuracy %.2f%%  loss %.4f  (%ld images)", it,
             100.0 * res->test_accuracy, res->test_loss, t->test->count);
     return ST_OK;
@@ -526,19 +539,46 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
             res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
 }
 
-static void log_split(const st_trainer *t, const char *what, const st_time_split *s, double n)
+/* The time split of n iterations: a progress line ("  split,", plain text
+ * progress only) or a summary line ("time split,"). */
+static void log_split(const st_trainer *t, int progress, const char *what,
+                      const st_time_split *s, double n)
 {
-    st_info(&t->log, "%s ms per iteration: data %.3f, compute %.3f, barrier %.3f, "
-            "aggregation %.3f, update %.3f", what, 1e3 * s->data / n, 1e3 * s->compute / n,
-            1e3 * s->barrier / n, 1e3 * s->aggregate / n, 1e3 * s->update / n);
+    char line[256];
+    snprintf(line, sizeof line, "%s ms per iteration: data %.3f, compute %.3f, barrier %.3f, "
+             "aggregation %.3f, update %.3f", what, 1e3 * s->data / n, 1e3 * s->compute / n,
+             1e3 * s->barrier / n, 1e3 * s->aggregate / n, 1e3 * s->update / n);
+    if (progress)
+        st_info_progress(&t->log, "%s", line);
+    else
+        st_info(&t->log, "%s", line);
 }
 
+/* A logged window ending at iteration `done`: the "iter" line (and the
+ * split of BSP windows) in plain text, the CSV row for --log-format csv
+ * and --metrics. */
 static void log_progress(const st_trainer *t, long done, double loss, long images,
-                         double seconds)
+                         double seconds, const st_time_split *window, long window_iters)
 {
-    st_info(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
-            t->iterations, (double)done / (double)t->iters_per_epoch, loss / (double)images,
-            st_lr_at(&t->hp.solver.lr, done - 1), seconds > 0 ? (double)images / seconds : 0.0);
+    double lr = st_lr_at(&t->hp.solver.lr, done - 1);
+    st_progress_row row = {.iteration = done, .loss = loss / (double)images, .lr = lr,
+                           .images_per_s = seconds > 0 ? (double)images / seconds : 0.0};
+    st_info_progress(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
+                     t->iterations, (double)done / (double)t->iters_per_epoch, row.loss, lr,
+                     row.images_per_s);
+    if (window && window_iters > 0) {
+        double ms = 1e3 / (double)window_iters;
+        row.has_split = 1;
+        row.data_ms = ms * window->data;
+        row.compute_ms = ms * window->compute;
+        row.barrier_ms = ms * window->barrier;
+        row.aggregation_ms = ms * window->aggregate;
+        row.update_ms = ms * window->update;
+        row.communication_ms = ms * window->communicate;
+        if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
+            log_split(t, 1, "  split,", window, (double)window_iters);
+    }
+    st_progress_train(t->log.progress, &row);
 }
 
 static void split_add(st_time_split *sum, const st_time_split *s)
@@ -548,6 +588,7 @@ static void split_add(st_time_split *sum, const st_time_split *s)
     sum->barrier += s->barrier;
     sum->aggregate += s->aggregate;
     sum->update += s->update;
+    sum->communicate += s->communicate;
 }
 
 static void bsp_iteration_done(void *ctx, const st_iteration *it)
@@ -570,13 +611,13 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     p->window_images += it->images;
     p->window_iters++;
     long done = it->iteration + 1;
+    st_progress_step(t->log.progress, done, it->loss, it->images);
     if (done % t->o.log_every && done != t->iterations)
         return;
     double now = now_seconds();
     p->res->last_loss = p->window_loss / (double)p->window_images;
-    log_progress(t, done, p->window_loss, p->window_images, now - p->window_start);
-    if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
-        log_split(t, "  split,", &p->window, (double)p->window_iters);
+    log_progress(t, done, p->window_loss, p->window_images, now - p->window_start, &p->window,
+                 p->window_iters);
     p->window_start = now;
     p->window_loss = 0.0;
     p->window_images = p->window_iters = 0;
@@ -676,7 +717,8 @@ static void async_log(void *ctx, long done, double loss, long images)
     p->res->last_loss = images ? loss / (double)images : 0.0;
     if (p->last_done == 0)
         p->res->first_loss = p->res->last_loss;
-    log_progress(p->t, done, loss, images, now - p->last_time);
+    st_progress_step(p->t->log.progress, done, loss, images);
+    log_progress(p->t, done, loss, images, now - p->last_time, NULL, 0);
     p->last_time = now;
     p->last_done = done;
 }
@@ -696,6 +738,24 @@ static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
                             ? (double)t->iterations * t->batch / res->seconds : 0.0;
     res->split = wt;
     return run_test(t, t->iterations, res, err);
+}
+
+/* The summary's lines after "done:", "time split" and "test accuracy":
+ * the best test phase, communication across nodes, where the time went. */
+static void log_summary(const st_trainer *t, const st_train_result *res, long timed)
+{
+    if (res->best_accuracy >= 0)
+        st_info(&t->log, "best test accuracy %.2f%% after iteration %ld (epoch %.2f)",
+                100.0 * res->best_accuracy, t->best_iteration,
+                (double)t->best_iteration / (double)t->iters_per_epoch);
+    if (t->o.cluster)
+        st_info(&t->log, "communication ms per iteration: %.3f (control sums and all-reduce "
+                "across nodes, outside the time split above)",
+                1e3 * res->split.communicate / (double)(timed > 0 ? timed : 1));
+    double now = now_seconds();
+    st_info(&t->log, "total time %.1f s: set-up %.1f s, training %.1f s, test phases %.1f s",
+            now - t->created, t->began - t->created, now - t->began - t->test_seconds,
+            t->test_seconds);
 }
 
 static void log_line(void *ctx, const char *line)
@@ -743,6 +803,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_status st = ST_OK;
     if (t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
+    t->began = now_seconds();
+    st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
     if (t->o.cluster)
@@ -769,17 +831,30 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
             t->iterations - t->start, res->seconds, res->images_per_s,
             t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
             res->peak_memory / 1e6);
-    log_split(t, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
+    log_split(t, 0, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
     if (res->best_accuracy >= 0)
         st_info(&t->log, "test accuracy: final %.2f%%, best %.2f%%", 100.0 * res->test_accuracy,
                 100.0 * res->best_accuracy);
+    log_summary(t, res, timed);
     res->skipped_images = t->skipped;
     if (t->skipped)
         st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);
     if (t->o.profile)
         print_profile(t, res, timed);
-    if (strcmp(t->backend->name, "cpe") == 0)
-        st_cpe_backend_report(st_sched_replica(t->sched, 0)->bctx, t->iterations - t->start,
-                              (t->batch + t->o.threads - 1) / t->o.threads, log_line, &t->log);
-    return save_snapshot(t, t->iterations, 1, err);
+    st = ST_OK;
+    if (strcmp(t->backend->name, "cpe") == 0) {
+        st_bctx *cg0 = st_sched_replica(t->sched, 0)->bctx;
+        st_cpe_backend_report(cg0, (t->batch + t->o.threads - 1) / t->o.threads,
+                              t->o.threads, log_line, &t->log);
+        st = st_cpe_backend_trace_finish(cg0, err);
+    }
+    if (st == ST_OK)
+        st = save_snapshot(t, t->iterations, 1, err);
+    if (st == ST_OK && !t->o.snapshot_dir) {
+        const char *base = strrchr(t->cfg_path, '/');
+        base = base ? base + 1 : t->cfg_path;
+        st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
+                "DIR/%.*s_final.snap", (int)strcspn(base, "."), base);
+    }
+    return st;
 }

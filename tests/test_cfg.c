@@ -839,7 +839,7 @@ static void test_darknet_style_classifier(void **state)
         "[softmax]\ngroups=1\n\n[cost]\ntype=sse\n\n";
     FILE *f = tmpfile();
     assert_non_null(f);
-    st_log log = {ST_LOG_QUIET, NULL, f};
+    st_log log = {ST_LOG_QUIET, NULL, f, NULL};
     st_cfg cfg;
     st_hparams hp;
     st_net net;
@@ -1018,7 +1018,7 @@ static int build_warnings(const char *text, char *out, size_t size)
 {
     FILE *f = tmpfile();
     assert_non_null(f);
-    st_log log = {ST_LOG_QUIET, NULL, f};
+    st_log log = {ST_LOG_QUIET, NULL, f, NULL};
     st_cfg cfg;
     st_hparams hp;
     st_net net;
@@ -1100,7 +1100,7 @@ static void test_warnings_none_and_anchor(void **state)
     assert_int_equal(build_warnings(NET8 "[convolutional]\nfilters=2\n[softmax]\n", out, sizeof out), 0);
     FILE *f = tmpfile();
     assert_non_null(f);
-    st_log log = {ST_LOG_QUIET, NULL, f};
+    st_log log = {ST_LOG_QUIET, NULL, f, NULL};
     st_cfg cfg;
     st_hparams hp;
     st_net net;

@@ -197,7 +197,8 @@ check "--snapshot-dir missing directory (checked before training)" err 2 "--snap
 check "--help" out 0 "usage: singletrain [options] NET.cfg" -- "$bin" --help
 for opt in "-t, --threads N" "-b, --batch N" "--iters N" "--epochs N" "--seed N" "--backend NAME" \
     "--data FILE" "--snapshot-dir DIR" "-q, --quiet" "-v, --verbose" "-h, --help" "--version" \
-    "--train-images N" "--test-images N" "--test-interval N" "--log-every N"; do
+    "--train-images N" "--test-images N" "--test-interval N" "--log-every N" \
+    "--log-format FORMAT" "--metrics FILE"; do
     check "--help lists $opt" out 0 "$opt" -- "$bin" --help
 done
 check "-h" out 0 "usage: singletrain" -- "$bin" -h
@@ -225,5 +226,143 @@ printf '[net]\nheight=8\nwidth=8\nchannels=1\nsolver=rmsprop\nB1=0.8\nrms_decay=
 check "a solver key the rule ignores warns" err 0 "unused-key.cfg:6: [net] B1= has no effect with solver=rmsprop (it is Adam's)" -- \
     "$bin" --dry-run "$tmp/unused-key.cfg"
 expect "a key the rule reads does not warn" [ "$(grep -c 'no effect' "$tmp/stderr")" -eq 1 ]
+
+# ------------------------------------------- --help against the option table
+
+# The option table of src/cli.c, one entry per line: name, short name (0 or
+# 'x'), value name (NULL or "ARG") and group; --help must list each under
+# its group as "-x, --name ARG" or "--name ARG", nothing else, and the
+# parser must know each.
+sed -n "s/^ *{\"\([a-z0-9-]*\)\", \(0\|'.'\), \(NULL\|\"[^\"]*\"\), \"\([^\"]*\)\".*/\1 \2 \3 \4/p" \
+    "$(dirname "$0")/../src/cli.c" | tr -d "\"'" >"$tmp/table"
+"$bin" --help >"$tmp/help"
+awk '/^[A-Z][A-Za-z-]*:$/ { group = substr($0, 1, length($0) - 1); next }
+     /^  (-., |    )--/ { s = $0; sub(/^ +/, "", s); i = index(s, "  "); print group "|" (i ? substr(s, 1, i - 1) : s) }' \
+    "$tmp/help" >"$tmp/help-options"
+expect "the option table has entries ($(wc -l <"$tmp/table"))" [ "$(wc -l <"$tmp/table")" -ge 30 ]
+expect "--help lists as many options as the table" \
+    [ "$(wc -l <"$tmp/table")" -eq "$(wc -l <"$tmp/help-options")" ]
+missing= unknown=
+while read -r name short arg group; do
+    left="--$name"
+    [ "$short" != 0 ] && left="-$short, $left"
+    [ "$arg" != NULL ] && left="$left $arg"
+    grep -q -x -F "$group|$left" "$tmp/help-options" || missing="$missing [$group] $left;"
+    "$bin" "--$name" </dev/null 2>&1 | grep -q "unknown option" && unknown="$unknown --$name"
+done <"$tmp/table"
+expect "--help lists every table entry under its group${missing:+ (missing:$missing)}" [ -z "$missing" ]
+expect "the parser knows every table entry${unknown:+ (unknown:$unknown)}" [ -z "$unknown" ]
+
+# ---------------------------------------- progress formats, metrics, summary
+
+# 1024 synthetic images at batch 8: 128 iterations per epoch; 20 iterations,
+# a row every 5, a test phase every 10 (256 synthetic test images).
+run="-t 2 --data synthetic --iters 20 --log-every 5 --test-interval 10"
+header=phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms
+# shellcheck disable=SC2086
+check "text progress (not a terminal)" out 0 "iter 5/20  epoch 0.04  loss " "test  iter 20  accuracy" -- \
+    "$bin" $run "$tmp/tiny.cfg"
+cp "$tmp/stdout" "$tmp/text.out"
+# shellcheck disable=SC2086
+check "--log-format csv" err 0 "done: 20 iterations" -- "$bin" $run --log-format csv "$tmp/tiny.cfg"
+cp "$tmp/stdout" "$tmp/csv.out"
+cp "$tmp/stderr" "$tmp/csv.err"
+expect "csv: the first line is the header" [ "$(head -n 1 "$tmp/csv.out")" = "$header" ]
+expect "csv: every line has 15 fields" awk -F, 'NF != 15 { exit 1 }' "$tmp/csv.out"
+expect "csv: train rows at 5, 10, 15, 20, test rows after 10 and 20" \
+    [ "$(cut -d, -f1,2 "$tmp/csv.out" | tail -n +2 | tr '\n' ' ')" = \
+      "train,5 train,10 test,10 train,15 train,20 test,20 " ]
+expect "csv: epoch = iteration / 128" awk -F, 'NR > 1 && $3 != sprintf("%.4f", $2 / 128) { exit 1 }' "$tmp/csv.out"
+expect "csv: lr is the cfg's learning_rate=0.01" awk -F, '$1 == "train" && $6 != 0.01 { exit 1 }' "$tmp/csv.out"
+expect "csv: wall_s never decreases" awk -F, 'NR > 1 { if ($4 < last) exit 1; last = $4 }' "$tmp/csv.out"
+expect "csv: train rows have a speed and a time split, one node no communication" \
+    awk -F, '$1 == "train" && !($7 > 0 && $11 > 0 && $15 == "0.000" && $8 == "") { exit 1 }' "$tmp/csv.out"
+expect "csv: test rows have an accuracy in [0, 1] and a loss, nothing else" \
+    awk -F, '$1 == "test" && !($8 >= 0 && $8 <= 1 && $9 > 0 && $5 $6 $7 $10 $15 == "") { exit 1 }' "$tmp/csv.out"
+# The same run in text: its "iter" and "test" lines carry the CSV's figures.
+sed -n 's/^iter \([0-9]*\)\/20 .* loss \([0-9.]*\) .*/train \1 \2/p; s/^test  iter \([0-9]*\)  accuracy \([0-9.]*\)%.*/test \1 \2/p' \
+    "$tmp/text.out" >"$tmp/text.figures"
+awk -F, 'NR > 1 { printf "%s %d %s\n", $1, $2, $1 == "train" ? sprintf("%.4f", $5) : sprintf("%.2f", 100 * $8) }' \
+    "$tmp/csv.out" >"$tmp/csv.figures"
+expect "csv: losses and accuracies are those of the text run" cmp -s "$tmp/text.figures" "$tmp/csv.figures"
+expect "csv: stdout has no text progress lines" [ "$(grep -c -v -e '^train,' -e '^test,' -e '^phase,' "$tmp/csv.out")" -eq 0 ]
+expect "csv: the messages went to stderr" grep -q "^training: 20 iterations of batch 8" "$tmp/csv.err"
+# shellcheck disable=SC2086
+check "-q --log-format csv: CSV rows only" out 0 "$header" -- "$bin" -q $run --log-format csv "$tmp/tiny.cfg"
+expect "-q --log-format csv: the same rows" [ "$(wc -l <"$tmp/stdout")" -eq "$(wc -l <"$tmp/csv.out")" ]
+expect "-q --log-format csv: nothing on stderr" [ ! -s "$tmp/stderr" ]
+check "--log-format xml" err 2 "option --log-format: expected live, text or csv, got 'xml'" -- \
+    "$bin" --log-format xml "$tmp/tiny.cfg"
+
+# --metrics: the CSV rows in a file; the text lines stay on stdout.
+# shellcheck disable=SC2086
+check "--metrics FILE" out 0 "iter 20/20" -- "$bin" $run --metrics "$tmp/m.csv" "$tmp/tiny.cfg"
+cp "$tmp/stdout" "$tmp/metrics-run.out"
+expect "--metrics: FILE written, FILE.partial gone" [ -s "$tmp/m.csv" ] && [ ! -e "$tmp/m.csv.partial" ]
+cut -d, -f1-3,5,6,8,9 "$tmp/m.csv" >"$tmp/m.cut"
+cut -d, -f1-3,5,6,8,9 "$tmp/csv.out" >"$tmp/csv.cut"
+expect "--metrics: the rows of --log-format csv (figures other than timings)" cmp -s "$tmp/m.cut" "$tmp/csv.cut"
+# The summary: the best test phase is the CSV's best, and where the time went.
+best=$(awk -F, '$1 == "test" && $8 > best { best = $8; at = $2 } END { printf "%.2f%% after iteration %d", 100 * best, at }' "$tmp/m.csv")
+expect "summary: best test accuracy ($best) as in the metrics" \
+    grep -q -F "best test accuracy $best (epoch" "$tmp/metrics-run.out"
+expect "summary: total time = set-up + training + test phases (0.1 s rounding)" awk '
+    /^total time/ { gsub(/[:,]/, ""); found = 1; d = $3 - $6 - $9 - $13; if (d < -0.21 || d > 0.21) exit 1 }
+    END { exit !found }' "$tmp/metrics-run.out"
+expect "summary: says how to keep the weights" \
+    grep -q -x -F "weights not saved: give --snapshot-dir DIR to keep them as DIR/tiny_final.snap" \
+    "$tmp/metrics-run.out"
+check "--metrics, set-up error: exit 2" err 2 "bad.cfg:7" -- \
+    "$bin" --data synthetic --iters 1 --metrics "$tmp/bad.csv" "$tmp/bad.cfg"
+expect "--metrics, set-up error: neither FILE nor FILE.partial" [ ! -e "$tmp/bad.csv" ] && [ ! -e "$tmp/bad.csv.partial" ]
+check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: cannot create $tmp/nodir/m.csv.partial" -- \
+    "$bin" --data synthetic --iters 1 --metrics "$tmp/nodir/m.csv" "$tmp/tiny.cfg"
+
+# SIGTERM during training: FILE is renamed, with whole rows only.
+"$bin" -t 1 --data synthetic --iters 100000000 --log-every 100 --no-test --metrics "$tmp/sig.csv" \
+    "$tmp/tiny.cfg" >/dev/null 2>"$tmp/sig.err" &
+pid=$!
+tries=0
+while [ "$(cat "$tmp/sig.csv.partial" 2>/dev/null | wc -l)" -lt 3 ] && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+expect "SIGTERM: exit 143" [ "$rc" -eq 143 ]
+expect "SIGTERM: FILE written, FILE.partial gone" [ -s "$tmp/sig.csv" ] && [ ! -e "$tmp/sig.csv.partial" ]
+expect "SIGTERM: whole rows only, the last ending in a newline" \
+    sh -c "awk -F, 'NF != 15 { exit 1 }' '$tmp/sig.csv' && [ \"\$(tail -c 1 '$tmp/sig.csv' | od -An -c | tr -d ' ')\" = '\\n' ]"
+
+# The live line, forced into a file: carriage returns, cleared to the end
+# of the line, the last one kept on its own row; messages on rows of their
+# own; no plain progress lines.
+# shellcheck disable=SC2086
+check "--log-format live" out 0 "in 0:0" -- env TERM=xterm "$bin" $run --log-format live "$tmp/tiny.cfg"
+cp "$tmp/stdout" "$tmp/live.out"
+expect "live: lines rewritten with \\r and ESC[K" grep -q "$(printf '\r')iter [0-9]*/20 .*ETA.*$(printf '\033')\\[K" "$tmp/live.out"
+expect "live: the last line stays, then a newline" \
+    grep -q "$(printf '\r')iter 20/20  epoch 0.16  loss [0-9.]*  [0-9]* img/s  in 0:0[0-9]$(printf '\033')\\[K\$" \
+    "$tmp/live.out"
+expect "live: the test line on a row of its own (the line cleared first)" \
+    grep -q "$(printf '\r\033')\\[Ktest  iter 10  accuracy .*images)\$" "$tmp/live.out"
+expect "live: no plain 'iter' lines" [ "$(grep -c '  lr ' "$tmp/live.out")" -eq 0 ]
+# shellcheck disable=SC2086
+check "--log-format live, TERM=dumb" out 0 "in 0:0" -- env TERM=dumb "$bin" $run --log-format live "$tmp/tiny.cfg"
+expect "live, TERM=dumb: no escape sequences" [ "$(grep -c "$(printf '\033')" "$tmp/stdout")" -eq 0 ]
+# shellcheck disable=SC2086
+check "-q --log-format live: nothing on stdout" out 0 "" -- "$bin" -q $run --log-format live "$tmp/tiny.cfg"
+expect "-q --log-format live: stdout empty" [ ! -s "$tmp/stdout" ]
+# On a terminal (a pseudo-terminal from script(1)) the live line is the default.
+if command -v script >/dev/null 2>&1; then
+    script -qfec "'$bin' $run '$tmp/tiny.cfg'" "$tmp/tty.out" >/dev/null 2>&1 </dev/null
+    expect "a terminal gets the live line by default" grep -q "$(printf '\r')iter 20/20 .* in 0:0" "$tmp/tty.out"
+    expect "a terminal gets no plain 'iter' lines" [ "$(grep -c '  lr ' "$tmp/tty.out")" -eq 0 ]
+    script -qfec "'$bin' -q $run '$tmp/tiny.cfg'" "$tmp/tty-q.out" >/dev/null 2>&1 </dev/null
+    expect "-q on a terminal: no progress at all" [ "$(grep -c 'iter ' "$tmp/tty-q.out")" -eq 0 ]
+else
+    echo "note: script(1) missing: the terminal default was not checked (util-linux has it)"
+fi
 
 finish test_cli.sh

@@ -518,7 +518,7 @@ static void run_case(const char *name, const char *text, size_t len, long index,
     cur_len = len;
     cur_index = index;
     s->variants++;
-    st_log log = {ST_LOG_QUIET, sink, sink};
+    st_log log = {ST_LOG_QUIET, sink, sink, NULL};
     st_cfg cfg;
     st_hparams hp;
     st_net net;
@@ -547,7 +547,7 @@ static void run_case(const char *name, const char *text, size_t len, long index,
     assert_true(net.n_layers > 0);
     assert_true(net.output_layer >= 0 && net.output_layer < net.n_layers);
     assert_true(net.classes > 0);
-    st_log out = {ST_LOG_INFO, sink, sink};
+    st_log out = {ST_LOG_INFO, sink, sink, NULL};
     st_net_print(&net, &out);
     (void)st_net_hash(&net);
     if (net_activation_floats(&net) <= (size_t)MAX_ACT_FLOATS &&

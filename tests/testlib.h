@@ -21,7 +21,7 @@
 
 static inline st_log tl_silent_log(void)
 {
-    st_log log = {ST_LOG_SILENT, NULL, NULL};
+    st_log log = {ST_LOG_SILENT, NULL, NULL, NULL};
     return log;
 }
 
