@@ -4,7 +4,8 @@
 #   make test       install what is missing, build, run every test
 #   make SAN=address,undefined ...   sanitizer build (in build-address/;
 #                                    SAN=thread builds in build-thread/)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   the binary and singletrain.1 (DESTDIR stages)
+#   make fuzz FUZZ_SECONDS=60        run each reader's fuzz target (mk/fuzz.mk)
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
@@ -31,10 +32,13 @@ LIB  := $(BUILD)/libsingletrain.a
 TESTS_C := $(wildcard tests/test_*.c)
 TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
 TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
-# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer,
-# and under ThreadSanitizer.
-SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_solver test_cpe
-TSAN_TESTS := test_sched test_readers
+# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer
+# (every C test), and under ThreadSanitizer (those that start threads, but
+# test_train: its trainings take about 7 minutes there, and test_sched runs
+# the scheduler, the prefetcher and the trainer under it).
+SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights \
+             test_solver test_cpe test_cpe_conv test_cpe_kernels test_sched test_store test_train
+TSAN_TESTS := test_sched test_readers test_store
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc
 # (mk/mpi.mk); cluster.c, the trainer's one MPI file, takes MPICH's flags.
@@ -89,11 +93,16 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 test: deps
 	@$(MAKE) --no-print-directory check-tests
 
+# The binary and the manual page (singletrain.1); DESTDIR stages a package.
 install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/singletrain
+	install -m 644 singletrain.1 $(DESTDIR)$(PREFIX)/share/man/man1/singletrain.1
 
 clean:
-	rm -rf build build-address build-thread
+	rm -rf build build-address build-thread build-fuzz
+
+# libFuzzer targets of the readers (clang): make fuzz, make fuzz-build.
+include mk/fuzz.mk
 
 -include $(OBJ:.o=.d)

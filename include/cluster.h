@@ -63,7 +63,8 @@ void st_cluster_abort(st_cluster *c, int code);
 int st_cluster_rank(const st_cluster *c);
 int st_cluster_size(const st_cluster *c);
 
-/* Parse the options (no MPI calls): an unknown algorithm is ST_EUSAGE. */
+/* Parse the options (no MPI calls): an unknown algorithm is ST_EUSAGE. With
+ * c NULL (one node) the options are only checked. */
 st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
                                st_error *err);
 

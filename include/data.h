@@ -82,8 +82,9 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
 
 /* Decode the image at path as an image list's read does: to shape.c
  * channels (1 or 3), stretched to shape.h x shape.w, into pixels [C, H, W]
- * (planar). A file that cannot be opened is ST_EIO, one that cannot be
- * decoded ST_EINPUT, each naming path. */
+ * (planar). A file that cannot be opened is ST_EIO; one that cannot be
+ * decoded, whose header claims more than 32 megapixels, or a 16-bit PGM /
+ * PPM of other channels than shape.c, ST_EINPUT; each naming path. */
 st_status st_image_decode(const char *path, st_shape shape, unsigned char *pixels,
                           st_error *err);
 

@@ -3,8 +3,12 @@
 # and idempotent; sudo only when not root.
 set -eu
 # darknet: the shape oracle of tests/test_darknet_shapes.sh and the Darknet
-# interchange tests.
-PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet"
+# interchange tests. gnuplot-nox: the figures of scripts/plot.sh.
+# clang-14, libclang-rt-14-dev: libFuzzer and the sanitizers of the fuzz
+# targets (mk/fuzz.mk, tests/test_fuzz.sh).
+# groff-base: tests/test_install.sh renders the manual page with groff.
+# valgrind: the leak checks of tests/test_memory.sh.
+PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -107,6 +107,11 @@ int st_cluster_size(const st_cluster *c)
 st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
                                st_error *err)
 {
+    st_cluster one_node; /* c NULL: the options are only checked */
+    if (!c) {
+        memset(&one_node, 0, sizeof one_node);
+        c = &one_node;
+    }
     c->o = *o;
     if (c->o.probe_iterations <= 0)
         c->o.probe_iterations = DEFAULT_PROBE_ITERATIONS;

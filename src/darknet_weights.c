@@ -267,8 +267,9 @@ static size_t read_some(dw_in *in, void *buf, size_t bytes)
 
 static st_status short_file(const dw_in *in, const dw_chunk *c, st_error *err)
 {
-    if (ferror(in->f))
-        return st_fail(err, ST_EIO, "%s: read failed: %s", in->path, strerror(errno));
+    if (ferror(in->f)) /* a directory is bad input, not a failing disk */
+        return st_fail(err, errno == EISDIR ? ST_EINPUT : ST_EIO, "%s: read failed: %s",
+                       in->path, strerror(errno));
     if (!c)
         return st_fail(err, ST_EINPUT, "%s: truncated .weights file: %llu bytes, shorter than "
                        "Darknet's header (expected %llu bytes for this network)", in->path,
@@ -321,6 +322,11 @@ static st_status read_chunk(dw_in *in, const dw_chunk *c, float *weights, int tr
         for (size_t r = 0; r < (size_t)c->rows; r++)
             for (size_t k = 0; k < (size_t)c->cols; k++)
                 dst[r * (size_t)c->cols + k] = buf[k * (size_t)c->rows + r];
+    for (size_t i = 0; i < c->p->count; i++)
+        if (!isfinite(dst[i]))
+            return st_fail(err, ST_EINPUT, "%s: layer %d [%s] (cfg line %d): %s[%zu] is %g: "
+                           "expected finite weights", in->path, c->l->index, c->l->ops->type,
+                           c->l->line, c->p->name, i, (double)dst[i]);
     return ST_OK;
 }
 

@@ -2,6 +2,7 @@
  * content, and the seeded epoch order. */
 #include "data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -30,15 +31,24 @@ st_status st_source_batch(const st_source *s, const st_transform *t, const long 
 }
 
 /* The first bytes of a file, through zlib (which reads plain files too);
- * returns how many it got. */
-static int file_head(const char *path, unsigned char *buf, int len)
+ * returns how many it got, or -1 with zlib's reason in why when a gzip file
+ * does not decompress (corrupt, or cut short before its first bytes). */
+static int file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
 {
     gzFile f = gzopen(path, "rb");
     if (!f)
         return 0;
-    int got = gzread(f, buf, (unsigned)len);
+    int got = gzread(f, buf, (unsigned)len), zerr = Z_OK;
+    const char *msg = gzerror(f, &zerr);
+    size_t plen = strlen(path);
+    if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+        msg += plen + 2; /* zlib's message starts with the path */
+    if (got <= 0 && zerr != Z_OK && zerr != Z_ERRNO)
+        snprintf(why, why_len, "%s", msg);
     gzclose(f);
-    return got < 0 ? 0 : got;
+    if (got <= 0) /* -1: a decompression error; 0: empty, or unreadable (the opener says) */
+        return why[0] ? -1 : 0;
+    return got;
 }
 
 static int ends_with(const char *s, size_t len, const char *suffix)
@@ -53,7 +63,11 @@ st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *er
     if (ends_with(sp->path, first, ".bin"))
         return st_cifar_open(out, sp->path, sp->limit, sp->classes, err);
     unsigned char head[512] = {0}; /* enough to tell text from binary */
-    int got = file_head(sp->path, head, (int)sizeof head);
+    char why[128] = "";
+    int got = file_head(sp->path, head, (int)sizeof head, why, sizeof why);
+    if (got < 0)
+        return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
+                       "or truncated)", sp->path, why);
     if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
         return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify, err);
     if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&

@@ -51,7 +51,10 @@ static st_status read_all(const char *path, unsigned char **data, size_t *len, s
     }
     if (!buf && st == ST_OK)
         st = st_fail(err, ST_ENOMEM, "%s: out of memory reading it", path);
-    gzclose(f);
+    /* Z_BUF_ERROR: the data ended inside the gzip stream (its end is cut off) */
+    if (gzclose(f) == Z_BUF_ERROR && st == ST_OK)
+        st = st_fail(err, ST_EINPUT, "%s: truncated: the gzip stream is cut short (after %zu "
+                     "bytes of data)", path, n);
     if (st != ST_OK) {
         free(buf);
         return st;
@@ -77,13 +80,17 @@ static st_status idx_header(const char *path, const unsigned char *d, size_t len
                        dims > 1 ? "s" : "", dims);
     if (len < head)
         return st_fail(err, ST_EINPUT, "%s: truncated in the header (%zu bytes)", path, len);
-    uint64_t total = 1;
+    uint64_t total = 1, max_total = (uint64_t)1 << 40;
     for (int i = 0; i < dims; i++) {
         dim[i] = be32(d + 4 + 4 * i);
-        total *= dim[i];
-        if (dim[i] == 0 || total > ((uint64_t)1 << 40))
+        if (dim[i] == 0)
             return st_fail(err, ST_EINPUT, "%s: dimension %d is %u: expected a non-empty "
                            "size", path, i, dim[i]);
+        /* checked before multiplying: three 32-bit sizes can wrap 64 bits */
+        if (total > max_total / dim[i])
+            return st_fail(err, ST_EINPUT, "%s: dimension %d is %u: the sizes promise more "
+                           "than 2^40 bytes of data", path, i, dim[i]);
+        total *= dim[i];
     }
     if (len - head < total)
         return st_fail(err, ST_EINPUT, "%s: truncated: the header promises %llu bytes of data, "

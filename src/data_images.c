@@ -21,6 +21,7 @@
 #include "data.h"
 
 #define MAX_SIDE 65536 /* of the decode shape */
+#define MAX_IMAGE_PIXELS (1L << 25) /* of an image file: 32 megapixels */
 
 typedef struct images_source {
     st_source base;
@@ -40,6 +41,30 @@ static void count_skipped(const images_source *s)
         __atomic_fetch_add(s->skipped, 1, __ATOMIC_RELAXED);
 }
 
+/* What stb_image must not be given, read from the header (f is left at its
+ * start): more than MAX_IMAGE_PIXELS, which a few bytes can claim and
+ * stb_image would allocate (gigabytes) before finding no data; and a
+ * 16-bit PGM or PPM of other channels than the decode's, whose conversion
+ * overruns stb_image's buffer (2.27, Debian 12's). */
+static st_status check_header(FILE *f, const char *path, int channels, st_error *err)
+{
+    int w = 0, h = 0, in_file = 0;
+    if (!stbi_info_from_file(f, &w, &h, &in_file))
+        return ST_OK; /* the decoder will say why */
+    if ((long)w * h > MAX_IMAGE_PIXELS)
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
+                       "most %ld (32 megapixels)", path, w, h, MAX_IMAGE_PIXELS);
+    char magic[2] = {0};
+    int pnm = fread(magic, 1, 2, f) == 2 && magic[0] == 'P' && (magic[1] == '5' || magic[1] == '6');
+    rewind(f);
+    if (pnm && in_file != channels && stbi_is_16_bit_from_file(f))
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: a 16-bit %s of %d channel%s: "
+                       "expected %d channel%s (stb_image cannot convert 16-bit PGM / PPM)", path,
+                       magic[1] == '5' ? "PGM" : "PPM", in_file, in_file == 1 ? "" : "s",
+                       channels, channels == 1 ? "" : "s");
+    return ST_OK;
+}
+
 /* Decode one image file into pixels (planar, shape); see data.h. */
 st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
 {
@@ -49,6 +74,11 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
         return st_fail(err, ST_EIO, "%s: cannot read: %s", path,
                        strerror_r(errno, buf, sizeof buf));
     }
+    st_status header = check_header(f, path, sh.c, err);
+    if (header != ST_OK) {
+        fclose(f);
+        return header;
+    }
     int w = 0, h = 0, in_file = 0;
     unsigned char *img = stbi_load_from_file(f, &w, &h, &in_file, sh.c);
     fclose(f);
@@ -56,6 +86,11 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
         const char *why = stbi_failure_reason();
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: %s", path,
                        why ? why : "unknown reason");
+    }
+    if (w < 1 || h < 1) { /* stb_image "decodes" a PNM of height 0 */
+        stbi_image_free(img);
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
+                       "least 1 x 1", path, w, h);
     }
     st_status st = ST_OK;
     const unsigned char *src = img;

@@ -44,11 +44,11 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
     }
     st_status st = write(f, ctx, err);
     if (st == ST_OK && fflush(f) != 0)
-        st = st_fail(err, ST_EIO, "%s: write failed: %s", tmp, strerror(errno));
+        st = st_fail(err, ST_EIO, "%s: write failed (as %s): %s", path, tmp, strerror(errno));
     if (st == ST_OK && fsync(fileno(f)) != 0)
-        st = st_fail(err, ST_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+        st = st_fail(err, ST_EIO, "%s: fsync failed (as %s): %s", path, tmp, strerror(errno));
     if (fclose(f) != 0 && st == ST_OK)
-        st = st_fail(err, ST_EIO, "%s: close failed: %s", tmp, strerror(errno));
+        st = st_fail(err, ST_EIO, "%s: close failed (as %s): %s", path, tmp, strerror(errno));
     if (st == ST_OK && rename(tmp, path) != 0)
         st = st_fail(err, ST_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     if (st != ST_OK)

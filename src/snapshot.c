@@ -8,6 +8,7 @@
 #include "snapshot.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,8 @@ static st_status load(const char *path, const st_net *net, float *weights, float
         st = st_fail(err, ST_EINPUT, "%s: snapshot of a different network (hash %016llx, "
                      "this network %016llx)", path, (unsigned long long)h->net_hash,
                      (unsigned long long)st_net_hash(net));
-    else if (h->solver[sizeof h->solver - 1] != '\0' || h->state_planes > 16)
+    else if (h->solver[sizeof h->solver - 1] != '\0' || h->state_planes > 16 ||
+             h->iteration > (uint64_t)LONG_MAX || h->batch == 0 || h->workers == 0)
         st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header", path);
     else if (state && (int)h->state_planes != planes)
         st = st_fail(err, ST_EINPUT, "%s: the snapshot holds %u plane%s of %s solver state; "

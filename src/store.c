@@ -447,7 +447,7 @@ static st_status parse_index(const char *path, const unsigned char *d, size_t le
         bad = "stripe count";
     else if (L->unit < rec || L->unit > MAX_UNIT || L->per_block != L->unit / rec)
         bad = "stripe unit or records per block";
-    else if (L->blocks != (L->count + L->per_block - 1) / L->per_block)
+    else if (L->blocks != (L->count - 1) / L->per_block + 1) /* count + R - 1 could wrap */
         bad = "block count";
     if (bad)
         return st_fail(err, ST_EINPUT, "%s: index is corrupt: inconsistent %s", path, bad);
