@@ -3,9 +3,10 @@
 # with clang (AddressSanitizer + UBSan) and, for each target, runs every
 # regression input of tests/fuzz-regressions/<target>/ (inputs that once
 # crashed, leaked, hung or ran out of memory) once, then fuzzes for 5
-# seconds from the seeds fuzz/corpus/<target>/ and those inputs. A check
+# seconds (libFuzzer seed 1) from the seeds fuzz/corpus/<target>/ and
+# those inputs. A check
 # fails when libFuzzer reports a crash, a sanitizer error, a leak, an input
-# over 20 seconds or over 2 GB. Without clang the suite fails: run
+# over 60 seconds or over 2 GB. Without clang the suite fails: run
 # scripts/deps.sh (which `make test` runs first). The longer runs are
 # `make fuzz FUZZ_SECONDS=N`.
 # usage: sh tests/test_fuzz.sh PATH_TO_SINGLETRAIN (only checked, not used)
@@ -54,7 +55,7 @@ fuzz_check() {
 # build-fuzz/test-findings/, which a failure names).
 findings=build-fuzz/test-findings
 mkdir -p "$findings"
-opts="-rss_limit_mb=2048 -timeout=20 -artifact_prefix=$findings/"
+opts="-rss_limit_mb=2048 -timeout=60 -seed=1 -artifact_prefix=$findings/"
 for t in $targets; do
     bin=build-fuzz/fuzz/$t
     regressions=$(find "tests/fuzz-regressions/$t" -type f 2>/dev/null | sort)
