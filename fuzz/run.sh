@@ -12,7 +12,8 @@
 # timeout-*, oom-* files); copy each into tests/fuzz-regressions/<target>/
 # under a name saying what it was, once the reader is fixed. Memory is
 # limited to 2 GB (a reader must refuse absurd sizes, not allocate them),
-# one input to 20 seconds. The full libFuzzer log of each target is
+# one input to 60 seconds (a few bytes claiming a big image take up to
+# 20 s to decode in this build). The full libFuzzer log of each target is
 # BUILD/logs/<target>.log.
 # usage: sh fuzz/run.sh BUILD SECONDS TARGET...
 # exit status: 0 when no target found anything, 1 otherwise.
@@ -31,7 +32,7 @@ run_one() {
     regressions=
     [ -d "tests/fuzz-regressions/$t" ] && regressions="tests/fuzz-regressions/$t"
     # shellcheck disable=SC2086
-    "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 \
+    "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=60 \
         -print_final_stats=1 -artifact_prefix="$build/findings/$t/" \
         "$build/corpus/$t" $regressions >"$build/logs/$t.log" 2>&1
 }

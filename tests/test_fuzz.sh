@@ -53,7 +53,7 @@ fuzz_check() {
 # The libFuzzer options of every run: limits, and no files written into
 # the repository (new inputs go to a scratch corpus, findings to
 # build-fuzz/test-findings/, which a failure names).
-findings=build-fuzz/test-findings
+findings="build-fuzz/test-findings"
 mkdir -p "$findings"
 opts="-rss_limit_mb=2048 -timeout=60 -seed=1 -artifact_prefix=$findings/"
 for t in $targets; do
