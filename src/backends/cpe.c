@@ -35,8 +35,10 @@
 
 extern const st_backend st_backend_ref;
 
-/* Passes a kernel accounts for. */
+/* Passes a kernel accounts for; the slice work puts its gradient sum and
+ * its update in the first two. */
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS, PASSES };
+enum { WORK_SUM = PASS_FWD, WORK_UPDATE = PASS_BWD_DATA };
 
 /* Convolution strategies. */
 enum { CONV_EXPLICIT, CONV_IMPLICIT, CONV_STRATEGIES };
@@ -78,7 +80,7 @@ struct st_bctx {
     st_cpe_cluster *cg;
     cpe_kernel **kernels; /* every kernel, in creation order (layer order) */
     int n_kernels, cap;
-    cpe_work reduce_update; /* PASS_FWD: gradient sum, PASS_BWD_DATA: update */
+    cpe_work reduce_update; /* the slice's gradient sum and update */
     long iterations;      /* iteration_end calls */
     FILE *trace;          /* st_cpe_backend_trace's file (.partial), or NULL */
     char trace_path[4096];
@@ -106,10 +108,14 @@ struct cpe_kernel {
 
 /* ---- accounting ---- */
 
-static void charge_cpe(cpe_kernel *k, int pass, const st_cpe_counters *c, int training)
+/* Add a launch's counters c to the pass when it succeeded (st) during
+ * training; returns st. */
+static st_status charge_cpe(cpe_kernel *k, int pass, const st_cpe_counters *c, int training,
+                            st_status st)
 {
-    if (training)
+    if (st == ST_OK && training)
         st_cpe_counters_add(&k->work.now[pass].cpe, c);
+    return st;
 }
 
 static void charge_mpe(cpe_kernel *k, int pass, double flops, double bytes, int training)
@@ -190,9 +196,7 @@ static st_status epilogue(cpe_kernel *k, float *y, const float *bias, int n, int
         return ST_OK;
     st_cpe_counters c;
     st_status st = st_cpe_bias_act(k->ctx->cg, n, channels, per_channel, bias, act, y, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_FWD, &c, training);
-    return st;
+    return charge_cpe(k, PASS_FWD, &c, training, st);
 }
 
 /* db [channels] = sum over samples and positions of dy [n, channels, per_channel]. */
@@ -201,9 +205,7 @@ static st_status bias_grad(cpe_kernel *k, float *db, const float *dy, int n, int
 {
     st_cpe_counters c;
     st_status st = st_cpe_bias_grad(k->ctx->cg, n, channels, per_channel, dy, db, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
 }
 
 /* ---- convolution ---- */
@@ -278,20 +280,17 @@ static st_status conv_run(cpe_kernel *k, int pass, const conv_pass_fn fn[CONV_ST
 static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-        st_cpe_counters c;
+    st_cpe_counters c;
     st_status st = ST_OK;
     for (int s = 0; s < a->n && st == ST_OK; s++)
         for (int g = 0; g < d->groups && st == ST_OK; g++) {
             conv_part q = part_of(d, s, g);
             st = st_cpe_im2col(k->ctx->cg, &k->geom, a->src + q.in, k->col, &c, err);
-            if (st == ST_OK) {
-                charge_cpe(k, PASS_FWD, &c, a->training);
+            if (charge_cpe(k, PASS_FWD, &c, a->training, st) == ST_OK)
                 st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, q.ocg, q.p, q.k, 1.0,
                                  a->weights + q.w, q.k, k->col, q.p, 0.0, a->dst + q.out, q.p,
                                  &c, err);
-            }
-            if (st == ST_OK)
-                charge_cpe(k, PASS_FWD, &c, a->training);
+            st = charge_cpe(k, PASS_FWD, &c, a->training, st);
         }
     return st;
 }
@@ -310,12 +309,9 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
             st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, q.k, q.p, q.ocg, 1.0,
                              a->weights + q.w, q.k, a->diff_dst + q.out, q.p, 0.0, k->col, q.p,
                              &c, err);
-            if (st == ST_OK) {
-                charge_cpe(k, PASS_BWD_DATA, &c, 1);
+            if (charge_cpe(k, PASS_BWD_DATA, &c, 1, st) == ST_OK)
                 st = st_cpe_col2im(k->ctx->cg, &k->geom, k->col, a->diff_src + q.in, &c, err);
-            }
-            if (st == ST_OK)
-                charge_cpe(k, PASS_BWD_DATA, &c, 1);
+            st = charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
         }
     return st;
 }
@@ -323,20 +319,17 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
 static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-        st_cpe_counters c;
+    st_cpe_counters c;
     st_status st = ST_OK;
     for (int s = 0; s < a->n && st == ST_OK; s++)
         for (int g = 0; g < d->groups && st == ST_OK; g++) {
             conv_part q = part_of(d, s, g);
             st = st_cpe_im2col(k->ctx->cg, &k->geom, a->src + q.in, k->col, &c, err);
-            if (st == ST_OK) {
-                charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1);
+            if (charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st) == ST_OK)
                 st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, q.ocg, q.k, q.p, 1.0,
                                  a->diff_dst + q.out, q.p, k->col, q.p, s == 0 ? 0.0 : 1.0,
                                  a->diff_weights + q.w, q.k, &c, err);
-            }
-            if (st == ST_OK)
-                charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1);
+            st = charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
         }
     return st;
 }
@@ -346,9 +339,7 @@ static st_status implicit_forward(cpe_kernel *k, const st_kargs *a, st_error *er
     st_cpe_counters c;
     st_status st = st_cpe_conv_implicit_forward(k->ctx->cg, &k->geom, a->n, a->src, a->weights,
                                                 a->dst, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_FWD, &c, a->training);
-    return st;
+    return charge_cpe(k, PASS_FWD, &c, a->training, st);
 }
 
 static st_status implicit_backward_data(cpe_kernel *k, const st_kargs *a, st_error *err)
@@ -357,9 +348,7 @@ static st_status implicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
     st_status st = st_cpe_conv_implicit_backward_data(k->ctx->cg, &k->geom, a->n, a->diff_dst,
                                                       a->weights, a->diff_src, a->accumulate,
                                                       &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_DATA, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
 }
 
 static st_status implicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_error *err)
@@ -367,9 +356,7 @@ static st_status implicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_
     st_cpe_counters c;
     st_status st = st_cpe_conv_implicit_backward_weights(k->ctx->cg, &k->geom, a->n, a->src,
                                                          a->diff_dst, a->diff_weights, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
 }
 
 static const conv_pass_fn conv_forward_fn[CONV_STRATEGIES] = {explicit_forward,
@@ -418,9 +405,8 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_status st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, (size_t)a->n, (size_t)d->out,
                                (size_t)d->in, 1.0, a->src, (size_t)d->in, a->weights,
                                (size_t)d->in, 0.0, a->dst, (size_t)d->out, &c, err);
-    if (st != ST_OK)
+    if (charge_cpe(k, PASS_FWD, &c, a->training, st) != ST_OK)
         return st;
-    charge_cpe(k, PASS_FWD, &c, a->training);
     return epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->out, 1, d->act, a->training,
                     err);
 }
@@ -436,9 +422,7 @@ static st_status fc_backward_data(st_kernel *base, const st_kargs *a, st_error *
                                (size_t)d->out, 1.0, a->diff_dst, (size_t)d->out, a->weights,
                                (size_t)d->in, a->accumulate ? 1.0 : 0.0, a->diff_src,
                                (size_t)d->in, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_DATA, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
 }
 
 static st_status fc_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
@@ -449,9 +433,8 @@ static st_status fc_backward_weights(st_kernel *base, const st_kargs *a, st_erro
     st_status st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, (size_t)d->out, (size_t)d->in,
                                (size_t)a->n, 1.0, a->diff_dst, (size_t)d->out, a->src,
                                (size_t)d->in, 0.0, a->diff_weights, (size_t)d->in, &c, err);
-    if (st != ST_OK)
+    if (charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st) != ST_OK)
         return st;
-    charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1);
     if (d->bias && a->diff_bias)
         return bias_grad(k, a->diff_bias, a->diff_dst, a->n, d->out, 1, err);
     return ST_OK;
@@ -466,9 +449,7 @@ static st_status pool_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_status st = st_cpe_pool_forward(k->ctx->cg, &k->pool, a->n, a->src, a->dst,
                                        k->pool.alg == ST_POOL_MAX ? a->workspace : NULL, &c,
                                        err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_FWD, &c, a->training);
-    return st;
+    return charge_cpe(k, PASS_FWD, &c, a->training, st);
 }
 
 static st_status pool_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
@@ -477,9 +458,7 @@ static st_status pool_backward_data(st_kernel *base, const st_kargs *a, st_error
     st_cpe_counters c;
     st_status st = st_cpe_pool_backward(k->ctx->cg, &k->pool, a->n, a->diff_dst, a->workspace,
                                         a->diff_src, a->accumulate, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_DATA, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
 }
 
 static st_status act_forward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -488,9 +467,7 @@ static st_status act_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_cpe_counters c;
     st_status st = st_cpe_act_forward(k->ctx->cg, k->act.act, (size_t)a->n * k->act.count,
                                       a->src, a->dst, &c, err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_FWD, &c, a->training);
-    return st;
+    return charge_cpe(k, PASS_FWD, &c, a->training, st);
 }
 
 static st_status act_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
@@ -500,9 +477,7 @@ static st_status act_backward_data(st_kernel *base, const st_kargs *a, st_error 
     st_status st = st_cpe_act_backward(k->ctx->cg, k->act.act, (size_t)a->n * k->act.count,
                                        a->dst, a->diff_dst, a->diff_src, a->accumulate, &c,
                                        err);
-    if (st == ST_OK)
-        charge_cpe(k, PASS_BWD_DATA, &c, 1);
-    return st;
+    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
 }
 
 /* ---- the MPE's kernels: the reference backend's, costed ---- */
@@ -572,7 +547,7 @@ static st_status cpe_slice_reduce(st_bctx *ctx, float *const *grads, int n_grads
     st_cpe_counters c;
     st_status st = st_cpe_grad_sum(ctx->cg, grads, n_grads, b, e, scale, &c, err);
     if (st == ST_OK)
-        st_cpe_counters_add(&ctx->reduce_update.now[PASS_FWD].cpe, &c);
+        st_cpe_counters_add(&ctx->reduce_update.now[WORK_SUM].cpe, &c);
     return st;
 }
 
@@ -583,7 +558,7 @@ static st_status cpe_slice_apply(st_bctx *ctx, const st_solver_step *step, size_
     st_cpe_counters c;
     st_status st = st_cpe_solver_update(ctx->cg, step, b, e, weights, state, stride, g, &c, err);
     if (st == ST_OK)
-        st_cpe_counters_add(&ctx->reduce_update.now[PASS_BWD_DATA].cpe, &c);
+        st_cpe_counters_add(&ctx->reduce_update.now[WORK_UPDATE].cpe, &c);
     return st;
 }
 
@@ -796,8 +771,8 @@ void st_cpe_backend_report(const st_bctx *ctx, int images_per_iteration, int wor
                      k->what, k->where, ms[0], ms[1], ms[2], work_intensity(w), strategy);
         } else {
             snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f (sum) %7.3f (update) %5s "
-                     "%10.2f  streaming DMA", "gradient sum + solver update", "CPEs", ms[0],
-                     ms[1], "", work_intensity(w));
+                     "%10.2f  streaming DMA", "gradient sum + solver update", "CPEs",
+                     ms[WORK_SUM], ms[WORK_UPDATE], "", work_intensity(w));
         }
         print(pctx, line);
     }
