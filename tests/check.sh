@@ -4,14 +4,16 @@
 # turns a shell test into a check; finish prints the count and sets the
 # exit status.
 
-# suite_start PATH_TO_SINGLETRAIN: bin (made absolute) and tmp, a scratch
-# directory removed on exit; a missing or unusable binary exits 2.
+# suite_start PATH_TO_SINGLETRAIN: bin (made absolute), fixtures (the
+# shared input files, tests/fixtures) and tmp, a scratch directory removed
+# on exit; a missing or unusable binary exits 2.
 suite_start() {
     suite=$(basename "$0")
     bin=${1:-}
     [ -n "$bin" ] || { echo "usage: sh tests/$suite PATH_TO_SINGLETRAIN" >&2; exit 2; }
     case $bin in /*) ;; *) bin=$(pwd)/$bin ;; esac
     [ -x "$bin" ] || { echo "$suite: $bin is not an executable" >&2; exit 2; }
+    fixtures=$(cd "$(dirname "$0")" && pwd)/fixtures
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/${suite%.sh}.XXXXXX") || exit 2
     trap 'rm -rf "$tmp"' EXIT
     trap 'exit 130' HUP INT PIPE TERM

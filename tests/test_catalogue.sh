@@ -84,46 +84,8 @@ store_as() {
 
 # tiny.cfg: 8x8x1, 3 classes; mnist.cfg: 28x28x1, 10 classes; cifar.cfg:
 # 32x32x3, 10 classes.
-cat >"$fx/tiny.cfg" <<'EOF'
-[net]
-batch=8
-height=8
-width=8
-channels=1
-learning_rate=0.01
-momentum=0.9
-
-[convolutional]
-filters=4
-size=3
-stride=1
-pad=1
-activation=relu
-
-[maxpool]
-size=2
-stride=2
-
-[connected]
-output=3
-activation=linear
-
-[softmax]
-EOF
-cat >"$fx/mnist.cfg" <<'EOF'
-[net]
-batch=4
-height=28
-width=28
-channels=1
-learning_rate=0.01
-
-[connected]
-output=10
-activation=linear
-
-[softmax]
-EOF
+cp "$fixtures/tiny.cfg" "$fx/tiny.cfg"
+cp "$fixtures/mnist-linear.cfg" "$fx/mnist.cfg"
 sed -e 's/^height=28/height=32/' -e 's/^width=28/width=32/' -e 's/^channels=1/channels=3/' \
     "$fx/mnist.cfg" >"$fx/cifar.cfg"
 

@@ -11,51 +11,10 @@ fmnist=/usr/share/datasets/fashion-mnist
 # ---------------------------------------------------------------- fixtures
 
 # A tiny network for synthetic runs: 8x8x1 input, 3 classes.
-cat >"$tmp/tiny.cfg" <<'EOF'
-[net]
-batch=8
-subdivisions=1
-height=8
-width=8
-channels=1
-learning_rate=0.01
-momentum=0.9
-decay=0.0005
-
-[convolutional]
-filters=4
-size=3
-stride=1
-pad=1
-activation=relu
-
-[maxpool]
-size=2
-stride=2
-
-[connected]
-output=3
-activation=linear
-
-[softmax]
-groups=1
-EOF
+cp "$fixtures/tiny.cfg" "$tmp/tiny.cfg"
 
 # A 28x28x1, 10-class network for the IDX data checks.
-cat >"$tmp/mnist.cfg" <<'EOF'
-[net]
-batch=4
-height=28
-width=28
-channels=1
-learning_rate=0.01
-
-[connected]
-output=10
-activation=linear
-
-[softmax]
-EOF
+cp "$fixtures/mnist-linear.cfg" "$tmp/mnist.cfg"
 
 # An error on line 7: an unknown key.
 cat >"$tmp/bad.cfg" <<'EOF'

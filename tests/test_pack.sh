@@ -19,20 +19,7 @@ stripes() {
 # ---------------------------------------------------------------- fixtures
 
 # A 28x28x1, 10-class network.
-cat >"$tmp/tiny.cfg" <<'EOF'
-[net]
-batch=8
-height=28
-width=28
-channels=1
-learning_rate=0.01
-
-[connected]
-output=10
-activation=linear
-
-[softmax]
-EOF
+cp "$fixtures/mnist-linear.cfg" "$tmp/tiny.cfg"
 
 # The same for 32x32x3 (CIFAR) and 8x8x1 (the image list).
 sed -e 's/height=28/height=32/' -e 's/width=28/width=32/' -e 's/channels=1/channels=3/' \

@@ -21,33 +21,7 @@ cd "$tmp" || exit 2
 header=network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log
 
 # 8x8x1 synthetic images, 3 classes: a run of 6 iterations takes milliseconds.
-cat >"$tmp/tiny.cfg" <<'EOF'
-[net]
-batch=16
-height=8
-width=8
-channels=1
-learning_rate=0.05
-momentum=0.9
-decay=0.0005
-
-[convolutional]
-filters=4
-size=3
-stride=1
-pad=1
-activation=relu
-
-[maxpool]
-size=2
-stride=2
-
-[connected]
-output=3
-activation=linear
-
-[softmax]
-EOF
+cp "$fixtures/tiny.cfg" "$tmp/tiny.cfg"
 # tiny-sweep.sh OUT.csv [options]: the sweep of 2 points (1 and 2 threads) x
 # 2 repeats, a test every 3 iterations and a progress line every one.
 cat >tiny-sweep.sh <<EOF
