@@ -14,6 +14,15 @@ typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
 
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
 
+/* Checked before long work, so that its result is not lost at the end:
+ * ST_EUSAGE, naming WHAT (the option or argument) and DIR, unless DIR is an
+ * existing directory this process may create files in. */
+st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
+
+/* The same for the directory the file PATH will be created in; a PATH that
+ * is a directory fails too. */
+st_status st_check_output_path(const char *what, const char *path, st_error *err);
+
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);
 

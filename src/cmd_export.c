@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "darknet_weights.h"
+#include "fileio.h"
 #include "hparams.h"
 #include "log.h"
 #include "net.h"
@@ -41,7 +42,9 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
     st_cfg cfg;
     st_hparams hp;
     st_net net;
-    st_status st = st_net_load(cfg_path, &cfg, &hp, &net, &log, err);
+    st_status st = st_check_output_path("OUT.weights", out_path, err);
+    if (st == ST_OK)
+        st = st_net_load(cfg_path, &cfg, &hp, &net, &log, err);
     if (st != ST_OK)
         return st;
     uint64_t seen = 0;

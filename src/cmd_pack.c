@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "data.h"
+#include "fileio.h"
 #include "hparams.h"
 #include "log.h"
 #include "options.h"
@@ -189,12 +190,12 @@ static st_status parse_size(const char *v, int *w, int *h, st_error *err)
 }
 
 /* OUT may be replaced only if it is absent or a store (not, by a typo, a
- * labels file). */
+ * labels file), and its directory must take new files. */
 static st_status check_out(const char *out, st_error *err)
 {
     struct stat sb;
     if (stat(out, &sb) != 0)
-        return ST_OK;
+        return st_check_output_path("OUT", out, err);
     if (S_ISDIR(sb.st_mode))
         return st_fail(err, ST_EUSAGE, "%s is a directory: OUT names the store's index file",
                        out);
@@ -206,7 +207,7 @@ static st_status check_out(const char *out, st_error *err)
     if (got != 8 || memcmp(head, ST_STORE_MAGIC, 8) != 0)
         return st_fail(err, ST_EUSAGE, "%s exists and is not a singletrain store: refusing to "
                        "replace it", out);
-    return ST_OK;
+    return st_check_output_path("OUT", out, err);
 }
 
 static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,

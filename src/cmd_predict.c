@@ -47,7 +47,7 @@ static const st_option options[] = {
     {"scores", 0, NULL, "Output", "print every class's score instead: the path, then one "
      "tab-separated column per class (darknet classifier test's format)", ST_OPT_FLAG,
      OPT(scores), 0, 0},
-    {"backend", 0, "B", "Compute", "dnnl (default) or ref", ST_OPT_STRING, OPT(backend), 0, 0},
+    {"backend", 0, "B", "Compute", "dnnl (default), ref or cpe (an emulated SW26010 core group)", ST_OPT_STRING, OPT(backend), 0, 0},
     {"help", 'h', NULL, "Other", "this help", ST_OPT_FLAG, OPT(help), 0, 0},
 };
 

@@ -6,7 +6,43 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+st_status st_check_dir_writable(const char *what, const char *dir, st_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return st_fail(err, ST_EUSAGE, "%s %s: %s", what, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return st_fail(err, ST_EUSAGE, "%s %s: not a directory", what, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return st_fail(err, ST_EUSAGE, "%s %s: not writable: %s", what, dir, strerror(errno));
+    return ST_OK;
+}
+
+st_status st_check_output_path(const char *what, const char *path, st_error *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return st_fail(err, ST_EUSAGE, "%s %s: is a directory, expected a file name", what,
+                       path);
+    char *copy = strdup(path);
+    if (!copy)
+        return st_fail(err, ST_ENOMEM, "out of memory checking %s", path);
+    const char *dir = dirname(copy);
+    st_status st = ST_OK;
+    if (stat(dir, &sb) != 0)
+        st = st_fail(err, ST_EUSAGE, "%s %s: directory %s: %s", what, path, dir,
+                     strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        st = st_fail(err, ST_EUSAGE, "%s %s: %s is not a directory", what, path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        st = st_fail(err, ST_EUSAGE, "%s %s: directory %s is not writable: %s", what, path, dir,
+                     strerror(errno));
+    free(copy);
+    return st;
+}
 
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
 {

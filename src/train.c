@@ -24,6 +24,7 @@
 #include "cfg.h"
 #include "cpe_backend.h"
 #include "darknet_weights.h"
+#include "fileio.h"
 #include "data.h"
 #include "hparams.h"
 #include "memory.h"
@@ -306,20 +307,6 @@ static st_status start_from(st_trainer *t, const char *path, st_error *err)
     return ST_OK;
 }
 
-/* Fail before training, not after it, if the weights could not be saved. */
-static st_status check_snapshot_dir(const char *dir, st_error *err)
-{
-    struct stat sb;
-    if (stat(dir, &sb) != 0)
-        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode))
-        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: not writable: %s", dir,
-                       strerror(errno));
-    return ST_OK;
-}
-
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err)
 {
@@ -342,7 +329,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     }
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK && o->snapshot_dir)
-        st = check_snapshot_dir(o->snapshot_dir, err);
+        st = st_check_dir_writable("--snapshot-dir", o->snapshot_dir, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
     if (st == ST_OK)
