@@ -12,7 +12,14 @@
 /* Produces the file's content; returns ST_OK or a failure already recorded. */
 typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
 
+/* Also removes PATH's temporaries left by killed processes (see below). */
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
+
+/* Removes the temporaries "STEM.tmp.PID" in DIR whose process no longer
+ * exists on this host (a write killed before its rename), where STEM is
+ * PREFIX exactly (SUFFIX NULL) or PREFIX, any text, SUFFIX. Returns how
+ * many were removed. */
+int st_remove_stale_temporaries(const char *dir, const char *prefix, const char *suffix);
 
 /* Checked before long work, so that its result is not lost at the end:
  * ST_EUSAGE, naming WHAT (the option or argument) and DIR, unless DIR is an

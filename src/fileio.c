@@ -1,9 +1,11 @@
 /* Atomic file replacement; see fileio.h. */
 #include "fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,6 +53,55 @@ st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, s
     return ST_OK;
 }
 
+/* The length of NAME's stem if NAME is "STEM.tmp.PID" and process PID no
+ * longer exists, else 0. */
+static size_t stale_stem(const char *name)
+{
+    const char *mark = NULL;
+    for (const char *p = strstr(name, ".tmp."); p; p = strstr(p + 1, ".tmp."))
+        mark = p;
+    if (!mark || mark == name)
+        return 0;
+    const char *digits = mark + 5;
+    if (!*digits || digits[strspn(digits, "0123456789")] != '\0' || strlen(digits) > 9)
+        return 0;
+    long pid = strtol(digits, NULL, 10);
+    if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    return (size_t)(mark - name);
+}
+
+int st_remove_stale_temporaries(const char *dir, const char *prefix, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t prefix_len = strlen(prefix), suffix_len = suffix ? strlen(suffix) : 0;
+    int removed = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        size_t stem = stale_stem(e->d_name);
+        if (stem < prefix_len + suffix_len || memcmp(e->d_name, prefix, prefix_len) != 0)
+            continue;
+        if (suffix ? memcmp(e->d_name + stem - suffix_len, suffix, suffix_len) != 0
+                   : stem != prefix_len)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+/* PATH's own leftovers: its directory and base name split off a copy. */
+static void remove_stale_temporaries_of(const char *path)
+{
+    char *dir_copy = strdup(path), *base_copy = strdup(path);
+    if (dir_copy && base_copy)
+        st_remove_stale_temporaries(dirname(dir_copy), basename(base_copy), NULL);
+    free(dir_copy);
+    free(base_copy);
+}
+
 static void sync_directory_of(const char *path)
 {
     char *copy = strdup(path);
@@ -71,6 +122,7 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
     if (!tmp)
         return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    remove_stale_temporaries_of(path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,

@@ -307,6 +307,29 @@ static st_status start_from(st_trainer *t, const char *path, st_error *err)
     return ST_OK;
 }
 
+/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name up to its
+ * first dot. */
+static void snapshot_name(const st_trainer *t, char *name, size_t size)
+{
+    const char *base = strrchr(t->cfg_path, '/');
+    base = base ? base + 1 : t->cfg_path;
+    snprintf(name, size, "%.*s", (int)strcspn(base, "."), base);
+}
+
+/* A run killed while writing a snapshot leaves its temporary file
+ * (NAME_TAG.snap.tmp.PID, never the final name): clear those of processes
+ * that are gone. */
+static void remove_killed_snapshot_writes(const st_trainer *t)
+{
+    char name[ST_PATH_MAX], prefix[ST_PATH_MAX + 1];
+    snapshot_name(t, name, sizeof name);
+    snprintf(prefix, sizeof prefix, "%s_", name);
+    int n = st_remove_stale_temporaries(t->o.snapshot_dir, prefix, ".snap");
+    if (n > 0)
+        st_info(&t->log, "removed %d temporary file%s of snapshot writes that were killed "
+                "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
+}
+
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err)
 {
@@ -330,6 +353,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK && o->snapshot_dir)
         st = st_check_dir_writable("--snapshot-dir", o->snapshot_dir, err);
+    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
+        remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
     if (st == ST_OK)
@@ -460,12 +485,13 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
 {
     if (!t->o.snapshot_dir)
         return ST_OK;
-    const char *base = strrchr(t->cfg_path, '/');
-    base = base ? base + 1 : t->cfg_path;
-    size_t len = strcspn(base, ".");
-    char path[sizeof t->snapshot_path], tag[32];
+    char name[ST_PATH_MAX], path[sizeof t->snapshot_path], tag[32];
+    snapshot_name(t, name, sizeof name);
     snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
-    snprintf(path, sizeof path, "%s/%.*s_%s.snap", t->o.snapshot_dir, (int)len, base, tag);
+    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir, name, tag);
+    if (len < 0 || (size_t)len >= sizeof path)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshot's path would be "
+                       "longer than %zu bytes", t->o.snapshot_dir, sizeof path - 1);
     st_snapshot_meta m;
     snapshot_meta(t, iteration, &m);
     st_status st = ST_OK;
@@ -475,7 +501,7 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
         st_error_prefix(err, "--snapshot-dir: ");
         return st;
     }
-    snprintf(t->snapshot_path, sizeof t->snapshot_path, "%s", path);
+    memcpy(t->snapshot_path, path, sizeof path);
     t->snapshot_iter = iteration;
     if (final)
         st_info(&t->log, "weights saved to %s", path);
@@ -838,10 +864,10 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);
     if (st == ST_OK && !t->o.snapshot_dir) {
-        const char *base = strrchr(t->cfg_path, '/');
-        base = base ? base + 1 : t->cfg_path;
+        char name[ST_PATH_MAX];
+        snapshot_name(t, name, sizeof name);
         st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
-                "DIR/%.*s_final.snap", (int)strcspn(base, "."), base);
+                "DIR/%s_final.snap", name);
     }
     return st;
 }

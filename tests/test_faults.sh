@@ -4,11 +4,13 @@
 # middle of writing a snapshot, when its temporary file appears): after
 # every kill each snapshot under its final name loads (size and CRC, by the
 # program's own loader), the resume starts from the newest one, and the run
-# ends with a final snapshot byte-identical to an uninterrupted run's.
+# ends with a final snapshot byte-identical to an uninterrupted run's; no
+# temporary file of a killed snapshot write is left after the resume.
 # Packing (20 trials, half of them over an existing store): after every kill
 # the index OUT either does not exist (no store before) or opens and
 # verifies as the old store (byte-identical) or the new one, never anything
-# else; the next pack succeeds and removes the stripes the killed one left.
+# else; the next pack succeeds and removes the stripes and the index
+# temporary the killed one left.
 # tests/test_resume.sh has the snapshot errors and SIGINT / SIGTERM.
 # usage: sh tests/test_faults.sh PATH_TO_SINGLETRAIN
 set -u
@@ -161,10 +163,13 @@ for trial in $(seq $trials); do
     fi
     expect "training trial $trial (killed$moment, $how): final snapshot byte-identical" \
         cmp -s "$tmp/ref/wide_final.snap" "$d/wide_final.snap"
+    left=$(ls "$d" | grep '\.tmp\.' | tr '\n' ' ')
+    expect "training trial $trial: no temporary of a killed snapshot write is left${left:+: $left}" \
+        [ -z "$left" ]
 done
 expect "no snapshot was ever corrupt under its final name ($kills kills)" [ "$corrupt" -eq 0 ]
 expect "some kills landed while a snapshot was being written ($in_write of $kills)" [ "$in_write" -gt 0 ]
-echo "     ($kills kills in $trials training trials, $in_write of them while a snapshot was being written: its temporary file was left, never the final name)"
+echo "     ($kills kills in $trials training trials, $in_write of them while a snapshot was being written: its temporary file was left, never the final name, and the resume removed it)"
 
 # ----------------------------------------------------------------- packing
 
@@ -214,9 +219,10 @@ for trial in $(seq $trials); do
     check "pack trial $trial: packing again succeeds" err 0 "" -- $pack "$d/s" --limit 10000
     gen=$(generation "$d/s")
     # A kill while the index was being written leaves its temporary file
-    # (s.tmp.PID, never taken for a store); any other leftover is a fault.
-    left=$(ls "$d" | grep -v -e "^s$" -e "^s\.$gen\." -e "^s\.tmp\.[0-9]*$" | tr '\n' ' ')
-    expect "pack trial $trial: only the new generation's stripes are left (and temporaries)${left:+: $left}" \
+    # (s.tmp.PID, never taken for a store), which the next pack removes;
+    # any other leftover is a fault.
+    left=$(ls "$d" | grep -v -e "^s$" -e "^s\.$gen\." | tr '\n' ' ')
+    expect "pack trial $trial: only the new store and its generation's stripes are left${left:+: $left}" \
         [ -z "$left" ]
 done
 

@@ -202,4 +202,19 @@ check "--weights and --resume together" err 2 "--weights and --resume: give one"
 check "--weights of another network" err 2 "--weights $s1: snapshot of a different network" -- \
     "$bin" -t 2 --data synthetic --iters 10 --weights "$s1" "$tmp/other.cfg"
 
+# Temporaries of killed snapshot writes: a run removes NAME_*.snap.tmp.PID
+# of processes that are gone, and nothing else (a live process's
+# temporary, another network's, other files).
+mkdir "$tmp/stale"
+gone=$(sh -c 'echo $$')
+for f in tiny_500.snap.tmp.$gone tiny_final.snap.tmp.$gone tiny_500.snap.tmp.$$ \
+    other_500.snap.tmp.$gone tiny.cfg.tmp.$gone tiny_500.snap.tmp.x; do
+    : >"$tmp/stale/$f"
+done
+check "a run removes the temporaries of killed snapshot writes" out 0 \
+    "removed 2 temporary files of snapshot writes that were killed ($tmp/stale/tiny_*.snap.tmp.PID)" -- \
+    "$bin" -t 1 --data synthetic --no-test --iters 2 --snapshot-dir "$tmp/stale" "$tmp/tiny.cfg"
+expect "only those: a live process's, another network's and other files are kept" \
+    [ "$(LC_ALL=C ls "$tmp/stale" | tr '\n' ' ')" = "other_500.snap.tmp.$gone tiny.cfg.tmp.$gone tiny_500.snap.tmp.$$ tiny_500.snap.tmp.x tiny_final.snap " ]
+
 finish test_resume.sh
