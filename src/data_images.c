@@ -9,6 +9,7 @@
  * thing they write is the per-entry "bad" flag under skip_bad (atomic), so
  * they are safe from several threads. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 #define MAX_SIDE 65536 /* of the decode shape */
 #define MAX_IMAGE_PIXELS (1L << 25) /* of an image file: 32 megapixels */
+#define IMAGE_HEAD_BYTES 4096 /* read to find an image's length */
 
 typedef struct images_source {
     st_source base;
@@ -39,6 +41,111 @@ static void count_skipped(const images_source *s)
 {
     if (s->skipped)
         __atomic_fetch_add(s->skipped, 1, __ATOMIC_RELAXED);
+}
+
+/* Little-endian fields of an image header. */
+static unsigned le16(const unsigned char *b) { return b[0] | (unsigned)b[1] << 8; }
+static unsigned long le32(const unsigned char *b)
+{
+    return le16(b) | (unsigned long)le16(b + 2) << 16;
+}
+
+/* PNM header integer at *pos (after whitespace and # comments), or -1. */
+static long pnm_int(const unsigned char *b, size_t n, size_t *pos)
+{
+    size_t i = *pos;
+    while (i < n && (b[i] == '#' || strchr(" \t\r\n\v\f", b[i]))) {
+        if (b[i] == '#')
+            while (i < n && b[i] != '\n')
+                i++;
+        else
+            i++;
+    }
+    long v = 0;
+    size_t start = i;
+    while (i < n && b[i] >= '0' && b[i] <= '9' && v < 1000000000)
+        v = v * 10 + (b[i++] - '0');
+    *pos = i;
+    return i > start && i < n ? v : -1;
+}
+
+/* The fewest bytes a well-formed file of an uncompressed format needs, from
+ * its header B (the first N bytes, the whole file when fewer than
+ * IMAGE_HEAD_BYTES): binary PGM / PPM, BMP and
+ * uncompressed TGA; -1 when the file ends inside such a header; 0 for other
+ * formats and headers it cannot tell.
+ * stb_image decodes such a file cut short as if its missing pixels were
+ * zeros, so an interrupted copy would train silently. The last BMP row's
+ * padding may be missing (some writers leave it out). */
+static long long uncompressed_bytes(const unsigned char *b, size_t n, const char **format)
+{
+    long long cut = n < IMAGE_HEAD_BYTES ? -1 : 0; /* the file ends inside the header */
+    if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) {
+        size_t pos = 2;
+        long w = pnm_int(b, n, &pos), h = pnm_int(b, n, &pos), max = pnm_int(b, n, &pos);
+        *format = b[1] == '5' ? "PGM" : "PPM";
+        if (w < 0 || h < 0 || max <= 0) /* cut inside the header? */
+            return pos >= n ? cut : 0;
+        return (long long)pos + 1 + (long long)w * h * (b[1] == '5' ? 1 : 3) * (max > 255 ? 2 : 1);
+    }
+    if (n >= 2 && b[0] == 'B' && b[1] == 'M') {
+        *format = "BMP";
+        unsigned long header = n >= 18 ? le32(b + 14) : 0;
+        if (n < 18 || n < 14 + (header == 12 ? 12 : 20))
+            return cut;
+        long long w, h, bits, compression = 0;
+        if (header == 12) {
+            w = le16(b + 18), h = le16(b + 20), bits = le16(b + 24);
+        } else if (header >= 40) {
+            w = (int32_t)le32(b + 18), h = (int32_t)le32(b + 22), bits = le16(b + 28);
+            compression = le32(b + 30);
+        } else {
+            return 0;
+        }
+        if (h < 0)
+            h = -h;
+        if (w <= 0 || h <= 0 || w > MAX_SIDE * 16 || h > MAX_SIDE * 16 || bits <= 0 ||
+            bits > 64 || (compression != 0 && compression != 3 && compression != 6))
+            return 0;
+        long long row = (w * bits + 7) / 8, stride = (w * bits + 31) / 32 * 4;
+        return (long long)le32(b + 10) + stride * (h - 1) + row;
+    }
+    /* TGA has no magic: taken as one only when no other format stb_image
+     * knows matches the start. */
+    static const char *const magics[] = {"\xff\xd8", "\x89PNG", "GIF8", "BM", "8BPS",
+                                         "\x53\x80\xf6\x34", "P", "#?"};
+    for (size_t m = 0; m < sizeof magics / sizeof magics[0]; m++)
+        if (n >= strlen(magics[m]) && memcmp(b, magics[m], strlen(magics[m])) == 0)
+            return 0;
+    *format = "TGA";
+    if (n < 18)
+        return cut;
+    if (b[1] > 1 || b[2] < 1 || b[2] > 3)
+        return 0;
+    long long palette = b[1] ? (long long)le16(b + 5) * ((b[7] + 7) / 8) : 0;
+    long long w = le16(b + 12), h = le16(b + 14), bits = b[16];
+    if (w == 0 || h == 0 || bits == 0)
+        return 0;
+    return 18 + b[0] + palette + w * h * ((bits + 7) / 8);
+}
+
+/* A file shorter than its uncompressed format needs (see above). */
+static st_status check_length(FILE *f, const char *path, int w, int h, st_error *err)
+{
+    unsigned char head[IMAGE_HEAD_BYTES];
+    size_t n = fread(head, 1, sizeof head, f);
+    rewind(f);
+    struct stat sb;
+    const char *format = NULL;
+    long long need = uncompressed_bytes(head, n, &format);
+    if (need < 0)
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: truncated: the file ends inside "
+                       "its %s header (%zu bytes)", path, format, n);
+    if (need > 0 && fstat(fileno(f), &sb) == 0 && (long long)sb.st_size < need)
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: truncated: a %d x %d %s needs "
+                       "at least %lld bytes, the file has %lld", path, w, h, format, need,
+                       (long long)sb.st_size);
+    return ST_OK;
 }
 
 /* What stb_image must not be given, read from the header (f is left at its
@@ -67,7 +174,7 @@ static st_status check_header(FILE *f, const char *path, int channels, st_error 
                        "expected %d channel%s (stb_image cannot convert 16-bit PGM / PPM)", path,
                        magic[1] == '5' ? "PGM" : "PPM", in_file, in_file == 1 ? "" : "s",
                        channels, channels == 1 ? "" : "s");
-    return ST_OK;
+    return check_length(f, path, w, h, err);
 }
 
 /* Decode one image file into pixels (planar, shape); see data.h. */
