@@ -528,6 +528,36 @@ static st_status finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd,
     return exec_init(k->ctx, e, pd, ids, n_ids, err);
 }
 
+/* The primitive descriptors of a layer's passes; NULL where a pass is not
+ * a primitive. */
+typedef struct dn_pass_pds {
+    dnnl_primitive_desc_t fwd, bwd_data, bwd_weights;
+} dn_pass_pds;
+
+/* The common end of a layer's build, given the status so far: the passes'
+ * execs, the edges between the user and the primitives' layouts (usrc,
+ * psrc, pdst), and the descriptors destroyed, also on failure. */
+static st_status finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
+                              const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
+                              const dnnl_memory_desc_t *pdst, int first, st_error *err)
+{
+    if (st == ST_OK && pds->fwd)
+        st = finish_exec(k, &v->fwd, pds->fwd, FWD_ARGS, N_OF(FWD_ARGS), err);
+    if (st == ST_OK && pds->bwd_data)
+        st = finish_exec(k, &v->bwd_data, pds->bwd_data, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS),
+                         err);
+    if (st == ST_OK && pds->bwd_weights)
+        st = finish_exec(k, &v->bwd_weights, pds->bwd_weights, BWD_WEIGHTS_ARGS,
+                         N_OF(BWD_WEIGHTS_ARGS), err);
+    if (st == ST_OK)
+        st = build_edges(k, v, usrc, psrc, pdst, first, err);
+    dnnl_primitive_desc_t all[] = {pds->fwd, pds->bwd_data, pds->bwd_weights};
+    for (int i = 0; i < N_OF(all); i++)
+        if (all[i])
+            dnnl_primitive_desc_destroy(all[i]);
+    return st;
+}
+
 /* The primitive's own workspace (pooling, LRN): sized at the largest batch. */
 static st_status take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t pd, int first,
                                      st_error *err)
@@ -643,21 +673,8 @@ static st_status conv_build(dn_kernel *k, dn_variant *v, int first, st_error *er
         if (st == ST_OK)
             st = weights_edge(k, &wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
     }
-    if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, dpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_weights, wpd, BWD_WEIGHTS_ARGS, N_OF(BWD_WEIGHTS_ARGS), err);
-    if (st == ST_OK)
-        st = build_edges(k, v, &usrc, &src, &dst, first, err);
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    if (wpd)
-        dnnl_primitive_desc_destroy(wpd);
-    return st;
+    dn_pass_pds pds = {fpd, dpd, wpd};
+    return finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
 }
 
 /* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
@@ -714,22 +731,14 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
         st = make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
     if (st == ST_OK)
         st = make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, dpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_weights, wpd, BWD_WEIGHTS_ARGS, N_OF(BWD_WEIGHTS_ARGS), err);
-    if (st == ST_OK)
-        st = build_edges(k, v, &usrc, &psrc, &dst, first, err);
+    if (fpd) /* a hint for the backward descriptors only: the forward is sgemm */
+        dnnl_primitive_desc_destroy(fpd);
+    dn_pass_pds pds = {NULL, dpd, wpd};
+    st = finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);
     if (first) { /* the forward's dst^T, after the diff_src temporary */
         k->dst_t_off = (k->tmp_bytes + 63) / 64 * 64;
         k->tmp_bytes = k->dst_t_off + (size_t)d->base.n * d->out * sizeof(float);
     }
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (dpd)
-        dnnl_primitive_desc_destroy(dpd);
-    if (wpd)
-        dnnl_primitive_desc_destroy(wpd);
     return st;
 }
 
@@ -857,17 +866,8 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     }
     if (st == ST_OK)
         st = take_prim_workspace(k, fpd, first, err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, bpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
-    if (st == ST_OK)
-        st = build_edges(k, v, &usrc, &usrc, &dst, first, err);
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (bpd)
-        dnnl_primitive_desc_destroy(bpd);
-    return st;
+    dn_pass_pds pds = {fpd, bpd, NULL};
+    return finish_build(k, v, st, &pds, &usrc, &usrc, &dst, first, err);
 }
 
 static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
@@ -889,17 +889,8 @@ static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err
         st = make_pd(c, &bpd, &bd, fpd, 0, 0, "LRN backward", err);
     if (st == ST_OK)
         st = take_prim_workspace(k, fpd, first, err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, bpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
-    if (st == ST_OK)
-        st = build_edges(k, v, &usrc, &usrc, &usrc, first, err);
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (bpd)
-        dnnl_primitive_desc_destroy(bpd);
-    return st;
+    dn_pass_pds pds = {fpd, bpd, NULL};
+    return finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 
 /* Activations run forward and backward on the output (use_dst algorithms). */
@@ -926,17 +917,8 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     st = make_pd(c, &fpd, &fd, NULL, 0, 0, "eltwise forward", err);
     if (st == ST_OK)
         st = make_pd(c, &bpd, &bd, fpd, 0, 0, "eltwise backward", err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, bpd, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS), err);
-    if (st == ST_OK)
-        st = build_edges(k, v, &usrc, &usrc, &usrc, first, err);
-    if (fpd)
-        dnnl_primitive_desc_destroy(fpd);
-    if (bpd)
-        dnnl_primitive_desc_destroy(bpd);
-    return st;
+    dn_pass_pds pds = {fpd, bpd, NULL};
+    return finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 
 static st_status data_forward(st_kernel *base, const st_kargs *a, st_error *err)
