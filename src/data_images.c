@@ -177,6 +177,25 @@ static st_status check_header(FILE *f, const char *path, int channels, st_error 
     return check_length(f, path, w, h, err);
 }
 
+/* Debian's libstb is built without STBI_FAILURE_USERMSG: its reasons are
+ * terse codes. The common ones, said in words, the code kept. */
+static const char *failure_reason(const char *code)
+{
+    static const char *const words[][2] = {
+        {"outofdata", "the data ends early (cut short or corrupt; stb_image: outofdata)"},
+        {"unknown image type", "not an image stb_image decodes (expected PNG, JPEG, BMP, GIF, "
+                               "TGA, PSD or binary PNM) or corrupt"},
+        {"outofmem", "out of memory (stb_image: outofmem)"},
+        {"can't fopen", "cannot open the file (stb_image: can't fopen)"},
+    };
+    if (!code)
+        return "unknown reason";
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(code, words[i][0]) == 0)
+            return words[i][1];
+    return code;
+}
+
 /* Decode one image file into pixels (planar, shape); see data.h. */
 st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
 {
@@ -194,11 +213,9 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
     int w = 0, h = 0, in_file = 0;
     unsigned char *img = stbi_load_from_file(f, &w, &h, &in_file, sh.c);
     fclose(f);
-    if (!img) {
-        const char *why = stbi_failure_reason();
+    if (!img)
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: %s", path,
-                       why ? why : "unknown reason");
-    }
+                       failure_reason(stbi_failure_reason()));
     if (w < 1 || h < 1) { /* stb_image "decodes" a PNM of height 0 */
         stbi_image_free(img);
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
