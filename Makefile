@@ -4,14 +4,17 @@
 #   make test       install what is missing, build, run every test
 #   make SAN=address,undefined ...   sanitizer build (in build-address/;
 #                                    SAN=thread builds in build-thread/)
+#   make PORTABLE=1 ...              the emulator's portable paths (in
+#                                    build-portable/; see PORTABLE_TESTS)
 #   make install PREFIX=/usr/local   the binary and singletrain.1 (DESTDIR stages)
 #   make fuzz FUZZ_SECONDS=60        run each reader's fuzz target (mk/fuzz.mk)
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
 SAN     ?=
+PORTABLE ?=
 comma   := ,
-BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),build)
+BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),$(if $(PORTABLE),build-portable,build))
 
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
@@ -20,6 +23,9 @@ LDLIBS  := -ldnnl -fopenmp -lstb -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
+endif
+ifneq ($(PORTABLE),)
+CFLAGS  += -DST_CPE_PORTABLE
 endif
 
 SRC  := $(wildcard src/*.c src/layers/*.c src/backends/*.c src/backends/ref/*.c src/cpe/*.c)
@@ -39,6 +45,10 @@ TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
 SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights \
              test_solver test_cpe test_cpe_conv test_cpe_kernels test_sched test_store test_train
 TSAN_TESTS := test_sched test_readers test_store
+# Tests that also run in the portable build: the emulator's CPE contexts on
+# ucontext instead of the x86-64 switch, and its GEMM without the AVX2
+# clone: what a machine without x86-64 or AVX2 runs.
+PORTABLE_TESTS := test_cpe test_cpe_conv test_cpe_kernels
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc
 # (mk/mpi.mk); cluster.c, the trainer's one MPI file, takes MPICH's flags.
@@ -88,7 +98,9 @@ run: deps
 check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-address/tests/%)
 	@$(MAKE) --no-print-directory SAN=thread $(TSAN_TESTS:%=build-thread/tests/%)
-	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" scripts/run-tests.sh $(BUILD)
+	@$(MAKE) --no-print-directory PORTABLE=1 $(PORTABLE_TESTS:%=build-portable/tests/%)
+	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" PORTABLE_TESTS="$(PORTABLE_TESTS)" \
+	    scripts/run-tests.sh $(BUILD)
 
 test: deps
 	@$(MAKE) --no-print-directory check-tests

@@ -2,9 +2,10 @@
 # Run every test: the C test binaries of the build directory, the
 # AddressSanitizer + UBSan builds of the tests named in $SAN_TESTS (in
 # build-address/), the ThreadSanitizer builds of those in $TSAN_TESTS (in
-# build-thread/), and the shell tests under tests/. Each under a timeout;
+# build-thread/), the portable builds of those in $PORTABLE_TESTS (in
+# build-portable/), and the shell tests under tests/. Each under a timeout;
 # prints one line per test and fails if any failed.
-# usage: SAN_TESTS="..." TSAN_TESTS="..." scripts/run-tests.sh BUILD_DIR
+# usage: SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." scripts/run-tests.sh BUILD_DIR
 set -u
 build=${1:-build}
 bin="$build/singletrain"
@@ -37,6 +38,9 @@ done
 for t in ${TSAN_TESTS:-}; do
     run "$t [tsan]" env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         UCX_MEM_EVENTS=no "build-thread/tests/$t"
+done
+for t in ${PORTABLE_TESTS:-}; do
+    run "$t [portable]" "build-portable/tests/$t"
 done
 for t in tests/test_*.sh; do
     [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"

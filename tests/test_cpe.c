@@ -39,6 +39,7 @@
 #include "testlib.h"
 
 #include "cpe.h"
+#include "cpe/cpe_internal.h"
 
 #define HZ 1.45e9
 #define REL_EXACT 1e-12
@@ -892,6 +893,21 @@ static int bench(void)
     return 0;
 }
 
+/* The portable build (make PORTABLE=1) must run its CPE programs on
+ * ucontext: otherwise its tests would repeat the fast switch's. */
+static void test_context_mechanism(void **state)
+{
+    (void)state;
+#ifdef ST_CPE_PORTABLE
+    assert_int_equal(cpe_context_fast_available(), 0);
+#elif defined(__x86_64__)
+    printf("  CPE contexts: %s\n", cpe_context_fast_available() ? "x86-64 switch"
+                                                                : "ucontext (CET shadow stack)");
+#else
+    assert_int_equal(cpe_context_fast_available(), 0);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0)
@@ -908,6 +924,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_barrier_time),
         cmocka_unit_test(test_cost_overlap),
         cmocka_unit_test(test_cost_monotonic),
+        cmocka_unit_test(test_context_mechanism),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,12 @@
 
 #include "cpe_internal.h"
 
+#ifdef ST_CPE_PORTABLE
+#define ST_CPE_PORTABLE_BUILD 1
+#else
+#define ST_CPE_PORTABLE_BUILD 0
+#endif
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define CPE_ASAN 1
@@ -106,7 +112,8 @@ static int shadow_stack_active(void)
 int cpe_context_fast_available(void)
 {
 #if defined(__x86_64__)
-    return !shadow_stack_active();
+    /* the portable build (make PORTABLE=1) tests the ucontext mechanism */
+    return !shadow_stack_active() && !ST_CPE_PORTABLE_BUILD;
 #else
     return 0;
 #endif

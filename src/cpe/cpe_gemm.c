@@ -194,8 +194,9 @@ typedef double gemm_v4d __attribute__((vector_size(32)));
 typedef float gemm_v4f __attribute__((vector_size(16)));
 
 /* Not under ThreadSanitizer: the loader runs the clones' resolver before
- * the TSan runtime is up, and its instrumented code crashes there. */
-#if defined(__SANITIZE_THREAD__)
+ * the TSan runtime is up, and its instrumented code crashes there. Not in
+ * the portable build, which tests the default code. */
+#if defined(__SANITIZE_THREAD__) || defined(ST_CPE_PORTABLE)
 #define GEMM_NO_CLONES 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
