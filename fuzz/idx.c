@@ -3,33 +3,12 @@
  * file (no separator: the labels file is empty). Both are written out and
  * opened with st_idx_open, for 10 classes, then with a limit of 3 records;
  * every record of an opened source is read. */
-#include "fuzz_files.h"
-
-#include "data.h"
+#include "fuzz_source.h"
 
 #define IMAGES_NAME "images-idx3-ubyte"
 #define LABELS_NAME "labels-idx1-ubyte"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
-
-static void read_all(st_source *s)
-{
-    unsigned char *pixels = malloc(st_record_bytes(s) ? st_record_bytes(s) : 1);
-    if (!pixels)
-        abort();
-    for (long i = 0; i < s->count; i++) {
-        st_error err = {0};
-        int label = -1;
-        st_status st = s->ops->read(s, i, pixels, &label, &err);
-        fz_check(st, &err, "idx read", IMAGES_NAME);
-        if (st == ST_OK && (label < 0 || label >= s->classes)) {
-            fprintf(stderr, "fuzz: record %ld has label %d of %d classes\n", i, label,
-                    s->classes);
-            abort();
-        }
-    }
-    free(pixels);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
@@ -51,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         if (st == ST_OK) {
             if (limits[k] && s->count > limits[k])
                 abort();
-            read_all(s);
+            fz_read_all(s, "idx read", IMAGES_NAME);
             st_source_close(s);
         }
     }

@@ -8,7 +8,7 @@
  * without verification and every record is read; then with a limit of two
  * records, for a 10-class network, and with verification (every block's
  * CRC-32 read back on up to 4 threads). */
-#include "fuzz_files.h"
+#include "fuzz_source.h"
 
 #include <zlib.h>
 
@@ -25,25 +25,6 @@ static uint64_t get_u64(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
-}
-
-static void read_all(st_source *s)
-{
-    unsigned char *pixels = malloc(st_record_bytes(s) ? st_record_bytes(s) : 1);
-    if (!pixels)
-        abort();
-    for (long i = 0; i < s->count; i++) {
-        st_error err = {0};
-        int label = -1;
-        st_status st = s->ops->read(s, i, pixels, &label, &err);
-        fz_check(st, &err, "store read", INDEX_NAME);
-        if (st == ST_OK && (label < 0 || label >= s->classes)) {
-            fprintf(stderr, "fuzz: record %ld has label %d of %d classes\n", i, label,
-                    s->classes);
-            abort();
-        }
-    }
-    free(pixels);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -88,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         if ((runs[r].limit && s->count > runs[r].limit) ||
             (runs[r].classes && s->classes > runs[r].classes))
             abort();
-        read_all(s);
+        fz_read_all(s, "store read", INDEX_NAME);
         st_source_close(s);
     }
     return 0;

@@ -45,7 +45,7 @@ $(FUZZ_STB): fuzz/stb_image.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -O1 -g -fsanitize=address,fuzzer-no-link -w -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_files.h fuzz/fuzz_net.h $(FUZZ_LIB) $(FUZZ_STB)
+$(FUZZ_BUILD)/fuzz/%: fuzz/%.c fuzz/fuzz_files.h fuzz/fuzz_net.h fuzz/fuzz_source.h $(FUZZ_LIB) $(FUZZ_STB)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer \
 	    -DST_FUZZ_NET_CFG='"$(CURDIR)/fuzz/tiny.cfg"' -o $@ $< $(FUZZ_LIB) $(FUZZ_STB) \
