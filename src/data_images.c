@@ -129,7 +129,51 @@ static long long uncompressed_bytes(const unsigned char *b, size_t n, const char
     return 18 + b[0] + palette + w * h * ((bits + 7) / 8);
 }
 
-/* A file shorter than its uncompressed format needs (see above). */
+/* Past a GIF's chain of data sub-blocks starting at *pos (each a length
+ * byte and that many bytes, 0 ending the chain): 0, or -1 when the file
+ * ends inside it. */
+static int skip_gif_sub_blocks(FILE *f, long *pos)
+{
+    for (;;) {
+        int len = fseek(f, *pos, SEEK_SET) == 0 ? fgetc(f) : EOF;
+        if (len == EOF)
+            return -1;
+        *pos += 1 + len;
+        if (len == 0)
+            return 0;
+    }
+}
+
+/* Whether a GIF ends before its first image's data does: stb_image decodes
+ * the first frame of a GIF cut inside it with the missing pixels left as
+ * background. The blocks before it (extensions) are walked through their
+ * length bytes; a block of another kind is left to the decoder. */
+static int gif_cut_short(FILE *f)
+{
+    unsigned char h[13];
+    if (fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, "GIF8", 4) != 0)
+        return 0;
+    long pos = 13 + (h[10] & 0x80 ? 3L << ((h[10] & 7) + 1) : 0); /* + global palette */
+    for (;;) {
+        int block = fseek(f, pos, SEEK_SET) == 0 ? fgetc(f) : EOF;
+        if (block == 0x21) { /* extension: a label, then sub-blocks */
+            pos += 2;
+            if (skip_gif_sub_blocks(f, &pos) != 0)
+                return 1;
+        } else if (block == 0x2C) { /* image: 9 bytes, a palette, the code size, data */
+            unsigned char d[9];
+            if (fread(d, 1, sizeof d, f) != sizeof d)
+                return 1;
+            pos += 10 + (d[8] & 0x80 ? 3L << ((d[8] & 7) + 1) : 0) + 1;
+            return skip_gif_sub_blocks(f, &pos) != 0;
+        } else {
+            return block == EOF;
+        }
+    }
+}
+
+/* A file shorter than its uncompressed format needs, or a GIF cut inside
+ * its first image (see above). */
 static st_status check_length(FILE *f, const char *path, int w, int h, st_error *err)
 {
     unsigned char head[IMAGE_HEAD_BYTES];
@@ -145,6 +189,11 @@ static st_status check_length(FILE *f, const char *path, int w, int h, st_error 
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: truncated: a %d x %d %s needs "
                        "at least %lld bytes, the file has %lld", path, w, h, format, need,
                        (long long)sb.st_size);
+    int gif_cut = gif_cut_short(f);
+    rewind(f);
+    if (gif_cut)
+        return st_fail(err, ST_EINPUT, "%s: cannot decode image: truncated: the file ends "
+                       "inside the GIF's first image", path);
     return ST_OK;
 }
 
@@ -183,6 +232,8 @@ static const char *failure_reason(const char *code)
 {
     static const char *const words[][2] = {
         {"outofdata", "the data ends early (cut short or corrupt; stb_image: outofdata)"},
+        {"expected marker", "the JPEG data ends early (cut short or corrupt; stb_image: "
+                            "expected marker)"},
         {"unknown image type", "not an image stb_image decodes (expected PNG, JPEG, BMP, GIF, "
                                "TGA, PSD or binary PNM) or corrupt"},
         {"outofmem", "out of memory (stb_image: outofmem)"},
