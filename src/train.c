@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,8 +23,8 @@
 #include "cfg.h"
 #include "cpe_backend.h"
 #include "darknet_weights.h"
-#include "fileio.h"
 #include "data.h"
+#include "fileio.h"
 #include "hparams.h"
 #include "memory.h"
 #include "prefetch.h"
