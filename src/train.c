@@ -9,7 +9,6 @@
 #include "train.h"
 #include "cores.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
