@@ -80,7 +80,7 @@ $(BUILD)/src/cluster.o: CFLAGS += $(MPI_CFLAGS)
 $(BIN): $(BUILD)/src/main.o $(LIB) $(ALLREDUCE_LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/testlib.h $(LIB) $(ALLREDUCE_LIB)
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(LIB) $(ALLREDUCE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) -lcmocka $(LDLIBS)
 

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "testlib.h"
+#include "cpe_testlib.h"
 
 #include "cpe.h"
 #include "cpe/cpe_internal.h"
@@ -50,27 +50,7 @@ static void assert_close(double got, double want, double rel, const char *what)
         fail_msg("%s: got %.17g, expected %.17g", what, got, want);
 }
 
-static st_cpe_cluster *cluster_new(void)
-{
-    st_cpe_cluster *cg = NULL;
-    st_error err = {0};
-    if (st_cpe_cluster_create(&cg, &err) != ST_OK)
-        fail_msg("st_cpe_cluster_create: %s", err.msg);
-    return cg;
-}
-
 /* ---- GEMM against a triple loop ---- */
-
-/* xorshift64: uniform values in [-1, 1), the same every run. */
-static double rand_unit(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return (double)(x >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 typedef struct gemm_case {
     size_t m, n, k;

@@ -23,22 +23,11 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "testlib.h"
+#include "cpe_testlib.h"
 
 #include "cpe.h"
 
 #define TOLERANCE 1e-5
-
-/* xorshift64: uniform values in [-1, 1), the same every run. */
-static double rand_unit(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return (double)(x >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 /* A geometry with the output size of symmetric padding (Darknet's rule). */
 static st_cpe_conv_geom geom_make(int c, int oc, int ih, int iw, int kh, int kw, int sh, int sw,
@@ -233,15 +222,6 @@ typedef struct conv_case {
     st_cpe_conv_geom g;
     int with_explicit; /* 0 when im2col cannot take the rows */
 } conv_case;
-
-static st_cpe_cluster *cluster_new(void)
-{
-    st_cpe_cluster *cg = NULL;
-    st_error err = {0};
-    if (st_cpe_cluster_create(&cg, &err) != ST_OK)
-        fail_msg("st_cpe_cluster_create: %s", err.msg);
-    return cg;
-}
 
 /* One launch, within the LDM, exactly 2 flops per multiply-add inside the
  * image (plus extra), each result element put once, and the broadcasts

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testlib.h"
+#include "cpe_testlib.h"
 
 #include "backends/ref/ref.h"
 #include "cpe.h"
@@ -40,26 +40,6 @@
 
 #define REL_TOL 1e-6
 #define STREAM_N 1000003 /* floats of the stream kernels' arenas */
-
-static st_cpe_cluster *cluster_new(void)
-{
-    st_cpe_cluster *cg = NULL;
-    st_error err = {0};
-    if (st_cpe_cluster_create(&cg, &err) != ST_OK)
-        fail_msg("st_cpe_cluster_create: %s", err.msg);
-    return cg;
-}
-
-/* xorshift64: uniform in [-1, 1), the same every run. */
-static double rand_unit(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return (double)(x >> 11) / (double)(1ull << 52) - 1.0;
-}
 
 static float *floats_new(size_t n)
 {

@@ -47,14 +47,6 @@
 
 #include "cpe_internal.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CPE_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define CPE_ASAN 1
-#endif
 #ifdef CPE_ASAN
 #include <sanitizer/asan_interface.h>
 #endif

@@ -31,14 +31,6 @@
 #define ST_CPE_PORTABLE_BUILD 0
 #endif
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CPE_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define CPE_ASAN 1
-#endif
 #ifdef CPE_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif

@@ -9,6 +9,17 @@
 
 #include "cpe.h"
 
+/* CPE_ASAN: built with AddressSanitizer (gcc's or clang's way of saying
+ * so), whose stack and poisoning interfaces the contexts and the LDM use. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CPE_ASAN 1
+#endif
+
 /* An execution context (cpe_context.c): a CPE program on its own stack, or
  * the launching thread (stack NULL). fast selects the hand-written x86-64
  * switch (sp) over ucontext (uc); all contexts of a cluster agree. */
