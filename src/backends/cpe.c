@@ -298,7 +298,7 @@ static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *er
 static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-        if (!a->accumulate)
+    if (!a->accumulate)
         memset(a->diff_src, 0, (size_t)a->n * (size_t)d->ic * (size_t)d->ih * (size_t)d->iw *
                                    sizeof(float));
     st_cpe_counters c;
