@@ -21,7 +21,7 @@ cfgs="$dn/alexnet.cfg $dn/cifar.cfg $dn/cifar.test.cfg $dn/darknet.cfg $dn/darkn
       $dn/resnet18.cfg $dn/resnet34.cfg $dn/resnet50.cfg $dn/resnet101.cfg $dn/resnet152.cfg
       $dn/resnext50.cfg $dn/resnext101-32x4d.cfg $dn/resnext152-32x4d.cfg $dn/tiny.cfg
       $dn/vgg-16.cfg $dn/vgg-conv.cfg data/lenet.cfg data/cifar-alexnet.cfg data/alexnet.cfg
-      data/alexnet-bn.cfg data/vgg19.cfg
+      data/alexnet-bn.cfg data/vgg19.cfg data/resnet50.cfg
       tests/fixtures/anchors/lenet5.cfg tests/fixtures/anchors/cifar_alexnet.cfg
       tests/fixtures/anchors/alexnet227.cfg"
 failed=0
