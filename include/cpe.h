@@ -38,11 +38,12 @@
  * deadlock report naming the kernel and what each CPE waits for.
  *
  * Time: each CPE keeps a clock in cycles. Computation advances it by the
- * flops the kernel declares (st_cpe_flops), the elements it rearranges in
- * LDM (st_cpe_moves) or explicit cycles (st_cpe_cycles); a DMA is queued on
- * the CPE's DMA channel and completes at a modelled time, paid only when the
- * kernel waits for it (so double buffering overlaps); a message arrives a
- * latency after it is sent; a barrier releases at the latest arrival. The
+ * cycles of the loops the kernel declares (st_cpe_loop_run: a two-pipeline
+ * model of the CPE) and of the mesh GEMM (st_cpe_mesh_gemm_step); a DMA is
+ * queued on the CPE's DMA channel and completes at a time from measured
+ * DMA curves, paid only when the kernel waits for it (so double buffering
+ * overlaps); a message arrives a latency after it is sent; a barrier
+ * releases at the latest arrival. The
  * launch's predicted time is the clock of the CPE that finishes last, split
  * into compute / DMA wait / register communication / barrier, plus the
  * launch overhead.
@@ -108,19 +109,47 @@ typedef enum st_cpe_dma_mode {
 
 /* ---- cost model (src/cpe/cpe_cost.c) ---- */
 
-/* Every constant of the cost model; st_cpe_cost_params_default documents
- * each one's source. Bandwidths are per core group (all 64 CPEs). */
+/* Measured DMA cost by block size: for each of `points` block sizes
+ * (increasing), the cycles one CPE's transfer of one block occupies its
+ * share of the memory system while all 64 CPEs transfer at once, getting
+ * (main memory to LDM) and putting. Between points the cost is linear in
+ * the size; beyond the last point it grows with the last segment's slope;
+ * below the first it is the first point's. */
+#define ST_CPE_DMA_CURVE_POINTS 16
+typedef struct st_cpe_dma_curve {
+    int points;
+    double bytes[ST_CPE_DMA_CURVE_POINTS];
+    double get_cycles[ST_CPE_DMA_CURVE_POINTS];
+    double put_cycles[ST_CPE_DMA_CURVE_POINTS];
+} st_cpe_dma_curve;
+
+/* Every constant of the cost model; st_cpe_cost_params_default gives each
+ * one's value, source and whether it was calibrated (on what) or assumed.
+ * Bandwidths are per core group (all 64 CPEs). */
 typedef struct st_cpe_cost_params {
-    double clock_hz;                /* CPE clock */
-    double flops_per_cycle;         /* peak per CPE */
-    double compute_efficiency;      /* fraction of peak a kernel's loops reach */
-    double ldm_move_cycles;         /* per element rearranged in LDM by scalar code */
-    double dma_bandwidth;           /* bytes/s, large transfers from all 64 CPEs */
-    double dma_latency_cycles;      /* per transfer */
-    double dma_strided_min_block;   /* bytes; smaller strided blocks cost this much */
+    double clock_hz;               /* CPE clock */
+    double flops_per_cycle;        /* peak per CPE: one 4-wide fused multiply-add */
+    /* The pipeline model of a CPE (st_cpe_loop): two in-order pipelines,
+     * P0 for floating point, P1 for LDM loads and stores and register
+     * communication, both for integer and branch instructions. */
+    double fma_latency_cycles;     /* vector multiply-add issue to result */
+    double loop_overhead_ops;      /* integer and branch instructions per loop iteration */
+    double loop_entry_cycles;      /* entering a loop: address set-up and pipeline fill */
+    double gemm_block_cycles;      /* a register block of the mesh GEMM beyond its C loads
+                                      and stores (st_cpe_mesh_gemm) */
+    /* DMA: the occupancy of each transfer's blocks (dma), during which the
+     * CPE's share of the memory system serves nothing else, then the
+     * latency until the reply counter sees it; a CPE's further transfers
+     * overlap that latency. */
+    st_cpe_dma_curve dma;
+    double dma_get_latency_cycles;
+    double dma_put_latency_cycles;
+    /* Register communication outside the mesh GEMM (st_cpe_send and its
+     * kin): each message occupies the sender for its share of the aggregate
+     * bandwidth and arrives a latency later; a receive is one instruction. */
     double regcomm_p2p_bandwidth;   /* bytes/s, aggregate */
     double regcomm_bcast_bandwidth; /* bytes/s, aggregate */
-    double regcomm_latency_cycles;  /* send to arrival, P2P and broadcast alike */
+    double regcomm_latency_cycles;  /* send to arrival */
     double regcomm_recv_cycles;     /* one receive instruction */
     double barrier_cycles;          /* one cluster-wide synchronisation */
     double launch_seconds;          /* athread_spawn + athread_join */
@@ -135,9 +164,44 @@ st_cpe_cost_params st_cpe_cost_params_default(void);
  * written / mpe_bandwidth, in seconds. */
 double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes);
 
+/* Cycles one CPE's transfer occupies its channel: count blocks of
+ * block_bytes (a contiguous transfer is one block), getting or putting. */
+double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
+                                   size_t count);
+
+/* An inner loop as the pipeline model sees it: per iteration, the vector
+ * floating-point instructions (P0), the memory instructions (P1: LDM loads
+ * and stores, register puts and gets) and the instructions either
+ * pipeline issues (integer arithmetic, branches; loop_overhead_ops is
+ * added for the loop's own counter and branch), and chain, the cycles a
+ * loop-carried dependency needs per iteration (an accumulator updated
+ * each iteration: fma_latency_cycles); flops, the floating-point
+ * operations of the whole loop (counted, not timed); unroll, iterations
+ * per pass through the loop's counter and branch (0 or 1: none). The loop
+ * takes loop_entry_cycles + iterations * max(fp, mem, (fp + mem + any +
+ * loop_overhead_ops / unroll) / 2, chain) cycles: the two pipelines issue
+ * one instruction each per cycle, in order. */
+typedef struct st_cpe_loop {
+    double iterations;
+    double fp, mem, any;
+    double chain;
+    uint64_t flops;
+    int unroll;
+} st_cpe_loop;
+
+double st_cpe_loop_cycles(const st_cpe_cost_params *p, const st_cpe_loop *loop);
+
+/* Cycles of one step of the mesh GEMM (st_cpe_mesh_gemm_step: every CPE
+ * waits for the slowest role) with C blocks of ni rows and nj_vec vectors
+ * of 4 and nk iterations (unroll as in st_cpe_mesh_gemm); *fp gets the
+ * multiply-add issue cycles. Kernels
+ * size their blocks with it. */
+double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec, size_t nk,
+                               int unroll, double *fp);
+
 /* Predicted SW26010 time of one or more launches, in seconds. */
 typedef struct st_cpe_time {
-    double compute_s;  /* flops and declared cycles */
+    double compute_s;  /* declared loops and the mesh GEMM's multiply-adds */
     double dma_s;      /* waiting for DMA not hidden behind computation */
     double regcomm_s;  /* sending, receiving and waiting for messages */
     double sync_s;     /* waiting at barriers */
@@ -153,28 +217,36 @@ typedef struct st_cpe_dma_class {
     uint64_t bytes;
 } st_cpe_dma_class;
 
+/* DMA directions, the first index of st_cpe_counters.dma. */
+typedef enum st_cpe_dma_dir { ST_CPE_DMA_GET, ST_CPE_DMA_PUT, ST_CPE_DMA_DIRS } st_cpe_dma_dir;
+
 /* What one or more launches did. Sums over the 64 CPEs, except ldm_peak. */
 typedef struct st_cpe_counters {
     uint64_t launches;
-    uint64_t flops;         /* declared by kernels (st_cpe_flops) */
-    double work_cycles;     /* declared non-flop work (st_cpe_cycles) */
-    uint64_t ldm_moves;     /* elements rearranged in LDM (st_cpe_moves) */
-    uint64_t dma_get_bytes; /* main memory -> LDM */
-    uint64_t dma_put_bytes; /* LDM -> main memory */
-    st_cpe_dma_class dma[ST_CPE_DMA_MODES][ST_CPE_DMA_SIZE_CLASSES];
-    uint64_t msgs_p2p;      /* messages sent to one CPE */
-    uint64_t msgs_bcast;    /* row or column broadcasts (one per send) */
+    uint64_t flops;          /* of declared loops (st_cpe_loop) and the mesh GEMM */
+    double compute_cycles;   /* the cycles those took, summed over the CPEs */
+    uint64_t dma_get_bytes;  /* main memory -> LDM */
+    uint64_t dma_put_bytes;  /* LDM -> main memory */
+    st_cpe_dma_class dma[ST_CPE_DMA_DIRS][ST_CPE_DMA_MODES][ST_CPE_DMA_SIZE_CLASSES];
+    uint64_t msgs_p2p;       /* messages sent to one CPE */
+    uint64_t msgs_bcast;     /* row or column broadcasts (one per send) */
     uint64_t msgs_received;
-    size_t ldm_peak;        /* bytes, the largest over the CPEs and launches */
-    uint64_t barriers;      /* completed cluster-wide barriers */
+    uint64_t mesh_msgs_bcast;    /* of msgs_bcast, those of the mesh GEMM */
+    uint64_t mesh_msgs_received; /* of msgs_received, likewise */
+    uint64_t mesh_gemms;     /* st_cpe_mesh_gemm collectives (counted once, not per CPE) */
+    size_t ldm_peak;         /* bytes, the largest over the CPEs and launches */
+    uint64_t barriers;       /* completed cluster-wide barriers */
     /* The predicted time from the CPEs' clocks (overlap included), costed
      * with the cluster's parameters at launch time. */
     st_cpe_time time;
-    int critical_cpe;       /* id of the CPE that finished last (last launch) */
+    int critical_cpe;        /* id of the CPE that finished last (last launch) */
 } st_cpe_counters;
 
 /* Add src to dst (times and counts add, ldm_peak takes the larger). */
 void st_cpe_counters_add(st_cpe_counters *dst, const st_cpe_counters *src);
+
+/* Whether a and b hold the same counts and times (critical_cpe aside). */
+int st_cpe_counters_equal(const st_cpe_counters *a, const st_cpe_counters *b);
 
 uint64_t st_cpe_counters_dma_transfers(const st_cpe_counters *c);
 
@@ -182,10 +254,10 @@ uint64_t st_cpe_counters_dma_transfers(const st_cpe_counters *c);
 int st_cpe_dma_size_class(size_t bytes);
 
 /* Predicted time from the counts alone, as if the work were spread evenly
- * over the 64 CPEs and nothing overlapped: compute, DMA and messages one
- * after another. Cheap to re-evaluate under other parameters; compared with
- * c->time it shows how much overlap and how much imbalance the kernel has.
- * Exact for strided blocks when dma_strided_min_block is a power of two. */
+ * over the 64 CPEs and nothing overlapped: compute, DMA (each class's
+ * blocks at their mean size) and messages outside the mesh GEMM one after
+ * another. Compared with c->time it shows how much overlap and how much
+ * imbalance the kernel has. */
 void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, st_cpe_time *out);
 
 /* ---- the cluster (host side: the MPE) ---- */
@@ -198,6 +270,13 @@ void st_cpe_cluster_destroy(st_cpe_cluster *cg);
  * st_cpe_cost_params_default()). */
 void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params *p);
 const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg);
+
+/* Cost-only mode (off by default): later launches run every kernel's
+ * control flow, DMA, messages and declared loops for their counters and
+ * time, but move no data (DMA and messages copy nothing) and skip the
+ * arithmetic; outputs are left as they were. Counters and predicted time
+ * are those of the full emulation. */
+void st_cpe_cluster_set_cost_only(st_cpe_cluster *cg, int on);
 
 /* Run fn(cpe, args) on all 64 CPEs to completion. name appears in every
  * message. On success *out (if not NULL) holds this launch's counters; on
@@ -238,6 +317,12 @@ void st_cpe_dma_get(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t byt
 void st_cpe_dma_put(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t bytes,
                     st_cpe_reply *reply);
 
+/* A contiguous get of control data (a kernel's argument block, a table of
+ * pointers or tensor descriptions), which is copied in cost-only mode too
+ * because the kernel's control flow depends on it; timed as any get. */
+void st_cpe_dma_get_control(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
+                            st_cpe_reply *reply);
+
 /* Strided: count blocks of block_bytes, pitch_bytes apart in main memory
  * (pitch >= block), packed one after another in LDM. */
 void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t block_bytes,
@@ -269,12 +354,52 @@ void st_cpe_recv_values(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, void *ds
 /* Barrier over all 64 CPEs (athread_syn(ARRAY_SCOPE)). */
 void st_cpe_sync(st_cpe *cpe);
 
-/* Declare work for the cost model: n floating-point operations (a fused
- * multiply-add counts 2); n elements rearranged within LDM by scalar code
- * (im2col packing, gathers); or cycles of other work. */
-void st_cpe_flops(st_cpe *cpe, uint64_t n);
-void st_cpe_moves(st_cpe *cpe, uint64_t n);
-void st_cpe_cycles(st_cpe *cpe, double cycles);
+/* Declare computation for the cost model: a loop's instruction mix (see
+ * st_cpe_loop); the CPE's clock advances by st_cpe_loop_cycles. */
+void st_cpe_loop_run(st_cpe *cpe, const st_cpe_loop *loop);
+
+/* Whether the cluster runs in cost-only mode (st_cpe_cluster_set_cost_only):
+ * a kernel then skips its arithmetic and data movement in LDM, keeping its
+ * control flow, DMA, messages and declared loops. */
+int st_cpe_cost_only(const st_cpe *cpe);
+
+/* The mesh GEMM: one step of swDNN's register-communication matrix product
+ * over the 8x8 mesh, a collective every CPE of the launch calls the same
+ * number of times (the launch fails with a message otherwise). CPE (r, c)
+ * adds to its C block
+ *     C[i][j] += sum over s = 0..7, k of colop(s, c)[i][k] * rowop(r, s)[k][j]
+ * where colop(s, c) is the col_op block CPE (s, c) owns (ni x nk_s; it
+ * travels down column c, one scalar per message, loaded with ldse and put
+ * with putc) and rowop(r, s) the row_op block CPE (r, s) owns (nk_s x nj;
+ * it travels along row r, 4 values per message, vld and putr). j is the
+ * SIMD dimension: C and rowop are rows of nj contiguous values; colop is
+ * read one scalar at a time, so it may be stored either way: rows of nk
+ * scalars, or (col_trans) nk rows of ni. Every CPE of column c has C's ni rows, every CPE
+ * of row r C's nj columns, and the owners of slice s agree on nk_s; a CPE
+ * may have empty blocks (a dimension 0). Pointers are LDM of this CPE;
+ * values are summed in double per step s and added to C in its own type.
+ *
+ * Time (cpe_mesh.c): the collective starts when every CPE has arrived; at
+ * step s the CPEs run swDNN's loop over register blocks of 4 C rows x 4
+ * vectors (16 accumulators), each block iterating over nk_s with its
+ * multiply-adds on P0 and its gets (or, for the owners of step s, loads
+ * and puts) on P1, plus the C block's loads and stores; all dimensions are
+ * padded to the largest in the mesh and to whole blocks, as the lockstep
+ * register communication requires; a step takes as long as its slowest
+ * CPE (the one owning both operands). */
+typedef struct st_cpe_mesh_gemm {
+    st_cpe_dtype type;
+    void *c;            /* [ni][ldc], the first nj of each row used */
+    size_t ni, nj, ldc;
+    const void *col_op; /* [ni][ld_col]: the first nk of each row; col_trans: [nk][ld_col] */
+    size_t col_nk, ld_col;
+    int col_trans;
+    const void *row_op; /* [nk][ld_row]: the first nj of each row */
+    size_t row_nk, ld_row;
+    int unroll;         /* k iterations per loop branch: swDNN's 1, a tuned BLAS's 4 */
+} st_cpe_mesh_gemm;
+
+void st_cpe_mesh_gemm_step(st_cpe *cpe, const st_cpe_mesh_gemm *g);
 
 size_t st_cpe_dtype_size(st_cpe_dtype type);
 
@@ -290,6 +415,31 @@ st_status st_cpe_gemm(st_cpe_cluster *cg, st_cpe_dtype type, int trans_a, int tr
                       size_t ldb, double beta, void *c, size_t ldc, st_cpe_counters *out,
                       st_error *err);
 
+/* A batch of products in one launch, the batch folded into the GEMM's
+ * blocking: for i < batch, X_i = X + i stride_x (elements), and either
+ *   C_i = alpha op(A_i) op(B_i) + beta C_i          (reduce 0), or
+ *   C = alpha sum_i op(A_i) op(B_i) + beta C        (reduce 1: the batch
+ *                                                   extends K; stride_c unused).
+ * Shapes and pitches as st_cpe_gemm; a stride of 0 shares that operand.
+ * batch 0 counts as 1. */
+typedef struct st_cpe_gemm_desc {
+    st_cpe_dtype type;
+    int trans_a, trans_b;
+    size_t m, n, k;
+    double alpha, beta;
+    const void *a;
+    size_t lda, stride_a;
+    const void *b;
+    size_t ldb, stride_b;
+    void *c;
+    size_t ldc, stride_c;
+    size_t batch;
+    int reduce;
+} st_cpe_gemm_desc;
+
+st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *d, st_cpe_counters *out,
+                              st_error *err);
+
 /* A convolution's geometry for im2col / col2im (one image, one group), as
  * in st_conv_desc: input [c, ih, iw], col [c kh kw, oh ow]; ph, pw pad the
  * top and left, the bottom and right padding follow from oh, ow. oc, the
@@ -303,43 +453,105 @@ typedef struct st_cpe_conv_geom {
     int oc;
 } st_cpe_conv_geom;
 
-/* col = im2col(src), floats; positions in the padding read as 0 (by
- * coordinate test, nothing padded is stored). One launch ("im2col"). */
-st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const float *src,
+/* col [n][c kh kw][oh ow] = im2col of the n images src [n][c][ih][iw],
+ * floats; positions in the padding read as 0. One launch ("im2col"). */
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, const float *src,
                         float *col, st_cpe_counters *out, st_error *err);
 
-/* dsrc += col2im(dcol): each input position gets the sum of the col
+/* dsrc [n][c][ih][iw] = col2im(dcol [n][c kh kw][oh ow]) (added to dsrc when
+ * accumulate is nonzero): each input position gets the sum of the col
  * entries that im2col copied from it. One launch ("col2im"). */
-st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const float *dcol,
-                        float *dsrc, st_cpe_counters *out, st_error *err);
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
+                        const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
+                        st_error *err);
 
-/* Implicit convolution (src/cpe/cpe_conv_implicit.c): no im2col matrix;
- * all n images of one group in one launch, floats, NCHW, geom->c input and
- * geom->oc output channels; x [n, c, ih, iw], w [oc, c, kh, kw],
- * y / dy [n, oc, oh, ow]. Padding by coordinate mapping. Any geometry
- * whose smallest blocks fit the LDM; others are refused with ST_EINPUT.
- * One launch each ("conv_implicit_forward", "..._backward_data",
- * "..._backward_weights"); *out (if not NULL) gets its counters.
- *   forward:          y = conv(x, w) (overwritten; no bias, no activation)
- *   backward_data:    dx = conv^T(dy, w), added to dx when accumulate is
- *                     nonzero, else overwriting it
- *   backward_weights: dw = sum over images and positions of dy x
- *                     (overwritten) */
-st_status st_cpe_conv_implicit_forward(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
-                                       const float *x, const float *w, float *y,
-                                       st_cpe_counters *out, st_error *err);
-st_status st_cpe_conv_implicit_backward_data(st_cpe_cluster *cg, const st_cpe_conv_geom *geom,
-                                             int n, const float *dy, const float *w, float *dx,
-                                             int accumulate, st_cpe_counters *out, st_error *err);
-st_status st_cpe_conv_implicit_backward_weights(st_cpe_cluster *cg, const st_cpe_conv_geom *geom,
-                                                int n, const float *x, const float *dy, float *dw,
-                                                st_cpe_counters *out, st_error *err);
+/* Implicit convolution as swDNN built it (src/cpe/cpe_conv_implicit.c says
+ * how): the core problem, unit stride,
+ *     out[ro][co][no][b] = sum over kr, kc, ni of
+ *                          w[kr][kc][no][ni] in[ro + kr - pr][co + kc - pc][ni][b]
+ * in [ri][ci][ni][b], w [kr][kc][no][ni], out [ro][co][no][b] (overwritten,
+ * or added to with accumulate); input positions outside the image are
+ * padding. */
+typedef struct st_cpe_swdnn_conv {
+    st_cpe_dtype type;
+    int ri, ci, ro, co;
+    int kr, kc, pr, pc;
+    int ni, no, b;
+    const void *in, *w;
+    void *out;
+    int accumulate;
+} st_cpe_swdnn_conv;
 
-/* Whether the implicit scheme suits geom (host side, no launch): all three
- * passes fit the LDM and both channel counts fill the 8x8 blocking well
- * enough to be worth timing against im2col + GEMM. A guard against
- * hopeless cases (a single input channel), not a choice between schemes. */
-int st_cpe_conv_implicit_suits(const st_cpe_conv_geom *geom);
+/* Whether swDNN's blocking takes p; otherwise why (a sentence in why). */
+int st_cpe_swdnn_conv_fits(const st_cpe_swdnn_conv *p, char *why, size_t len);
+
+/* Run p in one launch named name; ST_EINPUT (with the reason) when it does
+ * not fit. */
+st_status st_cpe_swdnn_conv_run(st_cpe_cluster *cg, const st_cpe_swdnn_conv *p, const char *name,
+                                st_cpe_counters *out, st_error *err);
+
+typedef enum st_cpe_conv_pass {
+    ST_CPE_CONV_FORWARD,
+    ST_CPE_CONV_BACKWARD_DATA,
+    ST_CPE_CONV_BACKWARD_WEIGHTS,
+    ST_CPE_CONV_PASSES
+} st_cpe_conv_pass;
+
+/* A convolution pass (geom, n images, floats) as the core problem, with
+ * swCaffe's roles and layouts (H, W, C, N: the batch innermost):
+ *   forward           in x [ih][iw][c][n], w [kh][kw][oc][c], out y [oh][ow][oc][n]
+ *   backward-data     in dy [oh][ow][oc][n], w rotated [kh][kw][c][oc] with
+ *                     w_rot[i][j] = w[kh-1-i][kw-1-j], out dx [ih][iw][c][n]
+ *   backward-weights  in x [ih][iw][n][c], w dy [oh][ow][oc][n],
+ *                     out dw [kh][kw][oc][c] */
+st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *geom, int n,
+                                           st_cpe_conv_pass pass, const void *in, const void *w,
+                                           void *out);
+
+/* Whether the implicit scheme can run the pass; otherwise why. */
+int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *geom, int n, st_cpe_conv_pass pass,
+                              char *why, size_t len);
+
+/* ---- the tensor transformation layer (src/cpe/cpe_layout.c) ---- */
+
+/* count transposes in one launch: for i < count, the rows x cols matrix at
+ * src + i src_stride (rows src_ld floats apart) becomes the cols x rows
+ * matrix at dst + i dst_stride (rows dst_ld apart). Strides may be
+ * negative; dst must not overlap src. */
+typedef struct st_cpe_transpose {
+    const float *src;
+    float *dst;
+    size_t rows, cols, count;
+    size_t src_ld, dst_ld;
+    ptrdiff_t src_stride, dst_stride;
+} st_cpe_transpose;
+
+st_status st_cpe_transpose_batched(st_cpe_cluster *cg, const st_cpe_transpose *t,
+                                   const char *name, st_cpe_counters *out, st_error *err);
+
+/* Activation layouts of n samples of c x h x w floats: NCHW; swDNN's, the
+ * batch innermost, [h][w][c][n]; and the backward-weights input's,
+ * [h][w][n][c]. */
+typedef enum st_cpe_layout { ST_CPE_NCHW, ST_CPE_HWCN, ST_CPE_HWNC } st_cpe_layout;
+
+const char *st_cpe_layout_name(st_cpe_layout l);
+
+/* dst (layout to) = src (layout from), one launch named FROM_to_TO; from
+ * must differ from to, and dst must not overlap src. */
+st_status st_cpe_relayout(st_cpe_cluster *cg, int n, int c, int h, int w, st_cpe_layout from,
+                          const float *src, st_cpe_layout to, float *dst, st_cpe_counters *out,
+                          st_error *err);
+
+/* Weights [oc][c][kh][kw] -> swDNN's [kh][kw][oc][c], or (rotated) the
+ * backward-data pass's [kh][kw][c][oc] with position (i, j) taken from
+ * (kh-1-i, kw-1-j), which needs scratch of oc c kh kw floats (two
+ * launches). And back from [kh][kw][oc][c]. */
+st_status st_cpe_weights_to_swdnn(st_cpe_cluster *cg, int oc, int c, int kh, int kw,
+                                  const float *w, float *dst, float *scratch, int rotated,
+                                  st_cpe_counters *out, st_error *err);
+st_status st_cpe_weights_from_swdnn(st_cpe_cluster *cg, int oc, int c, int kh, int kw,
+                                    const float *src, float *w, st_cpe_counters *out,
+                                    st_error *err);
 
 /* ---- streaming kernels: pooling, elementwise, layout, parameter server ----
  * Each processes a whole batch (or range) in one launch, the work split
@@ -395,14 +607,6 @@ st_status st_cpe_bias_act(st_cpe_cluster *cg, int n, int c, size_t per_channel,
  * relative. One launch ("bias_grad"). */
 st_status st_cpe_bias_grad(st_cpe_cluster *cg, int n, int c, size_t per_channel, const float *dy,
                            float *db, st_cpe_counters *out, st_error *err);
-
-/* Layout transformation between NCHW and swCaffe's CPE layout with the
- * batch innermost: src [n, c, h, w] -> dst [c, h, w, n], and back. dst
- * must not overlap src. One launch each ("nchw_to_chwn", "chwn_to_nchw"). */
-st_status st_cpe_nchw_to_chwn(st_cpe_cluster *cg, int n, int c, int h, int w, const float *src,
-                              float *dst, st_cpe_counters *out, st_error *err);
-st_status st_cpe_chwn_to_nchw(st_cpe_cluster *cg, int n, int c, int h, int w, const float *src,
-                              float *dst, st_cpe_counters *out, st_error *err);
 
 /* Most gradient buffers st_cpe_grad_sum adds. */
 #define ST_CPE_GRAD_SUM_MAX_SOURCES 1024

@@ -22,6 +22,8 @@ typedef struct st_train_opts {
     uint64_t seed;
     const char *backend;     /* "ref", "dnnl", "cpe" */
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
+    const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
+    int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
     const char *data;        /* --data file, "synthetic", or NULL */
     const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
     long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */

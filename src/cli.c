@@ -31,6 +31,13 @@ static const st_option options[] = {
     {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
      "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
      TRAIN(cpe_trace), 0, 0},
+    {"cpe-report", 0, "FILE", "Training", "with --backend cpe: write every kernel's predicted "
+     "seconds per pass and strategy, and one processor's images/s, to the CSV FILE",
+     ST_OPT_STRING, TRAIN(cpe_report), 0, 0},
+    {"cpe-cost-only", 0, NULL, "Training", "with --backend cpe: emulate only the kernels' "
+     "control flow, DMA and messages for their predicted time, not their arithmetic (whole "
+     "networks in minutes; the losses are meaningless)", ST_OPT_FLAG, TRAIN(cpe_cost_only), 0,
+     0},
     {"data", 0, "FILE", "Data", "data file (train=, test=, ...: a packed store, IDX, CIFAR-10 "
      ".bin or an image list) overriding [net]; Darknet .data files; or 'synthetic'",
      ST_OPT_STRING, TRAIN(data), 0, 0},

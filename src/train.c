@@ -417,10 +417,15 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         };
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
     }
+    if (st == ST_OK && (o->cpe_trace || o->cpe_report || o->cpe_cost_only) &&
+        strcmp(t->backend->name, "cpe") != 0)
+        st = st_fail(err, ST_EUSAGE, "--%s needs --backend cpe",
+                     o->cpe_trace ? "cpe-trace" : o->cpe_report ? "cpe-report" : "cpe-cost-only");
+    for (int w = 0; st == ST_OK && strcmp(t->backend->name, "cpe") == 0 && w < o->threads; w++)
+        st = st_cpe_backend_run_begin(st_sched_replica(t->sched, w)->bctx, o->cpe_cost_only,
+                                      w == 0 ? o->cpe_report : NULL, err);
     if (st == ST_OK && o->cpe_trace)
-        st = strcmp(t->backend->name, "cpe") != 0
-                 ? st_fail(err, ST_EUSAGE, "--cpe-trace needs --backend cpe")
-                 : st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, o->cpe_trace, err);
+        st = st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, o->cpe_trace, err);
     if (st == ST_OK) {
         double mb = 1e-6 * sizeof(float), acts = 0.0;
         for (int w = 0; w < o->threads; w++)
@@ -855,9 +860,10 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st = ST_OK;
     if (strcmp(t->backend->name, "cpe") == 0) {
         st_bctx *cg0 = st_sched_replica(t->sched, 0)->bctx;
-        st_cpe_backend_report(cg0, (t->batch + t->o.threads - 1) / t->o.threads,
-                              t->o.threads, log_line, &t->log);
-        st = st_cpe_backend_trace_finish(cg0, err);
+        st = st_cpe_backend_report(cg0, (t->batch + t->o.threads - 1) / t->o.threads,
+                                   t->o.threads, t->ps.count, log_line, &t->log, err);
+        if (st == ST_OK)
+            st = st_cpe_backend_trace_finish(cg0, err);
     }
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);

@@ -3,14 +3,24 @@
  * which computes the same results as the reference backend and predicts
  * what the real core group would spend.
  *
- * On the CPEs:
- *   - convolution, two ways, chosen per layer and pass by predicted time:
- *     explicit (swCaffe's im2col + GEMM, per image and group: col =
- *     im2col(x), y = W col; dcol = W^T dy, dx += col2im(dcol);
- *     dW += dy col^T) and implicit (no col matrix; st_cpe_conv_implicit_*).
- *     A training kernel runs its first training call of each pass
- *     explicitly and its second implicitly (where the implicit scheme
- *     suits the shape), then keeps the faster for the rest of the run;
+ * On the CPEs, as swCaffe ran each layer:
+ *   - convolution, two ways, chosen per layer and pass by predicted time on
+ *     the first training calls (one each, swCaffe's first two iterations):
+ *     explicit, im2col of a chunk of images in one launch, then a GEMM
+ *     launch per group over the chunk (the batch folded into the GEMM's
+ *     blocking; col2im in backward-data, the batch reduced inside the GEMM
+ *     in backward-weights); and implicit, swDNN's kernel
+ *     (st_cpe_swdnn_conv_run), where its blocking takes the shape;
+ *   - the tensor transformation layer: the implicit kernels work on tensors
+ *     with the batch innermost, so a convolution's output stays in that
+ *     layout when its consumer is a cpe kernel (its dst_layout is a record
+ *     saying, call by call, which layout its values and its gradient are
+ *     in), and a kernel that needs the other layout transforms the tensor
+ *     on the CPEs first. So a run of implicit layers pays for one
+ *     transformation where it begins and one where it ends, in each
+ *     direction, and the weights are transformed at each implicit call (as
+ *     swCaffe does); the transformations are charged to the kernel that
+ *     needs them, apart from its own launches;
  *   - inner products as GEMM; bias and activation (st_cpe_bias_act) and
  *     the bias gradient (st_cpe_bias_grad) of both;
  *   - max and average pooling, and the activation layers;
@@ -22,38 +32,29 @@
  * Accounting: every kernel keeps the predicted time of the iteration in
  * progress per pass (forward, backward-data, backward-weights; test-phase
  * forwards are left out); iteration_end moves it into the run's totals and
- * the per-iteration record, and st_cpe_backend_report prints the table. */
+ * the per-iteration record; cpe_report.c prints and writes them. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cpe.h"
 #include "cpe_backend.h"
+#include "cpe_internal.h"
+#include "memory.h"
 #include "ref/ref.h"
 
 extern const st_backend st_backend_ref;
 
-/* Passes a kernel accounts for; the slice work puts its gradient sum and
- * its update in the first two. */
-enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS, PASSES };
-enum { WORK_SUM = PASS_FWD, WORK_UPDATE = PASS_BWD_DATA };
+const char *const cpe_conv_strategy_names[CONV_STRATEGIES] = {"explicit", "implicit"};
+const char *const cpe_pass_names[PASSES] = {"fwd", "bwd_data", "bwd_weights"};
 
-/* Convolution strategies. */
-enum { CONV_EXPLICIT, CONV_IMPLICIT, CONV_STRATEGIES };
-static const char *const conv_strategy_names[CONV_STRATEGIES] = {"explicit", "implicit"};
+/* The explicit convolution folds as many images into one im2col + GEMM as
+ * keep its column matrix under this size (the rest in further chunks). */
+#define EXPLICIT_COL_BYTES ((size_t)256 << 20)
 
-/* Training calls a conv pass spends trying the strategies (one each). */
-#define CONV_TRIALS CONV_STRATEGIES
+/* ---- accounting ---- */
 
-/* Predicted time of some work: CPE launches and MPE work. */
-typedef struct cpe_account {
-    st_cpe_counters cpe;
-    double mpe_s;
-} cpe_account;
-
-static double account_seconds(const cpe_account *a)
+double cpe_account_seconds(const cpe_account *a)
 {
     return a->cpe.time.total_s + a->mpe_s;
 }
@@ -64,57 +65,13 @@ static void account_add(cpe_account *dst, const cpe_account *src)
     dst->mpe_s += src->mpe_s;
 }
 
-/* A unit of accounted work: a kernel's passes, or the slice update. The
- * first CONV_TRIALS iterations (where convolutions try their strategies)
- * are kept apart from the rest, which are the steady state. */
-typedef struct cpe_work {
-    cpe_account now[PASSES];   /* the iteration in progress */
-    cpe_account trials[PASSES]; /* the first CONV_TRIALS iterations */
-    cpe_account steady[PASSES]; /* the iterations after them */
-} cpe_work;
-
-typedef struct cpe_kernel cpe_kernel;
-
-struct st_bctx {
-    int worker;
-    st_cpe_cluster *cg;
-    cpe_kernel **kernels; /* every kernel, in creation order (layer order) */
-    int n_kernels, cap;
-    cpe_work reduce_update; /* the slice's gradient sum and update */
-    long iterations;      /* iteration_end calls */
-    FILE *trace;          /* st_cpe_backend_trace's file (.partial), or NULL */
-    char trace_path[4096];
-};
-
-struct cpe_kernel {
-    st_kernel base;
-    st_bctx *ctx;
-    st_kernel *mpe;        /* a reference kernel the MPE runs, or NULL */
-    const char *where;     /* "CPEs" or "MPE" */
-    char what[64];         /* the report's name of the kernel */
-    st_conv_desc conv;     /* base.kind ST_K_CONV */
-    st_cpe_conv_geom geom; /* conv: one group's geometry */
-    st_fc_desc fc;         /* base.kind ST_K_FC */
-    st_pool_desc pool;     /* base.kind ST_K_POOL */
-    st_act_desc act;       /* base.kind ST_K_ACT */
-    double mpe_flops[PASSES], mpe_bytes[PASSES]; /* MPE work per sample */
-    float *col;            /* explicit conv: one image's [c/groups kh kw, oh ow] */
-    int implicit_suits;    /* conv: the implicit scheme can run this shape */
-    long calls[PASSES];    /* conv: training calls so far */
-    double tried[CONV_STRATEGIES][PASSES]; /* conv: seconds of each trial call */
-    int chosen[PASSES];    /* conv: the strategy after the trials */
-    cpe_work work;
-};
-
-/* ---- accounting ---- */
-
-/* Add a launch's counters c to the pass when it succeeded (st) during
+/* Add a launch's counters c to w's pass when it succeeded (st) during
  * training; returns st. */
-static st_status charge_cpe(cpe_kernel *k, int pass, const st_cpe_counters *c, int training,
-                            st_status st)
+static st_status charge(cpe_work *w, int pass, const st_cpe_counters *c, int training,
+                        st_status st)
 {
     if (st == ST_OK && training)
-        st_cpe_counters_add(&k->work.now[pass].cpe, c);
+        st_cpe_counters_add(&w->now[pass].cpe, c);
     return st;
 }
 
@@ -125,9 +82,7 @@ static void charge_mpe(cpe_kernel *k, int pass, double flops, double bytes, int 
             st_cpe_mpe_seconds(st_cpe_cluster_cost_params(k->ctx->cg), flops, bytes);
 }
 
-/* End of an iteration: the first CONV_TRIALS go to the trials, later ones
- * to the steady state. */
-static void work_close(cpe_work *w, long iteration)
+void cpe_work_close(cpe_work *w, long iteration)
 {
     for (int p = 0; p < PASSES; p++) {
         account_add(iteration < CONV_TRIALS ? &w->trials[p] : &w->steady[p], &w->now[p]);
@@ -135,26 +90,23 @@ static void work_close(cpe_work *w, long iteration)
     }
 }
 
-static void trace_row(FILE *f, long it, const char *what, const cpe_work *w)
-{
-    fprintf(f, "%ld,\"%s\"", it + 1, what);
-    for (int p = 0; p < PASSES; p++)
-        fprintf(f, ",%.6f", 1e3 * account_seconds(&w->now[p]));
-    fputc('\n', f);
-}
-
 static void cpe_iteration_end(st_bctx *ctx, long iter)
 {
     for (int i = 0; i < ctx->n_kernels; i++) {
-        if (ctx->trace)
-            trace_row(ctx->trace, iter, ctx->kernels[i]->what, &ctx->kernels[i]->work);
-        work_close(&ctx->kernels[i]->work, ctx->iterations);
+        cpe_kernel *k = ctx->kernels[i];
+        if (ctx->trace) {
+            cpe_trace_row(ctx->trace, iter, k->what, &k->work);
+            if (k->base.kind == ST_K_CONV)
+                cpe_trace_row(ctx->trace, iter, "  layout transformations", &k->layout);
+        }
+        cpe_work_close(&k->work, ctx->iterations);
+        cpe_work_close(&k->layout, ctx->iterations);
     }
     if (ctx->trace) {
-        trace_row(ctx->trace, iter, "gradient sum + update", &ctx->reduce_update);
+        cpe_trace_row(ctx->trace, iter, "gradient sum + update", &ctx->reduce_update);
         fflush(ctx->trace);
     }
-    work_close(&ctx->reduce_update, ctx->iterations);
+    cpe_work_close(&ctx->reduce_update, ctx->iterations);
     ctx->iterations++;
 }
 
@@ -182,8 +134,154 @@ static void cpe_ctx_destroy(st_bctx *ctx)
     if (ctx->trace)
         fclose(ctx->trace);
     st_cpe_cluster_destroy(ctx->cg);
+    for (int i = 0; i < SCRATCHES; i++)
+        st_free_aligned(ctx->scratch[i]);
     free(ctx->kernels);
     free(ctx);
+}
+
+st_status st_cpe_backend_run_begin(st_bctx *ctx, int cost_only, const char *report_path,
+                                   st_error *err)
+{
+    ctx->cost_only = cost_only != 0;
+    st_cpe_cluster_set_cost_only(ctx->cg, ctx->cost_only);
+    if (!report_path)
+        return ST_OK;
+    int len = snprintf(ctx->report_path, sizeof ctx->report_path, "%s", report_path);
+    if (len < 0 || (size_t)len + sizeof ".partial" > sizeof ctx->report_path)
+        return st_fail(err, ST_EUSAGE, "--cpe-report %s: path too long", report_path);
+    return ST_OK;
+}
+
+/* Scratch buffer `which`, at least floats long (grown once, kept). */
+static st_status scratch(st_bctx *ctx, int which, size_t floats, float **out, st_error *err)
+{
+    if (ctx->scratch_floats[which] < floats) {
+        st_free_aligned(ctx->scratch[which]);
+        ctx->scratch[which] = NULL;
+        ctx->scratch_floats[which] = 0;
+        ctx->scratch[which] = st_alloc_aligned(floats * sizeof(float), "cpe backend scratch", err);
+        if (!ctx->scratch[which])
+            return ST_ENOMEM;
+        ctx->scratch_floats[which] = floats;
+    }
+    *out = ctx->scratch[which];
+    return ST_OK;
+}
+
+/* ---- layouts at the kernels' edges ---- */
+
+/* Per-sample shape of a tensor whose layout can change. */
+typedef struct cpe_shape {
+    int c, h, w;
+} cpe_shape;
+
+static size_t shape_floats(const cpe_shape *s, int n)
+{
+    return (size_t)n * (size_t)s->c * (size_t)s->h * (size_t)s->w;
+}
+
+/* t (n samples of shape s, in layout have) in layout want: t itself, or a
+ * copy transformed on the CPEs into scratch slot, charged to k's layout
+ * work of the pass. */
+static st_status layout_view(cpe_kernel *k, int pass, int training, int slot, const cpe_shape *s,
+                             int n, const float *t, st_cpe_layout have, st_cpe_layout want,
+                             const float **out, st_error *err)
+{
+    *out = t;
+    if (have == want)
+        return ST_OK;
+    float *copy;
+    st_status st = scratch(k->ctx, slot, shape_floats(s, n), &copy, err);
+    if (st != ST_OK)
+        return st;
+    st_cpe_counters c;
+    st = st_cpe_relayout(k->ctx->cg, n, s->c, s->h, s->w, have, t, want, copy, &c, err);
+    *out = copy;
+    return charge(&k->layout, pass, &c, training, st);
+}
+
+/* dst (layout target, n samples of shape s) = result (layout have), or +=
+ * it with accumulate; result is a scratch buffer. */
+static st_status layout_store(cpe_kernel *k, int pass, const cpe_shape *s, int n, float *result,
+                              st_cpe_layout have, float *dst, st_cpe_layout target, int accumulate,
+                              st_error *err)
+{
+    st_cpe_counters c;
+    const float *src = result;
+    if (have != target) {
+        float *into = dst;
+        st_status st = accumulate ? scratch(k->ctx, SCRATCH_OUT2, shape_floats(s, n), &into, err)
+                                  : ST_OK;
+        if (st == ST_OK)
+            st = charge(&k->layout, pass, &c, 1,
+                        st_cpe_relayout(k->ctx->cg, n, s->c, s->h, s->w, have, result, target,
+                                        into, &c, err));
+        if (st != ST_OK || !accumulate)
+            return st;
+        src = into;
+    }
+    /* dst (+)= src: the linear activation's backward is the addition. */
+    return charge(&k->layout, pass, &c, 1,
+                  st_cpe_act_backward(k->ctx->cg, ST_ACT_LINEAR, shape_floats(s, n), src, src,
+                                      dst, accumulate, &c, err));
+}
+
+static st_cpe_layout src_data_layout(const cpe_kernel *k)
+{
+    return k->src_state ? k->src_state->data : ST_CPE_NCHW;
+}
+
+/* The layout this kernel's output gradient comes in: its own record's, or
+ * plain when its output is plain. */
+static st_cpe_layout own_diff_layout(const cpe_kernel *k)
+{
+    return k->base.dst_layout ? k->own.diff : ST_CPE_NCHW;
+}
+
+/* The layout a kernel that computes in `natural` writes its input gradient
+ * in: its own choice when it overwrites a gradient that has a record, the
+ * record's when it adds to it, plain without a record. Sets the record. */
+static st_cpe_layout diff_target(cpe_kernel *k, st_cpe_layout natural, int accumulate)
+{
+    if (!k->src_state)
+        return ST_CPE_NCHW;
+    if (!accumulate)
+        k->src_state->diff = natural;
+    return k->src_state->diff;
+}
+
+/* The input of a kernel that computes on plain NCHW: a->src, or its
+ * transformed copy. */
+static st_status plain_src(cpe_kernel *k, const st_kargs *a, int pass, int training,
+                           const float **out, st_error *err)
+{
+    cpe_shape s = {k->in_c, k->in_h, k->in_w};
+    return layout_view(k, pass, training, SCRATCH_IN, &s, a->n, a->src, src_data_layout(k),
+                       ST_CPE_NCHW, out, err);
+}
+
+/* Where a kernel computing a plain NCHW input gradient writes it: straight
+ * into diff_src, or into scratch (*stored set) to be stored with
+ * layout_store. */
+static st_status plain_diff_dst(cpe_kernel *k, const st_kargs *a, float **out, int *stored,
+                                st_error *err)
+{
+    cpe_shape s = {k->in_c, k->in_h, k->in_w};
+    *stored = diff_target(k, ST_CPE_NCHW, a->accumulate) != ST_CPE_NCHW;
+    if (!*stored) {
+        *out = a->diff_src;
+        return ST_OK;
+    }
+    return scratch(k->ctx, SCRATCH_OUT, shape_floats(&s, a->n), out, err);
+}
+
+static st_status plain_diff_finish(cpe_kernel *k, const st_kargs *a, float *result,
+                                   st_error *err)
+{
+    cpe_shape s = {k->in_c, k->in_h, k->in_w};
+    return layout_store(k, PASS_BWD_DATA, &s, a->n, result, ST_CPE_NCHW, a->diff_src,
+                        k->src_state->diff, a->accumulate, err);
 }
 
 /* ---- bias, activation and bias gradient of conv and fc, on the CPEs ---- */
@@ -196,7 +294,7 @@ static st_status epilogue(cpe_kernel *k, float *y, const float *bias, int n, int
         return ST_OK;
     st_cpe_counters c;
     st_status st = st_cpe_bias_act(k->ctx->cg, n, channels, per_channel, bias, act, y, &c, err);
-    return charge_cpe(k, PASS_FWD, &c, training, st);
+    return charge(&k->work, PASS_FWD, &c, training, st);
 }
 
 /* db [channels] = sum over samples and positions of dy [n, channels, per_channel]. */
@@ -205,10 +303,10 @@ static st_status bias_grad(cpe_kernel *k, float *db, const float *dy, int n, int
 {
     st_cpe_counters c;
     st_status st = st_cpe_bias_grad(k->ctx->cg, n, channels, per_channel, dy, db, &c, err);
-    return charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
+    return charge(&k->work, PASS_BWD_WEIGHTS, &c, 1, st);
 }
 
-/* ---- convolution ---- */
+/* ---- convolution: strategies ---- */
 
 static st_cpe_conv_geom conv_geom(const st_conv_desc *d)
 {
@@ -217,146 +315,346 @@ static st_cpe_conv_geom conv_geom(const st_conv_desc *d)
     return g;
 }
 
-/* Image s, group g: the input, the weights and the output. */
-typedef struct conv_part {
-    size_t in, w, out;       /* offsets */
-    size_t k, p, ocg;        /* GEMM sizes: K = c/g kh kw, P = oh ow, oc/g */
-} conv_part;
+/* Which strategies can run each pass with n images (the explicit one
+ * always; the implicit one where swDNN's blocking takes the shape). */
+/* The emulator's name of each pass. */
+static const st_cpe_conv_pass conv_pass_of[PASSES] = {
+    ST_CPE_CONV_FORWARD, ST_CPE_CONV_BACKWARD_DATA, ST_CPE_CONV_BACKWARD_WEIGHTS};
 
-static conv_part part_of(const st_conv_desc *d, int s, int g)
+static void conv_strategies(cpe_kernel *k, int n)
 {
-    conv_part q;
-    size_t icg = (size_t)(d->ic / d->groups);
-    q.ocg = (size_t)(d->oc / d->groups);
-    q.k = icg * (size_t)d->kh * (size_t)d->kw;
-    q.p = (size_t)d->oh * (size_t)d->ow;
-    q.in = ((size_t)s * (size_t)d->ic + (size_t)g * icg) * (size_t)d->ih * (size_t)d->iw;
-    q.w = (size_t)g * q.ocg * q.k;
-    q.out = ((size_t)s * (size_t)d->oc + (size_t)g * q.ocg) * q.p;
-    return q;
+    for (int p = 0; p < PASSES; p++) {
+        k->runs[CONV_EXPLICIT][p] = 1;
+        if (k->conv.groups != 1) {
+            snprintf(k->why_not[p], sizeof k->why_not[p],
+                     "%d groups: swDNN convolves all channels at once", k->conv.groups);
+            k->runs[CONV_IMPLICIT][p] = 0;
+        } else {
+            k->runs[CONV_IMPLICIT][p] =
+                st_cpe_conv_implicit_fits(&k->geom, n, conv_pass_of[p], k->why_not[p],
+                                          sizeof k->why_not[p]);
+        }
+    }
 }
 
 /* The strategy of this call of a pass: during training the first calls try
- * each strategy in turn, then the chosen one; test-phase forwards use the
- * choice (explicit until there is one). */
+ * each strategy that can run, in turn; then the chosen one. Test-phase
+ * forwards use the choice (explicit until there is one). */
 static int conv_strategy(const cpe_kernel *k, int pass, int training)
 {
-    if (!k->implicit_suits)
-        return CONV_EXPLICIT;
-    if (training && k->calls[pass] < CONV_TRIALS)
-        return (int)k->calls[pass];
+    if (training && k->calls[pass] < CONV_TRIALS) {
+        int s = (int)k->calls[pass];
+        return k->runs[s][pass] ? s : CONV_EXPLICIT;
+    }
     return k->chosen[pass];
 }
 
-/* After a training call that took seconds with strategy: count it, and
- * choose once every strategy has run. */
-static void conv_called(cpe_kernel *k, int pass, int strategy, double seconds)
+/* After a training call that took seconds (its own launches) and layout
+ * (its transformations) with strategy s: count it, and choose once the
+ * trials are over, by the sum. */
+static void conv_called(cpe_kernel *k, int pass, int s, double seconds, double layout)
 {
-    if (!k->implicit_suits || k->calls[pass] >= CONV_TRIALS)
+    if (k->calls[pass] >= CONV_TRIALS)
         return;
-    k->tried[strategy][pass] = seconds;
+    if (k->runs[s][pass] && s == (int)k->calls[pass]) {
+        k->tried[s][pass] = seconds;
+        k->tried_layout[s][pass] = layout;
+    }
     if (++k->calls[pass] < CONV_TRIALS)
         return;
     k->chosen[pass] = CONV_EXPLICIT;
-    for (int s = 1; s < CONV_STRATEGIES; s++)
-        if (k->tried[s][pass] < k->tried[k->chosen[pass]][pass])
-            k->chosen[pass] = s;
+    for (int t = 1; t < CONV_STRATEGIES; t++)
+        if (k->runs[t][pass] &&
+            k->tried[t][pass] + k->tried_layout[t][pass] <
+                k->tried[k->chosen[pass]][pass] + k->tried_layout[k->chosen[pass]][pass])
+            k->chosen[pass] = t;
 }
 
-/* Run a conv pass with the strategy conv_strategy picks, and learn from it. */
 typedef st_status (*conv_pass_fn)(cpe_kernel *k, const st_kargs *a, st_error *err);
 
 static st_status conv_run(cpe_kernel *k, int pass, const conv_pass_fn fn[CONV_STRATEGIES],
                           const st_kargs *a, int training, st_error *err)
 {
-    int strategy = conv_strategy(k, pass, training);
-    double before = account_seconds(&k->work.now[pass]);
-    st_status st = fn[strategy](k, a, err);
-    if (st == ST_OK && training)
-        conv_called(k, pass, strategy, account_seconds(&k->work.now[pass]) - before);
+    int s = conv_strategy(k, pass, training);
+    char why[192];
+    /* The strategies were settled for the largest batch; a smaller one
+     * (a last partial batch) may not suit swDNN's blocking. */
+    if (s == CONV_IMPLICIT && a->n != k->base_n &&
+        !st_cpe_conv_implicit_fits(&k->geom, a->n, conv_pass_of[pass], why, sizeof why))
+        s = CONV_EXPLICIT;
+    double before = cpe_account_seconds(&k->work.now[pass]);
+    double before_layout = cpe_account_seconds(&k->layout.now[pass]);
+    st_status st = fn[s](k, a, err);
+    if (st == ST_OK && training && a->n == k->base_n)
+        conv_called(k, pass, s, cpe_account_seconds(&k->work.now[pass]) - before,
+                    cpe_account_seconds(&k->layout.now[pass]) - before_layout);
     return st;
+}
+
+static cpe_shape conv_in_shape(const cpe_kernel *k)
+{
+    return (cpe_shape){k->conv.ic, k->conv.ih, k->conv.iw};
+}
+
+static cpe_shape conv_out_shape(const cpe_kernel *k)
+{
+    return (cpe_shape){k->conv.oc, k->conv.oh, k->conv.ow};
+}
+
+/* ---- convolution: explicit (im2col + GEMM, the batch folded in) ---- */
+
+/* Images per im2col + GEMM launch pair, and the column matrix for them. */
+static st_status explicit_chunk(cpe_kernel *k, int n, int *chunk, float **col, st_error *err)
+{
+    const st_conv_desc *d = &k->conv;
+    size_t per_image = (size_t)d->ic * d->kh * d->kw * (size_t)d->oh * d->ow;
+    size_t fit = EXPLICIT_COL_BYTES / sizeof(float) / per_image;
+    *chunk = fit < 1 ? 1 : fit < (size_t)n ? (int)fit : n;
+    return scratch(k->ctx, SCRATCH_COL, per_image * (size_t)*chunk, col, err);
+}
+
+/* The geometry of all channels (im2col works on every group at once). */
+static st_cpe_conv_geom conv_geom_all(const st_conv_desc *d)
+{
+    st_cpe_conv_geom g = {d->ic, d->ih, d->iw, d->oh, d->ow,
+                          d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->oc};
+    return g;
 }
 
 static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-    st_cpe_counters c;
-    st_status st = ST_OK;
-    for (int s = 0; s < a->n && st == ST_OK; s++)
+    cpe_shape in = conv_in_shape(k);
+    const float *x;
+    float *col = NULL;
+    int chunk = 1;
+    st_status st = layout_view(k, PASS_FWD, a->training, SCRATCH_IN, &in, a->n, a->src,
+                               src_data_layout(k), ST_CPE_NCHW, &x, err);
+    if (st == ST_OK)
+        st = explicit_chunk(k, a->n, &chunk, &col, err);
+    st_cpe_conv_geom all = conv_geom_all(d);
+    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
+    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
+    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
+        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        st_cpe_counters c;
+        st = charge(&k->work, PASS_FWD, &c, a->training,
+                    st_cpe_im2col(k->ctx->cg, &all, m, x + (size_t)s0 * in_image, col, &c, err));
         for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            conv_part q = part_of(d, s, g);
-            st = st_cpe_im2col(k->ctx->cg, &k->geom, a->src + q.in, k->col, &c, err);
-            if (charge_cpe(k, PASS_FWD, &c, a->training, st) == ST_OK)
-                st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, q.ocg, q.p, q.k, 1.0,
-                                 a->weights + q.w, q.k, k->col, q.p, 0.0, a->dst + q.out, q.p,
-                                 &c, err);
-            st = charge_cpe(k, PASS_FWD, &c, a->training, st);
+            st_cpe_gemm_desc gd = {
+                .type = ST_CPE_F32, .m = ocg, .n = P, .k = K, .alpha = 1.0, .beta = 0.0,
+                .a = a->weights + (size_t)g * ocg * K, .lda = K, .stride_a = 0,
+                .b = col + (size_t)g * K * P, .ldb = P, .stride_b = (size_t)d->ic * d->kh * d->kw * P,
+                .c = a->dst + (size_t)s0 * out_image + (size_t)g * ocg * P, .ldc = P,
+                .stride_c = out_image, .batch = (size_t)m,
+            };
+            st = charge(&k->work, PASS_FWD, &c, a->training,
+                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
         }
+    }
+    if (st == ST_OK)
+        k->own.data = ST_CPE_NCHW;
+    if (st == ST_OK)
+        st = epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->oc, P, d->act, a->training,
+                      err);
     return st;
 }
 
 static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-    if (!a->accumulate)
-        memset(a->diff_src, 0, (size_t)a->n * (size_t)d->ic * (size_t)d->ih * (size_t)d->iw *
-                                   sizeof(float));
-    st_cpe_counters c;
-    st_status st = ST_OK;
-    for (int s = 0; s < a->n && st == ST_OK; s++)
+    cpe_shape out = conv_out_shape(k);
+    const float *dy;
+    float *col = NULL, *dx = NULL;
+    int chunk = 1, stored = 0;
+    st_status st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
+                               own_diff_layout(k), ST_CPE_NCHW, &dy, err);
+    if (st == ST_OK)
+        st = explicit_chunk(k, a->n, &chunk, &col, err);
+    if (st == ST_OK)
+        st = plain_diff_dst(k, a, &dx, &stored, err);
+    st_cpe_conv_geom all = conv_geom_all(d);
+    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
+    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
+    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
+        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        st_cpe_counters c;
         for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            conv_part q = part_of(d, s, g);
-            st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, q.k, q.p, q.ocg, 1.0,
-                             a->weights + q.w, q.k, a->diff_dst + q.out, q.p, 0.0, k->col, q.p,
-                             &c, err);
-            if (charge_cpe(k, PASS_BWD_DATA, &c, 1, st) == ST_OK)
-                st = st_cpe_col2im(k->ctx->cg, &k->geom, k->col, a->diff_src + q.in, &c, err);
-            st = charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
+            st_cpe_gemm_desc gd = {
+                .type = ST_CPE_F32, .trans_a = 1, .m = K, .n = P, .k = ocg, .alpha = 1.0,
+                .beta = 0.0, .a = a->weights + (size_t)g * ocg * K, .lda = K, .stride_a = 0,
+                .b = dy + (size_t)s0 * out_image + (size_t)g * ocg * P, .ldb = P,
+                .stride_b = out_image, .c = col + (size_t)g * K * P, .ldc = P,
+                .stride_c = (size_t)d->ic * d->kh * d->kw * P, .batch = (size_t)m,
+            };
+            st = charge(&k->work, PASS_BWD_DATA, &c, 1,
+                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
         }
+        if (st == ST_OK)
+            st = charge(&k->work, PASS_BWD_DATA, &c, 1,
+                        st_cpe_col2im(k->ctx->cg, &all, m, col, dx + (size_t)s0 * in_image,
+                                      a->accumulate && !stored, &c, err));
+    }
+    if (st == ST_OK && stored)
+        st = plain_diff_finish(k, a, dx, err);
     return st;
 }
 
 static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-    st_cpe_counters c;
-    st_status st = ST_OK;
-    for (int s = 0; s < a->n && st == ST_OK; s++)
+    cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
+    const float *x, *dy;
+    float *col = NULL;
+    int chunk = 1;
+    st_status st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_IN, &in, a->n, a->src,
+                               src_data_layout(k), ST_CPE_NCHW, &x, err);
+    if (st == ST_OK)
+        st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
+                         own_diff_layout(k), ST_CPE_NCHW, &dy, err);
+    if (st == ST_OK)
+        st = explicit_chunk(k, a->n, &chunk, &col, err);
+    st_cpe_conv_geom all = conv_geom_all(d);
+    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
+    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
+    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
+        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        st_cpe_counters c;
+        st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
+                    st_cpe_im2col(k->ctx->cg, &all, m, x + (size_t)s0 * in_image, col, &c, err));
         for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            conv_part q = part_of(d, s, g);
-            st = st_cpe_im2col(k->ctx->cg, &k->geom, a->src + q.in, k->col, &c, err);
-            if (charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st) == ST_OK)
-                st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, q.ocg, q.k, q.p, 1.0,
-                                 a->diff_dst + q.out, q.p, k->col, q.p, s == 0 ? 0.0 : 1.0,
-                                 a->diff_weights + q.w, q.k, &c, err);
-            st = charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
+            st_cpe_gemm_desc gd = {
+                .type = ST_CPE_F32, .trans_b = 1, .m = ocg, .n = K, .k = P, .alpha = 1.0,
+                .beta = s0 == 0 ? 0.0 : 1.0,
+                .a = dy + (size_t)s0 * out_image + (size_t)g * ocg * P, .lda = P,
+                .stride_a = out_image, .b = col + (size_t)g * K * P, .ldb = P,
+                .stride_b = (size_t)d->ic * d->kh * d->kw * P,
+                .c = a->diff_weights + (size_t)g * ocg * K, .ldc = K, .batch = (size_t)m,
+                .reduce = 1,
+            };
+            st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
+                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
         }
+    }
+    if (st == ST_OK && d->bias && a->diff_bias)
+        st = bias_grad(k, a->diff_bias, dy, a->n, d->oc, P, err);
     return st;
+}
+
+/* ---- convolution: implicit (swDNN) ---- */
+
+/* The weights in swDNN's order (rotated for backward-data) in SCRATCH_W,
+ * transformed on the CPEs and charged as layout work. */
+static st_status swdnn_weights(cpe_kernel *k, int pass, int training, const float *w, int rotated,
+                               float **out, st_error *err)
+{
+    const st_conv_desc *d = &k->conv;
+    size_t count = (size_t)d->oc * d->ic * d->kh * d->kw;
+    float *tmp = NULL;
+    st_status st = scratch(k->ctx, SCRATCH_W, count, out, err);
+    if (st == ST_OK && rotated)
+        st = scratch(k->ctx, SCRATCH_W2, count, &tmp, err);
+    if (st != ST_OK)
+        return st;
+    st_cpe_counters c;
+    st = st_cpe_weights_to_swdnn(k->ctx->cg, d->oc, d->ic, d->kh, d->kw, w, *out, tmp, rotated,
+                                 &c, err);
+    return charge(&k->layout, pass, &c, training, st);
+}
+
+static st_status swdnn_run(cpe_kernel *k, int pass, int training, st_cpe_conv_pass which, int n,
+                           const void *in, const void *w, void *out, int accumulate,
+                           st_error *err)
+{
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&k->geom, n, which, in, w, out);
+    p.accumulate = accumulate;
+    st_cpe_counters c;
+    static const char *const names[PASSES] = {"swdnn_conv_forward", "swdnn_conv_backward_data",
+                                              "swdnn_conv_backward_weights"};
+    st_status st = st_cpe_swdnn_conv_run(k->ctx->cg, &p, names[pass], &c, err);
+    return charge(&k->work, pass, &c, training, st);
 }
 
 static st_status implicit_forward(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
-    st_cpe_counters c;
-    st_status st = st_cpe_conv_implicit_forward(k->ctx->cg, &k->geom, a->n, a->src, a->weights,
-                                                a->dst, &c, err);
-    return charge_cpe(k, PASS_FWD, &c, a->training, st);
+    const st_conv_desc *d = &k->conv;
+    cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
+    const float *x;
+    float *w, *y = a->dst;
+    int plain = k->base.dst_layout == NULL;
+    st_status st = layout_view(k, PASS_FWD, a->training, SCRATCH_IN, &in, a->n, a->src,
+                               src_data_layout(k), ST_CPE_HWCN, &x, err);
+    if (st == ST_OK)
+        st = swdnn_weights(k, PASS_FWD, a->training, a->weights, 0, &w, err);
+    if (st == ST_OK && plain)
+        st = scratch(k->ctx, SCRATCH_OUT, shape_floats(&out, a->n), &y, err);
+    if (st == ST_OK)
+        st = swdnn_run(k, PASS_FWD, a->training, ST_CPE_CONV_FORWARD, a->n, x, w, y, 0, err);
+    /* In H W C N the bias is per channel of each pixel's C x N block. */
+    if (st == ST_OK)
+        st = epilogue(k, y, d->bias ? a->bias : NULL, d->oh * d->ow, d->oc, (size_t)a->n, d->act,
+                      a->training, err);
+    if (st == ST_OK && plain) {
+        st_cpe_counters c;
+        st = charge(&k->layout, PASS_FWD, &c, a->training,
+                    st_cpe_relayout(k->ctx->cg, a->n, out.c, out.h, out.w, ST_CPE_HWCN, y,
+                                    ST_CPE_NCHW, a->dst, &c, err));
+    }
+    if (st == ST_OK)
+        k->own.data = ST_CPE_HWCN;
+    return st;
 }
 
 static st_status implicit_backward_data(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
-    st_cpe_counters c;
-    st_status st = st_cpe_conv_implicit_backward_data(k->ctx->cg, &k->geom, a->n, a->diff_dst,
-                                                      a->weights, a->diff_src, a->accumulate,
-                                                      &c, err);
-    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
+    cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
+    const float *dy;
+    float *w, *dx = a->diff_src;
+    st_status st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
+                               own_diff_layout(k), ST_CPE_HWCN, &dy, err);
+    if (st == ST_OK)
+        st = swdnn_weights(k, PASS_BWD_DATA, 1, a->weights, 1, &w, err);
+    st_cpe_layout target = diff_target(k, ST_CPE_HWCN, a->accumulate);
+    int direct = target == ST_CPE_HWCN;
+    if (st == ST_OK && !direct)
+        st = scratch(k->ctx, SCRATCH_OUT, shape_floats(&in, a->n), &dx, err);
+    if (st == ST_OK)
+        st = swdnn_run(k, PASS_BWD_DATA, 1, ST_CPE_CONV_BACKWARD_DATA, a->n, dy, w, dx,
+                       direct && a->accumulate, err);
+    if (st == ST_OK && !direct)
+        st = layout_store(k, PASS_BWD_DATA, &in, a->n, dx, ST_CPE_HWCN, a->diff_src, target,
+                          a->accumulate, err);
+    return st;
 }
 
 static st_status implicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
-    st_cpe_counters c;
-    st_status st = st_cpe_conv_implicit_backward_weights(k->ctx->cg, &k->geom, a->n, a->src,
-                                                         a->diff_dst, a->diff_weights, &c, err);
-    return charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st);
+    const st_conv_desc *d = &k->conv;
+    cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
+    const float *x, *dy;
+    float *dw;
+    st_status st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_IN, &in, a->n, a->src,
+                               src_data_layout(k), ST_CPE_HWNC, &x, err);
+    if (st == ST_OK)
+        st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
+                         own_diff_layout(k), ST_CPE_HWCN, &dy, err);
+    if (st == ST_OK)
+        st = scratch(k->ctx, SCRATCH_W, (size_t)d->oc * d->ic * d->kh * d->kw, &dw, err);
+    if (st == ST_OK)
+        st = swdnn_run(k, PASS_BWD_WEIGHTS, 1, ST_CPE_CONV_BACKWARD_WEIGHTS, a->n, x, dy, dw, 0,
+                       err);
+    if (st == ST_OK) {
+        st_cpe_counters c;
+        st = charge(&k->layout, PASS_BWD_WEIGHTS, &c, 1,
+                    st_cpe_weights_from_swdnn(k->ctx->cg, d->oc, d->ic, d->kh, d->kw, dw,
+                                              a->diff_weights, &c, err));
+    }
+    if (st == ST_OK && d->bias && a->diff_bias)
+        st = bias_grad(k, a->diff_bias, dy, d->oh * d->ow, d->oc, (size_t)a->n, err);
+    return st;
 }
 
 static const conv_pass_fn conv_forward_fn[CONV_STRATEGIES] = {explicit_forward,
@@ -368,13 +666,7 @@ static const conv_pass_fn conv_backward_weights_fn[CONV_STRATEGIES] = {
 
 static st_status conv_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
-    cpe_kernel *k = (cpe_kernel *)base;
-    const st_conv_desc *d = &k->conv;
-    st_status st = conv_run(k, PASS_FWD, conv_forward_fn, a, a->training, err);
-    if (st == ST_OK)
-        st = epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->oc,
-                      (size_t)d->oh * (size_t)d->ow, d->act, a->training, err);
-    return st;
+    return conv_run((cpe_kernel *)base, PASS_FWD, conv_forward_fn, a, a->training, err);
 }
 
 static st_status conv_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
@@ -386,13 +678,7 @@ static st_status conv_backward_data(st_kernel *base, const st_kargs *a, st_error
 
 static st_status conv_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
 {
-    cpe_kernel *k = (cpe_kernel *)base;
-    const st_conv_desc *d = &k->conv;
-    st_status st = conv_run(k, PASS_BWD_WEIGHTS, conv_backward_weights_fn, a, 1, err);
-    if (st == ST_OK && d->bias && a->diff_bias)
-        st = bias_grad(k, a->diff_bias, a->diff_dst, a->n, d->oc,
-                       (size_t)d->oh * (size_t)d->ow, err);
-    return st;
+    return conv_run((cpe_kernel *)base, PASS_BWD_WEIGHTS, conv_backward_weights_fn, a, 1, err);
 }
 
 /* ---- inner product: GEMM ---- */
@@ -401,11 +687,15 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
     const st_fc_desc *d = &k->fc;
+    const float *x;
     st_cpe_counters c;
-    st_status st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, (size_t)a->n, (size_t)d->out,
-                               (size_t)d->in, 1.0, a->src, (size_t)d->in, a->weights,
-                               (size_t)d->in, 0.0, a->dst, (size_t)d->out, &c, err);
-    if (charge_cpe(k, PASS_FWD, &c, a->training, st) != ST_OK)
+    st_status st = plain_src(k, a, PASS_FWD, a->training, &x, err);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_FWD, &c, a->training,
+                    st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, (size_t)a->n, (size_t)d->out,
+                                (size_t)d->in, 1.0, x, (size_t)d->in, a->weights, (size_t)d->in,
+                                0.0, a->dst, (size_t)d->out, &c, err));
+    if (st != ST_OK)
         return st;
     return epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->out, 1, d->act, a->training,
                     err);
@@ -417,27 +707,36 @@ static st_status fc_backward_data(st_kernel *base, const st_kargs *a, st_error *
     const st_fc_desc *d = &k->fc;
     if (!a->diff_src)
         return ST_OK;
+    float *dx = NULL;
+    int stored = 0;
     st_cpe_counters c;
-    st_status st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, (size_t)a->n, (size_t)d->in,
-                               (size_t)d->out, 1.0, a->diff_dst, (size_t)d->out, a->weights,
-                               (size_t)d->in, a->accumulate ? 1.0 : 0.0, a->diff_src,
-                               (size_t)d->in, &c, err);
-    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
+    st_status st = plain_diff_dst(k, a, &dx, &stored, err);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_BWD_DATA, &c, 1,
+                    st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, (size_t)a->n, (size_t)d->in,
+                                (size_t)d->out, 1.0, a->diff_dst, (size_t)d->out, a->weights,
+                                (size_t)d->in, a->accumulate && !stored ? 1.0 : 0.0, dx,
+                                (size_t)d->in, &c, err));
+    if (st == ST_OK && stored)
+        st = plain_diff_finish(k, a, dx, err);
+    return st;
 }
 
 static st_status fc_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
     const st_fc_desc *d = &k->fc;
+    const float *x;
     st_cpe_counters c;
-    st_status st = st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, (size_t)d->out, (size_t)d->in,
-                               (size_t)a->n, 1.0, a->diff_dst, (size_t)d->out, a->src,
-                               (size_t)d->in, 0.0, a->diff_weights, (size_t)d->in, &c, err);
-    if (charge_cpe(k, PASS_BWD_WEIGHTS, &c, 1, st) != ST_OK)
-        return st;
-    if (d->bias && a->diff_bias)
-        return bias_grad(k, a->diff_bias, a->diff_dst, a->n, d->out, 1, err);
-    return ST_OK;
+    st_status st = plain_src(k, a, PASS_BWD_WEIGHTS, 1, &x, err);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
+                    st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, (size_t)d->out, (size_t)d->in,
+                                (size_t)a->n, 1.0, a->diff_dst, (size_t)d->out, x,
+                                (size_t)d->in, 0.0, a->diff_weights, (size_t)d->in, &c, err));
+    if (st == ST_OK && d->bias && a->diff_bias)
+        st = bias_grad(k, a->diff_bias, a->diff_dst, a->n, d->out, 1, err);
+    return st;
 }
 
 /* ---- pooling and activations ---- */
@@ -445,20 +744,31 @@ static st_status fc_backward_weights(st_kernel *base, const st_kargs *a, st_erro
 static st_status pool_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
+    const float *x;
     st_cpe_counters c;
-    st_status st = st_cpe_pool_forward(k->ctx->cg, &k->pool, a->n, a->src, a->dst,
-                                       k->pool.alg == ST_POOL_MAX ? a->workspace : NULL, &c,
-                                       err);
-    return charge_cpe(k, PASS_FWD, &c, a->training, st);
+    st_status st = plain_src(k, a, PASS_FWD, a->training, &x, err);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_FWD, &c, a->training,
+                    st_cpe_pool_forward(k->ctx->cg, &k->pool, a->n, x, a->dst,
+                                        k->pool.alg == ST_POOL_MAX ? a->workspace : NULL, &c,
+                                        err));
+    return st;
 }
 
 static st_status pool_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
+    float *dx = NULL;
+    int stored = 0;
     st_cpe_counters c;
-    st_status st = st_cpe_pool_backward(k->ctx->cg, &k->pool, a->n, a->diff_dst, a->workspace,
-                                        a->diff_src, a->accumulate, &c, err);
-    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
+    st_status st = plain_diff_dst(k, a, &dx, &stored, err);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_BWD_DATA, &c, 1,
+                    st_cpe_pool_backward(k->ctx->cg, &k->pool, a->n, a->diff_dst, a->workspace,
+                                         dx, a->accumulate && !stored, &c, err));
+    if (st == ST_OK && stored)
+        st = plain_diff_finish(k, a, dx, err);
+    return st;
 }
 
 static st_status act_forward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -467,17 +777,37 @@ static st_status act_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_cpe_counters c;
     st_status st = st_cpe_act_forward(k->ctx->cg, k->act.act, (size_t)a->n * k->act.count,
                                       a->src, a->dst, &c, err);
-    return charge_cpe(k, PASS_FWD, &c, a->training, st);
+    return charge(&k->work, PASS_FWD, &c, a->training, st);
 }
 
+/* Elementwise, in its input's layout. When the values (dst) and their
+ * gradient came in different layouts, the gradient is brought to the
+ * values' layout (where the producer computed them, which is where its
+ * backward will want it), or, when adding to an input gradient that has
+ * a layout already, the values to the gradient's. */
 static st_status act_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
+    cpe_layout_state *r = k->src_state;
+    const float *y = a->dst, *dy = a->diff_dst;
+    st_status st = ST_OK;
+    if (r && r->data != r->diff) {
+        cpe_shape s = {r->c, r->h, r->w};
+        if (a->accumulate)
+            st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_IN, &s, a->n, a->dst, r->data, r->diff,
+                             &y, err);
+        else
+            st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_DIFF, &s, a->n, a->diff_dst, r->diff,
+                             r->data, &dy, err);
+        if (st == ST_OK && !a->accumulate)
+            r->diff = r->data;
+    }
     st_cpe_counters c;
-    st_status st = st_cpe_act_backward(k->ctx->cg, k->act.act, (size_t)a->n * k->act.count,
-                                       a->dst, a->diff_dst, a->diff_src, a->accumulate, &c,
-                                       err);
-    return charge_cpe(k, PASS_BWD_DATA, &c, 1, st);
+    if (st == ST_OK)
+        st = charge(&k->work, PASS_BWD_DATA, &c, 1,
+                    st_cpe_act_backward(k->ctx->cg, k->act.act, (size_t)a->n * k->act.count, y,
+                                        dy, a->diff_src, a->accumulate, &c, err));
+    return st;
 }
 
 /* ---- the MPE's kernels: the reference backend's, costed ---- */
@@ -515,7 +845,10 @@ static void mpe_work_of(cpe_kernel *k, const st_kdesc *d)
 static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
-    st_status st = k->mpe->ops->forward(k->mpe, a, err);
+    st_kargs plain = *a;
+    st_status st = plain_src(k, a, PASS_FWD, a->training, &plain.src, err);
+    if (st == ST_OK)
+        st = k->mpe->ops->forward(k->mpe, &plain, err);
     if (st == ST_OK)
         charge_mpe(k, PASS_FWD, k->mpe_flops[PASS_FWD] * a->n, k->mpe_bytes[PASS_FWD] * a->n,
                    a->training);
@@ -525,7 +858,17 @@ static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
 static st_status mpe_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
-    st_status st = k->mpe->ops->backward_data(k->mpe, a, err);
+    st_kargs plain = *a;
+    int stored = 0;
+    st_status st = plain_src(k, a, PASS_BWD_DATA, 1, &plain.src, err);
+    if (st == ST_OK && a->diff_src)
+        st = plain_diff_dst(k, a, &plain.diff_src, &stored, err);
+    if (stored)
+        plain.accumulate = 0;
+    if (st == ST_OK)
+        st = k->mpe->ops->backward_data(k->mpe, &plain, err);
+    if (st == ST_OK && stored)
+        st = plain_diff_finish(k, a, plain.diff_src, err);
     if (st == ST_OK)
         charge_mpe(k, PASS_BWD_DATA, k->mpe_flops[PASS_BWD_DATA] * a->n,
                    k->mpe_bytes[PASS_BWD_DATA] * a->n, 1);
@@ -536,7 +879,11 @@ static st_status mpe_backward_data(st_kernel *base, const st_kargs *a, st_error 
 static st_status mpe_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
-    return k->mpe->ops->backward_weights ? k->mpe->ops->backward_weights(k->mpe, a, err) : ST_OK;
+    if (!k->mpe->ops->backward_weights)
+        return ST_OK;
+    st_kargs plain = *a;
+    st_status st = plain_src(k, a, PASS_BWD_WEIGHTS, 1, &plain.src, err);
+    return st == ST_OK ? k->mpe->ops->backward_weights(k->mpe, &plain, err) : st;
 }
 
 /* ---- the slice's gradient sum and update on the CPEs ---- */
@@ -546,9 +893,7 @@ static st_status cpe_slice_reduce(st_bctx *ctx, float *const *grads, int n_grads
 {
     st_cpe_counters c;
     st_status st = st_cpe_grad_sum(ctx->cg, grads, n_grads, b, e, scale, &c, err);
-    if (st == ST_OK)
-        st_cpe_counters_add(&ctx->reduce_update.now[WORK_SUM].cpe, &c);
-    return st;
+    return charge(&ctx->reduce_update, WORK_SUM, &c, 1, st);
 }
 
 static st_status cpe_slice_apply(st_bctx *ctx, const st_solver_step *step, size_t b, size_t e,
@@ -556,10 +901,9 @@ static st_status cpe_slice_apply(st_bctx *ctx, const st_solver_step *step, size_
                                  st_error *err)
 {
     st_cpe_counters c;
+    ctx->slice_floats = e - b;
     st_status st = st_cpe_solver_update(ctx->cg, step, b, e, weights, state, stride, g, &c, err);
-    if (st == ST_OK)
-        st_cpe_counters_add(&ctx->reduce_update.now[WORK_UPDATE].cpe, &c);
-    return st;
+    return charge(&ctx->reduce_update, WORK_UPDATE, &c, 1, st);
 }
 
 /* ---- creation ---- */
@@ -569,7 +913,6 @@ static void cpe_kernel_destroy(st_kernel *base)
     cpe_kernel *k = (cpe_kernel *)base;
     if (k->mpe)
         k->mpe->ops->destroy(k->mpe);
-    free(k->col);
     free(k);
 }
 
@@ -593,6 +936,7 @@ static st_status remember(st_bctx *ctx, cpe_kernel *k, st_error *err)
         ctx->kernels = grown;
         ctx->cap = cap;
     }
+    k->index = ctx->n_kernels;
     ctx->kernels[ctx->n_kernels++] = k;
     return ST_OK;
 }
@@ -620,11 +964,36 @@ static void name_kernel(cpe_kernel *k, const st_kdesc *d)
     }
 }
 
+/* The per-sample input shape of a kernel that may need to transform its
+ * input: from the producer's record, or the descriptor. */
+static void input_shape(cpe_kernel *k, const st_kdesc *d)
+{
+    if (k->src_state) {
+        k->in_c = k->src_state->c;
+        k->in_h = k->src_state->h;
+        k->in_w = k->src_state->w;
+    } else if (d->kind == ST_K_CONV) {
+        const st_conv_desc *c = (const st_conv_desc *)d;
+        k->in_c = c->ic;
+        k->in_h = c->ih;
+        k->in_w = c->iw;
+    } else if (d->kind == ST_K_POOL) {
+        const st_pool_desc *p = (const st_pool_desc *)d;
+        k->in_c = p->c;
+        k->in_h = p->ih;
+        k->in_w = p->iw;
+    } else if (d->kind == ST_K_FC) {
+        k->in_c = ((const st_fc_desc *)d)->in;
+        k->in_h = k->in_w = 1;
+    } else {
+        k->in_c = (int)st_kdesc_dst_values(d);
+        k->in_h = k->in_w = 1;
+    }
+}
+
 static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **out,
                                    st_error *err)
 {
-    if (d->src_layout)
-        return st_fail(err, ST_EINTERNAL, "cpe backend: input in a foreign layout");
     const st_kernel_ops *ops = d->kind == ST_K_CONV   ? &conv_ops
                                : d->kind == ST_K_FC   ? &fc_ops
                                : d->kind == ST_K_POOL ? &pool_ops
@@ -635,16 +1004,19 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         return ST_ENOMEM;
     k->ctx = ctx;
     k->where = ops == &mpe_ops ? "MPE" : "CPEs";
+    /* A layout is always one of ours: only cpe kernels make them. */
+    k->src_state = (cpe_layout_state *)d->src_layout;
     name_kernel(k, d);
+    input_shape(k, d);
     st_status st = ST_OK;
     if (d->kind == ST_K_CONV) {
         k->conv = *(const st_conv_desc *)d;
-        conv_part q = part_of(&k->conv, 0, 0);
-        k->col = st_calloc(q.k * q.p, sizeof *k->col, "cpe im2col buffer", err);
-        if (!k->col)
-            st = ST_ENOMEM;
         k->geom = conv_geom(&k->conv);
-        k->implicit_suits = k->conv.groups == 1 && st_cpe_conv_implicit_suits(&k->geom);
+        k->base_n = d->n;
+        conv_strategies(k, d->n);
+        k->own = (cpe_layout_state){ST_CPE_NCHW, ST_CPE_NCHW, k->conv.oc, k->conv.oh, k->conv.ow};
+        if (!d->dst_plain)
+            k->base.dst_layout = &k->own;
     } else if (d->kind == ST_K_FC) {
         k->fc = *(const st_fc_desc *)d;
     } else if (d->kind == ST_K_POOL) {
@@ -655,8 +1027,22 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
                 sizeof(int);
     } else if (d->kind == ST_K_ACT) {
         k->act = *(const st_act_desc *)d;
+        k->base.dst_layout = d->src_layout; /* elementwise: the input's layout */
     } else {
-        st = st_backend_ref.kernel_create(NULL, d, &k->mpe, err);
+        /* The MPE kernel computes on plain NCHW: its input is transformed
+         * first when it comes in another layout. */
+        union {
+            st_kdesc base;
+            st_bnorm_desc bn;
+            st_lrn_desc lrn;
+            st_softmax_desc sm;
+        } plain;
+        size_t size = d->kind == ST_K_BNORM ? sizeof plain.bn
+                      : d->kind == ST_K_LRN ? sizeof plain.lrn
+                                            : sizeof plain.sm;
+        memcpy(&plain, d, size);
+        plain.base.src_layout = NULL;
+        st = st_backend_ref.kernel_create(NULL, &plain.base, &k->mpe, err);
         if (st == ST_OK) { /* the MPE kernel's sizes and layout are this one's */
             k->base.workspace_bytes = k->mpe->workspace_bytes;
             k->base.scratch_bytes = k->mpe->scratch_bytes;
@@ -672,150 +1058,6 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         return st;
     }
     *out = &k->base;
-    return ST_OK;
-}
-
-/* ---- the report ---- */
-
-/* Per iteration, the average of a unit's passes over the steady
- * iterations (or over the trials when the run had no more). */
-static void work_ms(const st_bctx *ctx, const cpe_work *w, double ms[PASSES])
-{
-    long steady = ctx->iterations - CONV_TRIALS;
-    long trials = ctx->iterations < CONV_TRIALS ? ctx->iterations : CONV_TRIALS;
-    for (int p = 0; p < PASSES; p++)
-        ms[p] = steady > 0 ? 1e3 * account_seconds(&w->steady[p]) / (double)steady
-                : trials > 0 ? 1e3 * account_seconds(&w->trials[p]) / (double)trials
-                             : 0.0;
-}
-
-/* flop per DMA byte of a unit (CPE work only). */
-static double work_intensity(const cpe_work *w)
-{
-    double flops = 0.0, bytes = 0.0;
-    for (int p = 0; p < PASSES; p++) {
-        const st_cpe_counters *c[2] = {&w->trials[p].cpe, &w->steady[p].cpe};
-        for (int i = 0; i < 2; i++) {
-            flops += (double)c[i]->flops;
-            bytes += (double)(c[i]->dma_get_bytes + c[i]->dma_put_bytes);
-        }
-    }
-    return bytes > 0 ? flops / bytes : 0.0;
-}
-
-/* The conv strategy column: what each pass chose and the trial times. */
-static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
-{
-    if (k->base.kind == ST_K_FC) {
-        snprintf(buf, len, "GEMM");
-        return;
-    }
-    if (k->base.kind != ST_K_CONV) {
-        snprintf(buf, len, "-");
-        return;
-    }
-    if (!k->implicit_suits) {
-        snprintf(buf, len, "explicit (implicit does not suit the shape)");
-        return;
-    }
-    size_t used = 0;
-    static const char *const pass_names[PASSES] = {"fwd", "bwd-data", "bwd-weights"};
-    for (int p = 0; p < PASSES && used < len; p++) {
-        if (k->calls[p] < CONV_TRIALS)
-            continue;
-        used += (size_t)snprintf(buf + used, len - used, "%s%s %s (%.3f vs %.3f ms)",
-                                 used ? ", " : "", pass_names[p],
-                                 conv_strategy_names[k->chosen[p]],
-                                 1e3 * k->tried[CONV_EXPLICIT][p],
-                                 1e3 * k->tried[CONV_IMPLICIT][p]);
-    }
-    if (used == 0)
-        snprintf(buf, len, "not chosen yet (explicit / implicit trials)");
-}
-
-static double iteration_ms(const st_bctx *ctx, int steady)
-{
-    double sum = 0.0;
-    long n = steady                            ? ctx->iterations - CONV_TRIALS
-             : ctx->iterations < CONV_TRIALS ? ctx->iterations
-                                             : CONV_TRIALS;
-    for (int i = -1; i < ctx->n_kernels; i++) {
-        const cpe_work *w = i < 0 ? &ctx->reduce_update : &ctx->kernels[i]->work;
-        for (int p = 0; p < PASSES; p++)
-            sum += account_seconds(steady ? &w->steady[p] : &w->trials[p]);
-    }
-    return n > 0 ? 1e3 * sum / (double)n : 0.0;
-}
-
-void st_cpe_backend_report(const st_bctx *ctx, int images_per_iteration, int workers,
-                           void (*print)(void *pctx, const char *line), void *pctx)
-{
-    char line[512], strategy[192];
-    long steady = ctx->iterations - CONV_TRIALS;
-    snprintf(line, sizeof line, "cpe: predicted SW26010 core-group ms per iteration, worker "
-             "%d's shard of %d images, %s:", ctx->worker, images_per_iteration,
-             steady > 0 ? "after the strategy trials" : "during the strategy trials");
-    print(pctx, line);
-    print(pctx, "cpe: kernel                          on      forward  bwd-data  bwd-weights  "
-                "flop/byte  strategy");
-    double total = 0.0, ms[PASSES];
-    for (int i = 0; i <= ctx->n_kernels; i++) {
-        const cpe_kernel *k = i < ctx->n_kernels ? ctx->kernels[i] : NULL;
-        const cpe_work *w = k ? &k->work : &ctx->reduce_update;
-        work_ms(ctx, w, ms);
-        /* A slice is 1/workers of the arena; on a processor it is 1/4. */
-        total += (ms[0] + ms[1] + ms[2]) * (k ? 1.0 : (double)workers / 4.0);
-        if (k) {
-            strategy_text(k, strategy, sizeof strategy);
-            snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f %9.3f %12.3f %10.2f  %s",
-                     k->what, k->where, ms[0], ms[1], ms[2], work_intensity(w), strategy);
-        } else {
-            snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f (sum) %7.3f (update) %5s "
-                     "%10.2f  streaming DMA", "gradient sum + solver update", "CPEs",
-                     ms[WORK_SUM], ms[WORK_UPDATE], "", work_intensity(w));
-        }
-        print(pctx, line);
-    }
-    long trials = ctx->iterations < CONV_TRIALS ? ctx->iterations : CONV_TRIALS;
-    snprintf(line, sizeof line, "cpe: per iteration: %.3f ms over the %ld trial iteration%s",
-             iteration_ms(ctx, 0), trials, trials == 1 ? "" : "s");
-    if (steady > 0)
-        snprintf(line + strlen(line), sizeof line - strlen(line), ", %.3f ms over the %ld "
-                 "after", iteration_ms(ctx, 1), steady);
-    print(pctx, line);
-    snprintf(line, sizeof line, "cpe: one SW26010 (4 core groups, a shard of %d images and a "
-             "quarter of the parameters' sum and update each) would train %.0f img/s",
-             images_per_iteration,
-             total > 0 ? 4.0 * images_per_iteration / (total / 1e3) : 0.0);
-    print(pctx, line);
-}
-
-st_status st_cpe_backend_trace(st_bctx *ctx, const char *path, st_error *err)
-{
-    int len = snprintf(ctx->trace_path, sizeof ctx->trace_path, "%s", path);
-    if (len < 0 || (size_t)len + sizeof ".partial" > sizeof ctx->trace_path)
-        return st_fail(err, ST_EUSAGE, "--cpe-trace %s: path too long", path);
-    char partial[sizeof ctx->trace_path + 8];
-    snprintf(partial, sizeof partial, "%s.partial", path);
-    ctx->trace = fopen(partial, "w");
-    if (!ctx->trace)
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
-                       strerror(errno));
-    fprintf(ctx->trace, "iteration,kernel,forward_ms,bwd_data_ms,bwd_weights_ms\n");
-    return ST_OK;
-}
-
-st_status st_cpe_backend_trace_finish(st_bctx *ctx, st_error *err)
-{
-    if (!ctx->trace)
-        return ST_OK;
-    char partial[sizeof ctx->trace_path + 8];
-    snprintf(partial, sizeof partial, "%s.partial", ctx->trace_path);
-    int bad = ferror(ctx->trace) | fclose(ctx->trace);
-    ctx->trace = NULL;
-    if (bad || rename(partial, ctx->trace_path) != 0)
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
-                       strerror(errno));
     return ST_OK;
 }
 

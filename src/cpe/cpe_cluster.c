@@ -101,6 +101,9 @@ st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err)
         cpe->ldm = cg->ldm_base + (size_t)i * ST_CPE_LDM_BYTES;
     }
     cg->params = st_cpe_cost_params_default();
+    st = cpe_mesh_init(&cg->mesh, err);
+    if (st != ST_OK)
+        goto done;
     *out = cg;
 done:
     if (st != ST_OK)
@@ -114,6 +117,7 @@ void st_cpe_cluster_destroy(st_cpe_cluster *cg)
         return;
     if (cg->stack_map)
         munmap(cg->stack_map, cg->stack_map_bytes);
+    cpe_mesh_free(&cg->mesh);
     free(cg->ldm_base);
     free(cg);
 }
@@ -126,6 +130,11 @@ void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params
 const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg)
 {
     return &cg->params;
+}
+
+void st_cpe_cluster_set_cost_only(st_cpe_cluster *cg, int on)
+{
+    cg->cost_only = on != 0;
 }
 
 /* ---- switching ---- */
@@ -144,6 +153,8 @@ static int cpe_can_run(const st_cpe_cluster *cg, const st_cpe *cpe)
         return cpe_line_has_room(cpe, w->bus);
     case CPE_WAIT_BARRIER:
         return cg->barrier.generation != w->generation;
+    case CPE_WAIT_MESH:
+        return cg->mesh.generation != w->generation;
     case CPE_WAIT_NONE:
         break;
     }
@@ -172,9 +183,9 @@ static void cpe_entry(void *arg)
     /* A program must wait for its DMA; if it did not, the launch still ends
      * only when the transfers have. */
     cpe_clock *c = &cpe->clock;
-    if (c->dma_channel_free > c->now) {
-        c->dma += c->dma_channel_free - c->now;
-        c->now = c->dma_channel_free;
+    if (c->dma_last_done > c->now) {
+        c->dma += c->dma_last_done - c->now;
+        c->now = c->dma_last_done;
     }
     cpe->state = CPE_DONE;
     st_cpe *next = cluster_next(cg, cpe->id);
@@ -223,12 +234,12 @@ static void text_append(char *buf, size_t size, size_t *len, const char *fmt, ..
 
 /* The groups a deadlock report lists, in order. */
 enum { WAIT_GROUP_RECV_ROW, WAIT_GROUP_RECV_COL, WAIT_GROUP_SEND, WAIT_GROUP_BCAST_ROW,
-       WAIT_GROUP_BCAST_COL, WAIT_GROUP_BARRIER, WAIT_GROUPS };
+       WAIT_GROUP_BCAST_COL, WAIT_GROUP_MESH, WAIT_GROUP_BARRIER, WAIT_GROUPS };
 
 static const char *const wait_group_name[WAIT_GROUPS] = {
     "receiving from the row", "receiving from the column", "sending to a full FIFO",
     "broadcasting along the row (a FIFO full)", "broadcasting along the column (a FIFO full)",
-    "at the barrier",
+    "at the mesh GEMM", "at the barrier",
 };
 
 static int wait_group(const cpe_wait *w)
@@ -240,6 +251,8 @@ static int wait_group(const cpe_wait *w)
         return WAIT_GROUP_SEND;
     case CPE_WAIT_BCAST:
         return w->bus == ST_CPE_ROW ? WAIT_GROUP_BCAST_ROW : WAIT_GROUP_BCAST_COL;
+    case CPE_WAIT_MESH:
+        return WAIT_GROUP_MESH;
     case CPE_WAIT_BARRIER:
     case CPE_WAIT_NONE:
         break;
@@ -335,6 +348,7 @@ static void cluster_collect(const st_cpe_cluster *cg, st_cpe_counters *out)
     }
     out->launches = 1;
     out->barriers = cg->barriers;
+    out->mesh_gemms = cg->mesh.collectives;
     out->critical_cpe = critical;
     const cpe_clock *c = &cg->cpe[critical].clock;
     double hz = cg->params.clock_hz;
@@ -366,6 +380,8 @@ st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, 
     st_error_clear(&cg->fault);
     memset(&cg->barrier, 0, sizeof cg->barrier);
     cg->barriers = 0;
+    cg->mesh.arrived = 0;
+    cg->mesh.collectives = 0;
     for (int i = 0; i < ST_CPE_COUNT; i++)
         cpe_prepare(&cg->cpe[i]);
     cluster_run(cg);
@@ -419,27 +435,29 @@ void st_cpe_sync(st_cpe *cpe)
     cpe->clock.now = b->release_cycle;
 }
 
-void st_cpe_flops(st_cpe *cpe, uint64_t n)
+void cpe_clock_compute(st_cpe *cpe, double cycles, double fp_cycles, uint64_t flops)
 {
-    double cycles = cpe_cost_flop_cycles(&cpe->cg->params, (double)n);
-    cpe->counts.flops += n;
+    if (fp_cycles > cycles)
+        fp_cycles = cycles;
+    cpe->counts.flops += flops;
+    cpe->counts.compute_cycles += cycles;
+    cpe->clock.compute += fp_cycles;
+    cpe->clock.regcomm += cycles - fp_cycles;
+    cpe->clock.now += cycles;
+}
+
+void st_cpe_loop_run(st_cpe *cpe, const st_cpe_loop *loop)
+{
+    double cycles = st_cpe_loop_cycles(&cpe->cg->params, loop);
+    cpe->counts.flops += loop->flops;
+    cpe->counts.compute_cycles += cycles;
     cpe->clock.compute += cycles;
     cpe->clock.now += cycles;
 }
 
-void st_cpe_moves(st_cpe *cpe, uint64_t n)
+int st_cpe_cost_only(const st_cpe *cpe)
 {
-    double cycles = (double)n * cpe->cg->params.ldm_move_cycles;
-    cpe->counts.ldm_moves += n;
-    cpe->clock.compute += cycles;
-    cpe->clock.now += cycles;
-}
-
-void st_cpe_cycles(st_cpe *cpe, double cycles)
-{
-    cpe->counts.work_cycles += cycles;
-    cpe->clock.compute += cycles;
-    cpe->clock.now += cycles;
+    return cpe->cg->cost_only;
 }
 
 size_t st_cpe_dtype_size(st_cpe_dtype type)

@@ -1,29 +1,58 @@
-/* The cost model: SW26010 core-group constants, the cost of each event the
- * emulator times (flops, a DMA transfer, a register message), and the
- * counts-only estimate.
+/* The cost model: SW26010 core-group constants with their sources, the cost
+ * of each event the emulator times (a declared loop, a DMA transfer, a
+ * register message), and the counts-only estimate.
  *
  * Per CPE, in cycles (the emulator adds these to each CPE's clock, see
  * include/cpe.h "Time"):
- *   compute   flops / (flops_per_cycle * compute_efficiency), plus
- *             ldm_move_cycles per element rearranged in LDM, plus declared
- *             cycles
- *   DMA       dma_latency_cycles + charged bytes / (dma_bandwidth / 64),
- *             on the CPE's own channel, overlapping computation until waited
- *             for; a strided block under dma_strided_min_block is charged as
- *             that many bytes. The 1/64 share assumes all CPEs transfer at
- *             once, as SPMD kernels do; it is pessimistic for a lone CPE.
- *   message   send: 32 bytes / (bandwidth / 64) of the P2P or broadcast
- *             aggregate; arrival regcomm_latency_cycles later; receive
- *             regcomm_recv_cycles
- *   barrier   the latest arrival + barrier_cycles
+ *   loop     loop_entry_cycles + iterations * max(fp, mem,
+ *            (fp + mem + any) / 2, chain): two in-order pipelines, P0 for
+ *            floating point, P1 for LDM and register communication, either
+ *            for integer and branch instructions, one issue each per cycle;
+ *            a loop-carried chain (an accumulator) bounds an iteration below
+ *   mesh     the mesh GEMM's steps, built from the same loops (cpe_mesh.c)
+ *   DMA      the transfer's blocks occupy the CPE's channel for the sum of
+ *            their measured costs (dma curve, by block size; a contiguous
+ *            transfer is one block), then its latency passes; waiting is
+ *            paid only for what is not hidden behind computation
+ *   message  send: 32 bytes / (bandwidth / 64) of the P2P or broadcast
+ *            aggregate; arrival regcomm_latency_cycles later; receive
+ *            regcomm_recv_cycles
+ *   barrier  the latest arrival + barrier_cycles
  *
- * With the defaults, the effective DMA bandwidth of all 64 CPEs moving s
- * bytes each is 28 GB/s * s / (s + 500 * 0.302): 63% of 28 GB/s at 256 B,
- * 87% at 1 KB, 93% at 2 KB, 98% at 8 KB - latency not hidden below about
- * 2 KB per CPE, and 256-byte strided blocks as the efficient minimum, as
- * the swCaffe paper describes. Nothing here was fitted to published
- * timings. */
+ * Calibration. The DMA curve and latency come from swCandle's STREAM
+ * kernels on one core group (Lin et al., Parallel Computing 77, 2018;
+ * github jameslinsjtu/swCandle memory/stream_sw/PE, the figures in
+ * data/sw26010/dma_stream_swcandle.csv): each CPE loops get, wait, compute
+ * in LDM, put, wait (add and triad: two gets, then one wait). With blocks
+ * of b bytes moved by long strided transfers, copy costs g(b) + p(b) per
+ * block and add 2 g(b) + p(b), which gives the get and put occupancy of a
+ * block, g and p (the medians over the step sizes measured, made
+ * non-decreasing in b); the contiguous curve then fixes the one remaining
+ * constant, the latency a transfer adds after its occupancy (2398 cycles
+ * for a get and a put together, by the least median error; split evenly,
+ * an assumption: only the sum is measured). With these, the emulated
+ * STREAM loops reproduce the contiguous curve within 12% (median 2%) from
+ * 64 B to 24 KB and are 15-41% too slow below 64 B (tests/test_cpe_calibration.c).
+ * A long run of gets moves 27.8 GB/s and of puts 16.7 GB/s: the 28 GB/s a
+ * double-buffered stream reaches (swCaffe) was not used and comes out.
+ *
+ * The pipeline constants are the two issue slots per cycle (swCaffe,
+ * swDNN), the instruction counts of swDNN's and swCaffe's kernels (their
+ * assembly), and the assumptions marked below. With them and the DMA
+ * curve, the emulated swDNN kernel (cpe_conv_implicit.c, in double as
+ * measured) gives swDNN's convolution GFLOPS on 1 and 4 core groups
+ * (data/sw26010/swdnn_conv_*.csv) with a median error of 6-7%
+ * (tests/test_cpe_calibration.c). Nothing here was fitted to swCaffe's
+ * layer or network timings. */
 #include "cpe_internal.h"
+
+/* The DMA curve: block sizes and the get and put occupancy of one block in
+ * cycles, from swCandle's PE_STEP figures as described above. */
+static const double dma_curve_bytes[] = {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+static const double dma_curve_get[] = {1065.1, 1065.1, 1065.1, 1065.1, 1182.9, 1531.5,
+                                       2242.9, 3778.5, 6864.6, 13892.0, 27375.5};
+static const double dma_curve_put[] = {1911.2, 1911.2, 2187.8, 2931.3, 3611.5, 4227.9,
+                                       5835.5, 8884.0, 14937.9, 27317.9, 49872.1};
 
 st_cpe_cost_params st_cpe_cost_params_default(void)
 {
@@ -32,41 +61,38 @@ st_cpe_cost_params st_cpe_cost_params_default(void)
          * Framework for Accelerating Deep Learning Applications on Sunway
          * TaihuLight", IEEE CLUSTER 2018), quoted in DESIGN.md. */
         .clock_hz = 1.45e9,
-        /* 8 double-precision flops per cycle per CPE: swCaffe's cluster peak
-         * of 742.4 GFlop/s / (64 CPEs * 1.45 GHz) = 8, i.e. one 256-bit FMA
-         * on 4 doubles per cycle. Floats run at the same rate (4-wide
-         * vectors in the same registers). */
+        /* 8 flops per cycle per CPE: swCaffe's cluster peak of 742.4
+         * GFlop/s / (64 CPEs * 1.45 GHz), one 256-bit multiply-add on 4
+         * values per cycle, floats and doubles alike (4 lanes either way). */
         .flops_per_cycle = 8.0,
-        /* An assumption of this model, not a measurement (no SW26010 at
-         * hand): a register-blocked FMA inner loop sustaining 90% of peak.
-         * Override it to study other efficiencies. */
-        .compute_efficiency = 0.9,
-        /* An assumption: rearranging an element within LDM (a load and a
-         * store of scalar code, as in im2col packing) takes 1 cycle on the
-         * CPE's in-order dual-issue pipeline (swCandle, below, describes the
-         * pipeline; the figure is this model's). */
-        .ldm_move_cycles = 1.0,
-        /* 28 GB/s per core group for large transfers from all 64 CPEs:
-         * swCaffe, DESIGN.md. */
-        .dma_bandwidth = 28e9,
-        /* swCaffe: "hundreds of cycles" of DMA latency, not hidden below
-         * about 2 KB per CPE. 500 is this model's choice within that range;
-         * the curve it gives is in the header comment. */
-        .dma_latency_cycles = 500.0,
-        /* swCaffe: strided DMA needs blocks of at least 256 B. */
-        .dma_strided_min_block = 256.0,
+        /* An assumption: 7 cycles from a vector multiply-add's issue to its
+         * result. No published figure was at hand; swDNN's 4 x 4 register
+         * blocking (16 independent accumulators) hides anything up to 16. */
+        .fma_latency_cycles = 7.0,
+        /* swCaffe's gemm_float.S inner loop: a counter add, a compare and a
+         * branch per iteration. */
+        .loop_overhead_ops = 3.0,
+        /* An assumption: entering a loop (address set-up, the branch, the
+         * first results through the pipeline) costs about a multiply-add
+         * latency and a few integer instructions. */
+        .loop_entry_cycles = 10.0,
+        /* An assumption: per register block of the mesh GEMM and step, the
+         * multiply-add pipeline's drain before the C stores (a latency) and
+         * the branches and pointer set-up between blocks; swDNN's GFLOPS
+         * change by about a point for anything from 0 to 48. */
+        .gemm_block_cycles = 16.0,
+        /* Calibrated on swCandle's STREAM figures (see above). */
+        .dma_get_latency_cycles = 1199.0,
+        .dma_put_latency_cycles = 1199.0,
         /* Aggregate register-communication bandwidth per core group:
          * 2549 GB/s point to point, 4461 GB/s broadcast (swCaffe,
          * DESIGN.md). */
         .regcomm_p2p_bandwidth = 2549e9,
         .regcomm_bcast_bandwidth = 4461e9,
         /* An assumption: about ten cycles from send to arrival. swCandle
-         * (Lin, Xu, Cai, Nukada, Matsuoka, "Evaluating the SW26010 many-core
-         * processor with a micro-benchmark suite for performance
-         * optimizations", Parallel Computing 77, 2018) found broadcast and
-         * P2P latency equal, so one figure serves both. */
+         * found broadcast and P2P latency equal, so one figure serves both. */
         .regcomm_latency_cycles = 10.0,
-        /* swCandle (same paper): a receive instruction costs about 1 cycle. */
+        /* swCandle: a receive instruction costs about 1 cycle. */
         .regcomm_recv_cycles = 1.0,
         /* An assumption: one hardware synchronisation of the 64 CPEs. */
         .barrier_cycles = 100.0,
@@ -80,6 +106,13 @@ st_cpe_cost_params st_cpe_cost_params_default(void)
          * DESIGN.md); streaming layers are bound by it. */
         .mpe_bandwidth = 9.9e9,
     };
+    int n = (int)(sizeof dma_curve_bytes / sizeof dma_curve_bytes[0]);
+    p.dma.points = n;
+    for (int i = 0; i < n; i++) {
+        p.dma.bytes[i] = dma_curve_bytes[i];
+        p.dma.get_cycles[i] = dma_curve_get[i];
+        p.dma.put_cycles[i] = dma_curve_put[i];
+    }
     return p;
 }
 
@@ -89,24 +122,49 @@ double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double byte
     return compute > memory ? compute : memory;
 }
 
-double cpe_cost_flop_cycles(const st_cpe_cost_params *p, double flops)
+/* ---- DMA ---- */
+
+/* The curve's cost of one block of bytes (see st_cpe_dma_curve). */
+static double curve_at(const st_cpe_dma_curve *c, const double *cycles, double bytes)
 {
-    return flops / (p->flops_per_cycle * p->compute_efficiency);
+    int n = c->points;
+    if (n <= 0)
+        return 0.0;
+    if (n == 1 || bytes <= c->bytes[0])
+        return cycles[0];
+    int i = 1;
+    while (i < n - 1 && bytes > c->bytes[i])
+        i++;
+    double x0 = c->bytes[i - 1], x1 = c->bytes[i];
+    return cycles[i - 1] + (bytes - x0) * (cycles[i] - cycles[i - 1]) / (x1 - x0);
 }
 
-/* Bytes one CPE's channel moves per cycle: its 1/64 share. */
-static double dma_bytes_per_cycle(const st_cpe_cost_params *p)
+double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
+                                   size_t count)
 {
-    return p->dma_bandwidth / ST_CPE_COUNT / p->clock_hz;
+    const double *cycles = put ? p->dma.put_cycles : p->dma.get_cycles;
+    return (double)count * curve_at(&p->dma, cycles, (double)block_bytes);
 }
 
-double cpe_cost_dma_cycles(const st_cpe_cost_params *p, st_cpe_dma_mode mode, size_t block_bytes,
-                           size_t count)
+double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put)
 {
-    double block = (double)block_bytes;
-    if (mode == ST_CPE_DMA_STRIDED && block < p->dma_strided_min_block)
-        block = p->dma_strided_min_block;
-    return p->dma_latency_cycles + block * (double)count / dma_bytes_per_cycle(p);
+    return put ? p->dma_put_latency_cycles : p->dma_get_latency_cycles;
+}
+
+/* ---- computation ---- */
+
+double st_cpe_loop_cycles(const st_cpe_cost_params *p, const st_cpe_loop *loop)
+{
+    if (loop->iterations <= 0.0)
+        return 0.0;
+    double any = loop->any + p->loop_overhead_ops / (loop->unroll > 1 ? loop->unroll : 1);
+    double per = loop->fp > loop->mem ? loop->fp : loop->mem;
+    double both = (loop->fp + loop->mem + any) / 2.0;
+    if (both > per)
+        per = both;
+    if (loop->chain > per)
+        per = loop->chain;
+    return p->loop_entry_cycles + loop->iterations * per;
 }
 
 double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast)
@@ -115,26 +173,29 @@ double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast)
     return ST_CPE_MSG_BYTES / (bandwidth / ST_CPE_COUNT / p->clock_hz);
 }
 
+/* ---- the counts-only estimate ---- */
+
 void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, st_cpe_time *out)
 {
     double hz = p->clock_hz;
-    double compute_cycles = cpe_cost_flop_cycles(p, (double)c->flops) +
-                            (double)c->ldm_moves * p->ldm_move_cycles + c->work_cycles;
     double dma_cycles = 0.0;
-    for (int mode = 0; mode < ST_CPE_DMA_MODES; mode++)
-        for (int k = 0; k < ST_CPE_DMA_SIZE_CLASSES; k++) {
-            const st_cpe_dma_class *cls = &c->dma[mode][k];
-            double charged = (double)cls->bytes;
-            double padded = (double)cls->blocks * p->dma_strided_min_block;
-            if (mode == ST_CPE_DMA_STRIDED && padded > charged)
-                charged = padded;
-            dma_cycles += (double)cls->transfers * p->dma_latency_cycles +
-                          charged / dma_bytes_per_cycle(p);
-        }
-    double regcomm_cycles = (double)c->msgs_p2p * cpe_cost_send_cycles(p, 0) +
-                            (double)c->msgs_bcast * cpe_cost_send_cycles(p, 1) +
-                            (double)c->msgs_received * p->regcomm_recv_cycles;
-    out->compute_s = compute_cycles / ST_CPE_COUNT / hz;
+    for (int dir = 0; dir < ST_CPE_DMA_DIRS; dir++)
+        for (int mode = 0; mode < ST_CPE_DMA_MODES; mode++)
+            for (int k = 0; k < ST_CPE_DMA_SIZE_CLASSES; k++) {
+                const st_cpe_dma_class *cls = &c->dma[dir][mode][k];
+                if (cls->blocks == 0)
+                    continue;
+                double mean = (double)cls->bytes / (double)cls->blocks;
+                dma_cycles += (double)cls->transfers * cpe_cost_dma_latency(p, dir) +
+                              (double)cls->blocks *
+                                  curve_at(&p->dma, dir ? p->dma.put_cycles : p->dma.get_cycles,
+                                           mean);
+            }
+    double regcomm_cycles =
+        (double)(c->msgs_p2p) * cpe_cost_send_cycles(p, 0) +
+        (double)(c->msgs_bcast - c->mesh_msgs_bcast) * cpe_cost_send_cycles(p, 1) +
+        (double)(c->msgs_received - c->mesh_msgs_received) * p->regcomm_recv_cycles;
+    out->compute_s = c->compute_cycles / ST_CPE_COUNT / hz;
     out->dma_s = dma_cycles / ST_CPE_COUNT / hz;
     out->regcomm_s = regcomm_cycles / ST_CPE_COUNT / hz;
     out->sync_s = (double)c->barriers * p->barrier_cycles / hz;

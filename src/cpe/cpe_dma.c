@@ -57,8 +57,9 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
                         size_t count, st_cpe_reply *reply)
 {
     st_cpe_counters *n = &cpe->counts;
+    const st_cpe_cost_params *p = &cpe->cg->params;
     uint64_t bytes = (uint64_t)block_bytes * count;
-    st_cpe_dma_class *cls = &n->dma[mode][st_cpe_dma_size_class(block_bytes)];
+    st_cpe_dma_class *cls = &n->dma[put][mode][st_cpe_dma_size_class(block_bytes)];
     cls->transfers++;
     cls->blocks += count;
     cls->bytes += bytes;
@@ -68,8 +69,11 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
         n->dma_get_bytes += bytes;
     cpe_clock *c = &cpe->clock;
     double start = c->dma_channel_free > c->now ? c->dma_channel_free : c->now;
-    double done = start + cpe_cost_dma_cycles(&cpe->cg->params, mode, block_bytes, count);
-    c->dma_channel_free = done;
+    double served = start + st_cpe_dma_occupancy_cycles(p, put, block_bytes, count);
+    double done = served + cpe_cost_dma_latency(p, put);
+    c->dma_channel_free = served;
+    if (done > c->dma_last_done)
+        c->dma_last_done = done;
     reply->count++;
     if (done > reply->done_cycle)
         reply->done_cycle = done;
@@ -77,6 +81,15 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
 
 void st_cpe_dma_get(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
                     st_cpe_reply *reply)
+{
+    dma_check(cpe, "get", ldm_dst, main_src, bytes, bytes, 1);
+    if (!cpe->cg->cost_only)
+        memcpy(ldm_dst, main_src, bytes);
+    dma_account(cpe, 0, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+}
+
+void st_cpe_dma_get_control(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
+                            st_cpe_reply *reply)
 {
     dma_check(cpe, "get", ldm_dst, main_src, bytes, bytes, 1);
     memcpy(ldm_dst, main_src, bytes);
@@ -87,7 +100,8 @@ void st_cpe_dma_put(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t byt
                     st_cpe_reply *reply)
 {
     dma_check(cpe, "put", ldm_src, main_dst, bytes, bytes, 1);
-    memcpy(main_dst, ldm_src, bytes);
+    if (!cpe->cg->cost_only)
+        memcpy(main_dst, ldm_src, bytes);
     dma_account(cpe, 1, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
 }
 
@@ -97,7 +111,7 @@ void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, si
     dma_check(cpe, "strided get", ldm_dst, main_src, block_bytes, pitch_bytes, count);
     unsigned char *dst = ldm_dst;
     const unsigned char *src = main_src;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count && !cpe->cg->cost_only; i++)
         memcpy(dst + i * block_bytes, src + i * pitch_bytes, block_bytes);
     dma_account(cpe, 0, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
 }
@@ -108,7 +122,7 @@ void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, si
     dma_check(cpe, "strided put", ldm_src, main_dst, block_bytes, pitch_bytes, count);
     unsigned char *dst = main_dst;
     const unsigned char *src = ldm_src;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count && !cpe->cg->cost_only; i++)
         memcpy(dst + i * pitch_bytes, src + i * block_bytes, block_bytes);
     dma_account(cpe, 1, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
 }

@@ -188,29 +188,38 @@ static void elt_kernel(st_cpe *cpe, void *args, elt_work work)
 
 static void act_forward_work(st_cpe *cpe, const elt_cpe *e, elt_slot *slot)
 {
-    st_act_forward(e->a->act, slot->buf[0], slot->m);
-    st_cpe_flops(cpe, act_forward_flops(e->a->act) * slot->m);
+    double fp = (double)act_forward_flops(e->a->act);
+    if (!st_cpe_cost_only(cpe))
+        st_act_forward(e->a->act, slot->buf[0], slot->m);
+    cpe_vector_loop(cpe, slot->m, fp, 2.0, fp);
 }
 
 static void act_backward_work(st_cpe *cpe, const elt_cpe *e, elt_slot *slot)
 {
     float *dy = slot->buf[1];
-    st_act_backward(e->a->act, slot->buf[0], dy, dy, slot->m);
-    uint64_t flops = act_backward_flops(e->a->act) * slot->m;
+    double fp = (double)act_backward_flops(e->a->act), mem = 3.0;
+    if (!st_cpe_cost_only(cpe))
+        st_act_backward(e->a->act, slot->buf[0], dy, dy, slot->m);
     if (e->a->accumulate) {
         float *dx = slot->buf[2];
-        for (size_t i = 0; i < slot->m; i++)
+        for (size_t i = 0; i < slot->m && !st_cpe_cost_only(cpe); i++)
             dx[i] += dy[i];
-        flops += slot->m;
+        fp += 1.0;
+        mem += 1.0;
     }
-    st_cpe_flops(cpe, flops);
+    cpe_vector_loop(cpe, slot->m, fp, mem, fp);
 }
 
 static void bias_act_work(st_cpe *cpe, const elt_cpe *e, elt_slot *slot)
 {
     const elt_args *a = e->a;
     float *y = slot->buf[0];
-    uint64_t flops = act_forward_flops(a->act) * slot->m;
+    double fp = (double)act_forward_flops(a->act);
+    if (a->bias)
+        fp += 1.0;
+    cpe_vector_loop(cpe, slot->m, fp, 2.0, fp);
+    if (st_cpe_cost_only(cpe))
+        return;
     if (a->bias) {
         size_t r0, r1, end = slot->at + slot->m;
         chunk_rows(a, slot->at, slot->m, &r0, &r1);
@@ -221,10 +230,8 @@ static void bias_act_work(st_cpe *cpe, const elt_cpe *e, elt_slot *slot)
             for (size_t i = from; i < to; i++)
                 y[i - slot->at] += b;
         }
-        flops += slot->m;
     }
     st_act_forward(a->act, y, slot->m);
-    st_cpe_flops(cpe, flops);
 }
 
 static void act_forward_kernel(st_cpe *cpe, void *args)
@@ -494,7 +501,7 @@ static void bg_combine(st_cpe *cpe, bg_cpe *b)
             adds++;
         }
     }
-    st_cpe_flops(cpe, adds);
+    cpe_scalar_loop(cpe, adds, 1.0, 1.0, 0.0, 1.0);
     float *value = st_cpe_ldm_alloc(cpe, sizeof *value, "combined sum");
     *value = (float)sum;
     cpe_reply_reset(&reply);
@@ -537,12 +544,12 @@ static void bias_grad_kernel(st_cpe *cpe, void *args)
                 bg_issue(cpe, &b, &b.slot[(i + 1) % 2], next);
             st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
             row_segment s = bg_segment(&b, k.seg);
-            if (k.rows > 0)
+            if (!st_cpe_cost_only(cpe) && k.rows > 0)
                 for (size_t r = 0; r < k.rows; r++)
                     bg_add_row(b.sums, cur->x + r * s.len, 0, s.len, a->per_channel);
-            else
+            else if (!st_cpe_cost_only(cpe))
                 bg_add_row(b.sums, cur->x, k.j % s.len, k.m, a->per_channel);
-            st_cpe_flops(cpe, k.m);
+            cpe_vector_loop(cpe, k.m, 1.0, 1.0, 1.0);
             if (next.seg != k.seg) {
                 bg_segment_done(cpe, &b, k.seg);
                 memset(b.sums, 0, max_channels * sizeof(double));

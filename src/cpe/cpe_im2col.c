@@ -1,333 +1,268 @@
-/* im2col and col2im as CPE programs (one image, one group, floats), for
- * explicit convolution = im2col + GEMM and its data gradient.
+/* im2col and col2im as CPE programs over n images in one launch (floats,
+ * one group), the explicit convolution's data movement, as swCaffe's
+ * sw_slave_im2col.c does it.
  *
- * col has c kh kw rows of P = oh ow: row (ch, ki, kj), column (oy, ox) holds
- * src[ch][oy sh - ph + ki][ox sw - pw + kj], 0 outside the image.
+ * col holds n matrices of c kh kw rows of P = oh ow: for image b, row
+ * (ch, ki, kj), column (oy, ox) holds src[b][ch][oy sh - ph + ki][ox sw - pw
+ * + kj], 0 outside the image.
  *
- * im2col: the unit of work is one output row of one channel, (ch, oy);
- * units go round-robin to the CPEs (unit u to CPE u mod 64). A unit's kh
- * input rows oy sh - ph .. + kh - 1 are consecutive in memory: one get of
- * the valid ones. The CPE lays out the kh kw segments of ow values the unit
- * contributes - row (ch, ki, kj), columns oy ow .. + ow - 1 - packed in LDM
- * (each segment's span inside the image, found from the coordinates, is
- * copied and the padding around it zeroed: no per-element test), and puts
- * them with one strided DMA (kh kw blocks of ow floats, P floats apart).
+ * im2col: the rows of the padded images, n c (ih + 2 ph) of them, are cut
+ * into 64 contiguous ranges, one per CPE. For each padded row y of channel
+ * ch the CPE gets the row (or zeroes its buffer, for a padding row), with
+ * pw zeros on each side; then for each kernel column kj it gathers the ow
+ * values ox sw + kj into an output buffer (scalar loads and stores) and,
+ * for every kernel row ki with (y - ki) a multiple of sh giving an output
+ * row oy in range, puts the buffer to col row (ch, ki, kj), columns oy ow..
+ * Every transfer is waited for before the next step, as swCaffe's kernel
+ * does (no double buffering).
  *
- * col2im: the unit is one input row (ch, y), so no two CPEs add to the same
- * element. Output rows oy with oy sh - ph + ki = y for some ki contribute:
- * for each such ki, one strided get of the kw segments (ch, ki, 0..kw-1) at
- * columns oy ow .. + ow - 1. The CPE gets the row of dsrc, adds every
- * contribution that lands inside it, and puts it back.
+ * col2im: the CPEs take the image rows (padding rows have no gradient) in
+ * contiguous ranges; for each row y the CPE starts from zeros (or from dsrc,
+ * accumulating), and for each (kj, ki) whose output row oy is in range it
+ * gets the ow values of col row (ch, ki, kj) at oy and adds each to the
+ * input column it came from; then puts the row.
  *
- * Both keep two units in flight when two fit the LDM (the next unit's gets
- * are issued before the current one is worked on, its put waited for only
- * when its buffers are reused), else one. LDM per unit: (kh iw + kh kw ow)
- * floats for im2col, (iw + kh kw ow) for col2im; a geometry for which one
- * unit does not fit is refused with ST_EINPUT.
+ * Rows too wide for the LDM are cut into column segments (a segment of
+ * output columns with the input columns they read, or of input columns with
+ * the output columns that reach them); each segment is then a unit of its
+ * own. swCaffe has no such case (it fails); the segments keep every
+ * geometry runnable.
  *
- * Cost per unit: im2col moves kh kw ow elements in LDM; col2im adds up to
- * kh kw ow (flops). DMA: kh iw + kh kw ow floats (im2col), 2 iw + kh kw ow
- * (col2im); blocks of ow floats are short for small images, which the cost
- * model charges as 256-byte blocks. */
+ * Cost declared: a gather or scatter element is a scalar load and store
+ * (scatter: two loads, an add and a store) plus its address arithmetic;
+ * zeroing is vector stores. DMA: one get per image row, one put of ow values
+ * per (row, ki, kj) that lands in col (im2col); one get of ow per (row, ki,
+ * kj) and one put per row (col2im): short transfers for small images,
+ * which the measured DMA curve makes slow. */
 #include <string.h>
 
-#include "cpe_internal.h"
+#include "cpe_kernel_common.h"
+
+/* Floats of LDM a unit's buffers may take. */
+#define IM2COL_LDM_FLOATS ((ST_CPE_LDM_BYTES - 4096) / sizeof(float))
 
 typedef struct im2col_args {
     st_cpe_conv_geom g;
-    const float *src; /* im2col: the image; col2im: dcol */
-    float *dst;       /* im2col: col; col2im: dsrc, accumulated into */
-    int slots;        /* units in flight per CPE: 1 or 2 */
+    int n;
+    const float *src; /* im2col: images; col2im: dcol */
+    float *dst;       /* im2col: col; col2im: dsrc */
+    int accumulate;   /* col2im: add to dsrc */
+    int segment;      /* columns per unit: output columns (im2col), input columns (col2im) */
+    int segments;     /* units per row */
 } im2col_args;
 
-/* One unit's LDM buffers and DMA replies. */
-typedef struct unit_slot {
-    float *rows;      /* im2col: kh input rows; col2im: the dsrc row */
-    float *segments;  /* kh kw segments of ow */
-    st_cpe_reply get, put;
-} unit_slot;
-
-static size_t im2col_unit_floats(const st_cpe_conv_geom *g)
+static size_t col_rows(const st_cpe_conv_geom *g)
 {
-    return (size_t)g->kh * g->iw + (size_t)g->kh * g->kw * g->ow;
+    return (size_t)g->c * g->kh * g->kw;
 }
 
-static size_t col2im_unit_floats(const st_cpe_conv_geom *g)
+/* Floor and ceiling of a / b, b > 0, a of either sign. */
+static int floor_div(int a, int b)
 {
-    return (size_t)g->iw + (size_t)g->kh * g->kw * g->ow;
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-static void slots_alloc(st_cpe *cpe, unit_slot slot[2], int slots, size_t row_floats,
-                        size_t segment_floats)
+static int ceil_div(int a, int b)
 {
-    memset(slot, 0, 2 * sizeof *slot);
-    for (int s = 0; s < slots; s++) {
-        slot[s].rows = st_cpe_ldm_alloc(cpe, row_floats * sizeof(float), "input rows");
-        slot[s].segments = st_cpe_ldm_alloc(cpe, segment_floats * sizeof(float), "col segments");
-    }
-}
-
-/* count blocks of block floats, pitch floats apart in main memory. */
-static void put_blocks(st_cpe *cpe, float *dst, const float *ldm, size_t block, size_t pitch,
-                       size_t count, st_cpe_reply *reply)
-{
-    if (count == 1 || pitch == block)
-        st_cpe_dma_put(cpe, dst, ldm, block * count * sizeof(float), reply);
-    else
-        st_cpe_dma_put_strided(cpe, dst, ldm, block * sizeof(float), pitch * sizeof(float), count,
-                               reply);
-}
-
-static void get_blocks(st_cpe *cpe, float *ldm, const float *src, size_t block, size_t pitch,
-                       size_t count, st_cpe_reply *reply)
-{
-    if (count == 1 || pitch == block)
-        st_cpe_dma_get(cpe, ldm, src, block * count * sizeof(float), reply);
-    else
-        st_cpe_dma_get_strided(cpe, ldm, src, block * sizeof(float), pitch * sizeof(float), count,
-                               reply);
-}
-
-static void reply_reset(st_cpe_reply *reply)
-{
-    reply->count = 0;
-    reply->done_cycle = 0.0;
-}
-
-/* The kernel rows ki_lo .. ki_hi - 1 of output row oy fall inside the image. */
-static void valid_kernel_rows(const st_cpe_conv_geom *g, int oy, int *ki_lo, int *ki_hi)
-{
-    int top = oy * g->sh - g->ph;
-    *ki_lo = top < 0 ? -top : 0;
-    *ki_hi = g->ih - top < g->kh ? g->ih - top : g->kh;
-    if (*ki_hi < *ki_lo)
-        *ki_hi = *ki_lo;
+    return a >= 0 ? (a + b - 1) / b : -(-a / b);
 }
 
 /* ---- im2col ---- */
 
-static void im2col_issue_get(st_cpe *cpe, const im2col_args *a, unit_slot *slot, size_t unit)
+/* Output columns [ox0, ox1) of segment s. */
+static void out_segment(const im2col_args *a, int s, int *ox0, int *ox1)
+{
+    *ox0 = s * a->segment;
+    *ox1 = *ox0 + a->segment < a->g.ow ? *ox0 + a->segment : a->g.ow;
+}
+
+/* Input columns the output columns [ox0, ox1) read, padding included:
+ * [x0, x0 + span). */
+static void in_span(const st_cpe_conv_geom *g, int ox0, int ox1, int *x0, int *span)
+{
+    *x0 = ox0 * g->sw - g->pw;
+    *span = (ox1 - 1) * g->sw + g->kw - ox0 * g->sw;
+}
+
+static void im2col_unit(st_cpe *cpe, const im2col_args *a, float *row, float *out, size_t unit)
 {
     const st_cpe_conv_geom *g = &a->g;
-    int ch = (int)(unit / (size_t)g->oh), oy = (int)(unit % (size_t)g->oh);
-    int ki_lo, ki_hi;
-    valid_kernel_rows(g, oy, &ki_lo, &ki_hi);
-    reply_reset(&slot->get);
-    if (ki_hi > ki_lo) {
-        size_t y = (size_t)(oy * g->sh - g->ph + ki_lo);
-        st_cpe_dma_get(cpe, slot->rows + (size_t)ki_lo * g->iw,
-                       a->src + ((size_t)ch * g->ih + y) * g->iw,
-                       (size_t)(ki_hi - ki_lo) * g->iw * sizeof(float), &slot->get);
+    int padded = g->ih + 2 * g->ph;
+    int s = (int)(unit % (size_t)a->segments);
+    size_t r = unit / (size_t)a->segments;
+    int y = (int)(r % (size_t)padded) - g->ph;
+    size_t plane = r / (size_t)padded; /* b c + ch */
+    size_t b = plane / (size_t)g->c, ch = plane % (size_t)g->c;
+    int ox0, ox1, x0, span;
+    out_segment(a, s, &ox0, &ox1);
+    in_span(g, ox0, ox1, &x0, &span);
+    int v0 = x0 < 0 ? 0 : x0, v1 = x0 + span < g->iw ? x0 + span : g->iw;
+    int inside = y >= 0 && y < g->ih && v1 > v0;
+    /* The buffer holds input columns [x0, x0 + span): zeros, then the part
+     * inside the image. */
+    cpe_vector_loop(cpe, (size_t)span, 0.0, 1.0, 0.0);
+    if (!st_cpe_cost_only(cpe))
+        memset(row, 0, (size_t)span * sizeof(float));
+    if (inside) {
+        st_cpe_reply reply = {0};
+        st_cpe_dma_get(cpe, row + (v0 - x0),
+                       a->src + (plane * (size_t)g->ih + (size_t)y) * (size_t)g->iw + (size_t)v0,
+                       (size_t)(v1 - v0) * sizeof(float), &reply);
+        st_cpe_dma_wait(cpe, &reply, 1);
     }
-}
-
-/* The output columns ox_lo .. ox_hi - 1 read inside the image through
- * kernel column kj: 0 <= ox sw - pw + kj < iw. */
-static void valid_output_cols(const st_cpe_conv_geom *g, int kj, int *ox_lo, int *ox_hi)
-{
-    int shift = g->pw - kj; /* x = ox sw - shift */
-    *ox_lo = shift > 0 ? (shift + g->sw - 1) / g->sw : 0;
-    *ox_hi = (g->iw + shift + g->sw - 1) / g->sw; /* the first ox with x >= iw */
-    if (*ox_lo > g->ow)
-        *ox_lo = g->ow;
-    if (*ox_hi > g->ow)
-        *ox_hi = g->ow;
-    if (*ox_hi < *ox_lo)
-        *ox_hi = *ox_lo;
-}
-
-static void im2col_pack(st_cpe *cpe, const st_cpe_conv_geom *g, unit_slot *slot, int oy)
-{
-    int ki_lo, ki_hi;
-    valid_kernel_rows(g, oy, &ki_lo, &ki_hi);
-    size_t ow = (size_t)g->ow;
-    float *out = slot->segments;
-    for (int ki = 0; ki < g->kh; ki++)
-        for (int kj = 0; kj < g->kw; kj++, out += ow) {
-            int lo = 0, hi = 0;
-            if (ki >= ki_lo && ki < ki_hi)
-                valid_output_cols(g, kj, &lo, &hi);
-            memset(out, 0, (size_t)lo * sizeof *out);
-            if (hi > lo) {
-                const float *in = slot->rows + (size_t)ki * g->iw + (lo * g->sw - g->pw + kj);
-                if (g->sw == 1)
-                    memcpy(out + lo, in, (size_t)(hi - lo) * sizeof *out);
-                else
-                    for (int ox = lo; ox < hi; ox++)
-                        out[ox] = in[(size_t)(ox - lo) * g->sw];
-            }
-            memset(out + hi, 0, (ow - (size_t)hi) * sizeof *out);
+    size_t P = (size_t)g->oh * (size_t)g->ow, width = (size_t)(ox1 - ox0);
+    float *col = a->dst + b * col_rows(g) * P;
+    for (int kj = 0; kj < g->kw; kj++) {
+        cpe_scalar_loop(cpe, width, 0.0, 2.0, 1.0, 0.0);
+        if (!st_cpe_cost_only(cpe))
+            for (size_t k = 0; k < width; k++)
+                out[k] = row[k * (size_t)g->sw + (size_t)kj];
+        for (int ki = 0; ki < g->kh; ki++) {
+            int t = y + g->ph - ki;
+            if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh)
+                continue;
+            size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
+            st_cpe_reply reply = {0};
+            st_cpe_dma_put(cpe, col + crow * P + (size_t)(t / g->sh) * g->ow + (size_t)ox0, out,
+                           width * sizeof(float), &reply);
+            st_cpe_dma_wait(cpe, &reply, 1);
         }
-    st_cpe_moves(cpe, (uint64_t)g->kh * g->kw * g->ow);
+    }
 }
 
 static void im2col_kernel(st_cpe *cpe, void *args)
 {
-    st_cpe_reply reply = {0};
-    im2col_args *a = st_cpe_ldm_alloc(cpe, sizeof *a, "arguments");
-    st_cpe_dma_get(cpe, a, args, sizeof *a, &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    const im2col_args *a = cpe_kernel_args(cpe, args, sizeof(im2col_args));
     const st_cpe_conv_geom *g = &a->g;
-    size_t per_kernel = (size_t)g->kh * g->kw, plane = (size_t)g->oh * g->ow;
-    unit_slot slot[2];
-    slots_alloc(cpe, slot, a->slots, (size_t)g->kh * g->iw, per_kernel * g->ow);
-    size_t units = (size_t)g->c * g->oh, first = (size_t)st_cpe_id(cpe);
-    if (first < units)
-        im2col_issue_get(cpe, a, &slot[0], first);
-    for (size_t u = first, k = 0; u < units; u += ST_CPE_COUNT, k++) {
-        unit_slot *cur = &slot[k % (size_t)a->slots];
-        size_t next = u + ST_CPE_COUNT;
-        if (a->slots == 2 && next < units)
-            im2col_issue_get(cpe, a, &slot[(k + 1) % 2], next);
-        st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        st_cpe_dma_wait(cpe, &cur->put, cur->put.count); /* its segments are reused */
-        size_t ch = u / (size_t)g->oh, oy = u % (size_t)g->oh;
-        im2col_pack(cpe, g, cur, (int)oy);
-        reply_reset(&cur->put);
-        put_blocks(cpe, a->dst + ch * per_kernel * plane + oy * g->ow, cur->segments,
-                   (size_t)g->ow, plane, per_kernel, &cur->put);
-        if (a->slots == 1 && next < units)
-            im2col_issue_get(cpe, a, cur, next);
-    }
-    for (int s = 0; s < a->slots; s++)
-        st_cpe_dma_wait(cpe, &slot[s].put, slot[s].put.count);
+    int x0, span;
+    in_span(g, 0, a->segment < g->ow ? a->segment : g->ow, &x0, &span);
+    float *row = st_cpe_ldm_alloc(cpe, (size_t)span * sizeof(float), "padded input row");
+    float *out = st_cpe_ldm_alloc(cpe, (size_t)a->segment * sizeof(float), "col segment");
+    size_t units = (size_t)a->n * g->c * (size_t)(g->ih + 2 * g->ph) * (size_t)a->segments;
+    size_t lo, hi;
+    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), &lo, &hi);
+    for (size_t u = lo; u < hi; u++)
+        im2col_unit(cpe, a, row, out, u);
 }
 
 /* ---- col2im ---- */
 
-/* Output row contributing to input row y through kernel row ki, or -1. */
-static int contributing_row(const st_cpe_conv_geom *g, int y, int ki)
-{
-    int t = y + g->ph - ki;
-    if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh)
-        return -1;
-    return t / g->sh;
-}
-
-static void col2im_issue_get(st_cpe *cpe, const im2col_args *a, unit_slot *slot, size_t unit)
+static void col2im_unit(st_cpe *cpe, const im2col_args *a, float *row, float *in, size_t unit)
 {
     const st_cpe_conv_geom *g = &a->g;
-    size_t ch = unit / (size_t)g->ih, plane = (size_t)g->oh * g->ow;
-    int y = (int)(unit % (size_t)g->ih);
-    reply_reset(&slot->get);
-    st_cpe_dma_get(cpe, slot->rows, a->dst + unit * (size_t)g->iw, (size_t)g->iw * sizeof(float),
-                   &slot->get);
-    for (int ki = 0; ki < g->kh; ki++) {
-        int oy = contributing_row(g, y, ki);
-        if (oy < 0)
-            continue;
-        size_t row = (ch * g->kh + (size_t)ki) * g->kw;
-        get_blocks(cpe, slot->segments + (size_t)ki * g->kw * g->ow,
-                   a->src + row * plane + (size_t)oy * g->ow, (size_t)g->ow, plane,
-                   (size_t)g->kw, &slot->get);
+    int s = (int)(unit % (size_t)a->segments);
+    size_t r = unit / (size_t)a->segments;
+    int y = (int)(r % (size_t)g->ih);
+    size_t plane = r / (size_t)g->ih;
+    size_t b = plane / (size_t)g->c, ch = plane % (size_t)g->c;
+    int x0 = s * a->segment, x1 = x0 + a->segment < g->iw ? x0 + a->segment : g->iw;
+    size_t width = (size_t)(x1 - x0);
+    float *dsrc = a->dst + (plane * (size_t)g->ih + (size_t)y) * (size_t)g->iw + (size_t)x0;
+    st_cpe_reply reply = {0};
+    if (a->accumulate) {
+        st_cpe_dma_get(cpe, row, dsrc, width * sizeof(float), &reply);
+        st_cpe_dma_wait(cpe, &reply, 1);
+    } else {
+        cpe_vector_loop(cpe, width, 0.0, 1.0, 0.0);
+        if (!st_cpe_cost_only(cpe))
+            memset(row, 0, width * sizeof(float));
     }
-}
-
-static void col2im_add(st_cpe *cpe, const st_cpe_conv_geom *g, unit_slot *slot, int y)
-{
-    uint64_t adds = 0;
-    for (int ki = 0; ki < g->kh; ki++) {
-        if (contributing_row(g, y, ki) < 0)
-            continue;
-        for (int kj = 0; kj < g->kw; kj++) {
-            const float *seg = slot->segments + ((size_t)ki * g->kw + kj) * g->ow;
-            int lo, hi;
-            valid_output_cols(g, kj, &lo, &hi);
-            if (hi == lo)
+    size_t P = (size_t)g->oh * (size_t)g->ow;
+    const float *col = a->src + b * col_rows(g) * P;
+    for (int kj = 0; kj < g->kw; kj++)
+        for (int ki = 0; ki < g->kh; ki++) {
+            int t = y + g->ph - ki;
+            if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh)
                 continue;
-            float *row = slot->rows + (lo * g->sw - g->pw + kj);
-            if (g->sw == 1)
-                for (int ox = lo; ox < hi; ox++)
-                    row[ox - lo] += seg[ox];
-            else
-                for (int ox = lo; ox < hi; ox++)
-                    row[(size_t)(ox - lo) * g->sw] += seg[ox];
-            adds += (uint64_t)(hi - lo);
+            /* Output columns ox with x0 <= ox sw - pw + kj < x1. */
+            int ox0 = ceil_div(x0 + g->pw - kj, g->sw), ox1 = floor_div(x1 - 1 + g->pw - kj, g->sw) + 1;
+            if (ox0 < 0)
+                ox0 = 0;
+            if (ox1 > g->ow)
+                ox1 = g->ow;
+            if (ox1 <= ox0)
+                continue;
+            size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
+            size_t count = (size_t)(ox1 - ox0);
+            cpe_reply_reset(&reply);
+            st_cpe_dma_get(cpe, in, col + crow * P + (size_t)(t / g->sh) * g->ow + (size_t)ox0,
+                           count * sizeof(float), &reply);
+            st_cpe_dma_wait(cpe, &reply, 1);
+            cpe_scalar_loop(cpe, count, 1.0, 3.0, 1.0, 1.0);
+            if (!st_cpe_cost_only(cpe))
+                for (size_t k = 0; k < count; k++)
+                    row[(size_t)((ox0 + (int)k) * g->sw - g->pw + kj - x0)] += in[k];
         }
-    }
-    st_cpe_flops(cpe, adds);
+    cpe_reply_reset(&reply);
+    st_cpe_dma_put(cpe, dsrc, row, width * sizeof(float), &reply);
+    st_cpe_dma_wait(cpe, &reply, 1);
 }
 
 static void col2im_kernel(st_cpe *cpe, void *args)
 {
-    st_cpe_reply reply = {0};
-    im2col_args *a = st_cpe_ldm_alloc(cpe, sizeof *a, "arguments");
-    st_cpe_dma_get(cpe, a, args, sizeof *a, &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    const im2col_args *a = cpe_kernel_args(cpe, args, sizeof(im2col_args));
     const st_cpe_conv_geom *g = &a->g;
-    unit_slot slot[2];
-    slots_alloc(cpe, slot, a->slots, (size_t)g->iw, (size_t)g->kh * g->kw * g->ow);
-    size_t units = (size_t)g->c * g->ih, first = (size_t)st_cpe_id(cpe);
-    if (first < units)
-        col2im_issue_get(cpe, a, &slot[0], first);
-    for (size_t u = first, k = 0; u < units; u += ST_CPE_COUNT, k++) {
-        unit_slot *cur = &slot[k % (size_t)a->slots];
-        size_t next = u + ST_CPE_COUNT;
-        if (a->slots == 2 && next < units) {
-            /* The other slot's row is still going out: wait before refilling. */
-            unit_slot *other = &slot[(k + 1) % 2];
-            st_cpe_dma_wait(cpe, &other->put, other->put.count);
-            col2im_issue_get(cpe, a, other, next);
-        }
-        st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        col2im_add(cpe, g, cur, (int)(u % (size_t)g->ih));
-        reply_reset(&cur->put);
-        st_cpe_dma_put(cpe, a->dst + u * (size_t)g->iw, cur->rows, (size_t)g->iw * sizeof(float),
-                       &cur->put);
-        if (a->slots == 1 && next < units) {
-            st_cpe_dma_wait(cpe, &cur->put, cur->put.count);
-            col2im_issue_get(cpe, a, cur, next);
-        }
-    }
-    for (int s = 0; s < a->slots; s++)
-        st_cpe_dma_wait(cpe, &slot[s].put, slot[s].put.count);
+    float *row = st_cpe_ldm_alloc(cpe, (size_t)a->segment * sizeof(float), "image row");
+    size_t reach = (size_t)(a->segment + g->kw) / (size_t)g->sw + 1;
+    float *in = st_cpe_ldm_alloc(cpe, (reach < (size_t)g->ow ? reach : (size_t)g->ow) *
+                                          sizeof(float), "col segment");
+    size_t units = (size_t)a->n * g->c * (size_t)g->ih * (size_t)a->segments;
+    size_t lo, hi;
+    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), &lo, &hi);
+    for (size_t u = lo; u < hi; u++)
+        col2im_unit(cpe, a, row, in, u);
 }
 
 /* ---- the host side ---- */
 
-/* LDM for the arguments, and slack for aligning every buffer. */
-static size_t ldm_overhead(void)
+static st_status im2col_check(const st_cpe_conv_geom *g, int n, const void *src, const void *dst,
+                              const char *what, st_error *err)
 {
-    return sizeof(im2col_args) + 5 * ST_CPE_LDM_ALIGN;
+    if (!src || !dst || n < 0 || g->c < 1 || g->ih < 1 || g->iw < 1 || g->oh < 1 ||
+        g->ow < 1 || g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0)
+        return st_fail(err, ST_EINPUT, "st_cpe_%s: bad geometry or NULL buffers", what);
+    if ((g->oh - 1) * g->sh - g->ph + g->kh > g->ih + g->ph ||
+        (g->ow - 1) * g->sw - g->pw + g->kw > g->iw + g->pw)
+        return st_fail(err, ST_EINPUT, "st_cpe_%s: the output (%d x %d) reaches past the padded "
+                       "input", what, g->oh, g->ow);
+    return ST_OK;
 }
 
-static st_status im2col_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel kernel,
-                               const st_cpe_conv_geom *geom, size_t unit_floats, const float *src,
-                               float *dst, st_cpe_counters *out, st_error *err)
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, const float *src,
+                        float *col, st_cpe_counters *out, st_error *err)
 {
     if (out)
         memset(out, 0, sizeof *out);
-    const st_cpe_conv_geom *g = geom;
-    if (g->c < 1 || g->ih < 1 || g->iw < 1 || g->oh < 1 || g->ow < 1 || g->kh < 1 || g->kw < 1 ||
-        g->sh < 1 || g->sw < 1 || g->ph < 0 || g->pw < 0)
-        return st_fail(err, ST_EINPUT,
-                       "%s: bad geometry c %d, input %dx%d, output %dx%d, kernel %dx%d, stride "
-                       "%dx%d, padding %dx%d",
-                       name, g->c, g->ih, g->iw, g->oh, g->ow, g->kh, g->kw, g->sh, g->sw, g->ph,
-                       g->pw);
-    size_t unit_bytes = unit_floats * sizeof(float);
-    int slots = 2 * unit_bytes + ldm_overhead() <= ST_CPE_LDM_BYTES ? 2
-                : unit_bytes + ldm_overhead() <= ST_CPE_LDM_BYTES   ? 1
-                                                                     : 0;
-    if (!slots)
-        return st_fail(err, ST_EINPUT,
-                       "%s: one unit of work (%zu bytes for a %dx%d kernel over input rows of %d "
-                       "and output rows of %d) does not fit the %d-byte LDM",
-                       name, unit_bytes, g->kh, g->kw, g->iw, g->ow, ST_CPE_LDM_BYTES);
-    im2col_args a = {.g = *g, .src = src, .dst = dst, .slots = slots};
-    return st_cpe_launch(cg, name, kernel, &a, out, err);
+    st_status st = im2col_check(geom, n, src, col, "im2col", err);
+    if (st != ST_OK || n == 0)
+        return st;
+    im2col_args a = {.g = *geom, .n = n, .src = src, .dst = col, .segment = geom->ow};
+    /* A unit needs its input span and its output segment. */
+    for (;;) {
+        int x0, span;
+        in_span(geom, 0, a.segment, &x0, &span);
+        if ((size_t)span + (size_t)a.segment <= IM2COL_LDM_FLOATS)
+            break;
+        a.segment = (a.segment + 1) / 2;
+    }
+    a.segments = (geom->ow + a.segment - 1) / a.segment;
+    return st_cpe_launch(cg, "im2col", im2col_kernel, &a, out, err);
 }
 
-st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const float *src,
-                        float *col, st_cpe_counters *out, st_error *err)
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
+                        const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
+                        st_error *err)
 {
-    return im2col_launch(cg, "im2col", im2col_kernel, geom, im2col_unit_floats(geom), src, col,
-                         out, err);
-}
-
-st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, const float *dcol,
-                        float *dsrc, st_cpe_counters *out, st_error *err)
-{
-    return im2col_launch(cg, "col2im", col2im_kernel, geom, col2im_unit_floats(geom), dcol, dsrc,
-                         out, err);
+    if (out)
+        memset(out, 0, sizeof *out);
+    st_status st = im2col_check(geom, n, dcol, dsrc, "col2im", err);
+    if (st != ST_OK || n == 0)
+        return st;
+    im2col_args a = {.g = *geom, .n = n, .src = dcol, .dst = dsrc, .accumulate = accumulate != 0,
+                     .segment = geom->iw};
+    while ((size_t)a.segment + (size_t)(a.segment + geom->kw) / (size_t)geom->sw + 1 >
+           IM2COL_LDM_FLOATS)
+        a.segment = (a.segment + 1) / 2;
+    a.segments = (geom->iw + a.segment - 1) / a.segment;
+    return st_cpe_launch(cg, "col2im", col2im_kernel, &a, out, err);
 }

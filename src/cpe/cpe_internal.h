@@ -66,13 +66,14 @@ typedef enum cpe_wait_kind {
     CPE_WAIT_SEND,    /* room in peer's FIFO for bus */
     CPE_WAIT_BCAST,   /* room in the FIFO for bus of every other CPE of its line */
     CPE_WAIT_BARRIER, /* the barrier generation to move past generation */
+    CPE_WAIT_MESH,    /* the mesh GEMM's generation to move past generation */
 } cpe_wait_kind;
 
 typedef struct cpe_wait {
     cpe_wait_kind kind;
     st_cpe_bus bus;
     int peer;            /* CPE id, for CPE_WAIT_SEND */
-    unsigned generation; /* for CPE_WAIT_BARRIER */
+    unsigned generation; /* for CPE_WAIT_BARRIER and CPE_WAIT_MESH */
 } cpe_wait;
 
 typedef struct cpe_msg {
@@ -98,7 +99,8 @@ typedef struct cpe_clock {
     double dma;
     double regcomm;
     double sync;
-    double dma_channel_free; /* when the CPE's DMA channel finishes its queue */
+    double dma_channel_free; /* when the CPE's DMA channel has served its queue */
+    double dma_last_done;    /* when the last transfer issued completes */
 } cpe_clock;
 
 struct st_cpe {
@@ -121,6 +123,18 @@ typedef struct cpe_barrier {
     double release_cycle;  /* of the barrier last completed */
 } cpe_barrier;
 
+/* The mesh GEMM collective in progress (cpe_mesh.c): what each CPE
+ * brought and when it arrived. */
+typedef struct cpe_mesh {
+    int arrived;
+    unsigned generation;
+    st_cpe_mesh_gemm op[ST_CPE_COUNT];
+    double arrival[ST_CPE_COUNT];
+    uint64_t collectives;   /* completed in this launch */
+    double *row_sum;        /* host scratch for one C row's step sum */
+    size_t row_sum_count;
+} cpe_mesh;
+
 struct st_cpe_cluster {
     st_cpe cpe[ST_CPE_COUNT];
     cpe_context host; /* the launching thread's, resumed when no CPE can run */
@@ -128,6 +142,7 @@ struct st_cpe_cluster {
     unsigned char *stack_map; /* the stacks and their guard pages */
     size_t stack_map_bytes;
     st_cpe_cost_params params;
+    int cost_only;       /* st_cpe_cluster_set_cost_only */
     /* The launch in progress. */
     int launching;
     const char *kernel_name;
@@ -136,6 +151,7 @@ struct st_cpe_cluster {
     st_error fault; /* the first illegal operation */
     cpe_barrier barrier;
     uint64_t barriers;
+    cpe_mesh mesh;
 };
 
 /* Record an illegal operation of cpe's program ("kernel 'k': CPE (r,c):
@@ -152,10 +168,19 @@ int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
  * in its FIFO for that bus: a broadcast can go. */
 int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus);
 
-/* Per-event costs in cycles under p (cpe_cost.c). */
-double cpe_cost_flop_cycles(const st_cpe_cost_params *p, double flops);
-double cpe_cost_dma_cycles(const st_cpe_cost_params *p, st_cpe_dma_mode mode, size_t block_bytes,
-                           size_t count);
+/* Per-event costs in cycles under p (cpe_cost.c): the latency a transfer
+ * adds after its occupancy (put: 1 for a put, 0 for a get), and a message's
+ * send. */
+double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put);
 double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
+
+/* Advance cpe's clock by cycles of computation, split into compute (the
+ * multiply-add issue cycles, fp_cycles of them) and register communication
+ * (the rest), and count flops. */
+void cpe_clock_compute(st_cpe *cpe, double cycles, double fp_cycles, uint64_t flops);
+
+/* The mesh GEMM's state, set up and freed with the cluster (cpe_mesh.c). */
+st_status cpe_mesh_init(cpe_mesh *m, st_error *err);
+void cpe_mesh_free(cpe_mesh *m);
 
 #endif

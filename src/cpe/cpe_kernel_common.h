@@ -20,7 +20,7 @@ static inline void *cpe_kernel_args(st_cpe *cpe, const void *args, size_t bytes)
 {
     st_cpe_reply reply = {0};
     void *a = st_cpe_ldm_alloc(cpe, bytes, "arguments");
-    st_cpe_dma_get(cpe, a, args, bytes, &reply);
+    st_cpe_dma_get_control(cpe, a, args, bytes, &reply);
     st_cpe_dma_wait(cpe, &reply, 1);
     return a;
 }
@@ -42,6 +42,27 @@ static inline void cpe_kernel_share(size_t begin, size_t end, size_t grain, int 
     size_t b = begin + grains * (size_t)(part + 1) / ST_CPE_COUNT * grain;
     *lo = a < end ? a : end;
     *hi = b < end ? b : end;
+}
+
+/* Declare a vectorised loop over n values, 4 per iteration, with fp vector
+ * floating-point instructions and mem LDM loads and stores per vector of 4
+ * (see st_cpe_loop); flops_per_value floating-point operations per value. */
+static inline void cpe_vector_loop(st_cpe *cpe, size_t n, double fp, double mem,
+                                   double flops_per_value)
+{
+    st_cpe_loop loop = {.iterations = (double)((n + 3) / 4), .fp = fp, .mem = mem,
+                        .flops = (uint64_t)(flops_per_value * (double)n)};
+    st_cpe_loop_run(cpe, &loop);
+}
+
+/* Declare a scalar loop of n iterations, each with fp floating-point, mem
+ * load and store and any integer instructions, flops_per_iteration flops. */
+static inline void cpe_scalar_loop(st_cpe *cpe, size_t n, double fp, double mem, double any,
+                                   double flops_per_iteration)
+{
+    st_cpe_loop loop = {.iterations = (double)n, .fp = fp, .mem = mem, .any = any,
+                        .flops = (uint64_t)(flops_per_iteration * (double)n)};
+    st_cpe_loop_run(cpe, &loop);
 }
 
 static inline size_t cpe_min_size(size_t a, size_t b)

@@ -193,7 +193,7 @@ static void forward_compute(st_cpe *cpe, const pool_args *a, pool_slot *slot)
                 }
             }
     }
-    st_cpe_flops(cpe, flops);
+    cpe_scalar_loop(cpe, flops, 1.0, 1.0, 1.0, 1.0);
 }
 
 static void forward_put(st_cpe *cpe, const pool_args *a, pool_slot *slot)
@@ -260,7 +260,7 @@ static void backward_compute(st_cpe *cpe, const pool_args *a, pool_slot *slot)
     size_t out_plane = (size_t)(w->other1 - w->other0) * (size_t)a->ow;
     if (!a->accumulate) {
         memset(slot->plane, 0, w->planes * in_plane * sizeof(float));
-        st_cpe_moves(cpe, w->planes * in_plane);
+        cpe_vector_loop(cpe, w->planes * in_plane, 0.0, 1.0, 0.0);
     }
     uint64_t flops = 0;
     for (size_t p = 0; p < w->planes; p++) {
@@ -293,7 +293,7 @@ static void backward_compute(st_cpe *cpe, const pool_args *a, pool_slot *slot)
                     }
             }
     }
-    st_cpe_flops(cpe, flops);
+    cpe_scalar_loop(cpe, flops, 1.0, 3.0, 2.0, 1.0);
 }
 
 static void pool_backward_kernel(st_cpe *cpe, void *args)

@@ -10,7 +10,8 @@
  * destination slot was emptied; the message arrives regcomm_latency_cycles
  * after the send ends; a receive waits for the arrival and then takes
  * regcomm_recv_cycles. Floats are widened to doubles on the way out and
- * narrowed on the way in (swCaffe moves only doubles this way).
+ * narrowed on the way in (swCaffe moves only doubles this way). In
+ * cost-only mode no values are packed or unpacked.
  *
  * Emulation: the single-message calls and the *_values ones share one path
  * per direction, which moves as many messages as the FIFOs allow before it
@@ -144,7 +145,7 @@ static void send_messages(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype ty
     int dst_id;
     cpe_fifo *f = p2p_fifo(cpe, dst_row, dst_col, &bus, &dst_id);
     double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 0);
-    double msg[ST_CPE_MSG_DOUBLES];
+    double msg[ST_CPE_MSG_DOUBLES] = {0};
     for (size_t i = 0; i < n;) {
         while (f->count >= ST_CPE_FIFO_DEPTH) {
             cpe->wait.kind = CPE_WAIT_SEND;
@@ -153,7 +154,8 @@ static void send_messages(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype ty
             cpe_block(cpe);
         }
         for (; i < n && f->count < ST_CPE_FIFO_DEPTH; i += ST_CPE_MSG_DOUBLES) {
-            pack_message(msg, type, src, i, n);
+            if (!cpe->cg->cost_only)
+                pack_message(msg, type, src, i, n);
             fifo_push(f, msg, send_clock(cpe, f->free_cycle[fifo_tail(f)], send_cycles));
             cpe->counts.msgs_p2p++;
         }
@@ -171,7 +173,7 @@ static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const
         if (i != self)
             peer[p++] = &line_peer(cpe, bus, i)->in[bus];
     double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 1);
-    double msg[ST_CPE_MSG_DOUBLES];
+    double msg[ST_CPE_MSG_DOUBLES] = {0};
     for (size_t i = 0; i < n;) {
         while (!cpe_line_has_room(cpe, bus)) {
             cpe->wait.kind = CPE_WAIT_BCAST;
@@ -184,7 +186,8 @@ static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const
                 fullest = peer[p]->count;
         for (int room = ST_CPE_FIFO_DEPTH - fullest; i < n && room > 0;
              room--, i += ST_CPE_MSG_DOUBLES) {
-            pack_message(msg, type, src, i, n);
+            if (!cpe->cg->cost_only)
+                pack_message(msg, type, src, i, n);
             double slot_free = 0.0;
             for (int p = 0; p < ST_CPE_COLS - 1; p++) {
                 double t = peer[p]->free_cycle[fifo_tail(peer[p])];
@@ -219,7 +222,8 @@ static void recv_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, void *
         int head = f->head, taken = 0;
         for (; i < n && taken < f->count; taken++, i += ST_CPE_MSG_DOUBLES) {
             const cpe_msg *m = &f->slot[head];
-            unpack_message(dst, type, m->v, i, n);
+            if (!cpe->cg->cost_only)
+                unpack_message(dst, type, m->v, i, n);
             double start = m->arrival_cycle > now ? m->arrival_cycle : now;
             double end = start + recv_cycles;
             regcomm += end - now;

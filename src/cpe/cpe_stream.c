@@ -87,7 +87,7 @@ static void grad_sum_kernel(st_cpe *cpe, void *args)
     size_t T = (size_t)a->n_src;
     s.src = st_cpe_ldm_alloc(cpe, T * sizeof *s.src, "source pointers");
     st_cpe_reply reply = {0};
-    st_cpe_dma_get(cpe, s.src, a->src, T * sizeof *s.src, &reply);
+    st_cpe_dma_get_control(cpe, s.src, a->src, T * sizeof *s.src, &reply);
     st_cpe_dma_wait(cpe, &reply, 1);
     for (int b = 0; b < 2; b++) {
         s.acc[b] = st_cpe_ldm_alloc(cpe, GRAD_SUM_CHUNK * sizeof(float), "accumulator");
@@ -110,14 +110,14 @@ static void grad_sum_kernel(st_cpe *cpe, void *args)
             int b = grad_sum_input_buffer(u, T);
             st_cpe_dma_wait(cpe, &s.in_get[b], s.in_get[b].count);
             const float *in = s.in[b];
-            for (size_t i = 0; i < m; i++)
+            for (size_t i = 0; i < m && !st_cpe_cost_only(cpe); i++)
                 acc[i] += in[i];
-            st_cpe_flops(cpe, m);
+            cpe_vector_loop(cpe, m, 1.0, 3.0, 1.0);
         }
         if (t == T - 1) {
-            for (size_t i = 0; i < m; i++)
+            for (size_t i = 0; i < m && !st_cpe_cost_only(cpe); i++)
                 acc[i] *= a->scale;
-            st_cpe_flops(cpe, m);
+            cpe_vector_loop(cpe, m, 1.0, 2.0, 1.0);
             cpe_reply_reset(&s.acc_put[ab]);
             st_cpe_dma_put(cpe, a->dst + at, acc, m * sizeof(float), &s.acc_put[ab]);
         }
@@ -216,7 +216,7 @@ static const st_param *param_at(st_cpe *cpe, const solver_args *a, param_window 
         st_cpe_reply reply = {0};
         win->first = i;
         win->count = a->n_params - i < SOLVER_PARAM_WINDOW ? a->n_params - i : SOLVER_PARAM_WINDOW;
-        st_cpe_dma_get(cpe, win->entry, a->params + i, (size_t)win->count * sizeof(st_param),
+        st_cpe_dma_get_control(cpe, win->entry, a->params + i, (size_t)win->count * sizeof(st_param),
                        &reply);
         st_cpe_dma_wait(cpe, &reply, 1);
     }
@@ -301,9 +301,11 @@ static void solver_kernel(st_cpe *cpe, void *args)
             solver_issue(cpe, a, &slot[(k + 1) % 2], at, cpe_min_size(SOLVER_CHUNK, hi - at));
         }
         st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        st_solver_update(&a->cfg, &local, a->lr, a->iter, 0, cur->m, cur->w, cur->state, cur->m,
-                         cur->g);
-        st_cpe_flops(cpe, flops);
+        if (!st_cpe_cost_only(cpe))
+            st_solver_update(&a->cfg, &local, a->lr, a->iter, 0, cur->m, cur->w, cur->state,
+                             cur->m, cur->g);
+        double per_value = cur->m ? (double)flops / (double)cur->m : 0.0;
+        cpe_vector_loop(cpe, cur->m, per_value, 3.0 + 2.0 * a->planes, per_value);
         cpe_reply_reset(&cur->put);
         st_cpe_dma_put(cpe, a->w + cur->at, cur->w, cur->m * sizeof(float), &cur->put);
         for (int p = 0; p < a->planes; p++)
