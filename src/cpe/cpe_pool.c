@@ -1,5 +1,5 @@
 /* Max and average pooling, forward and backward, as CPE programs over a
- * whole batch of NCHW floats: the n c planes of all samples in one launch.
+ * whole batch of NCHW floats, as swCaffe's sw_slave_pool_f.c does it.
  *
  * Semantics: those of st_pool_desc and the reference backend
  * (src/backends/ref/ref_pool.c), computed the same way so results are
@@ -10,35 +10,31 @@
  * by their count. Backward starts from 0 (or diff_src, accumulating) and
  * adds the outputs' contributions in output order, as the reference does.
  *
- * Units of work, dealt round-robin to the CPEs (unit u to CPE u mod 64),
- * planes numbered over the batch (sample-major):
- *   whole planes: a group of consecutive planes, when a plane fits the LDM
- *     and each CPE's share of the rows (n c rows / 64) is at least a plane;
- *   bands: otherwise a band of rows of one plane - output rows forward
- *     (with the input rows their windows reach), input rows backward (with
- *     the output rows whose windows reach them), so no two CPEs write the
- *     same element.
- * The host sizes units so each CPE gets about its share of rows and two
- * units fit the LDM (double buffering: the next unit's gets are issued
- * before the current one is computed), else one; a geometry for which not
- * even one row fits is refused with ST_EINPUT. Every unit's transfers are
- * contiguous: its input rows, its output rows (and argmax), and backward
- * diff_src's rows (fetched when accumulating, zeroed otherwise).
+ * Work (swCaffe): the n c planes of the batch are dealt to the CPEs, plane
+ * i to CPE i mod 64, and a CPE works through its planes one unit at a
+ * time, each transfer waited for before the next step (no double
+ * buffering, as swCaffe's kernel). A unit is a whole plane when it fits
+ * the LDM; else a group of rows (output rows forward, with the input rows
+ * their windows reach; input rows backward, with the output rows that
+ * reach them, so no input row is written twice); and when not even one
+ * row with its window rows fits, a block of columns of one row, fetched
+ * and stored with strided DMA. Every geometry runs.
  *
- * Cost declared: forward, per output, the valid window positions as flops
- * (comparisons or additions) plus the division of an average; backward,
- * one flop per gradient added to an input position plus the division of an
- * average, and zeroing diff_src as LDM moves. DMA: input, output (and
- * argmax) once each, plus the rows bands share at their edges. */
+ * Cost declared, per unit and independent of the data: forward, per output
+ * a scalar loop over its valid window (a load and a compare or add each)
+ * and its stores; backward, zeroing the unit's gradient rows (vector
+ * stores), then per output its loads (gradient, argmax, target) and the
+ * add and store of each input it reaches. DMA: the unit's rows; short
+ * rows (small images) are slow at the measured rates, which is why
+ * pooling is bandwidth-bound on the machine. */
 #include <float.h>
 #include <limits.h>
 #include <string.h>
 
 #include "cpe_kernel_common.h"
 
-/* Buffers of a unit: forward in, out, argmax; backward diff_src, diff_dst,
- * argmax. */
-enum { BUF_PLANE, BUF_GRID, BUF_ARGMAX, POOL_BUFS };
+/* LDM for a unit's buffers: swCaffe's 48 KB. */
+#define POOL_LDM_BYTES (48 * 1024)
 
 typedef struct pool_args {
     st_pool_alg alg;
@@ -48,26 +44,29 @@ typedef struct pool_args {
     float *dst;        /* forward: dst; backward: diff_src */
     int *argmax;       /* forward: written when not NULL; backward: read (max) */
     int accumulate;    /* backward */
-    /* The plan (host). */
-    size_t group;      /* planes per unit; 0: bands */
-    int band;          /* rows per band (output rows forward, input rows backward) */
-    size_t units;
-    int slots;
-    size_t words[POOL_BUFS]; /* 4-byte words per buffer */
+    /* The plan (host): units of `rows` rows (output rows forward, input
+     * rows backward) by `cols` columns; buffer sizes in 4-byte words. */
+    int rows, cols;
+    size_t in_words, out_words, argmax_words;
+    /* Forward, when one output's window does not fit: the window streamed
+     * through the input buffer, stream_rows whole rows at a time, or (0)
+     * one row in pieces of stream_cols columns. */
+    int stream, stream_rows, stream_cols;
 } pool_args;
 
+/* A unit: rows [r0, r1) and columns [c0, c1) of the plane on the side it
+ * owns (the outputs forward, the inputs backward), and the rows and
+ * columns [o0, o1) x [q0, q1) of the other side they need. */
 typedef struct pool_unit {
-    size_t plane, planes;
-    int row0, row1;     /* forward: output rows; backward: input rows */
-    int other0, other1; /* forward: input rows; backward: output rows */
+    size_t plane;
+    int r0, r1, c0, c1;
+    int o0, o1, q0, q1;
 } pool_unit;
 
-typedef struct pool_slot {
-    float *plane, *grid;
-    int *argmax;
-    pool_unit u;
-    st_cpe_reply get, put;
-} pool_slot;
+static int clamp(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 /* Valid window rows [*y0, *y1) and columns [*x0, *x1) of output (oy, ox),
  * as ref_pool.c's window(). */
@@ -80,323 +79,323 @@ static void window(const pool_args *a, int oy, int ox, int *y0, int *y1, int *x0
     *x1 = xs + a->kw > a->iw ? a->iw : xs + a->kw;
 }
 
-/* Input rows the windows of output rows [oy0, oy1) reach (may be empty). */
-static void input_rows_of(const pool_args *a, int oy0, int oy1, int *y0, int *y1)
+/* Input positions [*lo, *hi) the windows of outputs [o0, o1) reach along
+ * one axis (k window, s stride, p padding, n input size). */
+static void inputs_of(int o0, int o1, int k, int s, int p, int n, int *lo, int *hi)
 {
-    int top = oy0 * a->sh - a->ph, bottom = (oy1 - 1) * a->sh - a->ph + a->kh;
-    *y0 = top < 0 ? 0 : top;
-    *y1 = bottom > a->ih ? a->ih : bottom;
-    if (*y1 < *y0)
-        *y1 = *y0;
+    *lo = clamp(o0 * s - p, 0, n);
+    *hi = clamp((o1 - 1) * s - p + k, *lo, n);
 }
 
-/* Output rows whose windows reach input rows [y0, y1) (may be empty). */
-static void output_rows_of(const pool_args *a, int y0, int y1, int *oy0, int *oy1)
+/* Outputs [*lo, *hi) whose windows reach inputs [i0, i1) along one axis
+ * (m outputs). */
+static void outputs_of(int i0, int i1, int k, int s, int p, int m, int *lo, int *hi)
 {
-    int low = y0 + a->ph - a->kh;
-    *oy0 = low < 0 ? 0 : low / a->sh + 1;
-    *oy1 = (y1 - 1 + a->ph) / a->sh + 1;
-    if (*oy1 > a->oh)
-        *oy1 = a->oh;
-    if (*oy1 < *oy0)
-        *oy1 = *oy0;
+    int low = i0 + p - k;
+    *lo = clamp(low < 0 ? 0 : low / s + 1, 0, m);
+    *hi = clamp((i1 - 1 + p) / s + 1, *lo, m);
 }
 
-static pool_unit unit_at(const pool_args *a, size_t u, int backward)
+static pool_unit unit_at(const pool_args *a, size_t plane, size_t k, int backward)
 {
-    pool_unit w;
-    int rows = backward ? a->ih : a->oh;
-    if (a->group > 0) {
-        w.plane = u * a->group;
-        w.planes = cpe_min_size(a->group, a->planes - w.plane);
-        w.row0 = 0;
-        w.row1 = rows;
-        w.other0 = 0;
-        w.other1 = backward ? a->oh : a->ih;
-        return w;
+    int rows = backward ? a->ih : a->oh, cols = backward ? a->iw : a->ow;
+    size_t across = (size_t)((cols + a->cols - 1) / a->cols);
+    pool_unit u;
+    u.plane = plane;
+    u.r0 = (int)(k / across) * a->rows;
+    u.r1 = u.r0 + a->rows < rows ? u.r0 + a->rows : rows;
+    u.c0 = (int)(k % across) * a->cols;
+    u.c1 = u.c0 + a->cols < cols ? u.c0 + a->cols : cols;
+    if (backward) {
+        outputs_of(u.r0, u.r1, a->kh, a->sh, a->ph, a->oh, &u.o0, &u.o1);
+        outputs_of(u.c0, u.c1, a->kw, a->sw, a->pw, a->ow, &u.q0, &u.q1);
+    } else {
+        inputs_of(u.r0, u.r1, a->kh, a->sh, a->ph, a->ih, &u.o0, &u.o1);
+        inputs_of(u.c0, u.c1, a->kw, a->sw, a->pw, a->iw, &u.q0, &u.q1);
     }
-    size_t bands = (size_t)((rows + a->band - 1) / a->band);
-    w.plane = u / bands;
-    w.planes = 1;
-    w.row0 = (int)(u % bands) * a->band;
-    w.row1 = w.row0 + a->band < rows ? w.row0 + a->band : rows;
-    if (backward)
-        output_rows_of(a, w.row0, w.row1, &w.other0, &w.other1);
+    return u;
+}
+
+static size_t units_per_plane(const pool_args *a, int backward)
+{
+    int rows = backward ? a->ih : a->oh, cols = backward ? a->iw : a->ow;
+    return (size_t)((rows + a->rows - 1) / a->rows) * (size_t)((cols + a->cols - 1) / a->cols);
+}
+
+/* A block of rows x cols of a plane of width `width` at (r0, c0), plane
+ * `plane` of `height` rows, between main memory and LDM. */
+static void block_dma(st_cpe *cpe, int put, void *mem, size_t plane, int height, int width, int r0,
+                      int rows, int c0, int cols, void *ldm, st_cpe_reply *reply)
+{
+    if (rows <= 0 || cols <= 0)
+        return;
+    unsigned char *at = (unsigned char *)mem +
+                        ((plane * (size_t)height + (size_t)r0) * (size_t)width + (size_t)c0) * 4;
+    if (put)
+        cpe_put_rows(cpe, at, ldm, (size_t)cols * 4, (size_t)width * 4, (size_t)rows, reply);
     else
-        input_rows_of(a, w.row0, w.row1, &w.other0, &w.other1);
-    return w;
-}
-
-static void slots_alloc(st_cpe *cpe, const pool_args *a, pool_slot slot[2])
-{
-    memset(slot, 0, 2 * sizeof *slot);
-    for (int s = 0; s < a->slots; s++) {
-        slot[s].plane = st_cpe_ldm_alloc(cpe, a->words[BUF_PLANE] * 4, "plane rows");
-        slot[s].grid = st_cpe_ldm_alloc(cpe, a->words[BUF_GRID] * 4, "output rows");
-        slot[s].argmax = st_cpe_ldm_alloc(cpe, a->words[BUF_ARGMAX] * 4, "argmax rows");
-    }
+        cpe_get_rows(cpe, ldm, at, (size_t)cols * 4, (size_t)width * 4, (size_t)rows, reply);
 }
 
 /* ---- forward ---- */
 
-static void forward_issue(st_cpe *cpe, const pool_args *a, pool_slot *slot, size_t u)
+/* Output (oy, ox) of a window too large for the LDM: its rows (or pieces
+ * of one row) come in one after another, in row-major order, and the
+ * running maximum (first in row-major order among equals) or sum is kept,
+ * so the result is the one-pass result bit for bit. */
+static void forward_streamed(st_cpe *cpe, const pool_args *a, const pool_unit *u, float *in,
+                             float *out, int *am)
 {
-    st_cpe_dma_wait(cpe, &slot->put, slot->put.count); /* its buffers are free */
-    slot->u = unit_at(a, u, 0);
-    const pool_unit *w = &slot->u;
-    cpe_reply_reset(&slot->get);
-    size_t rows = (size_t)(w->other1 - w->other0);
-    if (rows > 0)
-        st_cpe_dma_get(cpe, slot->plane,
-                       a->src + (w->plane * (size_t)a->ih + (size_t)w->other0) * (size_t)a->iw,
-                       w->planes * rows * (size_t)a->iw * sizeof(float), &slot->get);
-}
-
-static void forward_compute(st_cpe *cpe, const pool_args *a, pool_slot *slot)
-{
-    const pool_unit *w = &slot->u;
-    size_t in_plane = (size_t)(w->other1 - w->other0) * (size_t)a->iw;
-    size_t out_plane = (size_t)(w->row1 - w->row0) * (size_t)a->ow;
-    uint64_t flops = 0;
-    for (size_t p = 0; p < w->planes; p++) {
-        const float *x = slot->plane + p * in_plane;
-        float *y = slot->grid + p * out_plane;
-        int *am = slot->argmax + p * out_plane;
-        for (int oy = w->row0; oy < w->row1; oy++)
-            for (int ox = 0; ox < a->ow; ox++) {
-                int y0, y1, x0, x1;
-                window(a, oy, ox, &y0, &y1, &x0, &x1);
-                size_t o = (size_t)(oy - w->row0) * (size_t)a->ow + (size_t)ox;
-                int cnt = y1 > y0 && x1 > x0 ? (y1 - y0) * (x1 - x0) : 0;
-                flops += (uint64_t)cnt;
-                if (a->alg == ST_POOL_MAX) {
-                    float best = -FLT_MAX;
-                    int at = -1;
-                    for (int iy = y0; iy < y1; iy++)
-                        for (int ix = x0; ix < x1; ix++) {
-                            float v = x[(size_t)(iy - w->other0) * (size_t)a->iw + (size_t)ix];
-                            if (at < 0 || v > best) {
-                                best = v;
-                                at = iy * a->iw + ix;
-                            }
-                        }
-                    y[o] = at < 0 ? 0.0f : best;
-                    if (a->argmax)
-                        am[o] = at;
-                } else {
-                    float s = 0.0f;
-                    for (int iy = y0; iy < y1; iy++)
-                        for (int ix = x0; ix < x1; ix++)
-                            s += x[(size_t)(iy - w->other0) * (size_t)a->iw + (size_t)ix];
-                    y[o] = cnt > 0 ? s / (float)cnt : 0.0f;
-                    flops += cnt > 0;
+    int oy = u->r0, ox = u->c0, y0, y1, x0, x1;
+    window(a, oy, ox, &y0, &y1, &x0, &x1);
+    int cnt = y1 > y0 && x1 > x0 ? (y1 - y0) * (x1 - x0) : 0;
+    int rows = a->stream_rows > 0 ? a->stream_rows : 1;
+    int cols = a->stream_rows > 0 ? x1 - x0 : a->stream_cols;
+    float best = -FLT_MAX, sum = 0.0f;
+    int at = -1;
+    for (int ya = y0; ya < y1; ya += rows)
+        for (int xa = x0; xa < x1; xa += cols) {
+            int yb = ya + rows < y1 ? ya + rows : y1, xb = xa + cols < x1 ? xa + cols : x1;
+            st_cpe_reply reply = {0};
+            block_dma(cpe, 0, (void *)a->src, u->plane, a->ih, a->iw, ya, yb - ya, xa, xb - xa,
+                      in, &reply);
+            st_cpe_dma_wait(cpe, &reply, reply.count);
+            cpe_scalar_loop(cpe, (size_t)(yb - ya) * (size_t)(xb - xa), 1.0, 1.0, 1.0, 1.0);
+            for (int iy = ya; iy < yb && !st_cpe_cost_only(cpe); iy++)
+                for (int ix = xa; ix < xb; ix++) {
+                    float v = in[(size_t)(iy - ya) * (size_t)(xb - xa) + (size_t)(ix - xa)];
+                    if (a->alg == ST_POOL_AVG) {
+                        sum += v;
+                    } else if (at < 0 || v > best) {
+                        best = v;
+                        at = iy * a->iw + ix;
+                    }
                 }
-            }
+        }
+    cpe_scalar_loop(cpe, 1, a->alg == ST_POOL_AVG ? 1.0 : 0.0, 2.0, 2.0,
+                    a->alg == ST_POOL_AVG ? 1.0 : 0.0);
+    if (!st_cpe_cost_only(cpe)) {
+        if (a->alg == ST_POOL_AVG) {
+            out[0] = cnt > 0 ? sum / (float)cnt : 0.0f;
+        } else {
+            out[0] = at < 0 ? 0.0f : best;
+            if (a->argmax)
+                am[0] = at;
+        }
     }
-    cpe_scalar_loop(cpe, flops, 1.0, 1.0, 1.0, 1.0);
-}
-
-static void forward_put(st_cpe *cpe, const pool_args *a, pool_slot *slot)
-{
-    const pool_unit *w = &slot->u;
-    size_t at = (w->plane * (size_t)a->oh + (size_t)w->row0) * (size_t)a->ow;
-    size_t count = w->planes * (size_t)(w->row1 - w->row0) * (size_t)a->ow;
-    cpe_reply_reset(&slot->put);
-    st_cpe_dma_put(cpe, a->dst + at, slot->grid, count * sizeof(float), &slot->put);
+    st_cpe_reply reply = {0};
+    block_dma(cpe, 1, a->dst, u->plane, a->oh, a->ow, oy, 1, ox, 1, out, &reply);
     if (a->argmax && a->alg == ST_POOL_MAX)
-        st_cpe_dma_put(cpe, a->argmax + at, slot->argmax, count * sizeof(int), &slot->put);
+        block_dma(cpe, 1, a->argmax, u->plane, a->oh, a->ow, oy, 1, ox, 1, am, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
 }
 
-static void pool_forward_kernel(st_cpe *cpe, void *args)
+static void forward_unit(st_cpe *cpe, const pool_args *a, const pool_unit *u, float *in, float *out,
+                         int *am)
 {
-    const pool_args *a = cpe_kernel_args(cpe, args, sizeof(pool_args));
-    pool_slot slot[2];
-    slots_alloc(cpe, a, slot);
-    size_t first = (size_t)st_cpe_id(cpe);
-    if (first < a->units)
-        forward_issue(cpe, a, &slot[0], first);
-    for (size_t u = first, k = 0; u < a->units; u += ST_CPE_COUNT, k++) {
-        pool_slot *cur = &slot[k % (size_t)a->slots];
-        size_t next = u + ST_CPE_COUNT;
-        if (a->slots == 2 && next < a->units)
-            forward_issue(cpe, a, &slot[(k + 1) % 2], next);
-        st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        forward_compute(cpe, a, cur);
-        forward_put(cpe, a, cur);
-        if (a->slots == 1 && next < a->units)
-            forward_issue(cpe, a, cur, next);
-    }
-    for (int s = 0; s < a->slots; s++)
-        st_cpe_dma_wait(cpe, &slot[s].put, slot[s].put.count);
+    int in_cols = u->q1 - u->q0, out_cols = u->c1 - u->c0;
+    st_cpe_reply reply = {0};
+    block_dma(cpe, 0, (void *)a->src, u->plane, a->ih, a->iw, u->o0, u->o1 - u->o0, u->q0, in_cols,
+              in, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
+    size_t window_positions = 0, outputs = (size_t)(u->r1 - u->r0) * (size_t)out_cols;
+    for (int oy = u->r0; oy < u->r1; oy++)
+        for (int ox = u->c0; ox < u->c1; ox++) {
+            int y0, y1, x0, x1;
+            window(a, oy, ox, &y0, &y1, &x0, &x1);
+            int cnt = y1 > y0 && x1 > x0 ? (y1 - y0) * (x1 - x0) : 0;
+            window_positions += (size_t)cnt;
+            if (st_cpe_cost_only(cpe))
+                continue;
+            size_t o = (size_t)(oy - u->r0) * (size_t)out_cols + (size_t)(ox - u->c0);
+            if (a->alg == ST_POOL_MAX) {
+                float best = -FLT_MAX;
+                int at = -1;
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++) {
+                        float v = in[(size_t)(iy - u->o0) * (size_t)in_cols + (size_t)(ix - u->q0)];
+                        if (at < 0 || v > best) {
+                            best = v;
+                            at = iy * a->iw + ix;
+                        }
+                    }
+                out[o] = at < 0 ? 0.0f : best;
+                if (a->argmax)
+                    am[o] = at;
+            } else {
+                float s = 0.0f;
+                for (int iy = y0; iy < y1; iy++)
+                    for (int ix = x0; ix < x1; ix++)
+                        s += in[(size_t)(iy - u->o0) * (size_t)in_cols + (size_t)(ix - u->q0)];
+                out[o] = cnt > 0 ? s / (float)cnt : 0.0f;
+            }
+        }
+    cpe_scalar_loop(cpe, window_positions, 1.0, 1.0, 1.0, 1.0);
+    cpe_scalar_loop(cpe, outputs, a->alg == ST_POOL_AVG ? 1.0 : 0.0,
+                    a->alg == ST_POOL_MAX && a->argmax ? 2.0 : 1.0, 2.0,
+                    a->alg == ST_POOL_AVG ? 1.0 : 0.0);
+    cpe_reply_reset(&reply);
+    block_dma(cpe, 1, a->dst, u->plane, a->oh, a->ow, u->r0, u->r1 - u->r0, u->c0, out_cols, out,
+              &reply);
+    if (a->argmax && a->alg == ST_POOL_MAX)
+        block_dma(cpe, 1, a->argmax, u->plane, a->oh, a->ow, u->r0, u->r1 - u->r0, u->c0,
+                  out_cols, am, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
 }
 
 /* ---- backward ---- */
 
-static void backward_issue(st_cpe *cpe, const pool_args *a, pool_slot *slot, size_t u)
+static void backward_unit(st_cpe *cpe, const pool_args *a, const pool_unit *u, float *dx,
+                          float *dy, int *am)
 {
-    st_cpe_dma_wait(cpe, &slot->put, slot->put.count); /* its diff_src rows went out */
-    slot->u = unit_at(a, u, 1);
-    const pool_unit *w = &slot->u;
-    cpe_reply_reset(&slot->get);
-    size_t out_rows = (size_t)(w->other1 - w->other0);
-    if (out_rows > 0) {
-        size_t at = (w->plane * (size_t)a->oh + (size_t)w->other0) * (size_t)a->ow;
-        size_t count = w->planes * out_rows * (size_t)a->ow;
-        st_cpe_dma_get(cpe, slot->grid, a->src + at, count * sizeof(float), &slot->get);
-        if (a->alg == ST_POOL_MAX)
-            st_cpe_dma_get(cpe, slot->argmax, a->argmax + at, count * sizeof(int), &slot->get);
-    }
+    int cols = u->c1 - u->c0, out_cols = u->q1 - u->q0;
+    size_t count = (size_t)(u->r1 - u->r0) * (size_t)cols;
+    st_cpe_reply reply = {0};
+    block_dma(cpe, 0, (void *)a->src, u->plane, a->oh, a->ow, u->o0, u->o1 - u->o0, u->q0,
+              out_cols, dy, &reply);
+    if (a->alg == ST_POOL_MAX)
+        block_dma(cpe, 0, a->argmax, u->plane, a->oh, a->ow, u->o0, u->o1 - u->o0, u->q0,
+                  out_cols, am, &reply);
     if (a->accumulate)
-        st_cpe_dma_get(cpe, slot->plane,
-                       a->dst + (w->plane * (size_t)a->ih + (size_t)w->row0) * (size_t)a->iw,
-                       w->planes * (size_t)(w->row1 - w->row0) * (size_t)a->iw * sizeof(float),
-                       &slot->get);
+        block_dma(cpe, 0, a->dst, u->plane, a->ih, a->iw, u->r0, u->r1 - u->r0, u->c0, cols, dx,
+                  &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
+    if (!a->accumulate) {
+        cpe_vector_loop(cpe, count, 0.0, 1.0, 0.0);
+        if (!st_cpe_cost_only(cpe))
+            memset(dx, 0, count * sizeof(float));
+    }
+    size_t outputs = (size_t)(u->o1 - u->o0) * (size_t)out_cols, reached = 0;
+    for (int oy = u->o0; oy < u->o1; oy++)
+        for (int ox = u->q0; ox < u->q1; ox++) {
+            size_t o = (size_t)(oy - u->o0) * (size_t)out_cols + (size_t)(ox - u->q0);
+            int y0, y1, x0, x1;
+            window(a, oy, ox, &y0, &y1, &x0, &x1);
+            if (a->alg == ST_POOL_MAX) {
+                if (st_cpe_cost_only(cpe))
+                    continue;
+                int at = am[o];
+                int iy = at < 0 ? -1 : at / a->iw, ix = at < 0 ? -1 : at % a->iw;
+                if (at < 0 || iy < u->r0 || iy >= u->r1 || ix < u->c0 || ix >= u->c1)
+                    continue;
+                dx[(size_t)(iy - u->r0) * (size_t)cols + (size_t)(ix - u->c0)] += dy[o];
+                continue;
+            }
+            if (y1 <= y0 || x1 <= x0)
+                continue;
+            int cnt = (y1 - y0) * (x1 - x0);
+            int ya = y0 > u->r0 ? y0 : u->r0, yb = y1 < u->r1 ? y1 : u->r1;
+            int xa = x0 > u->c0 ? x0 : u->c0, xb = x1 < u->c1 ? x1 : u->c1;
+            if (yb <= ya || xb <= xa)
+                continue;
+            reached += (size_t)(yb - ya) * (size_t)(xb - xa);
+            if (st_cpe_cost_only(cpe))
+                continue;
+            float g = dy[o] / (float)cnt;
+            for (int iy = ya; iy < yb; iy++)
+                for (int ix = xa; ix < xb; ix++)
+                    dx[(size_t)(iy - u->r0) * (size_t)cols + (size_t)(ix - u->c0)] += g;
+        }
+    if (a->alg == ST_POOL_MAX)
+        cpe_scalar_loop(cpe, outputs, 1.0, 4.0, 3.0, 1.0);
+    else {
+        cpe_scalar_loop(cpe, outputs, 1.0, 1.0, 2.0, 1.0);
+        cpe_scalar_loop(cpe, reached, 1.0, 2.0, 1.0, 1.0);
+    }
+    cpe_reply_reset(&reply);
+    block_dma(cpe, 1, a->dst, u->plane, a->ih, a->iw, u->r0, u->r1 - u->r0, u->c0, cols, dx,
+              &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
 }
 
-static void backward_compute(st_cpe *cpe, const pool_args *a, pool_slot *slot)
+/* ---- the programs ---- */
+
+static void pool_kernel(st_cpe *cpe, void *args, int backward)
 {
-    const pool_unit *w = &slot->u;
-    size_t in_plane = (size_t)(w->row1 - w->row0) * (size_t)a->iw;
-    size_t out_plane = (size_t)(w->other1 - w->other0) * (size_t)a->ow;
-    if (!a->accumulate) {
-        memset(slot->plane, 0, w->planes * in_plane * sizeof(float));
-        cpe_vector_loop(cpe, w->planes * in_plane, 0.0, 1.0, 0.0);
-    }
-    uint64_t flops = 0;
-    for (size_t p = 0; p < w->planes; p++) {
-        float *dx = slot->plane + p * in_plane;
-        const float *dy = slot->grid + p * out_plane;
-        const int *am = slot->argmax + p * out_plane;
-        for (int oy = w->other0; oy < w->other1; oy++)
-            for (int ox = 0; ox < a->ow; ox++) {
-                size_t o = (size_t)(oy - w->other0) * (size_t)a->ow + (size_t)ox;
-                if (a->alg == ST_POOL_MAX) {
-                    int at = am[o];
-                    if (at < 0 || at / a->iw < w->row0 || at / a->iw >= w->row1)
-                        continue;
-                    dx[(size_t)(at / a->iw - w->row0) * (size_t)a->iw + (size_t)(at % a->iw)] +=
-                        dy[o];
-                    flops++;
-                    continue;
-                }
-                int y0, y1, x0, x1;
-                window(a, oy, ox, &y0, &y1, &x0, &x1);
-                int cnt = (y1 - y0) * (x1 - x0);
-                if (y1 <= y0 || x1 <= x0)
-                    continue;
-                float g = dy[o] / (float)cnt;
-                flops++;
-                for (int iy = y0 > w->row0 ? y0 : w->row0; iy < y1 && iy < w->row1; iy++)
-                    for (int ix = x0; ix < x1; ix++) {
-                        dx[(size_t)(iy - w->row0) * (size_t)a->iw + (size_t)ix] += g;
-                        flops++;
-                    }
-            }
-    }
-    cpe_scalar_loop(cpe, flops, 1.0, 3.0, 2.0, 1.0);
+    const pool_args *a = cpe_kernel_args(cpe, args, sizeof(pool_args));
+    float *in = st_cpe_ldm_alloc(cpe, a->in_words * 4, backward ? "gradient rows" : "input rows");
+    float *out = st_cpe_ldm_alloc(cpe, a->out_words * 4,
+                                  backward ? "output-gradient rows" : "output rows");
+    int *am = a->argmax_words ? st_cpe_ldm_alloc(cpe, a->argmax_words * 4, "argmax rows") : NULL;
+    size_t per_plane = units_per_plane(a, backward);
+    for (size_t plane = (size_t)st_cpe_id(cpe); plane < a->planes; plane += ST_CPE_COUNT)
+        for (size_t k = 0; k < per_plane; k++) {
+            pool_unit u = unit_at(a, plane, k, backward);
+            if (backward)
+                backward_unit(cpe, a, &u, in, out, am);
+            else if (a->stream)
+                forward_streamed(cpe, a, &u, in, out, am);
+            else
+                forward_unit(cpe, a, &u, in, out, am);
+        }
+}
+
+static void pool_forward_kernel(st_cpe *cpe, void *args)
+{
+    pool_kernel(cpe, args, 0);
 }
 
 static void pool_backward_kernel(st_cpe *cpe, void *args)
 {
-    const pool_args *a = cpe_kernel_args(cpe, args, sizeof(pool_args));
-    pool_slot slot[2];
-    slots_alloc(cpe, a, slot);
-    size_t first = (size_t)st_cpe_id(cpe);
-    if (first < a->units)
-        backward_issue(cpe, a, &slot[0], first);
-    for (size_t u = first, k = 0; u < a->units; u += ST_CPE_COUNT, k++) {
-        pool_slot *cur = &slot[k % (size_t)a->slots];
-        size_t next = u + ST_CPE_COUNT;
-        if (a->slots == 2 && next < a->units)
-            backward_issue(cpe, a, &slot[(k + 1) % 2], next);
-        st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        backward_compute(cpe, a, cur);
-        const pool_unit *w = &cur->u;
-        cpe_reply_reset(&cur->put);
-        st_cpe_dma_put(cpe, a->dst + (w->plane * (size_t)a->ih + (size_t)w->row0) * (size_t)a->iw,
-                       cur->plane,
-                       w->planes * (size_t)(w->row1 - w->row0) * (size_t)a->iw * sizeof(float),
-                       &cur->put);
-        if (a->slots == 1 && next < a->units)
-            backward_issue(cpe, a, cur, next);
-    }
-    for (int s = 0; s < a->slots; s++)
-        st_cpe_dma_wait(cpe, &slot[s].put, slot[s].put.count);
+    pool_kernel(cpe, args, 1);
 }
 
 /* ---- the host side ---- */
 
-/* Words per buffer of a unit of `rows` rows (0: a whole plane) into w. */
-static void unit_words(const pool_args *a, int backward, int rows, size_t w[POOL_BUFS])
+/* Words of a unit of rows x cols on its own side (see pool_args). */
+static void unit_words(pool_args *a, int backward, int rows, int cols)
 {
-    size_t grids = a->alg == ST_POOL_MAX && (backward || a->argmax) ? 1 : 0;
-    size_t in_rows, out_rows;
-    if (rows == 0) {
-        in_rows = (size_t)a->ih;
-        out_rows = (size_t)a->oh;
-    } else if (backward) {
-        in_rows = (size_t)rows;
-        out_rows = cpe_min_size((size_t)a->oh, (size_t)((rows + a->kh - 2) / a->sh + 1));
+    int other_rows, other_cols;
+    if (backward) { /* at most this many outputs reach rows (cols) inputs */
+        other_rows = clamp((rows + a->kh - 2) / a->sh + 2, 1, a->oh);
+        other_cols = clamp((cols + a->kw - 2) / a->sw + 2, 1, a->ow);
     } else {
-        out_rows = (size_t)rows;
-        in_rows = cpe_min_size((size_t)a->ih, (size_t)(rows - 1) * (size_t)a->sh + (size_t)a->kh);
+        other_rows = clamp((rows - 1) * a->sh + a->kh, 1, a->ih);
+        other_cols = clamp((cols - 1) * a->sw + a->kw, 1, a->iw);
     }
-    w[BUF_PLANE] = in_rows * (size_t)a->iw;
-    w[BUF_GRID] = out_rows * (size_t)a->ow;
-    w[BUF_ARGMAX] = grids * out_rows * (size_t)a->ow;
+    size_t own = (size_t)rows * (size_t)cols, other = (size_t)other_rows * (size_t)other_cols;
+    int grids = a->alg == ST_POOL_MAX && (backward || a->argmax);
+    a->rows = rows;
+    a->cols = cols;
+    a->in_words = backward ? own : other;
+    a->out_words = backward ? other : own;
+    a->argmax_words = grids ? (backward ? other : own) : 0;
 }
 
-static size_t words_total(const size_t w[POOL_BUFS])
+static size_t unit_bytes(const pool_args *a)
 {
-    return w[BUF_PLANE] + w[BUF_GRID] + w[BUF_ARGMAX];
+    return 4 * (a->in_words + a->out_words + a->argmax_words);
 }
 
-static size_t ceil_div(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
-/* Choose units (whole-plane groups or bands) and slots; 0 if not even one
- * row fits. */
+/* The largest unit that fits: whole planes' rows, else fewer rows, else
+ * one row's columns, else (forward) one output with its window streamed.
+ * 0 if not even that fits. */
 static int pool_plan(pool_args *a, int backward)
 {
-    size_t rows = (size_t)(backward ? a->ih : a->oh);
-    size_t share = ceil_div(a->planes * rows, ST_CPE_COUNT); /* rows per CPE */
-    size_t plane[POOL_BUFS];
-    unit_words(a, backward, 0, plane);
-    for (int slots = 2; slots >= 1; slots--) {
-        size_t budget = (ST_CPE_LDM_BYTES - sizeof(pool_args) - CPE_KERNEL_LDM_SLACK) /
-                        (size_t)slots / 4; /* words per slot */
-        a->slots = slots;
-        if (share >= rows && words_total(plane) <= budget) {
-            a->group = cpe_min_size(budget / words_total(plane), share / rows);
-            a->units = ceil_div(a->planes, a->group);
-            for (int b = 0; b < POOL_BUFS; b++)
-                a->words[b] = a->group * plane[b];
+    int rows = backward ? a->ih : a->oh, cols = backward ? a->iw : a->ow;
+    for (int r = rows; r >= 1; r /= 2) {
+        unit_words(a, backward, r, cols);
+        if (unit_bytes(a) <= POOL_LDM_BYTES)
             return 1;
-        }
-        size_t lo = 0, hi = rows; /* the largest band that fits, by bisection */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo + 1) / 2;
-            size_t w[POOL_BUFS];
-            unit_words(a, backward, (int)mid, w);
-            if (words_total(w) <= budget)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        if (lo == 0)
-            continue;
-        size_t band = cpe_min_size(lo, share);
-        size_t bands = ceil_div(rows, band);
-        band = ceil_div(rows, bands);
-        a->group = 0;
-        a->band = (int)band;
-        a->units = a->planes * bands;
-        unit_words(a, backward, (int)band, a->words);
-        return 1;
     }
-    return 0;
+    for (int c = cols; c >= 1; c /= 2) {
+        unit_words(a, backward, 1, c);
+        if (unit_bytes(a) <= POOL_LDM_BYTES)
+            return 1;
+    }
+    if (backward)
+        return 0;
+    /* One output; its window's rows, or one row's pieces, through the input
+     * buffer. */
+    unit_words(a, 0, 1, 1);
+    size_t words = POOL_LDM_BYTES / 4 - a->out_words - a->argmax_words;
+    a->stream = 1;
+    a->stream_rows = (size_t)a->kw <= words ? (int)(words / (size_t)a->kw) : 0;
+    if (a->stream_rows > a->kh)
+        a->stream_rows = a->kh;
+    a->stream_cols = (int)words;
+    a->in_words = words;
+    return words >= 1;
 }
 
 static st_status pool_launch(st_cpe_cluster *cg, const char *name, const st_pool_desc *d, int n,
@@ -436,9 +435,8 @@ static st_status pool_launch(st_cpe_cluster *cg, const char *name, const st_pool
                    .accumulate = accumulate != 0};
     if (!pool_plan(&a, backward))
         return st_fail(err, ST_EINPUT,
-                       "%s: one row of a %dx%d input with a %dx%d window and %d outputs per row "
-                       "does not fit the %d-byte LDM",
-                       name, d->ih, d->iw, d->kh, d->kw, d->ow, ST_CPE_LDM_BYTES);
+                       "%s: one %dx%d window (and the outputs it reaches) does not fit the %d KB "
+                       "of LDM a unit may take", name, d->kh, d->kw, POOL_LDM_BYTES / 1024);
     return st_cpe_launch(cg, name, kernel, &a, out, err);
 }
 
