@@ -201,6 +201,12 @@ typedef struct st_backend {
                              st_error *err);
     /* Optional: the worker has finished iteration iter, its update included. */
     void (*iteration_end)(st_bctx *ctx, long iter);
+    /* Optional: during training the worker did work in plain C that no
+     * kernel of this backend ran: layer `layer` (-1: the data layer's copy
+     * of the batch into the input), called what, moved bytes (read and
+     * written) in the pass (0 forward, 1 backward). A backend that predicts
+     * another machine's time charges it there. */
+    void (*host_work)(st_bctx *ctx, int layer, const char *what, int pass, double bytes);
 } st_backend;
 
 /* The backend called name; an unknown or unbuilt name is ST_EUSAGE naming

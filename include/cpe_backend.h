@@ -27,6 +27,8 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, int cost_only, const char *repo
  * section "kernel": one row per kernel and pass (per strategy for a
  * convolution: the seconds of its trial call, runs 0 and the reason in note
  * where the strategy cannot run; others the steady mean, strategy "-");
+ * section "host": work in plain C costed on the MPE (the data layer,
+ * dropout, route, shortcut, the loss), kernel holding the layer (-1: data);
  * section "summary": name and seconds columns hold images_per_core_group,
  * core_group_iteration_seconds, cg0_sum_of_4_seconds, update_seconds,
  * processor_iteration_seconds, processor_img_s and

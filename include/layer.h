@@ -107,6 +107,10 @@ struct st_layer_ops {
     const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
     int plain_input;                  /* computes in plain C on plain NCHW input */
     int keeps_layout;                 /* output in its input's layout (elementwise) */
+    /* Bytes per output value the layer reads and writes in plain C in each
+     * training pass (forward, and backward), beyond its kernels: the work a
+     * backend is told of (st_backend.host_work); 0 for none. */
+    double host_bytes;
     /* Read the section, infer the output shape, register parameters. */
     st_status (*build)(st_build *b, st_layer **out, st_error *err);
     /* Create this worker's kernels and reserve its workspace; NULL for layers

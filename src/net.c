@@ -367,6 +367,15 @@ float *st_replica_input_delta(const st_replica *r)
     return r->input_delta ? st_arena_at(&r->arena, r->input_delta_off) : NULL;
 }
 
+/* Tell the backend of layer i's work in plain C in a training pass. */
+static void replica_host_work(const st_replica *r, int i, int pass, int n, int training)
+{
+    const st_layer *l = r->net->layers[i];
+    if (training && l->ops->host_bytes > 0 && r->backend->host_work)
+        r->backend->host_work(r->bctx, i, l->ops->short_name, pass,
+                              l->ops->host_bytes * n * (double)st_shape_count(l->out));
+}
+
 static st_pass replica_pass(const st_replica *r, const float *weights, const st_shard *s,
                             const st_step_info *info)
 {
@@ -389,6 +398,10 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
     double sum = 0.0;
     st_pass p = replica_pass(r, weights, s, info);
     p.loss = &sum;
+    /* The data layer copies the batch into the network's input. */
+    if (info->training && r->backend->host_work)
+        r->backend->host_work(r->bctx, -1, "data", 0,
+                              2.0 * sizeof(float) * s->n * (double)st_shape_count(r->net->input));
     const float *src[ST_MAX_SRC];
     p.src = src;
     for (int i = 0; i < r->net->n_layers; i++) {
@@ -404,6 +417,7 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         }
         if (r->time)
             r->time[i].forward += net_seconds() - t0;
+        replica_host_work(r, i, 0, s->n, info->training);
     }
     if (loss)
         *loss = sum;
@@ -454,6 +468,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         if (r->time)
             r->time[i].backward_data +=
                 net_seconds() - t0 - (r->time[i].backward_weights - weights_before);
+        replica_host_work(r, i, 1, s->n, 1);
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);
     }

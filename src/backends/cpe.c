@@ -102,6 +102,11 @@ static void cpe_iteration_end(st_bctx *ctx, long iter)
         cpe_work_close(&k->work, ctx->iterations);
         cpe_work_close(&k->layout, ctx->iterations);
     }
+    for (int i = 0; i < ctx->n_host; i++) {
+        if (ctx->trace)
+            cpe_trace_row(ctx->trace, iter, ctx->host[i].what, &ctx->host[i].work);
+        cpe_work_close(&ctx->host[i].work, ctx->iterations);
+    }
     if (ctx->trace) {
         cpe_trace_row(ctx->trace, iter, "gradient sum + update", &ctx->reduce_update);
         fflush(ctx->trace);
@@ -134,6 +139,7 @@ static void cpe_ctx_destroy(st_bctx *ctx)
     if (ctx->trace)
         fclose(ctx->trace);
     st_cpe_cluster_destroy(ctx->cg);
+    free(ctx->host);
     for (int i = 0; i < SCRATCHES; i++)
         st_free_aligned(ctx->scratch[i]);
     free(ctx->kernels);
@@ -906,6 +912,34 @@ static st_status cpe_slice_apply(st_bctx *ctx, const st_solver_step *step, size_
     return charge(&ctx->reduce_update, WORK_UPDATE, &c, 1, st);
 }
 
+/* ---- work in plain C, on the MPE ---- */
+
+static void cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, double bytes)
+{
+    int i = 0;
+    while (i < ctx->n_host && ctx->host[i].layer != layer)
+        i++;
+    if (i == ctx->n_host) {
+        if (ctx->n_host == ctx->host_cap) {
+            int cap = ctx->host_cap ? 2 * ctx->host_cap : 8;
+            cpe_host *grown = realloc(ctx->host, (size_t)cap * sizeof *grown);
+            if (!grown)
+                return; /* a prediction without this row; training goes on */
+            ctx->host = grown;
+            ctx->host_cap = cap;
+        }
+        cpe_host *h = &ctx->host[ctx->n_host++];
+        memset(h, 0, sizeof *h);
+        h->layer = layer;
+        if (layer < 0)
+            snprintf(h->what, sizeof h->what, "%s", what);
+        else
+            snprintf(h->what, sizeof h->what, "%s (layer %d)", what, layer);
+    }
+    ctx->host[i].work.now[pass].mpe_s +=
+        st_cpe_mpe_seconds(st_cpe_cluster_cost_params(ctx->cg), 0.0, bytes);
+}
+
 /* ---- creation ---- */
 
 static void cpe_kernel_destroy(st_kernel *base)
@@ -1069,4 +1103,5 @@ const st_backend st_backend_cpe = {
     .slice_reduce = cpe_slice_reduce,
     .slice_apply = cpe_slice_apply,
     .iteration_end = cpe_iteration_end,
+    .host_work = cpe_host_work,
 };

@@ -76,6 +76,15 @@ typedef struct cpe_kernel {
     cpe_work layout;         /* the transformations it ran at its edges */
 } cpe_kernel;
 
+/* Work the worker did in plain C that no kernel ran (backend.h's
+ * host_work: the data layer's copy, dropout, route, shortcut, the loss),
+ * costed on the MPE at its measured bandwidth. */
+typedef struct cpe_host {
+    int layer;               /* -1: the data layer */
+    char what[32];
+    cpe_work work;
+} cpe_host;
+
 /* Scratch buffers a context's kernels share (they run one at a time). */
 enum { SCRATCH_IN, SCRATCH_DIFF, SCRATCH_OUT, SCRATCH_OUT2, SCRATCH_W, SCRATCH_W2, SCRATCH_COL,
        SCRATCHES };
@@ -86,6 +95,8 @@ struct st_bctx {
     cpe_kernel **kernels; /* every kernel, in creation order (layer order) */
     int n_kernels, cap;
     cpe_work reduce_update; /* the slice's gradient sum and update */
+    cpe_host *host;         /* host work, in order of first report */
+    int n_host, host_cap;
     size_t slice_floats;    /* the slice's parameters (last update) */
     long iterations;        /* iteration_end calls */
     int cost_only;

@@ -96,6 +96,10 @@ static double iteration_ms(const st_bctx *ctx, int with_slice)
             cpe_work_ms(ctx, w ? &ctx->kernels[i]->layout : &ctx->kernels[i]->work, ms);
             sum += ms[0] + ms[1] + ms[2];
         }
+    for (int i = 0; i < ctx->n_host; i++) {
+        cpe_work_ms(ctx, &ctx->host[i].work, ms);
+        sum += ms[0] + ms[1] + ms[2];
+    }
     if (with_slice) {
         cpe_work_ms(ctx, &ctx->reduce_update, ms);
         sum += ms[WORK_SUM] + ms[WORK_UPDATE];
@@ -201,6 +205,16 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
             }
         }
     }
+    for (int i = 0; i < ctx->n_host; i++) {
+        double ms[PASSES];
+        cpe_work_ms(ctx, &ctx->host[i].work, ms);
+        for (int pass = 0; pass < PASSES; pass++)
+            if (ms[pass] > 0.0) {
+                fprintf(f, "host,%d,", ctx->host[i].layer);
+                csv_text(f, ctx->host[i].what);
+                fprintf(f, ",MPE,%s,-,1,%.9f,0,1,\n", cpe_pass_names[pass], ms[pass] / 1e3);
+            }
+    }
     struct {
         const char *name;
         double value;
@@ -269,6 +283,12 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
                      ms[0], ms[1], ms[2], work_intensity(&k->layout));
             print(pctx, line);
         }
+    }
+    for (int i = 0; i < ctx->n_host; i++) {
+        cpe_work_ms(ctx, &ctx->host[i].work, ms);
+        snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f %9.3f %12.3f %10s  plain C, costed "
+                 "at the MPE's 9.9 GB/s", ctx->host[i].what, "MPE", ms[0], ms[1], ms[2], "-");
+        print(pctx, line);
     }
     cpe_work_ms(ctx, &ctx->reduce_update, ms);
     snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f (sum) %7.3f (update) %5s %10.2f  "

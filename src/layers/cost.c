@@ -80,6 +80,7 @@ static void cost_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_cost_ops = {
     .type = "cost",
+    .host_bytes = 8, /* the loss reads x and the label, the gradient writes */
     .plain_input = 1,
     .short_name = "cost",
     .ignored_keys = cost_ignored,

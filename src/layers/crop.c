@@ -130,6 +130,7 @@ static void crop_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_crop_ops = {
     .type = "crop",
+    .host_bytes = 8, /* a copy each way */
     .plain_input = 1,
     .short_name = "crop",
     .ignored_keys = crop_ignored,

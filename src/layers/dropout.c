@@ -109,6 +109,7 @@ static void dropout_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_dropout_ops = {
     .type = "dropout",
+    .host_bytes = 9, /* values in and out and a mask byte */
     .keeps_layout = 1,
     .short_name = "dropout",
     .build = dropout_build,

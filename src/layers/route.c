@@ -95,6 +95,7 @@ static void route_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_route_ops = {
     .type = "route",
+    .host_bytes = 8, /* a copy each way */
     .plain_input = 1,
     .short_name = "route",
     .build = route_build,

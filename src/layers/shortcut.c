@@ -120,6 +120,7 @@ static void shortcut_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_shortcut_ops = {
     .type = "shortcut",
+    .host_bytes = 12, /* two inputs added into the output; two gradients out */
     .plain_input = 1,
     .short_name = "res",
     .build = shortcut_build,

@@ -96,6 +96,7 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
+    .host_bytes = 8, /* the loss reads the probabilities, the gradient writes */
     .plain_input = 1,
     .short_name = "softmax",
     .build = softmax_build,
