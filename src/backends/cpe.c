@@ -8,7 +8,7 @@
  *     the first training calls (one each, swCaffe's first two iterations):
  *     explicit, im2col of a chunk of images in one launch, then a GEMM
  *     launch per group over the chunk (the batch folded into the GEMM's
- *     blocking; col2im in backward-data, the batch reduced inside the GEMM
+ *     columns; col2im in backward-data, the batch reduced inside the GEMM
  *     in backward-weights); and implicit, swDNN's kernel
  *     (st_cpe_swdnn_conv_run), where its blocking takes the shape;
  *   - the tensor transformation layer: the implicit kernels work on tensors
@@ -407,16 +407,28 @@ static cpe_shape conv_out_shape(const cpe_kernel *k)
     return (cpe_shape){k->conv.oc, k->conv.oh, k->conv.ow};
 }
 
-/* ---- convolution: explicit (im2col + GEMM, the batch folded in) ---- */
+/* ---- convolution: explicit (im2col + GEMM, the batch folded in) ----
+ *
+ * A chunk of images goes through one im2col launch into a column matrix
+ * with the batch folded into its columns ([c kh kw][images][oh ow]) and one
+ * GEMM launch per group over all of them (N = images x oh ow), whose output
+ * comes out as [oc][images][oh ow] and is turned into NCHW by swapping
+ * whole planes on the CPEs; backward-data swaps dy into that layout first,
+ * backward-weights too, reducing over the folded columns in the GEMM. The
+ * swaps are part of the strategy's cost. */
 
-/* Images per im2col + GEMM launch pair, and the column matrix for them. */
-static st_status explicit_chunk(cpe_kernel *k, int n, int *chunk, float **col, st_error *err)
+/* Images per chunk, the column matrix and the folded-output buffer. */
+static st_status explicit_chunk(cpe_kernel *k, int n, int *chunk, float **col, float **fold,
+                                st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-    size_t per_image = (size_t)d->ic * d->kh * d->kw * (size_t)d->oh * d->ow;
+    size_t P = (size_t)d->oh * d->ow, per_image = (size_t)d->ic * d->kh * d->kw * P;
     size_t fit = EXPLICIT_COL_BYTES / sizeof(float) / per_image;
     *chunk = fit < 1 ? 1 : fit < (size_t)n ? (int)fit : n;
-    return scratch(k->ctx, SCRATCH_COL, per_image * (size_t)*chunk, col, err);
+    st_status st = scratch(k->ctx, SCRATCH_COL, per_image * (size_t)*chunk, col, err);
+    return st == ST_OK ? scratch(k->ctx, SCRATCH_FOLD, (size_t)d->oc * P * (size_t)*chunk, fold,
+                                 err)
+                       : st;
 }
 
 /* The geometry of all channels (im2col works on every group at once). */
@@ -427,37 +439,46 @@ static st_cpe_conv_geom conv_geom_all(const st_conv_desc *d)
     return g;
 }
 
+/* NCHW <-> CNHW of m output-shaped images, charged to the pass. */
+static st_status fold_swap(cpe_kernel *k, int pass, int training, int m, const float *src,
+                           st_cpe_layout from, float *dst, st_cpe_layout to, st_error *err)
+{
+    st_cpe_counters c;
+    return charge(&k->work, pass, &c, training,
+                  st_cpe_relayout(k->ctx->cg, m, k->conv.oc, k->conv.oh, k->conv.ow, from, src,
+                                  to, dst, &c, err));
+}
+
 static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
     cpe_shape in = conv_in_shape(k);
     const float *x;
-    float *col = NULL;
+    float *col = NULL, *fold = NULL;
     int chunk = 1;
     st_status st = layout_view(k, PASS_FWD, a->training, SCRATCH_IN, &in, a->n, a->src,
                                src_data_layout(k), ST_CPE_NCHW, &x, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, err);
+        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
     st_cpe_conv_geom all = conv_geom_all(d);
     size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
     size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
     size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
     for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
         int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        size_t N = (size_t)m * P;
         st_cpe_counters c;
         st = charge(&k->work, PASS_FWD, &c, a->training,
-                    st_cpe_im2col(k->ctx->cg, &all, m, x + (size_t)s0 * in_image, col, &c, err));
-        for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            st_cpe_gemm_desc gd = {
-                .type = ST_CPE_F32, .m = ocg, .n = P, .k = K, .alpha = 1.0, .beta = 0.0,
-                .a = a->weights + (size_t)g * ocg * K, .lda = K, .stride_a = 0,
-                .b = col + (size_t)g * K * P, .ldb = P, .stride_b = (size_t)d->ic * d->kh * d->kw * P,
-                .c = a->dst + (size_t)s0 * out_image + (size_t)g * ocg * P, .ldc = P,
-                .stride_c = out_image, .batch = (size_t)m,
-            };
+                    st_cpe_im2col(k->ctx->cg, &all, m, 1, x + (size_t)s0 * in_image, col, &c,
+                                  err));
+        for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_FWD, &c, a->training,
-                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
-        }
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, ocg, N, K, 1.0,
+                                    a->weights + (size_t)g * ocg * K, K, col + (size_t)g * K * N,
+                                    N, 0.0, fold + (size_t)g * ocg * N, N, &c, err));
+        if (st == ST_OK)
+            st = fold_swap(k, PASS_FWD, a->training, m, fold, ST_CPE_CNHW,
+                           a->dst + (size_t)s0 * out_image, ST_CPE_NCHW, err);
     }
     if (st == ST_OK)
         k->own.data = ST_CPE_NCHW;
@@ -472,12 +493,12 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
     const st_conv_desc *d = &k->conv;
     cpe_shape out = conv_out_shape(k);
     const float *dy;
-    float *col = NULL, *dx = NULL;
+    float *col = NULL, *fold = NULL, *dx = NULL;
     int chunk = 1, stored = 0;
     st_status st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
                                own_diff_layout(k), ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, err);
+        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
     if (st == ST_OK)
         st = plain_diff_dst(k, a, &dx, &stored, err);
     st_cpe_conv_geom all = conv_geom_all(d);
@@ -486,21 +507,19 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
     size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
     for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
         int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        size_t N = (size_t)m * P;
         st_cpe_counters c;
-        for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            st_cpe_gemm_desc gd = {
-                .type = ST_CPE_F32, .trans_a = 1, .m = K, .n = P, .k = ocg, .alpha = 1.0,
-                .beta = 0.0, .a = a->weights + (size_t)g * ocg * K, .lda = K, .stride_a = 0,
-                .b = dy + (size_t)s0 * out_image + (size_t)g * ocg * P, .ldb = P,
-                .stride_b = out_image, .c = col + (size_t)g * K * P, .ldc = P,
-                .stride_c = (size_t)d->ic * d->kh * d->kw * P, .batch = (size_t)m,
-            };
+        st = fold_swap(k, PASS_BWD_DATA, 1, m, dy + (size_t)s0 * out_image, ST_CPE_NCHW, fold,
+                       ST_CPE_CNHW, err);
+        for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_BWD_DATA, &c, 1,
-                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
-        }
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, K, N, ocg, 1.0,
+                                    a->weights + (size_t)g * ocg * K, K,
+                                    fold + (size_t)g * ocg * N, N, 0.0, col + (size_t)g * K * N,
+                                    N, &c, err));
         if (st == ST_OK)
             st = charge(&k->work, PASS_BWD_DATA, &c, 1,
-                        st_cpe_col2im(k->ctx->cg, &all, m, col, dx + (size_t)s0 * in_image,
+                        st_cpe_col2im(k->ctx->cg, &all, m, 1, col, dx + (size_t)s0 * in_image,
                                       a->accumulate && !stored, &c, err));
     }
     if (st == ST_OK && stored)
@@ -513,7 +532,7 @@ static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_
     const st_conv_desc *d = &k->conv;
     cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
     const float *x, *dy;
-    float *col = NULL;
+    float *col = NULL, *fold = NULL;
     int chunk = 1;
     st_status st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_IN, &in, a->n, a->src,
                                src_data_layout(k), ST_CPE_NCHW, &x, err);
@@ -521,29 +540,27 @@ static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_
         st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
                          own_diff_layout(k), ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, err);
+        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
     st_cpe_conv_geom all = conv_geom_all(d);
     size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
     size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
     size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
     for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
         int m = a->n - s0 < chunk ? a->n - s0 : chunk;
+        size_t N = (size_t)m * P;
         st_cpe_counters c;
         st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
-                    st_cpe_im2col(k->ctx->cg, &all, m, x + (size_t)s0 * in_image, col, &c, err));
-        for (int g = 0; g < d->groups && st == ST_OK; g++) {
-            st_cpe_gemm_desc gd = {
-                .type = ST_CPE_F32, .trans_b = 1, .m = ocg, .n = K, .k = P, .alpha = 1.0,
-                .beta = s0 == 0 ? 0.0 : 1.0,
-                .a = dy + (size_t)s0 * out_image + (size_t)g * ocg * P, .lda = P,
-                .stride_a = out_image, .b = col + (size_t)g * K * P, .ldb = P,
-                .stride_b = (size_t)d->ic * d->kh * d->kw * P,
-                .c = a->diff_weights + (size_t)g * ocg * K, .ldc = K, .batch = (size_t)m,
-                .reduce = 1,
-            };
+                    st_cpe_im2col(k->ctx->cg, &all, m, 1, x + (size_t)s0 * in_image, col, &c,
+                                  err));
+        if (st == ST_OK)
+            st = fold_swap(k, PASS_BWD_WEIGHTS, 1, m, dy + (size_t)s0 * out_image, ST_CPE_NCHW,
+                           fold, ST_CPE_CNHW, err);
+        for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
-                        st_cpe_gemm_batched(k->ctx->cg, &gd, &c, err));
-        }
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, ocg, K, N, 1.0,
+                                    fold + (size_t)g * ocg * N, N, col + (size_t)g * K * N, N,
+                                    s0 == 0 ? 0.0 : 1.0, a->diff_weights + (size_t)g * ocg * K,
+                                    K, &c, err));
     }
     if (st == ST_OK && d->bias && a->diff_bias)
         st = bias_grad(k, a->diff_bias, dy, a->n, d->oc, P, err);

@@ -4,7 +4,9 @@
  *
  * col holds n matrices of c kh kw rows of P = oh ow: for image b, row
  * (ch, ki, kj), column (oy, ox) holds src[b][ch][oy sh - ph + ki][ox sw - pw
- * + kj], 0 outside the image.
+ * + kj], 0 outside the image; either one after another ([n][c kh kw][P]) or
+ * with the batch folded into the columns ([c kh kw][n][P]: one matrix of
+ * n P columns, the explicit convolution's single GEMM).
  *
  * im2col: the rows of the padded images, n c (ih + 2 ph) of them, are cut
  * into 64 contiguous ranges, one per CPE. For each padded row y of channel
@@ -47,6 +49,7 @@ typedef struct im2col_args {
     const float *src; /* im2col: images; col2im: dcol */
     float *dst;       /* im2col: col; col2im: dsrc */
     int accumulate;   /* col2im: add to dsrc */
+    size_t image_stride, row_pitch; /* floats from one image's col to the next, and per col row */
     int segment;      /* columns per unit: output columns (im2col), input columns (col2im) */
     int segments;     /* units per row */
 } im2col_args;
@@ -110,8 +113,8 @@ static void im2col_unit(st_cpe *cpe, const im2col_args *a, float *row, float *ou
                        (size_t)(v1 - v0) * sizeof(float), &reply);
         st_cpe_dma_wait(cpe, &reply, 1);
     }
-    size_t P = (size_t)g->oh * (size_t)g->ow, width = (size_t)(ox1 - ox0);
-    float *col = a->dst + b * col_rows(g) * P;
+    size_t width = (size_t)(ox1 - ox0);
+    float *col = a->dst + b * a->image_stride;
     for (int kj = 0; kj < g->kw; kj++) {
         cpe_scalar_loop(cpe, width, 0.0, 2.0, 1.0, 0.0);
         if (!st_cpe_cost_only(cpe))
@@ -123,7 +126,8 @@ static void im2col_unit(st_cpe *cpe, const im2col_args *a, float *row, float *ou
                 continue;
             size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
             st_cpe_reply reply = {0};
-            st_cpe_dma_put(cpe, col + crow * P + (size_t)(t / g->sh) * g->ow + (size_t)ox0, out,
+            st_cpe_dma_put(cpe, col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow +
+                                    (size_t)ox0, out,
                            width * sizeof(float), &reply);
             st_cpe_dma_wait(cpe, &reply, 1);
         }
@@ -167,8 +171,7 @@ static void col2im_unit(st_cpe *cpe, const im2col_args *a, float *row, float *in
         if (!st_cpe_cost_only(cpe))
             memset(row, 0, width * sizeof(float));
     }
-    size_t P = (size_t)g->oh * (size_t)g->ow;
-    const float *col = a->src + b * col_rows(g) * P;
+    const float *col = a->src + b * a->image_stride;
     for (int kj = 0; kj < g->kw; kj++)
         for (int ki = 0; ki < g->kh; ki++) {
             int t = y + g->ph - ki;
@@ -185,7 +188,8 @@ static void col2im_unit(st_cpe *cpe, const im2col_args *a, float *row, float *in
             size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
             size_t count = (size_t)(ox1 - ox0);
             cpe_reply_reset(&reply);
-            st_cpe_dma_get(cpe, in, col + crow * P + (size_t)(t / g->sh) * g->ow + (size_t)ox0,
+            st_cpe_dma_get(cpe, in, col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow +
+                                        (size_t)ox0,
                            count * sizeof(float), &reply);
             st_cpe_dma_wait(cpe, &reply, 1);
             cpe_scalar_loop(cpe, count, 1.0, 3.0, 1.0, 1.0);
@@ -228,8 +232,17 @@ static st_status im2col_check(const st_cpe_conv_geom *g, int n, const void *src,
     return ST_OK;
 }
 
-st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, const float *src,
-                        float *col, st_cpe_counters *out, st_error *err)
+/* Where image b's col matrix lies: per image, or the batch folded into
+ * the columns. */
+static void col_layout(im2col_args *a, int folded)
+{
+    size_t P = (size_t)a->g.oh * (size_t)a->g.ow;
+    a->image_stride = folded ? P : col_rows(&a->g) * P;
+    a->row_pitch = folded ? (size_t)a->n * P : P;
+}
+
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+                        const float *src, float *col, st_cpe_counters *out, st_error *err)
 {
     if (out)
         memset(out, 0, sizeof *out);
@@ -237,6 +250,7 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     if (st != ST_OK || n == 0)
         return st;
     im2col_args a = {.g = *geom, .n = n, .src = src, .dst = col, .segment = geom->ow};
+    col_layout(&a, folded);
     /* A unit needs its input span and its output segment. */
     for (;;) {
         int x0, span;
@@ -249,7 +263,7 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     return st_cpe_launch(cg, "im2col", im2col_kernel, &a, out, err);
 }
 
-st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
                         const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
                         st_error *err)
 {
@@ -260,6 +274,7 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
         return st;
     im2col_args a = {.g = *geom, .n = n, .src = dcol, .dst = dsrc, .accumulate = accumulate != 0,
                      .segment = geom->iw};
+    col_layout(&a, folded);
     while ((size_t)a.segment + (size_t)(a.segment + geom->kw) / (size_t)geom->sw + 1 >
            IM2COL_LDM_FLOATS)
         a.segment = (a.segment + 1) / 2;
