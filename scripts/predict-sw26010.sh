@@ -1,93 +1,214 @@
 #!/bin/sh
-# Predicted SW26010 training time from the emulated core group
-# (--backend cpe) for a batch of 128 on one processor, 32 images on each of
-# its 4 core groups:
-#   - AlexNet (data/alexnet.cfg), the whole network on a shard of 32
-#     images: every kernel's forward / backward-data / backward-weights ms,
-#     the strategy each convolution chose, and the processor's images/s;
-#   - the 13 convolution layers of VGG-16 (data/vgg16.cfg): each layer's ms
-#     and GFlop/s per pass. Emulating 32 images of VGG-16 takes hours, so
-#     it runs on a shard of B images (default 1) and the convolution,
-#     pooling and activation rows are scaled by 32 / B: those kernels work
-#     image by image (explicit convolution launches per image) or linearly
-#     in the images of one launch (implicit convolution), so their counts
-#     grow in proportion (run with --vgg-shard 2 to see it). Its inner
-#     products, gradient sum and update do not scale so and are left out.
-# Each run is 3 iterations: the two strategy trials and one steady one.
+# Predicted SW26010 training time from the emulated core group (--backend
+# cpe, in cost-only mode), at three scales:
+#   layers    VGG-16's 13 convolutions at batch 128 on one core group: the
+#             seconds of forward, backward-data and backward-weights with
+#             each strategy that can run the pass (its layout
+#             transformations included), and the one chosen;
+#   networks  one processor (4 core groups, each a quarter of the batch;
+#             core group 0 sums the 4 gradients and updates, as swCaffe):
+#             AlexNet-BN at 256, VGG-16 and VGG-19 at 64, ResNet-50 at 32,
+#             GoogLeNet at 128, images/s;
+#   scaling   P = 1..1024 nodes of TaihuLight: a processor's iteration plus
+#             the all-reduce of the packed gradient (recursive halving /
+#             doubling over ranks numbered round-robin across supernodes,
+#             src/allreduce/rhd_supernode.c's cost formula) plus the striped
+#             input's reads beyond what the I/O thread hides: speed-up over
+#             one node and the communication's share of the iteration, for
+#             AlexNet-BN at 64, 128 and 256 images per node and ResNet-50 at
+#             32 and 64.
+# Each emulation runs 2 iterations (the strategy trials: explicit, then
+# implicit where it can run) or 3 (one more with the choices) and writes
+# the backend's report CSV (--cpe-report) under DIR/reports; the CSVs are
+# made from those reports (--from-reports DIR remakes them without
+# emulating).
 #
-# usage: scripts/predict-sw26010.sh [--vgg-shard B] [--alexnet-shard B] [--only vgg|alexnet]
+# The network model's constants (change them with the environment):
+#   ALPHA=1e-6     s per message: MPI latency, "microsecond-level" between
+#                  TaihuLight nodes (swCaffe); an assumption within that
+#   NET_GBPS=12    GB/s between two nodes achieved by MPI (swCaffe)
+#   CROSS=4        times slower across supernodes (links over-subscribed to
+#                  about a quarter: swCaffe)
+#   SUPERNODE=256  nodes per supernode (swCaffe)
+#   IO_GBPS=64     GB/s the striped store delivers to all nodes together:
+#                  an assumption (32 disk arrays at 2 GB/s; the file is
+#                  striped over them in 256 MB units, swCaffe); each node's
+#                  I/O thread reads its next batch (uint8 images) during the
+#                  iteration, so only reads longer than the iteration count
+# The reduction's gamma is the CPEs' measured (emulated) rate of adding two
+# gradient buffers, from each network's report.
+#
+# usage: scripts/predict-sw26010.sh [--csv DIR] [--only layers|networks|scaling]
+#                                   [--from-reports DIR]
 #   SINGLETRAIN=build/singletrain (default)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=${SINGLETRAIN:-$root/build/singletrain}
-vgg_shard=1
-alexnet_shard=32
+ALPHA=${ALPHA:-1e-6}
+NET_GBPS=${NET_GBPS:-12}
+CROSS=${CROSS:-4}
+SUPERNODE=${SUPERNODE:-256}
+IO_GBPS=${IO_GBPS:-64}
+csv=""
 only=""
+from=""
 die() { echo "predict-sw26010.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
-    --vgg-shard) vgg_shard=${2:-} ; shift 2 ;;
-    --alexnet-shard) alexnet_shard=${2:-} ; shift 2 ;;
-    --only) only=${2:-} ; shift 2 ;;
-    *) die "unknown option '$1' (expected --vgg-shard B, --alexnet-shard B, --only vgg|alexnet)" ;;
+    --csv) csv=${2:-}; [ -n "$csv" ] || die "--csv needs a directory"; shift 2 ;;
+    --only) only=${2:-}; shift 2 ;;
+    --from-reports) from=${2:-}; [ -n "$from" ] || die "--from-reports needs a directory"; shift 2 ;;
+    -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (expected --csv DIR, --only layers|networks|scaling, --from-reports DIR)" ;;
     esac
 done
-for v in "$vgg_shard" "$alexnet_shard"; do
-    case $v in '' | *[!0-9]* | 0) die "a shard is a positive number of images, not '$v'" ;; esac
+case $only in '' | layers | networks | scaling) ;; *) die "--only takes layers, networks or scaling, not '$only'" ;; esac
+for v in "$ALPHA" "$NET_GBPS" "$CROSS" "$SUPERNODE" "$IO_GBPS"; do
+    case $v in '' | *[!0-9.e+-]*) die "the model constants are numbers, not '$v'" ;; esac
 done
-case $only in '' | vgg | alexnet) ;; *) die "--only takes vgg or alexnet, not '$only'" ;; esac
-[ -x "$bin" ] || die "$bin is missing: run make first"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+if [ -n "$from" ]; then
+    [ -d "$from/reports" ] || die "$from/reports: no reports to make the CSVs from"
+    dir=$from
+else
+    [ -x "$bin" ] || die "$bin is missing: run make first"
+    dir=${csv:-$(mktemp -d)}
+fi
+mkdir -p "$dir/reports" || die "cannot make $dir/reports"
+[ -n "$csv" ] && { mkdir -p "$csv" || die "cannot make $csv"; }
+[ -z "$csv" ] && [ -z "$from" ] && trap 'rm -rf "$dir"' EXIT
 
-# run CFG SHARD: 3 iterations on one emulated core group; the report in $out.
-run() {
+# emulate NAME CFG IMAGES_PER_CORE_GROUP ITERATIONS: one cost-only run, its
+# report in $dir/reports/NAME.csv (kept when it is already there and
+# --from-reports was given).
+emulate() {
+    report="$dir/reports/$1.csv"
+    if [ -n "$from" ]; then
+        [ -f "$report" ] || die "$report is missing"
+        return
+    fi
     start=$(date +%s)
-    if ! "$bin" -t 1 -b "$2" --iters 3 --no-test --backend cpe --log-every 1 "$1" >"$out" 2>&1; then
-        cat "$out" >&2
-        echo "predict-sw26010.sh: $bin failed on $1" >&2
+    if ! "$bin" --backend cpe --cpe-cost-only --cpe-report "$report" -t 1 -b "$3" --iters "$4" \
+        --data synthetic --train-images "$3" --test-images 1 --no-test "$2" >"$dir/reports/$1.log" 2>&1; then
+        cat "$dir/reports/$1.log" >&2
+        echo "predict-sw26010.sh: $bin failed on $2" >&2
         exit 1
     fi
-    elapsed=$(($(date +%s) - start))
+    echo "  emulated $1 ($(basename "$2"), $3 images per core group, $4 iterations) in $(($(date +%s) - start)) s" >&2
 }
 
-# The report's table rows as: name|on|fwd|bwd-data|bwd-weights|strategy
-rows() {
-    awk '/^cpe: kernel/ { t = 1; next }
-         t && /^cpe: per iteration/ { t = 0 }
-         t && /^cpe: / {
-             line = substr($0, 6); name = substr(line, 1, 32); sub(/ +$/, "", name)
-             n = split(substr(line, 34), w, " ")
-             s = substr(line, 34); sub(/^ *[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ */, "", s)
-             if (name ~ /^gradient sum/) print name "|" w[1] "|" w[2] "|0|" w[4] "|sum, update"
-             else print name "|" w[1] "|" w[2] "|" w[3] "|" w[4] "|" s
-         }' "$out"
+# summary REPORT NAME: a summary row's value.
+summary() {
+    awk -F, -v n="$2" '$1 == "summary" && $3 == n { print $8; found = 1 } END { exit !found }' "$1" ||
+        die "$1 has no summary row '$2'"
 }
 
-if [ "$only" != vgg ]; then
-    run "$root/data/alexnet.cfg" "$alexnet_shard"
-    echo "== AlexNet: one core group's shard of $alexnet_shard images (emulated in $elapsed s)"
-    rows | awk -F'|' -v shard="$alexnet_shard" '
-        BEGIN { printf "%-32s %-5s %10s %10s %12s  %s\n", "kernel", "on", "fwd ms", "bwd-data", "bwd-weights", "strategy" }
-        { printf "%-32s %-5s %10.3f %10.3f %12.3f  %s\n", $1, $2, $3, $4, $5, $6; total += $3 + $4 + $5 }
-        END { printf "sum of the rows: %.1f ms per iteration of %d images on one core group\n", total, shard }'
-    grep "^cpe: per iteration\|^cpe: one SW26010" "$out" | sed 's/^cpe: //'
-fi
+# --------------------------------------------------------------- layers
+layers() {
+    emulate vgg16-layers "$root/data/vgg16.cfg" 128 2
+    out=${csv:+$csv/layers.csv}
+    out=${out:-/dev/null}
+    awk -F, -v out="$out" '
+        BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen" >out
+                split("fwd bwd_data bwd_weights", pass_name, " ") }
+        $1 == "kernel" && $3 ~ /^"conv / {
+            name = $3; gsub(/"/, "", name)
+            split(name, f, /[ x\/>-]+/) # conv KH KW STRIDE IC OC OH OW
+            if (!($2 in layer)) { # VGG names: a new block after each pooling
+                if (n++ == 0 || f[7] != prev_image) { block++; conv = 0 }
+                prev_image = f[7]
+                layer[$2] = sprintf("conv%d_%d", block, ++conv)
+            }
+            if ($7 != 1) next
+            printf "vgg16,%s,%s,%s,%s,%s,%s,%.6f,%s\n", layer[$2], f[5], f[6], f[7] * f[4],
+                   $5, $6, $8 + $9, $10 >out
+            t[layer[$2] " " $5 " " $6] = $8 + $9
+            if ($10 == 1) chosen[layer[$2] " " $5] = $6
+            order[++rows] = layer[$2] " " $5
+        }
+        END {
+            printf "%-10s %-12s %12s %12s  %s\n", "layer", "pass", "explicit s", "implicit s", "chosen"
+            for (i = 1; i <= rows; i++) {
+                k = order[i]; if (k in done) continue; done[k] = 1
+                split(k, p, " ")
+                e = t[k " explicit"]; im = (k " implicit") in t ? sprintf("%12.3f", t[k " implicit"]) : sprintf("%12s", "-")
+                printf "%-10s %-12s %12.3f %s  %s\n", p[1], p[2], e, im, chosen[k]
+            }
+        }' "$dir/reports/vgg16-layers.csv"
+}
 
-if [ "$only" != alexnet ]; then
-    run "$root/data/vgg16.cfg" "$vgg_shard"
-    echo "== VGG-16 convolution layers, batch 128 (32 images per core group; measured on $vgg_shard, scaled; emulated in $elapsed s)"
-    rows | awk -F'|' -v k="32 / $vgg_shard" '
-        BEGIN { split(k, f, " / "); scale = f[1] / f[2]
-                printf "%-32s %9s %9s %9s %8s %8s %8s  %s\n", "layer", "fwd ms", "bwd-data", "bwd-wts", "fwd GF/s", "bd GF/s", "bw GF/s", "strategy" }
-        $1 ~ /^conv / {
-            split($1, p, /[ x\/>-]+/)   # conv KH KW S IC OC OH OW
-            flops = 2 * p[2] * p[3] * p[5] * p[6] * p[7] * p[8] * 32
-            fw = $3 * scale; bd = $4 * scale; bw = $5 * scale
-            printf "%-32s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f  %s\n", $1, fw, bd, bw,
-                   (fw > 0 ? flops / fw / 1e6 : 0), (bd > 0 ? flops / bd / 1e6 : 0), (bw > 0 ? flops / bw / 1e6 : 0), $6
-            conv += fw + bd + bw; cflops += 3 * flops; next }
-        $1 ~ /pool|^relu/ { other += ($3 + $4 + $5) * scale }
-        END { printf "convolutions: %.1f ms per iteration per core group, %.1f GFlop/s (%.0f%% of the 742.4 GFlop/s peak); pooling and ReLU %.1f ms more\n", conv, cflops / conv / 1e6, 100 * cflops / conv / 1e6 / 742.4, other }'
-fi
+# --------------------------------------------------------------- networks
+# One processor's images/s for each network at its batch (a quarter per
+# core group).
+networks_list="alexnet-bn:alexnet-bn.cfg:256 vgg16:vgg16.cfg:64 vgg19:vgg19.cfg:64
+               resnet50:resnet50.cfg:32 googlenet:googlenet.cfg:128"
+
+networks() {
+    out=${csv:+$csv/networks.csv}
+    [ -n "$out" ] && echo "net,batch,img_s" >"$out"
+    printf "%-12s %6s %10s %14s %12s\n" net batch img/s "iteration s" "CG0 sum s"
+    for entry in $networks_list; do
+        net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
+        emulate "$net-$batch" "$root/data/$cfg" $((batch / 4)) 3
+        r="$dir/reports/$net-$batch.csv"
+        img_s=$(summary "$r" processor_img_s)
+        printf "%-12s %6d %10.1f %14.3f %12.3f\n" "$net" "$batch" "$img_s" \
+            "$(summary "$r" processor_iteration_seconds)" "$(summary "$r" cg0_sum_of_4_seconds)"
+        [ -n "$out" ] && printf "%s,%d,%.3f\n" "$net" "$batch" "$img_s" >>"$out"
+    done
+}
+
+# --------------------------------------------------------------- scaling
+scaling_list="alexnet-bn:alexnet-bn.cfg:64 alexnet-bn:alexnet-bn.cfg:128 alexnet-bn:alexnet-bn.cfg:256
+              resnet50:resnet50.cfg:32 resnet50:resnet50.cfg:64"
+
+# input_bytes CFG: bytes of one uint8 input image (height x width x channels).
+input_bytes() {
+    awk -F= '/^\[/ { in_net = ($0 ~ /^\[net\]/) } in_net && $1 ~ /^(height|width|channels)$/ { v[$1] = $2 }
+             END { print v["height"] * v["width"] * v["channels"] }' "$1"
+}
+
+scaling() {
+    out=${csv:+$csv/scaling.csv}
+    [ -n "$out" ] && echo "net,sub_batch,nodes,speedup,comm_share" >"$out"
+    for entry in $scaling_list; do
+        net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
+        emulate "$net-$batch" "$root/data/$cfg" $((batch / 4)) 3
+        r="$dir/reports/$net-$batch.csv"
+        params=$("$bin" --dry-run "$root/data/$cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
+        [ -n "$params" ] || die "no parameter count from --dry-run of $cfg"
+        awk -v net="$net" -v batch="$batch" -v params="$params" -v img="$(input_bytes "$root/data/$cfg")" \
+            -v t1="$(summary "$r" processor_iteration_seconds)" \
+            -v gamma_float="$(summary "$r" cpe_sum_of_2_seconds_per_float)" \
+            -v alpha="$ALPHA" -v gbps="$NET_GBPS" -v cross="$CROSS" -v q="$SUPERNODE" \
+            -v io_gbps="$IO_GBPS" -v out="${out:-/dev/null}" '
+            function log2(x) { return log(x) / log(2) }
+            BEGIN {
+                n = 4 * params; beta = 1 / (gbps * 1e9); gamma = gamma_float / 4
+                printf "%-12s %5s %6s %9s %12s %10s %10s\n", "net", "batch", "nodes", "speedup",
+                       "comm share", "comm s", "I/O s"
+                for (p = 1; p <= 1024; p *= 2) {
+                    comm = 0
+                    if (p > 1) {
+                        inside = p <= q ? 2 * (p - 1) / p : 2 * (p - p / q) / p
+                        across = p <= q ? 0 : 2 * (p / q - 1) / p
+                        comm = 2 * log2(p) * alpha + inside * n * beta
+                        comm += across * n * beta * cross + (p - 1) / p * n * gamma
+                    }
+                    io = p * batch * img / (io_gbps * 1e9)
+                    exposed = io > t1 ? io - t1 : 0
+                    t = t1 + comm + exposed
+                    speedup = p * t1 / t
+                    printf "%-12s %5d %6d %9.1f %12.3f %10.3f %10.3f\n", net, batch, p, speedup,
+                           comm / t, comm, io
+                    printf "%s,%d,%d,%.3f,%.4f\n", net, batch, p, speedup, comm / t >> out
+                }
+            }'
+    done
+}
+
+[ -z "$only" ] || [ "$only" = layers ] && { echo "== VGG-16's convolutions, batch 128, one core group (seconds)"; layers; }
+[ -z "$only" ] || [ "$only" = networks ] && { echo "== one SW26010 processor"; networks; }
+[ -z "$only" ] || [ "$only" = scaling ] && { echo "== TaihuLight nodes (alpha $ALPHA s, $NET_GBPS GB/s, x$CROSS across supernodes of $SUPERNODE, I/O $IO_GBPS GB/s)"; scaling; }
+[ -n "$csv" ] && echo "CSVs in $csv: $(cd "$csv" && ls *.csv | tr '\n' ' ')"
+exit 0
