@@ -96,7 +96,8 @@ static void cpe_iteration_end(st_bctx *ctx, long iter)
         cpe_kernel *k = ctx->kernels[i];
         if (ctx->trace) {
             cpe_trace_row(ctx->trace, iter, k->what, &k->work);
-            if (k->base.kind == ST_K_CONV)
+            /* Only kernels that can meet another layout transform. */
+            if (k->base.kind == ST_K_CONV || k->src_state)
                 cpe_trace_row(ctx->trace, iter, "  layout transformations", &k->layout);
         }
         cpe_work_close(&k->work, ctx->iterations);
