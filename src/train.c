@@ -160,10 +160,10 @@ static st_status open_data(st_trainer *t, st_error *err)
                 "%d classes (testing on %ld more)", ntrain, t->hp.image_size.w,
                 t->hp.image_size.h, t->net.input.c, t->net.classes, ntest);
         st_status st = st_synthetic_open(&t->train, t->hp.image_size, t->net.classes, ntrain,
-                                         t->o.seed, err);
-        if (st == ST_OK)
+                                         t->o.seed, 0, err);
+        if (st == ST_OK) /* new samples of the same classes */
             st = st_synthetic_open(&t->test, t->hp.image_size, t->net.classes, ntest,
-                                   t->o.seed ^ 0x5eedULL, err);
+                                   t->o.seed, ST_SYNTHETIC_TEST_FIRST, err);
         return st;
     }
     if (!d.train[0])
