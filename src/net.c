@@ -153,6 +153,18 @@ uint64_t st_net_hash(const st_net *net)
     return h;
 }
 
+int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size)
+{
+    size_t at;
+    const st_param *p = st_params_nonfinite(&net->params, arena, &at);
+    if (!p)
+        return 1;
+    const st_layer *l = net->layers[p->layer];
+    snprintf(buf, size, "layer %d [%s] (cfg line %d): %s[%zu] is %g", p->layer, l->ops->type,
+             l->line, p->name, at, (double)arena[p->offset + at]);
+    return 0;
+}
+
 /* ---- replicas ---- */
 
 static double net_seconds(void)

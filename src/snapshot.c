@@ -58,6 +58,22 @@ static uint32_t crc_add(uint32_t crc, const float *w, size_t count)
     return crc;
 }
 
+/* Whether the weights and the planes of solver state [planes * count]
+ * (state NULL: the weights alone) are finite; if not, where in buf. */
+static int arenas_finite(const st_net *net, const float *weights, const float *state,
+                         int planes, char *buf, size_t size)
+{
+    if (!st_net_arena_finite(net, weights, buf, size))
+        return 0;
+    for (int k = 0; state && k < planes; k++)
+        if (!st_net_arena_finite(net, state + (size_t)k * net->params.count, buf, size)) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, size - len, " in plane %d of the solver state", k);
+            return 0;
+        }
+    return 1;
+}
+
 static st_status write_snapshot(FILE *f, void *ctx, st_error *err)
 {
     snapshot_out *o = ctx;
@@ -87,6 +103,10 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     o.h.state_planes = (uint32_t)meta->state_planes;
     memcpy(o.h.solver, meta->solver, sizeof o.h.solver);
     o.h.solver[sizeof o.h.solver - 1] = '\0';
+    char where[256];
+    if (!arenas_finite(net, weights, state, meta->state_planes, where, sizeof where))
+        return st_fail(err, ST_EDIVERGED, "%s: not saved: %s: expected finite weights and "
+                       "solver state", path, where);
     uint32_t crc = crc_add((uint32_t)crc32(0L, Z_NULL, 0), weights, count);
     o.h.crc = crc_add(crc, state, count * (size_t)meta->state_planes);
     return st_write_atomic(path, write_snapshot, &o, err);
@@ -147,6 +167,10 @@ static st_status load(const char *path, const st_net *net, float *weights, float
     else if (crc != h->crc)
         st = st_fail(err, ST_EINPUT, "%s: snapshot checksum mismatch: the file is corrupt",
                      path);
+    char where[256];
+    if (st == ST_OK && !arenas_finite(net, weights, state, planes, where, sizeof where))
+        st = st_fail(err, ST_EINPUT, "%s: %s: expected finite weights%s (a snapshot of a run "
+                     "that diverged?)", path, where, state ? " and solver state" : "");
     fclose(f);
     return st;
 }

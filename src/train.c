@@ -452,6 +452,18 @@ typedef struct bsp_progress {
     st_time_split window;
 } bsp_progress;
 
+/* The weights after `done` iterations, checked before they are tested or
+ * saved: an update can overflow finite gradients into an infinity, which
+ * the iterations' checks see only at the next forward pass. */
+static st_status check_weights(const st_trainer *t, long done, st_error *err)
+{
+    char where[256];
+    if (st_net_arena_finite(&t->net, t->ps.weights, where, sizeof where))
+        return ST_OK;
+    return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the weights are not "
+                   "finite: %s (try a lower learning_rate)", done, where);
+}
+
 /* The test phase; in multi-node mode rank 0 alone tests (the weights are
  * the same everywhere) while the others go on to the next iteration's
  * all-reduce and wait for it there. */
@@ -461,8 +473,13 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
         return ST_OK;
     long correct;
     double loss, t0 = now_seconds();
-    st_status st = st_sched_test(t->sched, t->test, &correct, &loss, err);
+    st_status st = check_weights(t, it, err);
+    if (st == ST_OK)
+        st = st_sched_test(t->sched, t->test, &correct, &loss, err);
     t->test_seconds += now_seconds() - t0;
+    if (st == ST_OK && !isfinite(loss))
+        st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
+                     "not finite (try a lower learning_rate)", it);
     if (st != ST_OK)
         return st;
     res->test_accuracy = (double)correct / (double)t->test->count;
@@ -492,7 +509,9 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
                        "longer than %zu bytes", t->o.snapshot_dir, sizeof path - 1);
     st_snapshot_meta m;
     snapshot_meta(t, iteration, &m);
-    st_status st = ST_OK;
+    st_status st = check_weights(t, iteration, err);
+    if (st != ST_OK)
+        return st;
     if (st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on every rank */
         st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
     if (st != ST_OK) {
@@ -818,6 +837,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_OK && !res->signal)
+        st = check_weights(t, t->iterations, err);
     if (t->o.cluster)
         st_cluster_report(t->o.cluster, res->iterations - t->start, log_line, &t->log);
     if (st == ST_EDIVERGED && t->snapshot_iter >= 0)

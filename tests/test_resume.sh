@@ -177,6 +177,15 @@ expect "divergence: no snapshot after it and no final one" \
 check "divergence: the last good snapshot loads" err 0 "" -- \
     "$bin" -q -t 2 --data synthetic --no-test --iters 301 --resume "$tmp/div/diverge_300.snap" \
     "$tmp/diverge.cfg"
+# SSP and ASP stop on it as well (they trained on and saved NaN weights
+# with exit code 0).
+for sync in ssp:1 asp; do
+    mkdir "$tmp/div-$sync"
+    check "--sync $sync: divergence names the iteration and the layer" err 1 "training diverged: the" "layer" -- \
+        "$bin" -t 2 --sync "$sync" --data synthetic --no-test --iters $iters \
+        --snapshot-dir "$tmp/div-$sync" "$tmp/diverge.cfg"
+    expect "--sync $sync: no snapshot of the diverged weights" [ -z "$(ls -A "$tmp/div-$sync")" ]
+done
 
 # Adam keeps two planes of moments and a step count: resume continues them.
 mkdir "$tmp/adam-ref" "$tmp/adam"
