@@ -27,8 +27,15 @@ int st_remove_stale_temporaries(const char *dir, const char *prefix, const char 
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
 
 /* The same for the directory the file PATH will be created in; a PATH that
- * is a directory fails too. */
+ * is a directory fails too, and so does a name too long to write it under
+ * (with the suffix of its temporary). */
 st_status st_check_output_path(const char *what, const char *path, st_error *err);
+
+/* Bytes a temporary's name adds to its file's (".tmp." and a PID). */
+#define ST_TEMP_SUFFIX_MAX 15
+
+/* The longest file name DIR takes (pathconf's NAME_MAX; 255 if unknown). */
+long st_name_max(const char *dir);
 
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);

@@ -23,6 +23,12 @@ st_status st_check_dir_writable(const char *what, const char *dir, st_error *err
     return ST_OK;
 }
 
+long st_name_max(const char *dir)
+{
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? n : 255;
+}
+
 st_status st_check_output_path(const char *what, const char *path, st_error *err)
 {
     struct stat sb;
@@ -42,6 +48,12 @@ st_status st_check_output_path(const char *what, const char *path, st_error *err
     else if (access(dir, W_OK | X_OK) != 0)
         st = st_fail(err, ST_EUSAGE, "%s %s: directory %s is not writable: %s", what, path, dir,
                      strerror(errno));
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t len = strlen(base) + ST_TEMP_SUFFIX_MAX;
+    if (st == ST_OK && (long)len > st_name_max(dir))
+        st = st_fail(err, ST_EUSAGE, "%s %s: the file name is too long: with the suffix of its "
+                     "temporary (.tmp.PID) it takes up to %zu bytes, over the limit of %ld of "
+                     "%s", what, path, len, st_name_max(dir), dir);
     free(copy);
     return st;
 }

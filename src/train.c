@@ -9,9 +9,11 @@
 #include "train.h"
 #include "cores.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,8 @@ struct st_trainer {
     sigset_t old_mask;
     int signal;             /* the one that stopped the run, or 0 */
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
+    char snapshot_name[ST_PATH_MAX]; /* NAME of the snapshots DIR/NAME_TAG.snap */
+    char *settings;         /* the cfg's settings a snapshot keeps (st_hparams_settings) */
     int allreduce;          /* multi-node: the algorithm's index, -1 for auto */
     char snapshot_path[ST_PATH_MAX + 64];
     double created, began;  /* when set-up and the run began (monotonic seconds) */
@@ -115,6 +119,7 @@ void st_trainer_free(st_trainer *t)
     st_source_close(t->test);
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
+    free(t->settings);
     free(t);
 }
 
@@ -251,6 +256,7 @@ static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta 
     m->workers = t->o.threads;
     m->state_planes = t->ps.state_planes;
     snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
+    m->settings = t->settings;
 }
 
 /* Continue from o.resume: the weights, the solver state and the iteration;
@@ -259,13 +265,20 @@ static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta 
 static st_status resume(st_trainer *t, st_error *err)
 {
     const char *path = t->o.resume;
-    st_snapshot_meta m, mine;
+    st_snapshot_meta m = {.settings = NULL}, mine;
     snapshot_meta(t, 0, &mine);
     st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, t->ps.state,
                                       t->ps.state_planes, &m, err);
+    char diff[768];
     if (st == ST_OK && strcmp(m.solver, mine.solver) != 0)
         st = st_fail(err, ST_EINPUT, "%s: the snapshot's solver is %s, this run's %s: resume "
                      "with solver=%s", path, m.solver, mine.solver, m.solver);
+    else if (st == ST_OK && st_hparams_settings_differ(&t->cfg, m.settings, strlen(m.settings),
+                                                       "the snapshot", diff, sizeof diff))
+        st = st_fail(err, ST_EINPUT, "%s was taken with another cfg: %s; resume with the cfg "
+                     "it was taken with (or start from its weights with --weights)", path,
+                     diff);
+    free(m.settings);
     if (st == ST_OK && m.batch != t->batch)
         st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with batch %d, this run has "
                      "%d: give -b %d", path, m.batch, t->batch, m.batch);
@@ -305,13 +318,31 @@ static st_status start_from(st_trainer *t, const char *path, st_error *err)
     return ST_OK;
 }
 
-/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name up to its
- * first dot. */
-static void snapshot_name(const st_trainer *t, char *name, size_t size)
+/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name without its
+ * last extension (exp.a.cfg: exp.a; .hidden.cfg: .hidden). The longest
+ * name, NAME_ITERATION.snap.tmp.PID, must fit the directory's file-name
+ * limit: checked now, not after training. */
+static st_status name_snapshots(st_trainer *t, st_error *err)
 {
     const char *base = strrchr(t->cfg_path, '/');
     base = base ? base + 1 : t->cfg_path;
-    snprintf(name, size, "%.*s", (int)strcspn(base, "."), base);
+    const char *dot = strrchr(base, '.');
+    int len = (int)(dot && dot != base ? dot - base : (ptrdiff_t)strlen(base));
+    snprintf(t->snapshot_name, sizeof t->snapshot_name, "%.*s", len, base);
+    if (!t->o.snapshot_dir)
+        return ST_OK;
+    char longest[ST_PATH_MAX + 64];
+    int n = snprintf(longest, sizeof longest, "%s_%ld.snap", t->snapshot_name, LONG_MAX);
+    long name_max = st_name_max(t->o.snapshot_dir);
+    if ((long)n + ST_TEMP_SUFFIX_MAX > name_max)
+        return st_fail(err, ST_EUSAGE, "%s: the snapshots' names would be too long for "
+                       "--snapshot-dir %s: %s.snap.tmp.PID takes up to %d bytes, over its "
+                       "limit of %ld: give the cfg a shorter name", t->cfg_path,
+                       t->o.snapshot_dir, longest, n + ST_TEMP_SUFFIX_MAX, name_max);
+    if (strlen(t->o.snapshot_dir) + 1 + (size_t)n + ST_TEMP_SUFFIX_MAX >= ST_PATH_MAX)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshots' paths would be "
+                       "longer than %d bytes", t->o.snapshot_dir, ST_PATH_MAX - 1);
+    return ST_OK;
 }
 
 /* A run killed while writing a snapshot leaves its temporary file
@@ -319,9 +350,8 @@ static void snapshot_name(const st_trainer *t, char *name, size_t size)
  * that are gone. */
 static void remove_killed_snapshot_writes(const st_trainer *t)
 {
-    char name[ST_PATH_MAX], prefix[ST_PATH_MAX + 1];
-    snapshot_name(t, name, sizeof name);
-    snprintf(prefix, sizeof prefix, "%s_", name);
+    char prefix[ST_PATH_MAX + 1];
+    snprintf(prefix, sizeof prefix, "%s_", t->snapshot_name);
     int n = st_remove_stale_temporaries(t->o.snapshot_dir, prefix, ".snap");
     if (n > 0)
         st_info(&t->log, "removed %d temporary file%s of snapshot writes that were killed "
@@ -351,10 +381,15 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK && o->snapshot_dir)
         st = st_check_dir_writable("--snapshot-dir", o->snapshot_dir, err);
+    if (st == ST_OK)
+        st = name_snapshots(t, err);
     if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
         remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
+    size_t settings_bytes;
+    if (st == ST_OK)
+        st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
     if (st == ST_OK)
         st = check_trainable(t, err);
     if (st == ST_OK) {
@@ -500,10 +535,10 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
 {
     if (!t->o.snapshot_dir)
         return ST_OK;
-    char name[ST_PATH_MAX], path[sizeof t->snapshot_path], tag[32];
-    snapshot_name(t, name, sizeof name);
+    char path[sizeof t->snapshot_path], tag[32];
     snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
-    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir, name, tag);
+    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir,
+                       t->snapshot_name, tag);
     if (len < 0 || (size_t)len >= sizeof path)
         return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshot's path would be "
                        "longer than %zu bytes", t->o.snapshot_dir, sizeof path - 1);
@@ -883,10 +918,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);
     if (st == ST_OK && !t->o.snapshot_dir) {
-        char name[ST_PATH_MAX];
-        snapshot_name(t, name, sizeof name);
         st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
-                "DIR/%s_final.snap", name);
+                "DIR/%s_final.snap", t->snapshot_name);
     }
     return st;
 }
