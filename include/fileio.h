@@ -37,6 +37,12 @@ st_status st_check_output_path(const char *what, const char *path, st_error *err
 /* The longest file name DIR takes (pathconf's NAME_MAX; 255 if unknown). */
 long st_name_max(const char *dir);
 
+/* Create path for writing, exclusively (O_CREAT | O_EXCL | O_NOFOLLOW):
+ * whatever stands under that name first (a temporary of a killed process,
+ * a planted symbolic link) is unlinked, never followed or truncated. For
+ * temporaries whose names are predictable. NULL with errno on failure. */
+FILE *st_create_exclusive(const char *path);
+
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);
 

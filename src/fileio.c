@@ -1,4 +1,4 @@
-/* Atomic file replacement; see fileio.h. */
+/* Atomic file replacement and exclusive temporaries; see fileio.h. */
 #include "fileio.h"
 
 #include <dirent.h>
@@ -127,6 +127,23 @@ static void sync_directory_of(const char *path)
     free(copy);
 }
 
+FILE *st_create_exclusive(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+    }
+    return f;
+}
+
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err)
 {
     size_t len = strlen(path) + 32;
@@ -135,7 +152,7 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
         return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
     remove_stale_temporaries_of(path);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = st_create_exclusive(tmp);
     if (!f) {
         st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,
                                strerror(errno));

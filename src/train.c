@@ -358,6 +358,17 @@ static void remove_killed_snapshot_writes(const st_trainer *t)
                 "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
 }
 
+/* --cpe-trace FILE, written as FILE.partial, which the backend creates
+ * exclusively: an old one (a killed run's, a planted symbolic link) is
+ * removed first, not followed. */
+static st_status start_cpe_trace(st_trainer *t, st_error *err)
+{
+    char partial[ST_PATH_MAX + 16];
+    snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+    unlink(partial);
+    return st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err);
+}
+
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err)
 {
@@ -455,7 +466,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (st == ST_OK && o->cpe_trace)
         st = strcmp(t->backend->name, "cpe") != 0
                  ? st_fail(err, ST_EUSAGE, "--cpe-trace needs --backend cpe")
-                 : st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, o->cpe_trace, err);
+                 : start_cpe_trace(t, err);
     if (st == ST_OK) {
         double mb = 1e-6 * sizeof(float), acts = 0.0;
         for (int w = 0; w < o->threads; w++)

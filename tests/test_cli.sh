@@ -284,6 +284,36 @@ expect "--metrics, set-up error: neither FILE nor FILE.partial" [ ! -e "$tmp/bad
 check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: cannot create $tmp/nodir/m.csv.partial" -- \
     "$bin" --data synthetic --iters 1 --metrics "$tmp/nodir/m.csv" "$tmp/tiny.cfg"
 
+# Temporaries with predictable names are created exclusively: a symbolic
+# link planted under the name is replaced, its target left alone (it was
+# followed and the target overwritten). `exec` keeps the shell's PID, so
+# $$ names the run's own temporary.
+mkdir "$tmp/links"
+echo precious >"$tmp/links/target"
+# untouched_and COMMAND...: the target still holds its text, and COMMAND holds
+untouched_and() {
+    [ "$(cat "$tmp/links/target")" = precious ] && "$@"
+}
+ln -s "$tmp/links/target" "$tmp/links/met.csv.partial"
+check "--metrics: a planted FILE.partial link" err 0 "" -- \
+    "$bin" -q --data synthetic --iters 2 --metrics "$tmp/links/met.csv" "$tmp/tiny.cfg"
+expect "--metrics: the link's target is untouched, FILE is the CSV" \
+    untouched_and grep -q "^phase," "$tmp/links/met.csv"
+check "snapshot: a planted NAME_final.snap.tmp.PID link" err 0 "" -- sh -c \
+    "ln -s '$tmp/links/target' '$tmp/links/tiny_final.snap.tmp.'\$\$ && exec '$bin' -q --data synthetic --iters 2 --snapshot-dir '$tmp/links' '$tmp/tiny.cfg'"
+expect "snapshot: the link's target is untouched, the snapshot written" \
+    untouched_and [ -s "$tmp/links/tiny_final.snap" ]
+expect "snapshot: no temporary left" [ -z "$(ls "$tmp/links" | grep tmp)" ]
+check "export: a planted OUT.tmp.PID link" err 0 "" -- sh -c \
+    "ln -s '$tmp/links/target' '$tmp/links/x.weights.tmp.'\$\$ && exec '$bin' export -q '$tmp/tiny.cfg' '$tmp/links/tiny_final.snap' '$tmp/links/x.weights'"
+expect "export: the link's target is untouched, OUT written" \
+    untouched_and [ -s "$tmp/links/x.weights" ]
+ln -s "$tmp/links/target" "$tmp/links/trace.csv.partial"
+check "--cpe-trace: a planted FILE.partial link" err 0 "" -- \
+    "$bin" -q --backend cpe --data synthetic --iters 1 --no-test --cpe-trace "$tmp/links/trace.csv" "$tmp/tiny.cfg"
+expect "--cpe-trace: the link's target is untouched, FILE is the trace" \
+    untouched_and grep -q "^iteration," "$tmp/links/trace.csv"
+
 # SIGTERM during training: FILE is renamed, with whole rows only.
 "$bin" -t 1 --data synthetic --iters 100000000 --log-every 100 --no-test --metrics "$tmp/sig.csv" \
     "$tmp/tiny.cfg" >/dev/null 2>"$tmp/sig.err" &

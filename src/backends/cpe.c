@@ -797,7 +797,7 @@ st_status st_cpe_backend_trace(st_bctx *ctx, const char *path, st_error *err)
         return st_fail(err, ST_EUSAGE, "--cpe-trace %s: path too long", path);
     char partial[sizeof ctx->trace_path + 8];
     snprintf(partial, sizeof partial, "%s.partial", path);
-    ctx->trace = fopen(partial, "w");
+    ctx->trace = fopen(partial, "wx"); /* exclusive: the trainer removed any old one */
     if (!ctx->trace)
         return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
                        strerror(errno));
