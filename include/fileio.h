@@ -43,6 +43,24 @@ long st_name_max(const char *dir);
  * temporaries whose names are predictable. NULL with errno on failure. */
 FILE *st_create_exclusive(const char *path);
 
+/* Whether paths a and b name the same file: the same device and inode
+ * when both exist (links and other spellings included); when neither
+ * exists yet, the same name in the same directory. */
+int st_same_file(const char *a, const char *b);
+
+/* A path as the user gave it: what ("--metrics", "the network cfg") and
+ * the path (NULL or empty: not given). */
+typedef struct st_named_path {
+    const char *what;
+    const char *path;
+} st_named_path;
+
+/* Checked before work starts: ST_EUSAGE naming both when one of outputs
+ * [n_out] is the same file (st_same_file) as one of inputs [n_in] or as
+ * another output. */
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err);
+
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);
 

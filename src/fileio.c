@@ -58,6 +58,56 @@ st_status st_check_output_path(const char *what, const char *path, st_error *err
     return st;
 }
 
+/* Whether a and b, two paths of files that do not exist, are the same name
+ * in the same directory. */
+static int same_name_same_dir(const char *a, const char *b)
+{
+    char *a_dir = strdup(a), *b_dir = strdup(b), *a_base = strdup(a), *b_base = strdup(b);
+    struct stat sa, sb;
+    int same = a_dir && b_dir && a_base && b_base &&
+               strcmp(basename(a_base), basename(b_base)) == 0 &&
+               stat(dirname(a_dir), &sa) == 0 && stat(dirname(b_dir), &sb) == 0 &&
+               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    free(a_dir);
+    free(b_dir);
+    free(a_base);
+    free(b_base);
+    return same;
+}
+
+int st_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int a_exists = stat(a, &sa) == 0, b_exists = stat(b, &sb) == 0;
+    if (a_exists && b_exists)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !a_exists && !b_exists && same_name_same_dir(a, b);
+}
+
+static int given(const st_named_path *p)
+{
+    return p->path && p->path[0];
+}
+
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err)
+{
+    for (int i = 0; i < n_out; i++) {
+        const st_named_path *o = &outputs[i];
+        for (int j = 0; given(o) && j < n_in; j++)
+            if (given(&inputs[j]) && st_same_file(o->path, inputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: writing it would destroy that "
+                               "input; give another file", o->what, o->path, inputs[j].what,
+                               inputs[j].path);
+        for (int j = 0; given(o) && j < i; j++)
+            if (given(&outputs[j]) && st_same_file(o->path, outputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: two outputs cannot be one "
+                               "file; give another", o->what, o->path, outputs[j].what,
+                               outputs[j].path);
+    }
+    return ST_OK;
+}
+
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
 {
     if (bytes && fwrite(data, 1, bytes, f) != bytes)

@@ -67,6 +67,7 @@ struct st_trainer {
     double created, began;  /* when set-up and the run began (monotonic seconds) */
     double test_seconds;    /* spent in test phases */
     long best_iteration;    /* of the best test accuracy */
+    st_data_paths data;     /* the data files: --data's, else [net]'s */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -87,6 +88,11 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
+{
+    t->log.progress = progress;
 }
 
 const st_net *st_trainer_net(const st_trainer *t)
@@ -144,16 +150,21 @@ static st_status open_split(st_trainer *t, const char *where, const char *key, c
     return st;
 }
 
+/* The data files: --data's, else [net]'s (none for --data synthetic). */
+static st_status find_data(st_trainer *t, st_error *err)
+{
+    int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
+    if (!t->o.data)
+        t->data = t->hp.data;
+    if (!t->o.data || synthetic)
+        return ST_OK;
+    return st_data_paths_load(t->o.data, &t->data, &t->log, err);
+}
+
 static st_status open_data(st_trainer *t, st_error *err)
 {
-    st_data_paths d = t->hp.data;
+    const st_data_paths d = t->data;
     int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
-    if (t->o.data && !synthetic) {
-        memset(&d, 0, sizeof d);
-        st_status st = st_data_paths_load(t->o.data, &d, &t->log, err);
-        if (st != ST_OK)
-            return st;
-    }
     const char *where = t->o.data && !synthetic ? t->o.data : t->cfg.path;
     if (d.classes && d.classes != t->net.classes)
         return st_fail(err, ST_EINPUT, "%s: classes=%d but the network has %d outputs", where,
@@ -358,6 +369,69 @@ static void remove_killed_snapshot_writes(const st_trainer *t)
                 "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
 }
 
+/* Whether path is a snapshot this run may write: DIR/NAME_final.snap or
+ * DIR/NAME_ITERATION.snap of --snapshot-dir DIR. */
+static int is_snapshot_path(const st_trainer *t, const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t name = strlen(t->snapshot_name), len = strlen(base);
+    if (!t->o.snapshot_dir || len < name + 1 + 5 || strncmp(base, t->snapshot_name, name) != 0 ||
+        base[name] != '_' || strcmp(base + len - 5, ".snap") != 0)
+        return 0;
+    const char *tag = base + name + 1;
+    size_t tag_len = len - name - 1 - 5;
+    int final = tag_len == 5 && strncmp(tag, "final", 5) == 0;
+    if (!final && (tag_len == 0 || strspn(tag, "0123456789") < tag_len))
+        return 0;
+    char dir[ST_PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    return st_same_file(dir, t->o.snapshot_dir);
+}
+
+/* Before any work: no output is a directory or in a directory it cannot be
+ * written to, and none would overwrite an input or another output (the
+ * snapshots may replace the one resumed or started from: that is a run
+ * going on). */
+static st_status check_paths(const st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    const st_data_paths *d = &t->data;
+    char metrics_partial[ST_PATH_MAX + 16] = "", trace_partial[ST_PATH_MAX + 16] = "";
+    if (o->metrics)
+        snprintf(metrics_partial, sizeof metrics_partial, "%s.partial", o->metrics);
+    if (o->cpe_trace)
+        snprintf(trace_partial, sizeof trace_partial, "%s.partial", o->cpe_trace);
+    const st_named_path outputs[] = {
+        {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
+        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
+    };
+    const st_named_path inputs[] = {
+        {"the network cfg", t->cfg_path}, {"--data", o->data},
+        {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
+        {"test_labels=", d->test_labels}, {"names=", d->names},
+        {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
+    };
+    enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
+    int n_out = (int)(sizeof outputs / sizeof outputs[0]);
+    int n_in = (int)(sizeof inputs / sizeof inputs[0]);
+    st_status st = ST_OK;
+    if (o->metrics)
+        st = st_check_output_path("--metrics", o->metrics, err);
+    if (st == ST_OK && o->cpe_trace)
+        st = st_check_output_path("--cpe-trace", o->cpe_trace, err);
+    if (st == ST_OK)
+        st = st_check_distinct(outputs, n_out, inputs, n_in, err);
+    for (int i = 0; st == ST_OK && i < n_out + n_in - STARTS; i++) {
+        const st_named_path *p = i < n_out ? &outputs[i] : &inputs[i - n_out];
+        if (p->path && p->path[0] && is_snapshot_path(t, p->path))
+            st = st_fail(err, ST_EUSAGE, "%s %s is one of the snapshots --snapshot-dir %s "
+                         "would write (%s_final.snap, %s_ITERATION.snap): give another file",
+                         p->what, p->path, o->snapshot_dir, t->snapshot_name,
+                         t->snapshot_name);
+    }
+    return st;
+}
+
 /* --cpe-trace FILE, written as FILE.partial, which the backend creates
  * exclusively: an old one (a killed run's, a planted symbolic link) is
  * removed first, not followed. */
@@ -412,6 +486,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         choose_threads(t);
         o = &t->o;
     }
+    if (st == ST_OK)
+        st = find_data(t, err);
+    if (st == ST_OK)
+        st = check_paths(t, err);
     if (st == ST_OK) {
         st_net_print(&t->net, log);
         t->transform = t->hp.transform;

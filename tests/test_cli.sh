@@ -281,7 +281,7 @@ expect "summary: says how to keep the weights" \
 check "--metrics, set-up error: exit 2" err 2 "bad.cfg:7" -- \
     "$bin" --data synthetic --iters 1 --metrics "$tmp/bad.csv" "$tmp/bad.cfg"
 expect "--metrics, set-up error: neither FILE nor FILE.partial" [ ! -e "$tmp/bad.csv" ] && [ ! -e "$tmp/bad.csv.partial" ]
-check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: cannot create $tmp/nodir/m.csv.partial" -- \
+check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: directory $tmp/nodir: No such file or directory" -- \
     "$bin" --data synthetic --iters 1 --metrics "$tmp/nodir/m.csv" "$tmp/tiny.cfg"
 
 # Temporaries with predictable names are created exclusively: a symbolic
