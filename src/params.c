@@ -18,7 +18,8 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
                        "supports", layer, role, count);
     st_param *p = realloc(t->p, (size_t)(t->n + 1) * sizeof *p);
     if (!p)
-        return st_fail(err, ST_ENOMEM, "out of memory adding parameter %d.%s", layer, role);
+        return st_fail(err, ST_ENOMEM, "out of memory adding parameter %d.%s (%zu bytes for %d "
+                       "parameters)", layer, role, (size_t)(t->n + 1) * sizeof *p, t->n + 1);
     t->p = p;
     st_param *e = &p[t->n];
     memset(e, 0, sizeof *e);

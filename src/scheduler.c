@@ -7,6 +7,7 @@
  * leave a record per iteration in a ring the scheduler thread reads. */
 #include "scheduler.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -651,12 +652,12 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             return st;
         }
     }
-    int started = 0;
+    int started = 0, create_err = 0;
     for (int r = 0; r < s->T; r++) {
         st_worker *w = &s->w[r];
         w->s = s;
         w->id = r;
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        if ((create_err = pthread_create(&w->thread, NULL, worker_main, w)) != 0)
             break;
         started++;
     }
@@ -669,8 +670,8 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             pthread_join(s->w[r].thread, NULL);
         s->launch = 0; /* joined already */
         st_sched_free(s);
-        return st_fail(err, ST_EIO, "cannot create worker threads: %d of %d started", started,
-                       s->T);
+        return st_fail(err, create_err == EAGAIN ? ST_ENOMEM : ST_EIO, "cannot create worker "
+                       "threads: %d of %d started: %s", started, s->T, strerror(create_err));
     }
     st_barrier_wait(&s->end);
     st_status st = collect_status(s, err);
