@@ -26,6 +26,10 @@ int st_remove_stale_temporaries(const char *dir, const char *prefix, const char 
  * existing directory this process may create files in. */
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
 
+/* DIR and its missing parents created (mkdir -p; *created set when one
+ * was), then checked as st_check_dir_writable does. */
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err);
+
 /* The same for the directory the file PATH will be created in; a PATH that
  * is a directory fails too, and so does a name too long to write it under
  * (with the suffix of its temporary). */

@@ -148,6 +148,8 @@ static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text,
         return ST_EINPUT;
     }
     const char *p = text, *end = text + len;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark, as some editors write: not text */
     int line = 1;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -284,8 +286,35 @@ static int parse_int(const char *s, long *out)
     return *end == '\0';
 }
 
+/* Whether s starts with a decimal number: an optional sign, digits with
+ * an optional point (at least one digit), an optional exponent. strtof
+ * also takes hexadecimal, "inf" and "nan", which no cfg key accepts (an
+ * integer key took only decimal: one number syntax for every key). */
+static int decimal_syntax(const char *s)
+{
+    s += *s == '+' || *s == '-';
+    size_t ints = strspn(s, "0123456789");
+    s += ints;
+    size_t fraction = 0;
+    if (*s == '.')
+        fraction = strspn(++s, "0123456789");
+    s += fraction;
+    if (ints + fraction == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        s += *s == '+' || *s == '-';
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        s += strspn(s, "0123456789");
+    }
+    return *s == '\0' || isspace((unsigned char)*s);
+}
+
 static int parse_float(const char *s, float *out)
 {
+    if (!decimal_syntax(s))
+        return 0;
     char *end;
     errno = 0;
     float v = strtof(s, &end);

@@ -29,6 +29,35 @@ long st_name_max(const char *dir)
     return n > 0 ? n : 255;
 }
 
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err)
+{
+    *created = 0;
+    char *path = strdup(dir);
+    if (!path)
+        return st_fail(err, ST_ENOMEM, "out of memory creating %s", dir);
+    st_status st = ST_OK;
+    /* each prefix ending before a '/', then the whole: parents first */
+    for (char *p = path + 1; st == ST_OK; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            if (mkdir(path, 0777) == 0)
+                *created = 1;
+            else if (errno != EEXIST)
+                st = st_fail(err, ST_EUSAGE, "%s %s: cannot create %s: %s", what, dir, path,
+                             strerror(errno));
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(path);
+    return st == ST_OK ? st_check_dir_writable(what, dir, err) : st;
+}
+
 st_status st_check_output_path(const char *what, const char *path, st_error *err)
 {
     struct stat sb;

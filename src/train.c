@@ -201,6 +201,10 @@ static st_status plan_schedule(st_trainer *t, st_error *err)
 {
     long global = (long)t->batch * st_cluster_size(t->o.cluster);
     t->iters_per_epoch = (t->train->count + global - 1) / global;
+    if (t->o.iters && t->o.epochs)
+        return st_fail(err, ST_EUSAGE, "--iters %ld and --epochs %ld: give one (the run's "
+                       "length in iterations, or in passes over the training set)", t->o.iters,
+                       t->o.epochs);
     if (t->o.iters)
         t->iterations = t->o.iters;
     else if (t->o.epochs)
@@ -483,17 +487,20 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         t->signals_blocked = pthread_sigmask(SIG_BLOCK, &set, &t->old_mask) == 0;
     }
     st_status st = st_backend_find(o->backend, &t->backend, err);
-    if (st == ST_OK && o->snapshot_dir)
-        st = st_check_dir_writable("--snapshot-dir", o->snapshot_dir, err);
-    if (st == ST_OK)
-        st = name_snapshots(t, err);
-    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
-        remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
     size_t settings_bytes;
     if (st == ST_OK)
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
+    int created = 0; /* once the cfg is known good: no directory left for a typo */
+    if (st == ST_OK && o->snapshot_dir)
+        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
+    if (st == ST_OK && created)
+        st_info(log, "created the snapshot directory %s", o->snapshot_dir);
+    if (st == ST_OK)
+        st = name_snapshots(t, err);
+    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
+        remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = check_trainable(t, err);
     if (st == ST_OK) {
@@ -547,6 +554,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             st = start_from(t, o->weights, err);
         t->warm_end = t->start + o->warmup;
     }
+    if (st == ST_OK && o->warmup >= t->iterations - t->start && o->warmup > 0)
+        st = st_fail(err, ST_EUSAGE, "--warmup %ld leaves no iteration to time: the run has "
+                     "%ld%s; give a --warmup below that", o->warmup, t->iterations - t->start,
+                     t->start ? " after the resumed snapshot's" : "");
     if (st == ST_OK) {
         st_sched_opts so = {
             .threads = o->threads, .intra = o->intra, .sync = o->sync,

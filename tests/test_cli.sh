@@ -148,8 +148,8 @@ check "image shape does not match the net" err 2 "$tmp/two8.idx: records are 8 x
 
 # ------------------------------------------------------ run-time failure
 
-check "--snapshot-dir missing directory (checked before training)" err 2 "--snapshot-dir $tmp/nodir" -- \
-    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/nodir" "$tmp/tiny.cfg"
+check "--snapshot-dir under a file (checked before training)" err 2 "--snapshot-dir $tmp/tiny.cfg/snaps: cannot create $tmp/tiny.cfg/snaps: Not a directory" -- \
+    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/tiny.cfg/snaps" "$tmp/tiny.cfg"
 
 # ------------------------------------------------------------- successes
 
@@ -180,6 +180,16 @@ check "small IDX files" out 0 "data: 2 training records from $tmp/two28.idx, 2 t
     "$bin" --data "$tmp/small.data" --iters 2 "$tmp/mnist.cfg"
 check "Fashion-MNIST t10k (gzip)" out 0 "data: 64 training records" "training: 2 iterations" -- \
     "$bin" --data "$tmp/good.data" --train-images 64 --iters 2 "$tmp/mnist.cfg"
+check "--snapshot-dir that does not exist is created, parents too (mkdir -p)" out 0 \
+    "created the snapshot directory $tmp/new/snaps" "weights saved to $tmp/new/snaps/tiny_final.snap" -- \
+    "$bin" --data synthetic --iters 1 --snapshot-dir "$tmp/new/snaps" "$tmp/tiny.cfg"
+check "--snapshot-dir: no directory made when the cfg is bad" err 2 "bad.cfg:7" -- \
+    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/bad-run/snaps" "$tmp/bad.cfg"
+expect "--snapshot-dir: none made for a bad cfg" [ ! -e "$tmp/bad-run" ]
+# A UTF-8 byte order mark (some editors write one) starts the cfg: it is
+# skipped (it was an invisible part of line 1's text).
+{ printf '\357\273\277'; cat "$tmp/tiny.cfg"; } >"$tmp/bom.cfg"
+check "a cfg starting with a UTF-8 byte order mark" out 0 "softmax" -- "$bin" --dry-run "$tmp/bom.cfg"
 mkdir "$tmp/snaps"
 check "--snapshot-dir existing directory" out 0 "weights saved to $tmp/snaps/tiny_final.snap" -- \
     "$bin" --data synthetic --iters 1 --snapshot-dir "$tmp/snaps" "$tmp/tiny.cfg"
