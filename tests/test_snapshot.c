@@ -95,6 +95,16 @@ static unsigned char *read_all(const char *path, size_t *len)
     return bytes;
 }
 
+/* f saved as path: the file's bytes (malloc'd), *len of them. */
+static unsigned char *save_and_read(const fixture *f, const char *path, size_t *len)
+{
+    st_snapshot_meta m = meta_of(f);
+    st_error err = {0};
+    if (st_snapshot_save(path, &f->net, f->w, f->state, &m, &err) != ST_OK)
+        fail_msg("saving %s: %s", path, err.msg);
+    return read_all(path, len);
+}
+
 /* Whether both readers refuse path; err gets the resume's message. */
 static int refused(const fixture *f, const char *path, st_error *err)
 {
@@ -117,11 +127,9 @@ static void test_every_bit_flip_refused(void **state)
     (void)state;
     fixture f;
     fixture_open(&f, CFG);
-    st_snapshot_meta m = meta_of(&f);
     st_error err = {0};
-    assert_int_equal(st_snapshot_save("a.snap", &f.net, f.w, f.state, &m, &err), ST_OK);
     size_t len;
-    unsigned char *bytes = read_all("a.snap", &len);
+    unsigned char *bytes = save_and_read(&f, "a.snap", &len);
     assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
 
     /* the unflipped file reads back exactly */
@@ -176,11 +184,8 @@ static void test_field_messages(void **state)
     (void)state;
     fixture f;
     fixture_open(&f, CFG);
-    st_snapshot_meta m = meta_of(&f);
-    st_error err = {0};
-    assert_int_equal(st_snapshot_save("a.snap", &f.net, f.w, f.state, &m, &err), ST_OK);
     size_t len;
-    unsigned char *bytes = read_all("a.snap", &len);
+    unsigned char *bytes = save_and_read(&f, "a.snap", &len);
     const struct {
         int offset;
         const char *message;
@@ -288,10 +293,8 @@ static void test_nonfinite_refused(void **state)
     f.state[3] = 0.0f;
 
     /* a NaN weight behind right checksums */
-    st_error_clear(&err);
-    assert_int_equal(st_snapshot_save("a.snap", &f.net, f.w, f.state, &m, &err), ST_OK);
     size_t len;
-    unsigned char *bytes = read_all("a.snap", &len);
+    unsigned char *bytes = save_and_read(&f, "a.snap", &len);
     size_t payload = HEADER_BYTES + f.settings_bytes;
     float nan = NAN;
     memcpy(bytes + payload + (p->offset + 1) * sizeof(float), &nan, sizeof nan);
