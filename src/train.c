@@ -164,13 +164,13 @@ static st_status find_data(st_trainer *t, st_error *err)
 
 static st_status open_data(st_trainer *t, st_error *err)
 {
-    const st_data_paths d = t->data;
+    const st_data_paths *d = &t->data;
     int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
     const char *where = t->o.data && !synthetic ? t->o.data : t->cfg.path;
-    if (d.classes && d.classes != t->net.classes)
+    if (d->classes && d->classes != t->net.classes)
         return st_fail(err, ST_EINPUT, "%s: classes=%d but the network has %d outputs", where,
-                       d.classes, t->net.classes);
-    if (synthetic || (!d.train[0] && !d.test[0])) {
+                       d->classes, t->net.classes);
+    if (synthetic || (!d->train[0] && !d->test[0])) {
         long ntrain = t->o.train_images ? t->o.train_images : SYNTHETIC_TRAIN;
         long ntest = t->o.test_images ? t->o.test_images : SYNTHETIC_TEST;
         st_info(&t->log, "no data given: training on %ld synthetic images of %d x %d x %d, "
@@ -183,12 +183,12 @@ static st_status open_data(st_trainer *t, st_error *err)
                                    t->o.seed, ST_SYNTHETIC_TEST_FIRST, err);
         return st;
     }
-    if (!d.train[0])
+    if (!d->train[0])
         return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
-    st_status st = open_split(t, where, "train", d.train, d.train_labels, d.names,
+    st_status st = open_split(t, where, "train", d->train, d->train_labels, d->names,
                               t->o.train_images, &t->train, err);
-    if (st == ST_OK && d.test[0])
-        st = open_split(t, where, "test", d.test, d.test_labels, d.names, t->o.test_images,
+    if (st == ST_OK && d->test[0])
+        st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
                         &t->test, err);
     if (st == ST_OK)
         st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
