@@ -1,7 +1,8 @@
 /* Fuzz target: the snapshot reader. The input is a snapshot file of the
  * network fuzz/tiny.cfg (header, weights, solver state); it is read as
  * `singletrain --weights` and `predict` read it (st_snapshot_load: the
- * weights alone) and as `--resume` does (st_snapshot_resume) for a solver
+ * weights alone; both checksums, the header's and the payload's, are
+ * checked either way) and as `--resume` does (st_snapshot_resume) for a solver
  * with one state plane (momentum SGD, as the seeds were trained) and with
  * two (Adam). The weights read must be the file's floats, and resuming must
  * accept exactly what loading accepts. */
@@ -29,12 +30,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     long iteration = -1;
     st_status st = st_snapshot_load(path, net, weights, &iteration, &err);
     fz_check(st, &err, "st_snapshot_load", SNAPSHOT_NAME);
-    /* the weights follow the header, whose size is the u32 at offset 12 */
+    /* the weights follow the header and the settings, whose sizes are the
+     * u32 at offsets 12 and 60 */
     if (st == ST_OK) {
-        uint32_t header;
+        uint32_t header, settings;
         memcpy(&header, data + 12, sizeof header);
-        if (len < header + count * sizeof *weights ||
-            memcmp(weights, data + header, count * sizeof *weights) != 0) {
+        memcpy(&settings, data + 60, sizeof settings);
+        size_t at = (size_t)header + settings;
+        if (len < at + count * sizeof *weights ||
+            memcmp(weights, data + at, count * sizeof *weights) != 0) {
             fprintf(stderr, "fuzz: the weights read are not the file's\n");
             abort();
         }
@@ -51,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
             fprintf(stderr, "fuzz: resume accepted what load did not, or the meta differ\n");
             abort();
         }
+        free(meta.settings);
     }
     free(state);
     free(weights);

@@ -78,4 +78,22 @@ st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *ki
 /* Where an option stands, for messages built by callers: "file:line". */
 const char *st_cfg_where(const st_cfg *cfg, int line, char *buf, size_t size);
 
+/* The cfg's settings as canonical text: one line "SECTION KEY=VALUE" per
+ * option (SECTION the section's index from 0), the keys of each section in
+ * byte order, leaving out the keys of the first section listed in skip
+ * (NULL-terminated, may be NULL). Two cfgs that differ only in comments,
+ * blank lines, spacing or the order of keys give the same text. *text is
+ * malloc'd and NUL-terminated; *len its bytes. */
+st_status st_cfg_settings(const st_cfg *cfg, const char *const *skip, char **text,
+                          size_t *len, st_error *err);
+
+/* Compare this cfg's settings (skip as above) with text of len bytes from
+ * st_cfg_settings of another cfg: 0 when they are the same, else 1 and the
+ * first difference in msg, at this cfg's file:line: "net.cfg:7: [net]
+ * momentum=0.95, but the other has momentum=0.9", "... but the other has no
+ * momentum=", "net.cfg:16: [maxpool] has no stride=, but the other has
+ * stride=2". other names the other cfg in the message. */
+int st_cfg_settings_differ(const st_cfg *cfg, const char *const *skip, const char *text,
+                           size_t len, const char *other, char *msg, size_t size);
+
 #endif

@@ -101,9 +101,13 @@ st_status st_store_open(st_source **out, const char *path, long limit, int class
                         st_error *err);
 
 /* count deterministic records of the given shape with learnable structure:
- * each class has its own pattern, each record adds its own noise. */
+ * each class has its own pattern (a function of seed and class), each record
+ * adds its own noise. The records are numbers first .. first + count - 1 of
+ * seed's stream: sources with the same seed and disjoint ranges (a training
+ * and a test split) hold different samples of the same classes. */
+#define ST_SYNTHETIC_TEST_FIRST (1ull << 40) /* the test split's first record */
 st_status st_synthetic_open(st_source **out, st_shape shape, int classes, long count,
-                            uint64_t seed, st_error *err);
+                            uint64_t seed, uint64_t first, st_error *err);
 
 /* What a data file or command line names for one split. */
 typedef struct st_source_spec {

@@ -26,9 +26,44 @@ int st_remove_stale_temporaries(const char *dir, const char *prefix, const char 
  * existing directory this process may create files in. */
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
 
+/* DIR and its missing parents created (mkdir -p; *created set when one
+ * was), then checked as st_check_dir_writable does. */
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err);
+
 /* The same for the directory the file PATH will be created in; a PATH that
- * is a directory fails too. */
+ * is a directory fails too, and so does a name too long to write it under
+ * (with the suffix of its temporary). */
 st_status st_check_output_path(const char *what, const char *path, st_error *err);
+
+/* Bytes a temporary's name adds to its file's (".tmp." and a PID). */
+#define ST_TEMP_SUFFIX_MAX 15
+
+/* The longest file name DIR takes (pathconf's NAME_MAX; 255 if unknown). */
+long st_name_max(const char *dir);
+
+/* Create path for writing, exclusively (O_CREAT | O_EXCL | O_NOFOLLOW):
+ * whatever stands under that name first (a temporary of a killed process,
+ * a planted symbolic link) is unlinked, never followed or truncated. For
+ * temporaries whose names are predictable. NULL with errno on failure. */
+FILE *st_create_exclusive(const char *path);
+
+/* Whether paths a and b name the same file: the same device and inode
+ * when both exist (links and other spellings included); when neither
+ * exists yet, the same name in the same directory. */
+int st_same_file(const char *a, const char *b);
+
+/* A path as the user gave it: what ("--metrics", "the network cfg") and
+ * the path (NULL or empty: not given). */
+typedef struct st_named_path {
+    const char *what;
+    const char *path;
+} st_named_path;
+
+/* Checked before work starts: ST_EUSAGE naming both when one of outputs
+ * [n_out] is the same file (st_same_file) as one of inputs [n_in] or as
+ * another output. */
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err);
 
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);

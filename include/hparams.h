@@ -41,6 +41,19 @@ typedef struct st_hparams {
 /* Parse cfg->secs[0], which must be [net] or [network]. */
 st_status st_hparams_parse(st_cfg *cfg, st_hparams *hp, const st_log *log, st_error *err);
 
+/* The settings of cfg that fix what training computes, as text
+ * (st_cfg_settings): every key of every section but those of [net] that do
+ * not: batch= (-b overrides it; a snapshot records the batch),
+ * subdivisions=, max_batches= (the length of the run) and the data keys
+ * (where the data is, not what is learned). A snapshot keeps them, so that
+ * a resume can tell another cfg. */
+st_status st_hparams_settings(const st_cfg *cfg, char **text, size_t *len, st_error *err);
+
+/* Whether cfg's settings differ from text (st_hparams_settings of another
+ * cfg, named other): see st_cfg_settings_differ. */
+int st_hparams_settings_differ(const st_cfg *cfg, const char *text, size_t len,
+                               const char *other, char *msg, size_t size);
+
 /* Read a data file (--data, or a Darknet .data file): key=value lines with
  * the same data keys as [net], overriding them. Darknet's backup= and top=
  * are accepted with a warning. */

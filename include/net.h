@@ -51,6 +51,11 @@ void st_net_print(const st_net *net, const st_log *log);
  * same hash can exchange weights. */
 uint64_t st_net_hash(const st_net *net);
 
+/* Whether every float of an arena [net->params.count] (weights, or a plane
+ * of solver state) is finite; if not, where the first non-finite one is
+ * goes to buf: "layer 2 [connected] (cfg line 20): 2.biases[0] is nan". */
+int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size);
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;

@@ -31,7 +31,8 @@ typedef struct st_option {
 } st_option;
 
 /* Parse argv[1..argc) into target; positional arguments go to pos (up to
- * max_pos; more is an error), their count to *n_pos. */
+ * max_pos; more is an error), their count to *n_pos. An option given
+ * twice is an error (which one was meant is a guess). */
 st_status st_options_parse(const st_option *opts, int n_opts, void *target, int argc,
                            char **argv, const char **pos, int max_pos, int *n_pos,
                            st_error *err);

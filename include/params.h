@@ -55,4 +55,12 @@ void st_params_init(const st_param_table *t, float *weights, uint64_t seed);
 /* Learned floats (weights and biases, not statistics). */
 size_t st_params_learned(const st_param_table *t);
 
+/* Whether every float of x [n] is finite (no NaN, no infinity). */
+int st_all_finite(const float *x, size_t n);
+
+/* The first tensor of t (in table order) holding a non-finite float of
+ * arena [t->count], and in *at that float's index in the tensor; NULL when
+ * every one is finite. */
+const st_param *st_params_nonfinite(const st_param_table *t, const float *arena, size_t *at);
+
 #endif

@@ -116,7 +116,11 @@ st_status st_sched_test(st_sched *s, const st_source *test, long *correct, doubl
 /* SSP / ASP: iterations [first, last) on every worker. progress(ctx, done,
  * loss, images) is called by the scheduler thread each time every worker
  * has finished `every` more iterations (done counts iterations all
- * finished; loss and images are summed since the previous call). */
+ * finished; loss and images are summed since the previous call). A worker's
+ * failure stops every worker; so does a non-finite loss or gradient of a
+ * worker's shard, found before that worker's update (ST_EDIVERGED, naming
+ * the iteration, the first layer whose output or gradient went non-finite
+ * and the worker), as in BSP. */
 typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
                              st_progress_fn progress, void *ctx, st_time_split *time,

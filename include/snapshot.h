@@ -2,13 +2,16 @@
  * The weights (plain layouts, whatever the backend) and the solver state
  * (every plane of moments), behind a header with a magic number, a format
  * version, the network's hash, the iteration reached and the settings that
- * fix what comes next (seed, batch, workers), and a CRC-32 of the payload.
+ * fix what comes next (seed, batch, workers, and the cfg's hyper-parameters
+ * as text, st_hparams_settings), a CRC-32 of the header and the settings
+ * and one of the payload: no byte is outside a checksum.
  *
  * Nothing else is needed to resume: the learning rate is a function of the
  * iteration, the data order a function of (seed, epoch), dropout masks and
  * transforms of (seed, iteration, sample), so the iteration is the position
  * of every random stream. Written atomically (fileio.h): a crash while
- * writing leaves the previous file under the final name. */
+ * writing leaves the previous file under the final name. Non-finite
+ * weights or state are neither written nor read. */
 #ifndef ST_SNAPSHOT_H
 #define ST_SNAPSHOT_H
 
@@ -17,7 +20,10 @@
 #include "net.h"
 #include "status.h"
 
-#define ST_SNAPSHOT_VERSION 2
+#define ST_SNAPSHOT_VERSION 3
+
+/* The settings text a snapshot holds at most (a cfg is at most 16 MB). */
+#define ST_SNAPSHOT_SETTINGS_MAX (64u << 20)
 
 /* What a snapshot records besides the arenas. */
 typedef struct st_snapshot_meta {
@@ -27,6 +33,9 @@ typedef struct st_snapshot_meta {
     int workers;       /* BSP workers: the order of the gradient sum */
     int state_planes;  /* solver state planes of net->params.count floats */
     char solver[16];   /* the update rule's name */
+    char *settings;    /* the cfg's settings (st_hparams_settings), NUL-ended;
+                          st_snapshot_save reads it (NULL: none), and
+                          st_snapshot_resume allocates it: the caller frees it */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */
@@ -39,9 +48,10 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
 st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
                            long *iteration, st_error *err);
 
-/* Everything, to resume: the header into meta, then weights and state
- * [planes * count], planes being this run's; a snapshot with another
- * number of planes is an error naming the file and its solver. */
+/* Everything, to resume: the header and the settings into meta, then
+ * weights and state [planes * count], planes being this run's; a snapshot
+ * with another number of planes is an error naming the file and its
+ * solver. On success free(meta->settings) when done. */
 st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
                              int planes, st_snapshot_meta *meta, st_error *err);
 

@@ -24,6 +24,8 @@ typedef struct st_train_opts {
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
+    const char *metrics;     /* --metrics FILE the caller writes (progress.h), or NULL:
+                                checked against the inputs and the other outputs */
     const char *data;        /* --data file, "synthetic", or NULL */
     const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
     long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */
@@ -79,6 +81,10 @@ typedef struct st_trainer st_trainer;
  * workers. */
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
+
+/* The progress display and metrics file training reports to (st_log's),
+ * opened after st_trainer_create has checked the --metrics path. */
+void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
 
 /* Run the whole schedule (from a --resume snapshot's iteration on). In BSP
  * mode SIGINT and SIGTERM are blocked from st_trainer_create to

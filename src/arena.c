@@ -13,7 +13,8 @@ st_status st_arena_reserve(st_arena *a, const char *name, size_t bytes, size_t *
         return st_fail(err, ST_EINTERNAL, "arena view '%s' reserved after allocation", name);
     st_arena_view *v = realloc(a->views, (size_t)(a->n_views + 1) * sizeof *v);
     if (!v)
-        return st_fail(err, ST_ENOMEM, "out of memory planning arena view '%s'", name);
+        return st_fail(err, ST_ENOMEM, "out of memory planning arena view '%s' (%zu bytes for "
+                       "%d views)", name, (size_t)(a->n_views + 1) * sizeof *v, a->n_views + 1);
     a->views = v;
     st_arena_view *view = &v[a->n_views++];
     memset(view, 0, sizeof *view);

@@ -148,6 +148,8 @@ static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text,
         return ST_EINPUT;
     }
     const char *p = text, *end = text + len;
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark, as some editors write: not text */
     int line = 1;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -284,8 +286,35 @@ static int parse_int(const char *s, long *out)
     return *end == '\0';
 }
 
+/* Whether s starts with a decimal number: an optional sign, digits with
+ * an optional point (at least one digit), an optional exponent. strtof
+ * also takes hexadecimal, "inf" and "nan", which no cfg key accepts (an
+ * integer key took only decimal: one number syntax for every key). */
+static int decimal_syntax(const char *s)
+{
+    s += *s == '+' || *s == '-';
+    size_t ints = strspn(s, "0123456789");
+    s += ints;
+    size_t fraction = 0;
+    if (*s == '.')
+        fraction = strspn(++s, "0123456789");
+    s += fraction;
+    if (ints + fraction == 0)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        s += *s == '+' || *s == '-';
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        s += strspn(s, "0123456789");
+    }
+    return *s == '\0' || isspace((unsigned char)*s);
+}
+
 static int parse_float(const char *s, float *out)
 {
+    if (!decimal_syntax(s))
+        return 0;
     char *end;
     errno = 0;
     float v = strtof(s, &end);
@@ -458,4 +487,140 @@ st_status st_cfg_finish_section(st_cfg *cfg, st_cfg_section *sec, const char *ki
                      cfg->path, o->line, sec->type, o->key, o->val);
     }
     return ST_OK;
+}
+
+/* ---- settings as text ---- */
+
+static int compare_keys(const void *a, const void *b)
+{
+    const st_cfg_option *x = *(const st_cfg_option *const *)a;
+    const st_cfg_option *y = *(const st_cfg_option *const *)b;
+    return strcmp(x->key, y->key);
+}
+
+/* Section i's options in key order, less the skipped ones (section 0):
+ * pointers into cfg in *sorted, their count returned; -1 out of memory. */
+static int sorted_options(const st_cfg *cfg, int i, const char *const *skip,
+                          const st_cfg_option ***sorted)
+{
+    const st_cfg_section *sec = &cfg->secs[i];
+    *sorted = malloc((size_t)(sec->n_opts ? sec->n_opts : 1) * sizeof **sorted);
+    if (!*sorted)
+        return -1;
+    int n = 0;
+    for (int j = 0; j < sec->n_opts; j++)
+        if (i != 0 || !listed(skip, sec->opts[j].key))
+            (*sorted)[n++] = &sec->opts[j];
+    qsort(*sorted, (size_t)n, sizeof **sorted, compare_keys);
+    return n;
+}
+
+st_status st_cfg_settings(const st_cfg *cfg, const char *const *skip, char **text,
+                          size_t *len, st_error *err)
+{
+    size_t cap = 64;
+    for (int i = 0; i < cfg->n_secs; i++)
+        for (int j = 0; j < cfg->secs[i].n_opts; j++)
+            cap += 16 + strlen(cfg->secs[i].opts[j].key) + strlen(cfg->secs[i].opts[j].val);
+    *text = st_calloc(cap, 1, "the cfg's settings", err);
+    if (!*text)
+        return ST_ENOMEM;
+    size_t at = 0;
+    for (int i = 0; i < cfg->n_secs; i++) {
+        const st_cfg_option **opt;
+        int n = sorted_options(cfg, i, skip, &opt);
+        if (n < 0) {
+            free(*text);
+            *text = NULL;
+            return st_fail(err, ST_ENOMEM, "out of memory listing the settings of %s",
+                           cfg->path);
+        }
+        for (int j = 0; j < n; j++)
+            at += (size_t)snprintf(*text + at, cap - at, "%d %s=%s\n", i, opt[j]->key,
+                                   opt[j]->val);
+        free(opt);
+    }
+    *len = at;
+    return ST_OK;
+}
+
+/* One line of settings text: section, key and value (not NUL-terminated);
+ * 0 when the line is not of that form. */
+typedef struct setting {
+    long section;
+    const char *key, *val;
+    int key_len, val_len;
+} setting;
+
+static int parse_setting(const char *p, const char *end, setting *s)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *sp = memchr(p, ' ', (size_t)((nl ? nl : end) - p));
+    const char *eq = sp ? memchr(sp, '=', (size_t)((nl ? nl : end) - sp)) : NULL;
+    if (!nl || !sp || !eq || sp == p || eq == sp + 1)
+        return 0;
+    s->section = 0;
+    for (const char *d = p; d < sp; d++) {
+        if (*d < '0' || *d > '9' || s->section > 1000000000L)
+            return 0;
+        s->section = s->section * 10 + (*d - '0');
+    }
+    s->key = sp + 1;
+    s->key_len = (int)(eq - sp - 1);
+    s->val = eq + 1;
+    s->val_len = (int)(nl - eq - 1);
+    return 1;
+}
+
+int st_cfg_settings_differ(const st_cfg *cfg, const char *const *skip, const char *text,
+                           size_t len, const char *other, char *msg, size_t size)
+{
+    const char *p = text, *end = text + len;
+    int differ = 0;
+    for (int i = 0; i < cfg->n_secs && !differ; i++) {
+        const st_cfg_section *sec = &cfg->secs[i];
+        const st_cfg_option **opt;
+        int n = sorted_options(cfg, i, skip, &opt);
+        if (n < 0) {
+            snprintf(msg, size, "%s: out of memory comparing its settings", cfg->path);
+            return 1;
+        }
+        /* a merge of the two sorted lists of section i: the first key in
+         * one and not the other, or with another value, is the difference */
+        for (int j = 0; !differ;) {
+            setting s;
+            int theirs = p < end && parse_setting(p, end, &s) && s.section == i;
+            if (j == n && !theirs)
+                break;
+            int order = j == n ? 1 : !theirs ? -1 : strncmp(opt[j]->key, s.key, (size_t)s.key_len);
+            if (theirs && j < n && order == 0 && opt[j]->key[s.key_len] != '\0')
+                order = 1;
+            differ = 1;
+            if (order < 0)
+                snprintf(msg, size, "%s:%d: [%s] %s=%s, but %s has no %s=", cfg->path,
+                         opt[j]->line, sec->type, opt[j]->key, opt[j]->val, other,
+                         opt[j]->key);
+            else if (order > 0)
+                snprintf(msg, size, "%s:%d: [%s] has no %.*s=, but %s has %.*s=%.*s",
+                         cfg->path, sec->line, sec->type, s.key_len, s.key, other, s.key_len,
+                         s.key, s.val_len, s.val);
+            else if ((int)strlen(opt[j]->val) != s.val_len ||
+                     memcmp(opt[j]->val, s.val, (size_t)s.val_len) != 0)
+                snprintf(msg, size, "%s:%d: [%s] %s=%s, but %s has %s=%.*s", cfg->path,
+                         opt[j]->line, sec->type, opt[j]->key, opt[j]->val, other,
+                         opt[j]->key, s.val_len, s.val);
+            else {
+                differ = 0;
+                j++;
+                p = s.val + s.val_len + 1;
+            }
+        }
+        free(opt);
+    }
+    if (!differ && p < end) {
+        snprintf(msg, size, "%s: %s has settings of sections this cfg does not have",
+                 cfg->path, other);
+        differ = 1;
+    }
+    return differ;
 }

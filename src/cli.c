@@ -20,8 +20,8 @@ static const st_option options[] = {
      "worker on networks over 16M parameters)", ST_OPT_INT, TRAIN(intra), 1, 1024},
     {"sync", 0, "MODE", "Training", "bsp (default), ssp:S (at most S iterations ahead of the "
      "slowest worker) or asp", ST_OPT_STRING, offsetof(st_cli, sync), 0, 0},
-    {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=)",
-     ST_OPT_LONG, TRAIN(iters), 1, LONG_MAX},
+    {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=; "
+     "not with --epochs)", ST_OPT_LONG, TRAIN(iters), 1, LONG_MAX},
     {"epochs", 0, "N", "Training", "passes over the training set", ST_OPT_LONG, TRAIN(epochs), 1,
      1 << 20},
     {"seed", 0, "N", "Training", "seed of weights, data order and dropout (default 1)",
@@ -68,9 +68,10 @@ static const st_option options[] = {
      ST_OPT_LONG, TRAIN(warmup), 0, LONG_MAX},
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
      ST_OPT_FLAG, TRAIN(profile), 0, 0},
-    {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR: "
-     "at the end as NAME_final.snap, every --snapshot-every iterations and on SIGINT / "
-     "SIGTERM as NAME_ITER.snap (NAME: the cfg's base name)", ST_OPT_STRING,
+    {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR "
+     "(created if missing): at the end as NAME_final.snap, every --snapshot-every iterations "
+     "and on SIGINT / SIGTERM as NAME_ITER.snap (NAME: the cfg's file name without its last "
+     "extension)", ST_OPT_STRING,
      TRAIN(snapshot_dir), 0, 0},
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
      "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
@@ -96,7 +97,8 @@ static const st_option options[] = {
      0, 0},
     {"resume", 0, "FILE", "Snapshots", "continue the run a snapshot stopped: weights, solver "
      "state, iteration; the same seed, batch and -t give the weights an uninterrupted run "
-     "gives", ST_OPT_STRING, TRAIN(resume), 0, 0},
+     "gives; a cfg whose settings differ from the snapshot's is refused", ST_OPT_STRING,
+     TRAIN(resume), 0, 0},
     {"dry-run", 0, NULL, "Output", "check the cfg, print the layer table and stop", ST_OPT_FLAG,
      offsetof(st_cli, dry_run), 0, 0},
     {"quiet", 'q', NULL, "Output", "only warnings and errors (no progress; --log-format "
@@ -127,7 +129,8 @@ void st_cli_help(FILE *out)
                     "(a striped store from any data source), read (its reading speed), predict\n"
                     "(classify images) and export (Darknet .weights) have their own --help.\n",
                     options, N_OPTIONS, groups);
-    fprintf(out, "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
+    fprintf(out, "\nEach option may be given once. Outputs may not be inputs or each other.\n"
+                 "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
                  "128 + the signal when SIGINT or SIGTERM stopped training.\n"
                  "The manual: man singletrain (make install puts it in PREFIX/share/man).\n");
 }

@@ -42,7 +42,11 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
     st_cfg cfg;
     st_hparams hp;
     st_net net;
+    const st_named_path out[] = {{"OUT.weights", out_path}};
+    const st_named_path in[] = {{"NET.cfg", cfg_path}, {"WEIGHTS", in_path}};
     st_status st = st_check_output_path("OUT.weights", out_path, err);
+    if (st == ST_OK)
+        st = st_check_distinct(out, 1, in, 2, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &cfg, &hp, &net, &log, err);
     if (st != ST_OK)

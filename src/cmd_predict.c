@@ -12,6 +12,7 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,10 @@ static st_status predict_one(predictor *p, const predict_cli *o, const char *pat
         return st;
     const float *score = st_replica_output(&p->rep, p->net.output_layer);
     int classes = p->net.classes;
+    for (int c = 0; c < classes; c++)
+        if (!isfinite(score[c]))
+            return st_fail(err, ST_EDIVERGED, "%s: the score of class %d is %g: the network's "
+                           "output is not finite for this image", path, c, (double)score[c]);
     if (o->scores) {
         printf("%s", path);
         for (int c = 0; c < classes; c++)

@@ -235,7 +235,11 @@ st_status st_darknet_weights_save(const char *path, const st_net *net, const flo
         return st;
     }
     dw_out o = {path, &pl, weights, seen, NULL};
+    char where[256];
     st = check_absent(&pl, weights, path, err);
+    if (st == ST_OK && !st_net_arena_finite(net, weights, where, sizeof where))
+        st = st_fail(err, ST_EDIVERGED, "%s: not written: %s: expected finite weights", path,
+                     where);
     if (st == ST_OK) {
         o.buf = st_calloc(pl.largest ? pl.largest : 1, sizeof *o.buf, "a .weights tensor", err);
         if (!o.buf)
@@ -322,11 +326,6 @@ static st_status read_chunk(dw_in *in, const dw_chunk *c, float *weights, int tr
         for (size_t r = 0; r < (size_t)c->rows; r++)
             for (size_t k = 0; k < (size_t)c->cols; k++)
                 dst[r * (size_t)c->cols + k] = buf[k * (size_t)c->rows + r];
-    for (size_t i = 0; i < c->p->count; i++)
-        if (!isfinite(dst[i]))
-            return st_fail(err, ST_EINPUT, "%s: layer %d [%s] (cfg line %d): %s[%zu] is %g: "
-                           "expected finite weights", in->path, c->l->index, c->l->ops->type,
-                           c->l->line, c->p->name, i, (double)dst[i]);
     return ST_OK;
 }
 
@@ -374,6 +373,9 @@ st_status st_darknet_weights_load(const char *path, const st_net *net, float *we
         st = read_chunk(&in, &pl.c[k], weights, transposed, buf, err);
     if (st == ST_OK)
         st = check_end(&in, &pl, err);
+    char where[256];
+    if (st == ST_OK && !st_net_arena_finite(net, weights, where, sizeof where))
+        st = st_fail(err, ST_EINPUT, "%s: %s: expected finite weights", path, where);
     if (st == ST_OK && seen)
         *seen = seen64;
     fclose(in.f);

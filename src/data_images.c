@@ -30,6 +30,7 @@ typedef struct images_source {
     char *paths;          /* NUL-terminated paths, back to back */
     size_t *offset;       /* [count] into paths */
     int *labels;          /* [count] */
+    int *lines;           /* [count] the list's line of each entry, for messages */
     unsigned char *bad;   /* [count] (skip_bad) set once an entry fails to decode */
     int skip_bad;
     long *skipped;        /* shared counter, may be NULL */
@@ -303,7 +304,10 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
  * message goes to err and the status is returned. */
 static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
 {
-    return st_image_decode(s->paths + s->offset[i], s->base.shape, pixels, err);
+    st_status st = st_image_decode(s->paths + s->offset[i], s->base.shape, pixels, err);
+    if (st != ST_OK)
+        st_error_prefix(err, "%s:%d: ", s->base.name, s->lines[i]);
+    return st;
 }
 
 static st_status images_read(const st_source *src, long index, unsigned char *pixels,
@@ -344,6 +348,7 @@ static void images_close(st_source *src)
     free(s->paths);
     free(s->offset);
     free(s->labels);
+    free(s->lines);
     free(s->bad);
     free(s);
 }
@@ -514,10 +519,10 @@ static int readable(const char *path)
     return access(path, R_OK) == 0;
 }
 
-/* Append one entry to s (capacity *cap) and its path to the blob (used
- * bytes *blob_len, capacity *blob_cap). */
+/* Append one entry to s (capacity *cap), from line of the list, and its
+ * path to the blob (used bytes *blob_len, capacity *blob_cap). */
 static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t *blob_cap,
-                           const char *path, size_t len, int label, st_error *err)
+                           const char *path, size_t len, int label, int line, st_error *err)
 {
     long n = s->base.count;
     if (n == *cap) {
@@ -528,7 +533,10 @@ static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t
         int *l2 = o2 ? realloc(s->labels, (size_t)cap2 * sizeof *l2) : NULL;
         if (l2)
             s->labels = l2;
-        if (!o2 || !l2)
+        int *n2 = l2 ? realloc(s->lines, (size_t)cap2 * sizeof *n2) : NULL;
+        if (n2)
+            s->lines = n2;
+        if (!o2 || !l2 || !n2)
             return st_fail(err, ST_ENOMEM, "%s: out of memory holding %ld entries",
                            s->base.name, n);
         *cap = cap2;
@@ -547,6 +555,7 @@ static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t
     memcpy(s->paths + *blob_len, path, len + 1);
     s->offset[n] = *blob_len;
     s->labels[n] = label;
+    s->lines[n] = line;
     *blob_len += len + 1;
     s->base.count = n + 1;
     return ST_OK;
@@ -586,7 +595,7 @@ static st_status parse_list(images_source *s, FILE *f, const char *list, const n
             count_skipped(s);
             continue;
         }
-        st = add_entry(s, &cap, &blob_len, &blob_cap, path, len, label, err);
+        st = add_entry(s, &cap, &blob_len, &blob_cap, path, len, label, line, err);
     }
     if (st == ST_OK && ferror(f))
         st = st_fail(err, ST_EINPUT, "%s: read failed: %s", list, strerror(errno));

@@ -1,4 +1,4 @@
-/* Atomic file replacement; see fileio.h. */
+/* Atomic file replacement and exclusive temporaries; see fileio.h. */
 #include "fileio.h"
 
 #include <dirent.h>
@@ -23,6 +23,41 @@ st_status st_check_dir_writable(const char *what, const char *dir, st_error *err
     return ST_OK;
 }
 
+long st_name_max(const char *dir)
+{
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? n : 255;
+}
+
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err)
+{
+    *created = 0;
+    char *path = strdup(dir);
+    if (!path)
+        return st_fail(err, ST_ENOMEM, "out of memory creating %s", dir);
+    st_status st = ST_OK;
+    /* each prefix ending before a '/', then the whole: parents first */
+    for (char *p = path + 1; st == ST_OK; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            if (mkdir(path, 0777) == 0)
+                *created = 1;
+            else if (errno != EEXIST)
+                st = st_fail(err, ST_EUSAGE, "%s %s: cannot create %s: %s", what, dir, path,
+                             strerror(errno));
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(path);
+    return st == ST_OK ? st_check_dir_writable(what, dir, err) : st;
+}
+
 st_status st_check_output_path(const char *what, const char *path, st_error *err)
 {
     struct stat sb;
@@ -42,8 +77,64 @@ st_status st_check_output_path(const char *what, const char *path, st_error *err
     else if (access(dir, W_OK | X_OK) != 0)
         st = st_fail(err, ST_EUSAGE, "%s %s: directory %s is not writable: %s", what, path, dir,
                      strerror(errno));
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t len = strlen(base) + ST_TEMP_SUFFIX_MAX;
+    if (st == ST_OK && (long)len > st_name_max(dir))
+        st = st_fail(err, ST_EUSAGE, "%s %s: the file name is too long: with the suffix of its "
+                     "temporary (.tmp.PID) it takes up to %zu bytes, over the limit of %ld of "
+                     "%s", what, path, len, st_name_max(dir), dir);
     free(copy);
     return st;
+}
+
+/* Whether a and b, two paths of files that do not exist, are the same name
+ * in the same directory. */
+static int same_name_same_dir(const char *a, const char *b)
+{
+    char *a_dir = strdup(a), *b_dir = strdup(b), *a_base = strdup(a), *b_base = strdup(b);
+    struct stat sa, sb;
+    int same = a_dir && b_dir && a_base && b_base &&
+               strcmp(basename(a_base), basename(b_base)) == 0 &&
+               stat(dirname(a_dir), &sa) == 0 && stat(dirname(b_dir), &sb) == 0 &&
+               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    free(a_dir);
+    free(b_dir);
+    free(a_base);
+    free(b_base);
+    return same;
+}
+
+int st_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int a_exists = stat(a, &sa) == 0, b_exists = stat(b, &sb) == 0;
+    if (a_exists && b_exists)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !a_exists && !b_exists && same_name_same_dir(a, b);
+}
+
+static int given(const st_named_path *p)
+{
+    return p->path && p->path[0];
+}
+
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err)
+{
+    for (int i = 0; i < n_out; i++) {
+        const st_named_path *o = &outputs[i];
+        for (int j = 0; given(o) && j < n_in; j++)
+            if (given(&inputs[j]) && st_same_file(o->path, inputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: writing it would destroy that "
+                               "input; give another file", o->what, o->path, inputs[j].what,
+                               inputs[j].path);
+        for (int j = 0; given(o) && j < i; j++)
+            if (given(&outputs[j]) && st_same_file(o->path, outputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: two outputs cannot be one "
+                               "file; give another", o->what, o->path, outputs[j].what,
+                               outputs[j].path);
+    }
+    return ST_OK;
 }
 
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
@@ -115,6 +206,23 @@ static void sync_directory_of(const char *path)
     free(copy);
 }
 
+FILE *st_create_exclusive(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+    }
+    return f;
+}
+
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err)
 {
     size_t len = strlen(path) + 32;
@@ -123,7 +231,7 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
         return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
     snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
     remove_stale_temporaries_of(path);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = st_create_exclusive(tmp);
     if (!f) {
         st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,
                                strerror(errno));

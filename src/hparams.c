@@ -14,6 +14,12 @@ static const char *const net_ignored[] = {
     "optimized_memory", "workspace_size_limit_MB", "adversarial_lr", "max_chart_loss",
     "gaussian_noise", "label_smooth_eps", "resize", "inputs", NULL};
 
+/* [net] keys that do not change what training computes (see
+ * st_hparams_settings). */
+static const char *const net_unsettled[] = {
+    "batch", "subdivisions", "max_batches", "train", "train_labels", "test", "valid",
+    "test_labels", "names", "labels", "classes", NULL};
+
 /* Data keys and their slots; a slot named twice (test= and valid=) is an
  * error. */
 static const struct {
@@ -245,4 +251,15 @@ st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *l
         st = st_cfg_finish_section(&cfg, &cfg.secs[0], "data", darknet_only, log, err);
     st_cfg_free(&cfg);
     return st;
+}
+
+st_status st_hparams_settings(const st_cfg *cfg, char **text, size_t *len, st_error *err)
+{
+    return st_cfg_settings(cfg, net_unsettled, text, len, err);
+}
+
+int st_hparams_settings_differ(const st_cfg *cfg, const char *text, size_t len,
+                               const char *other, char *msg, size_t size)
+{
+    return st_cfg_settings_differ(cfg, net_unsettled, text, len, other, msg, size);
 }

@@ -21,17 +21,22 @@
  * text lines otherwise. -q turns the live line off (nothing but warnings
  * and errors) and leaves csv rows on: they are the output asked for, and
  * the messages they would mix with go to stderr, where -q silences them. */
-static st_status open_progress(const st_cli *cli, st_log *log, st_progress **out,
-                               st_error *err)
+static st_progress_format progress_format(const st_cli *cli, st_log *log)
 {
-    st_progress_opts po = {.format = cli->log_format ? cli->format
-                                     : isatty(STDOUT_FILENO) ? ST_PROGRESS_LIVE
-                                                             : ST_PROGRESS_TEXT,
-                           .out = stdout, .metrics = cli->metrics};
-    if (po.format == ST_PROGRESS_LIVE && log->level < ST_LOG_INFO)
-        po.format = ST_PROGRESS_TEXT;
-    if (po.format == ST_PROGRESS_CSV)
+    st_progress_format format = cli->log_format ? cli->format
+                                : isatty(STDOUT_FILENO) ? ST_PROGRESS_LIVE
+                                                        : ST_PROGRESS_TEXT;
+    if (format == ST_PROGRESS_LIVE && log->level < ST_LOG_INFO)
+        format = ST_PROGRESS_TEXT;
+    if (format == ST_PROGRESS_CSV)
         log->out = stderr;
+    return format;
+}
+
+static st_status open_progress(const st_cli *cli, st_progress_format format, st_log *log,
+                               st_progress **out, st_error *err)
+{
+    st_progress_opts po = {.format = format, .out = stdout, .metrics = cli->metrics};
     st_status st = st_progress_create(out, &po, err);
     log->progress = *out;
     return st;
@@ -52,11 +57,14 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
     if (rank > 0 && log->level > ST_LOG_QUIET)
         log->level = ST_LOG_QUIET;
     st_progress *progress = NULL;
-    if (rank == 0)
-        st = open_progress(cli, log, &progress, err);
     st_trainer *t = NULL;
-    if (st == ST_OK)
-        st = st_trainer_create(&t, cli->cfg_path, &cli->train, log, err);
+    st_progress_format format = progress_format(cli, log);
+    cli->train.metrics = rank == 0 ? cli->metrics : NULL;
+    st = st_trainer_create(&t, cli->cfg_path, &cli->train, log, err);
+    if (st == ST_OK && rank == 0) /* after the trainer checked --metrics's path */
+        st = open_progress(cli, format, log, &progress, err);
+    if (progress)
+        st_trainer_attach_progress(t, progress);
     if (cluster) {
         st_cluster_fingerprint fp;
         if (t)

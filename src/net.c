@@ -153,6 +153,18 @@ uint64_t st_net_hash(const st_net *net)
     return h;
 }
 
+int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size)
+{
+    size_t at;
+    const st_param *p = st_params_nonfinite(&net->params, arena, &at);
+    if (!p)
+        return 1;
+    const st_layer *l = net->layers[p->layer];
+    snprintf(buf, size, "layer %d [%s] (cfg line %d): %s[%zu] is %g", p->layer, l->ops->type,
+             l->line, p->name, at, (double)arena[p->offset + at]);
+    return 0;
+}
+
 /* ---- replicas ---- */
 
 static double net_seconds(void)
@@ -200,25 +212,27 @@ static void replica_plan_accumulation(st_replica *r)
     }
 }
 
-/* Whether layer i's output must be plain: a consumer computes in plain C,
- * or keeps its input's layout and must itself be plain, or it is the last
- * layer or the class scores (read by the trainer). */
-static int output_must_be_plain(const st_net *net, int i)
+/* Whether each layer's output must be plain, into plain [n_layers]: a
+ * consumer computes in plain C, or keeps its input's layout and must
+ * itself be plain, or it is the last layer or the class scores (read by
+ * the trainer). One pass from the last layer down: a layer's consumers come
+ * after it, so they are settled when it is reached. */
+static void plan_plain_outputs(const st_net *net, unsigned char *plain)
 {
-    if (i == net->n_layers - 1 || i == net->output_layer)
-        return 1;
-    for (int j = i + 1; j < net->n_layers; j++) {
+    int nl = net->n_layers;
+    memset(plain, 0, (size_t)nl);
+    for (int j = nl - 1; j >= 0; j--) {
         const st_layer *l = net->layers[j];
+        if (j == nl - 1 || j == net->output_layer)
+            plain[j] = 1;
         for (int k = 0; k < l->n_src; k++)
-            if (l->src[k] == i && (l->ops->plain_input ||
-                                   (l->ops->keeps_layout && output_must_be_plain(net, j))))
-                return 1;
+            if (l->src[k] >= 0 && (l->ops->plain_input || (l->ops->keeps_layout && plain[j])))
+                plain[l->src[k]] = 1;
     }
-    return 0;
 }
 
 static st_status replica_setup_layer(st_replica *r, int i, const int *batch_sizes,
-                                     int n_batch_sizes, st_error *err)
+                                     int n_batch_sizes, int dst_plain, st_error *err)
 {
     const st_net *net = r->net;
     const st_layer *l = net->layers[i];
@@ -234,7 +248,7 @@ static st_status replica_setup_layer(st_replica *r, int i, const int *batch_size
         .backend = r->backend, .bctx = r->bctx, .n = r->n, .batch_sizes = batch_sizes,
         .n_batch_sizes = n_batch_sizes, .training = r->training, .arena = &r->arena,
         .in_layout = in_layout, .in_bytes = in_bytes,
-        .dst_plain = output_must_be_plain(net, i),
+        .dst_plain = dst_plain,
         .out_layout = NULL,
         .out_bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float),
     };
@@ -263,19 +277,30 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
     int *slot_of = st_calloc((size_t)nl, sizeof *slot_of, "delta plan", err);
     size_t *slot_bytes = st_calloc((size_t)nl, sizeof *slot_bytes, "delta plan", err);
     int *slot_free_after = st_calloc((size_t)nl, sizeof *slot_free_after, "delta plan", err);
-    st_status st = first_step && slot_of && slot_bytes && slot_free_after ? ST_OK : ST_ENOMEM;
+    int *first_at = st_calloc((size_t)nl + 1, sizeof *first_at, "delta plan", err);
+    int *next = st_calloc((size_t)nl, sizeof *next, "delta plan", err);
+    st_status st = first_step && slot_of && slot_bytes && slot_free_after && first_at && next
+                       ? ST_OK : ST_ENOMEM;
     int n_slots = 0;
+    /* the step of p's last consumer, nl without one (live from the start) */
+    for (int p = 0; p < nl && st == ST_OK; p++)
+        first_step[p] = nl;
+    for (int c = 0; c < nl && st == ST_OK; c++)
+        for (int k = 0; k < r->net->layers[c]->n_src; k++) {
+            int p = r->net->layers[c]->src[k];
+            if (p >= 0 && (first_step[p] == nl || first_step[p] < c))
+                first_step[p] = c;
+        }
+    /* the gradients first written at each step, the highest layer first:
+     * lists through next[] from first_at[step] (-1 ends them) */
+    for (int step = 0; step <= nl && st == ST_OK; step++)
+        first_at[step] = -1;
     for (int p = 0; p < nl && st == ST_OK; p++) {
-        first_step[p] = nl; /* no consumer: live from the start */
-        for (int c = nl - 1; c > p; c--)
-            for (int k = 0; k < r->net->layers[c]->n_src; k++)
-                if (r->net->layers[c]->src[k] == p && first_step[p] == nl)
-                    first_step[p] = c;
+        next[p] = first_at[first_step[p]];
+        first_at[first_step[p]] = p;
     }
     for (int step = nl; step >= 0 && st == ST_OK; step--)
-        for (int p = nl - 1; p >= 0; p--) {
-            if (first_step[p] != step)
-                continue;
+        for (int p = first_at[step]; p >= 0; p = next[p]) {
             /* a free slot: its gradient was last read at a step after this one */
             int pick = -1;
             for (int k = 0; k < n_slots; k++) {
@@ -303,6 +328,8 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
     for (int p = 0; p < nl && st == ST_OK; p++)
         r->delta_off[p] = slot_off[slot_of[p]];
     free(slot_off);
+    free(first_at);
+    free(next);
     free(first_step);
     free(slot_of);
     free(slot_bytes);
@@ -336,11 +363,19 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
         st = backend->ctx_create(&o->backend, &r->bctx, err);
     const int *sizes = o->batch_sizes ? o->batch_sizes : &r->n;
     int n_sizes = o->batch_sizes ? o->n_batch_sizes : 1;
+    unsigned char *plain = NULL;
+    if (st == ST_OK) {
+        plain = st_calloc((size_t)nl, 1, "replica layouts", err);
+        st = plain ? ST_OK : ST_ENOMEM;
+    }
+    if (st == ST_OK)
+        plan_plain_outputs(net, plain);
     for (int i = 0; i < nl && st == ST_OK; i++) {
-        st = replica_setup_layer(r, i, sizes, n_sizes, err);
+        st = replica_setup_layer(r, i, sizes, n_sizes, plain[i], err);
         if (st != ST_OK)
             st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
     }
+    free(plain);
     if (st == ST_OK && r->training)
         st = replica_plan_deltas(r, err);
     if (st == ST_OK && r->input_delta)

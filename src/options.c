@@ -154,10 +154,32 @@ static const st_option *find_short(const st_option *opts, int n, char c)
     return NULL;
 }
 
+/* Options a table may hold (those of one command). */
+#define MAX_OPTIONS 64
+
+/* An option given a second time: which value wins is a guess either way. */
+static st_status given_twice(const st_option *o, const char *first, const char *second,
+                             st_error *err)
+{
+    char name[64];
+    if (o->short_name)
+        snprintf(name, sizeof name, "-%c/--%s", o->short_name, o->name);
+    else
+        snprintf(name, sizeof name, "--%s", o->name);
+    if (!o->arg)
+        return st_fail(err, ST_EUSAGE, "option %s given twice: give it once", name);
+    return st_fail(err, ST_EUSAGE, "option %s given twice ('%s', then '%s'): give it once",
+                   name, first, second);
+}
+
 st_status st_options_parse(const st_option *opts, int n_opts, void *target, int argc,
                            char **argv, const char **pos, int max_pos, int *n_pos,
                            st_error *err)
 {
+    const char *seen[MAX_OPTIONS] = {NULL}; /* each option's value, once given */
+    if (n_opts > MAX_OPTIONS)
+        return st_fail(err, ST_EINTERNAL, "%d options in one table, at most %d", n_opts,
+                       MAX_OPTIONS);
     int only_positional = 0;
     *n_pos = 0;
     for (int i = 1; i < argc; i++) {
@@ -201,6 +223,9 @@ st_status st_options_parse(const st_option *opts, int n_opts, void *target, int 
                                o->arg);
             val = argv[++i];
         }
+        if (seen[o - opts])
+            return given_twice(o, seen[o - opts], val ? val : "", err);
+        seen[o - opts] = val ? val : "";
         st_status st = set_value(o, target, val ? val : "", err);
         if (st != ST_OK)
             return st;

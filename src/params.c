@@ -1,6 +1,7 @@
 /* The parameter table and initial values; see include/params.h. */
 #include "params.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
                        "supports", layer, role, count);
     st_param *p = realloc(t->p, (size_t)(t->n + 1) * sizeof *p);
     if (!p)
-        return st_fail(err, ST_ENOMEM, "out of memory adding parameter %d.%s", layer, role);
+        return st_fail(err, ST_ENOMEM, "out of memory adding parameter %d.%s (%zu bytes for %d "
+                       "parameters)", layer, role, (size_t)(t->n + 1) * sizeof *p, t->n + 1);
     t->p = p;
     st_param *e = &p[t->n];
     memset(e, 0, sizeof *e);
@@ -67,4 +69,30 @@ size_t st_params_learned(const st_param_table *t)
         if (t->p[i].kind != ST_PARAM_STAT)
             n += t->p[i].count;
     return n;
+}
+
+/* The exponent bits all ones is NaN or infinity. Branch-free, so it
+ * vectorises. */
+int st_all_finite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return !bad;
+}
+
+const st_param *st_params_nonfinite(const st_param_table *t, const float *arena, size_t *at)
+{
+    for (int i = 0; i < t->n; i++) {
+        const float *x = arena + t->p[i].offset;
+        if (st_all_finite(x, t->p[i].count))
+            continue;
+        for (*at = 0; *at < t->p[i].count && isfinite(x[*at]); (*at)++)
+            ;
+        return &t->p[i];
+    }
+    return NULL;
 }

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 /* Seconds between two drawings of the live line. */
 #define REDRAW_SECONDS 0.25
 
@@ -68,7 +70,7 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
             return st_fail(err, ST_ENOMEM, "out of memory for --metrics %s", o->metrics);
         }
         snprintf(p->partial_path, len, "%s.partial", o->metrics);
-        p->metrics = fopen(p->partial_path, "w");
+        p->metrics = st_create_exclusive(p->partial_path);
         if (!p->metrics) {
             int e = errno;
             st_progress_close(p, NULL);

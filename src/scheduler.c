@@ -7,6 +7,7 @@
  * leave a record per iteration in a ring the scheduler thread reads. */
 #include "scheduler.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ struct st_sched {
     /* BSP progress */
     iter_record rec[RECORDS];
     atomic_long completed;          /* iterations finished (records readable) */
-    atomic_int stopping;            /* the workers stopped before `last` */
+    atomic_int stopping;            /* the workers stop before `last` (a failure, a stop) */
     atomic_int stop_requested;      /* st_sched_request_stop */
     long stopped_at;                /* first iteration not finished, or -1 */
     st_status stop_status;
@@ -204,17 +205,41 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     return st;
 }
 
-/* Whether every float of x [n] is finite (no NaN, no infinity): the
- * exponent bits are not all ones. Branch-free, so it vectorises. */
-static int all_finite(const float *x, size_t n)
+/* Which layer went non-finite first among workers r0 .. r1 - 1 (images[k]
+ * the samples worker r0 + k ran): the outputs in forward order, then the
+ * parameter gradients in backward order (a layer's gradient is computed
+ * before those of the layers below it). The gradients at layer outputs
+ * share buffers, so by now they are overwritten; the parameter gradients
+ * are not. */
+static void first_nonfinite(const st_sched *s, int r0, int r1, const int *images, char *buf,
+                            size_t len)
 {
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    const st_net *net = s->net;
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        for (int r = r0; r < r1; r++) {
+            const st_replica *rep = &s->w[r].replica;
+            size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
+            if (!st_all_finite(st_replica_output(rep, i), per * (size_t)images[r - r0])) {
+                snprintf(buf, len, "the output of layer %d [%s] (line %d) is not finite", i,
+                         l->ops->type, l->line);
+                return;
+            }
+        }
     }
-    return !bad;
+    const st_param_table *t = &net->params;
+    for (int i = net->n_layers - 1; i >= 0; i--)
+        for (int k = 0; k < t->n; k++) {
+            const st_param *p = &t->p[k];
+            for (int r = r0; r < r1 && p->layer == i; r++)
+                if (!st_all_finite(s->ps->grads[r] + p->offset, p->count)) {
+                    snprintf(buf, len, "the gradient of %s, layer %d [%s] (line %d), is not "
+                             "finite", p->name, i, net->layers[i]->ops->type,
+                             net->layers[i]->line);
+                    return;
+                }
+        }
+    snprintf(buf, len, "the loss is not finite");
 }
 
 /* Worker w's slice of the sliced aggregation and of the solver update: on
@@ -285,8 +310,9 @@ static void stop_workers(st_sched *s, int r, long it, st_status why)
  * same records, so all take the same decision to stop (a failure, a stop
  * batch, a non-finite loss, a stop request) before anyone updates a slice.
  * A non-finite gradient is seen only after the reduction, each worker
- * checking its slice; the workers then stop together after `iter_end`,
- * the iteration unfinished (its update is not to be kept). */
+ * checking its slice and not applying it if so; the workers then stop
+ * together after `iter_end`, the iteration unfinished (the weights stay
+ * finite, but other slices were updated: they are not to be kept). */
 static void worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -339,9 +365,9 @@ static void worker_bsp(st_worker *w)
             }
             comm += now_seconds() - c0;
         }
-        rec->grad_bad[r] = dst != ST_OK || !all_finite(slice, slice_len);
+        rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
         double t4 = now_seconds();
-        if (dst == ST_OK)
+        if (dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
             dst = slice_apply(w, it);
         if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
             w->status = dst;
@@ -428,7 +454,19 @@ static void finish_async_iteration(st_worker *w, long clock, double loss, int im
     pthread_mutex_unlock(&s->clock_lock);
 }
 
-/* SSP / ASP: worker r's shard of every iteration, at its own pace. */
+/* An async worker's shard of iteration it went non-finite: which layer. */
+static st_status async_diverged(st_worker *w, long it, int images)
+{
+    char where[256];
+    first_nonfinite(w->s, w->id, w->id + 1, &images, where, sizeof where);
+    return st_fail(&w->err, ST_EDIVERGED, "iteration %ld: training diverged: %s on worker %d "
+                   "(try a lower learning_rate)", it, where, w->id);
+}
+
+/* SSP / ASP: worker r's shard of every iteration, at its own pace. A
+ * failure, a non-finite loss or a non-finite gradient (checked before the
+ * update, so the weights stay finite) stops every worker: the others at
+ * their next iteration. */
 static void worker_async(st_worker *w)
 {
     st_sched *s = w->s;
@@ -436,11 +474,11 @@ static void worker_async(st_worker *w)
     int B = s->o.batch, r = w->id;
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
-    for (long i = s->first; i < s->last && w->status == ST_OK; i++) {
+    for (long i = s->first; i < s->last && !atomic_load(&s->stopping); i++) {
         double t0 = now_seconds();
         if (s->o.sync == ST_SYNC_SSP) {
             pthread_mutex_lock(&s->clock_lock);
-            while (i - s->o.staleness > min_clock(s))
+            while (i - s->o.staleness > min_clock(s) && !atomic_load(&s->stopping))
                 pthread_cond_wait(&s->clock_moved, &s->clock_lock);
             pthread_mutex_unlock(&s->clock_lock);
         }
@@ -461,9 +499,13 @@ static void worker_async(st_worker *w)
             if (w->status == ST_OK)
                 w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info,
                                                &loss, &w->err);
+            if (w->status == ST_OK && !isfinite(loss))
+                w->status = async_diverged(w, i, count);
             if (w->status == ST_OK)
                 w->status = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[r],
                                                 &shard, &info, NULL, &w->err);
+            if (w->status == ST_OK && !st_all_finite(s->ps->grads[r], s->ps->count))
+                w->status = async_diverged(w, i, count);
         }
         double t2 = now_seconds();
         /* divided by the whole batch: the T updates of an iteration add up
@@ -475,9 +517,14 @@ static void worker_async(st_worker *w)
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
         w->time.update += t3 - t2;
-        /* a failed worker jumps to the end so nobody waits for it */
-        finish_async_iteration(w, w->status == ST_OK ? i + 1 : s->last, loss, count);
+        if (w->status != ST_OK) {
+            atomic_store(&s->stopping, 1);
+            break;
+        }
+        finish_async_iteration(w, i + 1, loss, count);
     }
+    if (w->clock < s->last) /* stopped early: at the end, so nobody waits for it */
+        finish_async_iteration(w, s->last, 0.0, 0);
 }
 
 static void *worker_main(void *arg)
@@ -605,12 +652,12 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             return st;
         }
     }
-    int started = 0;
+    int started = 0, create_err = 0;
     for (int r = 0; r < s->T; r++) {
         st_worker *w = &s->w[r];
         w->s = s;
         w->id = r;
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        if ((create_err = pthread_create(&w->thread, NULL, worker_main, w)) != 0)
             break;
         started++;
     }
@@ -623,8 +670,8 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             pthread_join(s->w[r].thread, NULL);
         s->launch = 0; /* joined already */
         st_sched_free(s);
-        return st_fail(err, ST_EIO, "cannot create worker threads: %d of %d started", started,
-                       s->T);
+        return st_fail(err, create_err == EAGAIN ? ST_ENOMEM : ST_EIO, "cannot create worker "
+                       "threads: %d of %d started: %s", started, s->T, strerror(create_err));
     }
     st_barrier_wait(&s->end);
     st_status st = collect_status(s, err);
@@ -659,43 +706,6 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
         }
         done(ctx, &it);
     }
-}
-
-/* Which layer went non-finite first, after a BSP run stopped diverging:
- * the outputs in forward order (each worker's shard of the iteration),
- * then the parameter gradients in backward order (a layer's gradient is
- * computed before those of the layers below it). The gradients at layer
- * outputs share buffers, so by now they are overwritten; the parameter
- * gradients are not. */
-static void first_nonfinite(const st_sched *s, char *buf, size_t len)
-{
-    const st_net *net = s->net;
-    const iter_record *rec = &s->rec[s->stopped_at % RECORDS];
-    for (int i = 0; i < net->n_layers; i++) {
-        const st_layer *l = net->layers[i];
-        for (int r = 0; r < s->T; r++) {
-            const st_replica *rep = &s->w[r].replica;
-            size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
-            if (!all_finite(st_replica_output(rep, i), per * (size_t)rec->images[r])) {
-                snprintf(buf, len, "the output of layer %d [%s] (line %d) is not finite", i,
-                         l->ops->type, l->line);
-                return;
-            }
-        }
-    }
-    const st_param_table *t = &net->params;
-    for (int i = net->n_layers - 1; i >= 0; i--)
-        for (int k = 0; k < t->n; k++) {
-            const st_param *p = &t->p[k];
-            for (int r = 0; r < s->T && p->layer == i; r++)
-                if (!all_finite(s->ps->grads[r] + p->offset, p->count)) {
-                    snprintf(buf, len, "the gradient of %s, layer %d [%s] (line %d), is not "
-                             "finite", p->name, i, net->layers[i]->ops->type,
-                             net->layers[i]->line);
-                    return;
-                }
-        }
-    snprintf(buf, len, "the loss is not finite");
 }
 
 static int bsp_running(st_sched *s, long last)
@@ -736,7 +746,8 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
         return wst;
     if (s->stop_status == ST_EDIVERGED) {
         char where[256];
-        first_nonfinite(s, where, sizeof where);
+        first_nonfinite(s, 0, s->T, s->rec[s->stopped_at % RECORDS].images, where,
+                        sizeof where);
         return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
                        "learning_rate)", s->stopped_at, where);
     }
@@ -778,6 +789,7 @@ st_status st_sched_run_async(st_sched *s, long first, long last, long every,
 {
     s->first = first;
     s->last = last;
+    atomic_store(&s->stopping, 0);
     for (int r = 0; r < s->T; r++) {
         s->w[r].clock = first;
         s->w[r].clock_loss = 0.0;
@@ -793,6 +805,10 @@ st_status st_sched_run_async(st_sched *s, long first, long last, long every,
         pthread_mutex_lock(&s->clock_lock);
         while (min_clock(s) < target)
             pthread_cond_wait(&s->clock_moved, &s->clock_lock);
+        if (atomic_load(&s->stopping)) { /* a worker failed: no more progress */
+            pthread_mutex_unlock(&s->clock_lock);
+            break;
+        }
         for (int r = 0; r < s->T; r++) {
             loss += s->w[r].clock_loss;
             images += s->w[r].clock_images;

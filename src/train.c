@@ -9,9 +9,11 @@
 #include "train.h"
 #include "cores.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +60,15 @@ struct st_trainer {
     sigset_t old_mask;
     int signal;             /* the one that stopped the run, or 0 */
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
+    char snapshot_name[ST_PATH_MAX]; /* NAME of the snapshots DIR/NAME_TAG.snap */
+    char *settings;         /* the cfg's settings a snapshot keeps (st_hparams_settings) */
     int allreduce;          /* multi-node: the algorithm's index, -1 for auto */
     char snapshot_path[ST_PATH_MAX + 64];
     double created, began;  /* when set-up and the run began (monotonic seconds) */
     double test_seconds;    /* spent in test phases */
     long best_iteration;    /* of the best test accuracy */
+    st_data_paths data;     /* the data files: --data's, else [net]'s */
+    size_t setup_bytes;     /* resident memory setting up the workers took */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -83,6 +89,11 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
+{
+    t->log.progress = progress;
 }
 
 const st_net *st_trainer_net(const st_trainer *t)
@@ -115,6 +126,7 @@ void st_trainer_free(st_trainer *t)
     st_source_close(t->test);
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
+    free(t->settings);
     free(t);
 }
 
@@ -139,39 +151,44 @@ static st_status open_split(st_trainer *t, const char *where, const char *key, c
     return st;
 }
 
+/* The data files: --data's, else [net]'s (none for --data synthetic). */
+static st_status find_data(st_trainer *t, st_error *err)
+{
+    int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
+    if (!t->o.data)
+        t->data = t->hp.data;
+    if (!t->o.data || synthetic)
+        return ST_OK;
+    return st_data_paths_load(t->o.data, &t->data, &t->log, err);
+}
+
 static st_status open_data(st_trainer *t, st_error *err)
 {
-    st_data_paths d = t->hp.data;
+    const st_data_paths *d = &t->data;
     int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
-    if (t->o.data && !synthetic) {
-        memset(&d, 0, sizeof d);
-        st_status st = st_data_paths_load(t->o.data, &d, &t->log, err);
-        if (st != ST_OK)
-            return st;
-    }
     const char *where = t->o.data && !synthetic ? t->o.data : t->cfg.path;
-    if (d.classes && d.classes != t->net.classes)
+    if (d->classes && d->classes != t->net.classes)
         return st_fail(err, ST_EINPUT, "%s: classes=%d but the network has %d outputs", where,
-                       d.classes, t->net.classes);
-    if (synthetic || (!d.train[0] && !d.test[0])) {
+                       d->classes, t->net.classes);
+    if (synthetic || (!d->train[0] && !d->test[0])) {
         long ntrain = t->o.train_images ? t->o.train_images : SYNTHETIC_TRAIN;
         long ntest = t->o.test_images ? t->o.test_images : SYNTHETIC_TEST;
         st_info(&t->log, "no data given: training on %ld synthetic images of %d x %d x %d, "
                 "%d classes (testing on %ld more)", ntrain, t->hp.image_size.w,
                 t->hp.image_size.h, t->net.input.c, t->net.classes, ntest);
         st_status st = st_synthetic_open(&t->train, t->hp.image_size, t->net.classes, ntrain,
-                                         t->o.seed, err);
-        if (st == ST_OK)
+                                         t->o.seed, 0, err);
+        if (st == ST_OK) /* new samples of the same classes */
             st = st_synthetic_open(&t->test, t->hp.image_size, t->net.classes, ntest,
-                                   t->o.seed ^ 0x5eedULL, err);
+                                   t->o.seed, ST_SYNTHETIC_TEST_FIRST, err);
         return st;
     }
-    if (!d.train[0])
+    if (!d->train[0])
         return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
-    st_status st = open_split(t, where, "train", d.train, d.train_labels, d.names,
+    st_status st = open_split(t, where, "train", d->train, d->train_labels, d->names,
                               t->o.train_images, &t->train, err);
-    if (st == ST_OK && d.test[0])
-        st = open_split(t, where, "test", d.test, d.test_labels, d.names, t->o.test_images,
+    if (st == ST_OK && d->test[0])
+        st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
                         &t->test, err);
     if (st == ST_OK)
         st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
@@ -184,6 +201,10 @@ static st_status plan_schedule(st_trainer *t, st_error *err)
 {
     long global = (long)t->batch * st_cluster_size(t->o.cluster);
     t->iters_per_epoch = (t->train->count + global - 1) / global;
+    if (t->o.iters && t->o.epochs)
+        return st_fail(err, ST_EUSAGE, "--iters %ld and --epochs %ld: give one (the run's "
+                       "length in iterations, or in passes over the training set)", t->o.iters,
+                       t->o.epochs);
     if (t->o.iters)
         t->iterations = t->o.iters;
     else if (t->o.epochs)
@@ -251,6 +272,7 @@ static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta 
     m->workers = t->o.threads;
     m->state_planes = t->ps.state_planes;
     snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
+    m->settings = t->settings;
 }
 
 /* Continue from o.resume: the weights, the solver state and the iteration;
@@ -259,13 +281,20 @@ static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta 
 static st_status resume(st_trainer *t, st_error *err)
 {
     const char *path = t->o.resume;
-    st_snapshot_meta m, mine;
+    st_snapshot_meta m = {.settings = NULL}, mine;
     snapshot_meta(t, 0, &mine);
     st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, t->ps.state,
                                       t->ps.state_planes, &m, err);
+    char diff[768];
     if (st == ST_OK && strcmp(m.solver, mine.solver) != 0)
         st = st_fail(err, ST_EINPUT, "%s: the snapshot's solver is %s, this run's %s: resume "
                      "with solver=%s", path, m.solver, mine.solver, m.solver);
+    else if (st == ST_OK && st_hparams_settings_differ(&t->cfg, m.settings, strlen(m.settings),
+                                                       "the snapshot", diff, sizeof diff))
+        st = st_fail(err, ST_EINPUT, "%s was taken with another cfg: %s; resume with the cfg "
+                     "it was taken with (or start from its weights with --weights)", path,
+                     diff);
+    free(m.settings);
     if (st == ST_OK && m.batch != t->batch)
         st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with batch %d, this run has "
                      "%d: give -b %d", path, m.batch, t->batch, m.batch);
@@ -305,13 +334,31 @@ static st_status start_from(st_trainer *t, const char *path, st_error *err)
     return ST_OK;
 }
 
-/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name up to its
- * first dot. */
-static void snapshot_name(const st_trainer *t, char *name, size_t size)
+/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name without its
+ * last extension (exp.a.cfg: exp.a; .hidden.cfg: .hidden). The longest
+ * name, NAME_ITERATION.snap.tmp.PID, must fit the directory's file-name
+ * limit: checked now, not after training. */
+static st_status name_snapshots(st_trainer *t, st_error *err)
 {
     const char *base = strrchr(t->cfg_path, '/');
     base = base ? base + 1 : t->cfg_path;
-    snprintf(name, size, "%.*s", (int)strcspn(base, "."), base);
+    const char *dot = strrchr(base, '.');
+    int len = (int)(dot && dot != base ? dot - base : (ptrdiff_t)strlen(base));
+    snprintf(t->snapshot_name, sizeof t->snapshot_name, "%.*s", len, base);
+    if (!t->o.snapshot_dir)
+        return ST_OK;
+    char longest[ST_PATH_MAX + 64];
+    int n = snprintf(longest, sizeof longest, "%s_%ld.snap", t->snapshot_name, LONG_MAX);
+    long name_max = st_name_max(t->o.snapshot_dir);
+    if ((long)n + ST_TEMP_SUFFIX_MAX > name_max)
+        return st_fail(err, ST_EUSAGE, "%s: the snapshots' names would be too long for "
+                       "--snapshot-dir %s: %s.snap.tmp.PID takes up to %d bytes, over its "
+                       "limit of %ld: give the cfg a shorter name", t->cfg_path,
+                       t->o.snapshot_dir, longest, n + ST_TEMP_SUFFIX_MAX, name_max);
+    if (strlen(t->o.snapshot_dir) + 1 + (size_t)n + ST_TEMP_SUFFIX_MAX >= ST_PATH_MAX)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshots' paths would be "
+                       "longer than %d bytes", t->o.snapshot_dir, ST_PATH_MAX - 1);
+    return ST_OK;
 }
 
 /* A run killed while writing a snapshot leaves its temporary file
@@ -319,13 +366,110 @@ static void snapshot_name(const st_trainer *t, char *name, size_t size)
  * that are gone. */
 static void remove_killed_snapshot_writes(const st_trainer *t)
 {
-    char name[ST_PATH_MAX], prefix[ST_PATH_MAX + 1];
-    snapshot_name(t, name, sizeof name);
-    snprintf(prefix, sizeof prefix, "%s_", name);
+    char prefix[ST_PATH_MAX + 1];
+    snprintf(prefix, sizeof prefix, "%s_", t->snapshot_name);
     int n = st_remove_stale_temporaries(t->o.snapshot_dir, prefix, ".snap");
     if (n > 0)
         st_info(&t->log, "removed %d temporary file%s of snapshot writes that were killed "
                 "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
+}
+
+/* Whether path is a snapshot this run may write: DIR/NAME_final.snap or
+ * DIR/NAME_ITERATION.snap of --snapshot-dir DIR. */
+static int is_snapshot_path(const st_trainer *t, const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t name = strlen(t->snapshot_name), len = strlen(base);
+    if (!t->o.snapshot_dir || len < name + 1 + 5 || strncmp(base, t->snapshot_name, name) != 0 ||
+        base[name] != '_' || strcmp(base + len - 5, ".snap") != 0)
+        return 0;
+    const char *tag = base + name + 1;
+    size_t tag_len = len - name - 1 - 5;
+    int final = tag_len == 5 && strncmp(tag, "final", 5) == 0;
+    if (!final && (tag_len == 0 || strspn(tag, "0123456789") < tag_len))
+        return 0;
+    char dir[ST_PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    return st_same_file(dir, t->o.snapshot_dir);
+}
+
+/* Before any work: no output is a directory or in a directory it cannot be
+ * written to, and none would overwrite an input or another output (the
+ * snapshots may replace the one resumed or started from: that is a run
+ * going on). */
+static st_status check_paths(const st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    const st_data_paths *d = &t->data;
+    char metrics_partial[ST_PATH_MAX + 16] = "", trace_partial[ST_PATH_MAX + 16] = "";
+    char report_partial[ST_PATH_MAX + 16] = "";
+    if (o->metrics)
+        snprintf(metrics_partial, sizeof metrics_partial, "%s.partial", o->metrics);
+    if (o->cpe_trace)
+        snprintf(trace_partial, sizeof trace_partial, "%s.partial", o->cpe_trace);
+    if (o->cpe_report)
+        snprintf(report_partial, sizeof report_partial, "%s.partial", o->cpe_report);
+    const st_named_path outputs[] = {
+        {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
+        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
+        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", report_partial},
+    };
+    const st_named_path inputs[] = {
+        {"the network cfg", t->cfg_path}, {"--data", o->data},
+        {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
+        {"test_labels=", d->test_labels}, {"names=", d->names},
+        {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
+    };
+    enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
+    int n_out = (int)(sizeof outputs / sizeof outputs[0]);
+    int n_in = (int)(sizeof inputs / sizeof inputs[0]);
+    st_status st = ST_OK;
+    if (o->metrics)
+        st = st_check_output_path("--metrics", o->metrics, err);
+    if (st == ST_OK && o->cpe_trace)
+        st = st_check_output_path("--cpe-trace", o->cpe_trace, err);
+    if (st == ST_OK && o->cpe_report)
+        st = st_check_output_path("--cpe-report", o->cpe_report, err);
+    if (st == ST_OK)
+        st = st_check_distinct(outputs, n_out, inputs, n_in, err);
+    for (int i = 0; st == ST_OK && i < n_out + n_in - STARTS; i++) {
+        const st_named_path *p = i < n_out ? &outputs[i] : &inputs[i - n_out];
+        if (p->path && p->path[0] && is_snapshot_path(t, p->path))
+            st = st_fail(err, ST_EUSAGE, "%s %s is one of the snapshots --snapshot-dir %s "
+                         "would write (%s_final.snap, %s_ITERATION.snap): give another file",
+                         p->what, p->path, o->snapshot_dir, t->snapshot_name,
+                         t->snapshot_name);
+    }
+    return st;
+}
+
+/* The memory the run holds: the arenas by their sizes, and what setting
+ * up the workers took besides (measured: kernels, their primitives and
+ * per-layer state, a few kB per layer and worker; what an estimate from the
+ * tensors alone missed, 2.6 MB against 1.4 GB for 20,000 layers). */
+static void log_memory(const st_trainer *t)
+{
+    double mb = 1e-6 * sizeof(float), acts = 0.0, T = t->o.threads;
+    for (int w = 0; w < t->o.threads; w++)
+        acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
+    double weights = mb * (double)t->ps.count, state = weights * t->ps.state_planes;
+    double setup = 1e-6 * (double)t->setup_bytes;
+    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
+            "%.1f MB in all, gradients %.1f MB each, set-up %.1f MB (kernels and buffers, "
+            "measured: %.1f kB per layer and worker); %.1f MB in all", weights, state,
+            t->o.threads, t->o.threads > 1 ? "s" : "", acts, weights, setup,
+            1e3 * setup / T / t->net.n_layers, weights + state + acts + T * weights + setup);
+}
+
+/* --cpe-trace FILE, written as FILE.partial, which the backend creates
+ * exclusively: an old one (a killed run's, a planted symbolic link) is
+ * removed first, not followed. */
+static st_status start_cpe_trace(st_trainer *t, st_error *err)
+{
+    char partial[ST_PATH_MAX + 16];
+    snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+    unlink(partial);
+    return st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err);
 }
 
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
@@ -349,12 +493,20 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         t->signals_blocked = pthread_sigmask(SIG_BLOCK, &set, &t->old_mask) == 0;
     }
     st_status st = st_backend_find(o->backend, &t->backend, err);
-    if (st == ST_OK && o->snapshot_dir)
-        st = st_check_dir_writable("--snapshot-dir", o->snapshot_dir, err);
-    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
-        remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
+    size_t settings_bytes;
+    if (st == ST_OK)
+        st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
+    int created = 0; /* once the cfg is known good: no directory left for a typo */
+    if (st == ST_OK && o->snapshot_dir)
+        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
+    if (st == ST_OK && created)
+        st_info(log, "created the snapshot directory %s", o->snapshot_dir);
+    if (st == ST_OK)
+        st = name_snapshots(t, err);
+    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
+        remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = check_trainable(t, err);
     if (st == ST_OK) {
@@ -366,6 +518,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         choose_threads(t);
         o = &t->o;
     }
+    if (st == ST_OK)
+        st = find_data(t, err);
+    if (st == ST_OK)
+        st = check_paths(t, err);
     if (st == ST_OK) {
         st_net_print(&t->net, log);
         t->transform = t->hp.transform;
@@ -404,6 +560,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             st = start_from(t, o->weights, err);
         t->warm_end = t->start + o->warmup;
     }
+    if (st == ST_OK && o->warmup >= t->iterations - t->start && o->warmup > 0)
+        st = st_fail(err, ST_EUSAGE, "--warmup %ld leaves no iteration to time: the run has "
+                     "%ld%s; give a --warmup below that", o->warmup, t->iterations - t->start,
+                     t->start ? " after the resumed snapshot's" : "");
     if (st == ST_OK) {
         st_sched_opts so = {
             .threads = o->threads, .intra = o->intra, .sync = o->sync,
@@ -415,7 +575,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
             .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
         };
+        size_t rss = st_current_rss();
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
+        size_t grown = st_current_rss();
+        t->setup_bytes = grown > rss ? grown - rss : 0;
     }
     if (st == ST_OK && (o->cpe_trace || o->cpe_report || o->cpe_cost_only) &&
         strcmp(t->backend->name, "cpe") != 0)
@@ -425,16 +588,9 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         st = st_cpe_backend_run_begin(st_sched_replica(t->sched, w)->bctx, o->cpe_cost_only,
                                       w == 0 ? o->cpe_report : NULL, err);
     if (st == ST_OK && o->cpe_trace)
-        st = st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, o->cpe_trace, err);
-    if (st == ST_OK) {
-        double mb = 1e-6 * sizeof(float), acts = 0.0;
-        for (int w = 0; w < o->threads; w++)
-            acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
-        st_info(log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
-                "%.1f MB in all, gradients %.1f MB each", mb * (double)t->ps.count,
-                mb * (double)t->ps.count * t->ps.state_planes, o->threads,
-                o->threads > 1 ? "s" : "", acts, mb * (double)t->ps.count);
-    }
+        st = start_cpe_trace(t, err);
+    if (st == ST_OK)
+        log_memory(t);
     if (st == ST_OK)
         st = st_batchq_init(&t->batches, BATCH_RING, t->batch, st_shape_count(t->net.input),
                             err);
@@ -457,6 +613,18 @@ typedef struct bsp_progress {
     st_time_split window;
 } bsp_progress;
 
+/* The weights after `done` iterations, checked before they are tested or
+ * saved: an update can overflow finite gradients into an infinity, which
+ * the iterations' checks see only at the next forward pass. */
+static st_status check_weights(const st_trainer *t, long done, st_error *err)
+{
+    char where[256];
+    if (st_net_arena_finite(&t->net, t->ps.weights, where, sizeof where))
+        return ST_OK;
+    return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the weights are not "
+                   "finite: %s (try a lower learning_rate)", done, where);
+}
+
 /* The test phase; in multi-node mode rank 0 alone tests (the weights are
  * the same everywhere) while the others go on to the next iteration's
  * all-reduce and wait for it there. */
@@ -466,8 +634,13 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
         return ST_OK;
     long correct;
     double loss, t0 = now_seconds();
-    st_status st = st_sched_test(t->sched, t->test, &correct, &loss, err);
+    st_status st = check_weights(t, it, err);
+    if (st == ST_OK)
+        st = st_sched_test(t->sched, t->test, &correct, &loss, err);
     t->test_seconds += now_seconds() - t0;
+    if (st == ST_OK && !isfinite(loss))
+        st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
+                     "not finite (try a lower learning_rate)", it);
     if (st != ST_OK)
         return st;
     res->test_accuracy = (double)correct / (double)t->test->count;
@@ -488,16 +661,18 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
 {
     if (!t->o.snapshot_dir)
         return ST_OK;
-    char name[ST_PATH_MAX], path[sizeof t->snapshot_path], tag[32];
-    snapshot_name(t, name, sizeof name);
+    char path[sizeof t->snapshot_path], tag[32];
     snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
-    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir, name, tag);
+    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir,
+                       t->snapshot_name, tag);
     if (len < 0 || (size_t)len >= sizeof path)
         return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshot's path would be "
                        "longer than %zu bytes", t->o.snapshot_dir, sizeof path - 1);
     st_snapshot_meta m;
     snapshot_meta(t, iteration, &m);
-    st_status st = ST_OK;
+    st_status st = check_weights(t, iteration, err);
+    if (st != ST_OK)
+        return st;
     if (st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on every rank */
         st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
     if (st != ST_OK) {
@@ -823,6 +998,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_OK && !res->signal)
+        st = check_weights(t, t->iterations, err);
     if (t->o.cluster)
         st_cluster_report(t->o.cluster, res->iterations - t->start, log_line, &t->log);
     if (st == ST_EDIVERGED && t->snapshot_iter >= 0)
@@ -868,10 +1045,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);
     if (st == ST_OK && !t->o.snapshot_dir) {
-        char name[ST_PATH_MAX];
-        snapshot_name(t, name, sizeof name);
         st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
-                "DIR/%s_final.snap", name);
+                "DIR/%s_final.snap", t->snapshot_name);
     }
     return st;
 }

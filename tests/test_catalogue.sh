@@ -21,6 +21,7 @@
 # directories are that for the program).
 # Helpers for INPUT: first FILE BYTES, poke FILE OFFSET OCTAL..., be32 N,
 # le32 N, le64 N, recrc FILE (a store index with its checksum redone),
+# resnap FILE OFFSET OCTAL... (a snapshot poked, its checksums redone),
 # store_as PATH (copies the fixture store there).
 # usage: sh tests/test_catalogue.sh PATH_TO_SINGLETRAIN
 set -u
@@ -71,6 +72,21 @@ recrc() {
     head -c -4 "$1" >"$tmp/recrc"
     cat "$tmp/recrc"
     gzip -c <"$tmp/recrc" | tail -c 8 | head -c 4
+}
+# FILE, a snapshot, with the bytes at OFFSET replaced as poke does, then
+# both of its checksums made right again: the payload's (from 88 + the
+# settings size, the u32 at 60) at 80, then the header's (its first 84
+# bytes and the settings) at 84. zlib's CRC-32 is gzip's.
+resnap() {
+    poke "$@" >"$tmp/resnap"
+    _s=$(od -An -tu4 -j60 -N4 "$tmp/resnap" | tr -d ' ')
+    head -c 80 "$tmp/resnap" >"$tmp/resnap.head"
+    tail -c +$((89 + _s)) "$tmp/resnap" | gzip -c | tail -c 8 | head -c 4 >>"$tmp/resnap.head"
+    tail -c +89 "$tmp/resnap" | head -c "$_s" >"$tmp/resnap.settings"
+    cat "$tmp/resnap.head" "$tmp/resnap.settings" | gzip -c | tail -c 8 | head -c 4 \
+        >>"$tmp/resnap.head"
+    cat "$tmp/resnap.head"
+    tail -c +89 "$tmp/resnap"
 }
 # Copy the fixture store (index and stripes) to PATH, stripes renamed.
 store_as() {

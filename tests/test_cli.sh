@@ -148,8 +148,8 @@ check "image shape does not match the net" err 2 "$tmp/two8.idx: records are 8 x
 
 # ------------------------------------------------------ run-time failure
 
-check "--snapshot-dir missing directory (checked before training)" err 2 "--snapshot-dir $tmp/nodir" -- \
-    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/nodir" "$tmp/tiny.cfg"
+check "--snapshot-dir under a file (checked before training)" err 2 "--snapshot-dir $tmp/tiny.cfg/snaps: cannot create $tmp/tiny.cfg/snaps: Not a directory" -- \
+    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/tiny.cfg/snaps" "$tmp/tiny.cfg"
 
 # ------------------------------------------------------------- successes
 
@@ -164,6 +164,13 @@ check "-h" out 0 "usage: singletrain" -- "$bin" -h
 check "--version" out 0 "singletrain " -- "$bin" --version
 check "synthetic run" out 0 "training: 3 iterations of batch 8" "done: 3 iterations" -- \
     "$bin" --data synthetic --iters 3 "$tmp/tiny.cfg"
+# The synthetic test split holds new samples of the training split's classes:
+# what the network learnt carries over (it held other class patterns, and
+# stayed near or below chance, 4.3% against 33%).
+check "synthetic test split: the training classes" out 0 "test accuracy: final" -- \
+    "$bin" -t 1 --data synthetic --iters 300 "$tmp/tiny.cfg"
+acc=$(sed -n 's/^test accuracy: final \([0-9]*\)\..*/\1/p' "$tmp/stdout")
+expect "synthetic test split: accuracy ${acc:-missing}% is at least 90%" [ "${acc:-0}" -ge 90 ]
 check "-b overrides batch=" out 0 "training: 3 iterations of batch 5" -- \
     "$bin" -b 5 --data synthetic --iters 3 "$tmp/tiny.cfg"
 check "--batch=6 overrides batch=" out 0 "training: 2 iterations of batch 6" -- \
@@ -173,6 +180,16 @@ check "small IDX files" out 0 "data: 2 training records from $tmp/two28.idx, 2 t
     "$bin" --data "$tmp/small.data" --iters 2 "$tmp/mnist.cfg"
 check "Fashion-MNIST t10k (gzip)" out 0 "data: 64 training records" "training: 2 iterations" -- \
     "$bin" --data "$tmp/good.data" --train-images 64 --iters 2 "$tmp/mnist.cfg"
+check "--snapshot-dir that does not exist is created, parents too (mkdir -p)" out 0 \
+    "created the snapshot directory $tmp/new/snaps" "weights saved to $tmp/new/snaps/tiny_final.snap" -- \
+    "$bin" --data synthetic --iters 1 --snapshot-dir "$tmp/new/snaps" "$tmp/tiny.cfg"
+check "--snapshot-dir: no directory made when the cfg is bad" err 2 "bad.cfg:7" -- \
+    "$bin" -q --data synthetic --iters 1 --snapshot-dir "$tmp/bad-run/snaps" "$tmp/bad.cfg"
+expect "--snapshot-dir: none made for a bad cfg" [ ! -e "$tmp/bad-run" ]
+# A UTF-8 byte order mark (some editors write one) starts the cfg: it is
+# skipped (it was an invisible part of line 1's text).
+{ printf '\357\273\277'; cat "$tmp/tiny.cfg"; } >"$tmp/bom.cfg"
+check "a cfg starting with a UTF-8 byte order mark" out 0 "softmax" -- "$bin" --dry-run "$tmp/bom.cfg"
 mkdir "$tmp/snaps"
 check "--snapshot-dir existing directory" out 0 "weights saved to $tmp/snaps/tiny_final.snap" -- \
     "$bin" --data synthetic --iters 1 --snapshot-dir "$tmp/snaps" "$tmp/tiny.cfg"
@@ -274,8 +291,38 @@ expect "summary: says how to keep the weights" \
 check "--metrics, set-up error: exit 2" err 2 "bad.cfg:7" -- \
     "$bin" --data synthetic --iters 1 --metrics "$tmp/bad.csv" "$tmp/bad.cfg"
 expect "--metrics, set-up error: neither FILE nor FILE.partial" [ ! -e "$tmp/bad.csv" ] && [ ! -e "$tmp/bad.csv.partial" ]
-check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: cannot create $tmp/nodir/m.csv.partial" -- \
+check "--metrics in a missing directory" err 2 "--metrics $tmp/nodir/m.csv: directory $tmp/nodir: No such file or directory" -- \
     "$bin" --data synthetic --iters 1 --metrics "$tmp/nodir/m.csv" "$tmp/tiny.cfg"
+
+# Temporaries with predictable names are created exclusively: a symbolic
+# link planted under the name is replaced, its target left alone (it was
+# followed and the target overwritten). `exec` keeps the shell's PID, so
+# $$ names the run's own temporary.
+mkdir "$tmp/links"
+echo precious >"$tmp/links/target"
+# untouched_and COMMAND...: the target still holds its text, and COMMAND holds
+untouched_and() {
+    [ "$(cat "$tmp/links/target")" = precious ] && "$@"
+}
+ln -s "$tmp/links/target" "$tmp/links/met.csv.partial"
+check "--metrics: a planted FILE.partial link" err 0 "" -- \
+    "$bin" -q --data synthetic --iters 2 --metrics "$tmp/links/met.csv" "$tmp/tiny.cfg"
+expect "--metrics: the link's target is untouched, FILE is the CSV" \
+    untouched_and grep -q "^phase," "$tmp/links/met.csv"
+check "snapshot: a planted NAME_final.snap.tmp.PID link" err 0 "" -- sh -c \
+    "ln -s '$tmp/links/target' '$tmp/links/tiny_final.snap.tmp.'\$\$ && exec '$bin' -q --data synthetic --iters 2 --snapshot-dir '$tmp/links' '$tmp/tiny.cfg'"
+expect "snapshot: the link's target is untouched, the snapshot written" \
+    untouched_and [ -s "$tmp/links/tiny_final.snap" ]
+expect "snapshot: no temporary left" [ -z "$(ls "$tmp/links" | grep tmp)" ]
+check "export: a planted OUT.tmp.PID link" err 0 "" -- sh -c \
+    "ln -s '$tmp/links/target' '$tmp/links/x.weights.tmp.'\$\$ && exec '$bin' export -q '$tmp/tiny.cfg' '$tmp/links/tiny_final.snap' '$tmp/links/x.weights'"
+expect "export: the link's target is untouched, OUT written" \
+    untouched_and [ -s "$tmp/links/x.weights" ]
+ln -s "$tmp/links/target" "$tmp/links/trace.csv.partial"
+check "--cpe-trace: a planted FILE.partial link" err 0 "" -- \
+    "$bin" -q --backend cpe --data synthetic --iters 1 --no-test --cpe-trace "$tmp/links/trace.csv" "$tmp/tiny.cfg"
+expect "--cpe-trace: the link's target is untouched, FILE is the trace" \
+    untouched_and grep -q "^iteration," "$tmp/links/trace.csv"
 
 # SIGTERM during training: FILE is renamed, with whole rows only.
 "$bin" -t 1 --data synthetic --iters 100000000 --log-every 100 --no-test --metrics "$tmp/sig.csv" \

@@ -910,6 +910,22 @@ static void test_forward_pool_bn_losses(void **state)
     const float want_ds[3] = {0.125f, 0.25f, -0.375f};
     fw_expect("softmax gradient", st_replica_input_delta(&t.rep), want_ds, 3, 1e-6f);
     gc_close(&t);
+
+    /* A probability of 0 is kept from log(0): -ln 1e-30 = 69.08; a NaN input
+     * gives a NaN loss (the trainer stops on it), not that finite value. */
+    const float xz[3] = {0.0f, 0.0f, -1000.0f};
+    fw_run(&t, "softmax zero", NET(1, 1, 3) "[softmax]\n", 1, xz);
+    t.labels[0] = 2;
+    gc_forward(&t, "softmax zero", &loss);
+    assert_true(fabs(loss - 69.077553) < 1e-5);
+    gc_close(&t);
+    const float xn[3] = {0.0f, NAN, 1.0f};
+    fw_run(&t, "softmax nan", NET(1, 1, 3) "[softmax]\n", 1, xn);
+    t.labels[0] = 2;
+    gc_forward(&t, "softmax nan", &loss);
+    if (!isnan(loss))
+        fail_msg("softmax of a NaN input: loss %g, expected NaN", loss);
+    gc_close(&t);
 }
 
 static void test_forward_shortcut_mapping(void **state)

@@ -8,7 +8,8 @@
 # with data files, snapshots and a resume, pack, read, predict, export,
 # and runs that fail half-way) lose no memory: no
 # "definitely" or "indirectly lost" block and no memory error; library
-# leaks may only be suppressed in tests/valgrind.supp.
+# leaks may only be suppressed in tests/valgrind.supp. (c) The memory line
+# of a run of 2,000 layers accounts for their set-up overheads.
 # usage: sh tests/test_memory.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/check.sh"
@@ -80,6 +81,23 @@ expect "RSS sampled in epoch $warm (at most 4), then $samples times in $later_ep
 echo "     after epoch $warm: ${base:-?} kB; the largest later: $late kB"
 expect "resident memory after epoch $warm grows by at most $MARGIN_KB kB (grew $((late - ${base:-0})) kB)" \
     [ $((late - ${base:-0})) -le $MARGIN_KB ]
+
+# ----------------------------------------- (c) per-layer overheads
+
+# 2,000 layers of one neuron, two workers: the memory line accounts for
+# what setting up the workers takes (the kernels' primitives and per-layer
+# state, about 18 kB per layer and worker on dnnl), so its total is most of
+# the peak resident memory (it counted the tensors alone: 1.2 MB of 89 MB).
+awk 'BEGIN { print "[net]\nbatch=2\nheight=1\nwidth=1\nchannels=1"
+             for (i = 0; i < 2000; i++) print "[connected]\noutput=1\nactivation=linear"
+             print "[softmax]" }' >"$tmp/many.cfg"
+check "2,000 one-neuron layers train" out 0 "memory: " -- \
+    "$bin" -t 2 -b 2 --data synthetic --iters 2 --no-test "$tmp/many.cfg"
+said=$(sed -n 's/^memory: .*; \([0-9.]*\) MB in all$/\1/p' "$tmp/stdout")
+peak=$(sed -n 's/^done: .*peak memory \([0-9.]*\) MB$/\1/p' "$tmp/stdout")
+sed -n 's/^memory: /     memory: /p' "$tmp/stdout"
+expect "2,000 layers: the memory line's total (${said:-none} MB) is at least 60% of the peak (${peak:-?} MB)" \
+    awk -v s="${said:-0}" -v p="${peak:-1}" 'BEGIN { exit !(s >= 0.6 * p && s <= 1.2 * p) }'
 
 # ------------------------------------------------------ (b) valgrind
 

@@ -164,6 +164,34 @@ check "resume a file that is no snapshot" err 2 "$tmp/tiny.cfg: not a singletrai
 check "resume with other -t warns" err 0 "written by 2 workers, this run has 1" -- \
     "$bin" -q -t 1 --data synthetic --no-test --iters 1010 --resume "$s1" "$tmp/tiny.cfg"
 
+# Snapshot names: the cfg's name without its last extension, so exp.a.cfg
+# and exp.b.cfg keep apart (both wrote exp_final.snap), and .hidden.cfg
+# writes .hidden_final.snap (it wrote _final.snap). A snapshot keeps the
+# cfg's settings: resuming with another cfg is refused naming the key (it
+# continued the other experiment).
+mkdir "$tmp/names"
+cp "$tmp/tiny.cfg" "$tmp/names/exp.a.cfg"
+sed 's/^momentum=0.9/momentum=0.8/' "$tmp/tiny.cfg" >"$tmp/names/exp.b.cfg"
+cp "$tmp/tiny.cfg" "$tmp/names/.hidden.cfg"
+for c in exp.a exp.b .hidden; do
+    check "$c.cfg trains" err 0 "" -- $train 20 --snapshot-dir "$tmp/names" "$tmp/names/$c.cfg"
+done
+expect "snapshot names keep the cfg's name up to its last dot" \
+    [ "$(LC_ALL=C ls -A "$tmp/names" | grep snap | tr '\n' ' ')" = ".hidden_final.snap exp.a_final.snap exp.b_final.snap " ]
+check "resume with another cfg names the setting" err 2 \
+    "--resume $tmp/names/exp.a_final.snap was taken with another cfg: $tmp/names/exp.b.cfg:7: [net] momentum=0.8, but the snapshot has momentum=0.9" -- \
+    $train 40 --resume "$tmp/names/exp.a_final.snap" "$tmp/names/exp.b.cfg"
+sed -e 's/^momentum=0.9/momentum = 0.9  # as before/' -e 's/^\[maxpool\]/# pooling\n[maxpool]/' \
+    "$tmp/tiny.cfg" >"$tmp/names/exp.c.cfg"
+check "resume with the same settings written differently" err 0 "" -- \
+    $train 40 --resume "$tmp/names/exp.a_final.snap" "$tmp/names/exp.c.cfg"
+# A name too long for the directory is refused before training (it failed
+# at the end, writing the final snapshot's temporary).
+long=$(printf '%0240d' 0 | tr 0 n)
+cp "$tmp/tiny.cfg" "$tmp/names/$long.cfg"
+check "a cfg name too long for its snapshots: refused at start" err 2 "the snapshots' names would be too long for --snapshot-dir $tmp/names" -- \
+    $train 2000 --snapshot-dir "$tmp/names" "$tmp/names/$long.cfg"
+
 # Divergence: the learning rate jumps a billion-fold at iteration 300.
 sed -e 's/^steps=3000/steps=300/' -e 's/^scales=0.5/scales=1e9/' "$tmp/tiny.cfg" >"$tmp/diverge.cfg"
 mkdir "$tmp/div"
@@ -177,6 +205,15 @@ expect "divergence: no snapshot after it and no final one" \
 check "divergence: the last good snapshot loads" err 0 "" -- \
     "$bin" -q -t 2 --data synthetic --no-test --iters 301 --resume "$tmp/div/diverge_300.snap" \
     "$tmp/diverge.cfg"
+# SSP and ASP stop on it as well (they trained on and saved NaN weights
+# with exit code 0).
+for sync in ssp:1 asp; do
+    mkdir "$tmp/div-$sync"
+    check "--sync $sync: divergence names the iteration and the layer" err 1 "training diverged: the" "layer" -- \
+        "$bin" -t 2 --sync "$sync" --data synthetic --no-test --iters $iters \
+        --snapshot-dir "$tmp/div-$sync" "$tmp/diverge.cfg"
+    expect "--sync $sync: no snapshot of the diverged weights" [ -z "$(ls -A "$tmp/div-$sync")" ]
+done
 
 # Adam keeps two planes of moments and a step count: resume continues them.
 mkdir "$tmp/adam-ref" "$tmp/adam"

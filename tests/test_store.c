@@ -115,7 +115,7 @@ static st_source *synthetic(st_shape shape, int classes, long count, uint64_t se
 {
     st_error err = {0};
     st_source *s = NULL;
-    if (st_synthetic_open(&s, shape, classes, count, seed, &err) != ST_OK)
+    if (st_synthetic_open(&s, shape, classes, count, seed, 0, &err) != ST_OK)
         fail_msg("st_synthetic_open: %s", err.msg);
     return s;
 }

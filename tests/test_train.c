@@ -188,6 +188,7 @@ static void test_snapshot_round_trip(void **state)
     assert_int_equal(got.batch, 12);
     assert_int_equal(got.workers, 2);
     assert_string_equal(got.solver, "adam");
+    free(got.settings);
     /* a run whose solver keeps one plane cannot take it */
     assert_int_equal(st_snapshot_resume(path, net, w, back, 1, &got, &err), ST_EINPUT);
     tl_assert_contains(err.msg, "holds 2 planes of adam solver state");

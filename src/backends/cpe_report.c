@@ -18,6 +18,7 @@
 
 #include "cpe_backend.h"
 #include "cpe_internal.h"
+#include "fileio.h"
 #include "memory.h"
 
 /* Floats of the stretch the gradient sums are emulated on. */
@@ -237,7 +238,7 @@ static st_status report_file(const st_bctx *ctx, const processor *p, int images,
         return ST_OK;
     char partial[sizeof ctx->report_path + 8];
     snprintf(partial, sizeof partial, "%s.partial", ctx->report_path);
-    FILE *f = fopen(partial, "w");
+    FILE *f = st_create_exclusive(partial);
     if (!f)
         return st_fail(err, ST_EIO, "%s: cannot write the cpe report: %s", partial,
                        strerror(errno));
@@ -316,7 +317,7 @@ st_status st_cpe_backend_trace(st_bctx *ctx, const char *path, st_error *err)
         return st_fail(err, ST_EUSAGE, "--cpe-trace %s: path too long", path);
     char partial[sizeof ctx->trace_path + 8];
     snprintf(partial, sizeof partial, "%s.partial", path);
-    ctx->trace = fopen(partial, "w");
+    ctx->trace = fopen(partial, "wx"); /* exclusive: the trainer removed any old one */
     if (!ctx->trace)
         return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
                        strerror(errno));

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -40,6 +41,7 @@ struct st_bctx {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int worker;
+    int limited; /* the address space is limited: see BUILD_HEADROOM */
 };
 
 static st_status dn_fail(st_error *err, const char *what, dnnl_status_t s)
@@ -286,7 +288,7 @@ typedef struct dn_kernel {
     st_bctx *ctx;
     dn_desc d;
     int n_var;
-    dn_variant v[MAX_VARIANTS];
+    dn_variant *v;  /* [the batch sizes declared]: n_var of them built */
     /* Layouts the primitives chose at the largest batch size; the other
      * batch sizes are built with the same ones. Convolution weights: pw for
      * forward, pwd for backward data, pww for the weight gradient. */
@@ -305,7 +307,7 @@ typedef struct dn_kernel {
 static void kernel_destroy(st_kernel *base)
 {
     dn_kernel *k = (dn_kernel *)base;
-    for (int i = 0; i < MAX_VARIANTS; i++) {
+    for (int i = 0; i < k->n_var; i++) {
         dn_exec *e = &k->v[i].fwd;
         for (size_t j = 0; j < EXECS_PER_VARIANT; j++)
             exec_free(&e[j]);
@@ -313,6 +315,7 @@ static void kernel_destroy(st_kernel *base)
     exec_free(&k->w_in);
     exec_free(&k->wd_in);
     exec_free(&k->dw_out);
+    free(k->v);
     free(k);
 }
 
@@ -1176,9 +1179,31 @@ static int sorted_sizes(const st_kdesc *d, int *sizes, st_error *err)
     return count;
 }
 
+/* Address space oneDNN may need while it creates a kernel's primitives.
+ * It does not check its own allocations (one that fails there is a
+ * segmentation fault), so under a limit on the address space (ulimit -v
+ * or -d) this much must be available before it starts: malloc's arena of
+ * a new thread alone reserves 64 MB. */
+#define BUILD_HEADROOM ((size_t)128 << 20)
+
+static int address_space_limited(void)
+{
+    struct rlimit as, data;
+    return (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+           (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+}
+
 static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **out,
                                     st_error *err)
 {
+    if (c->limited) {
+        void *headroom = malloc(BUILD_HEADROOM);
+        if (!headroom)
+            return st_fail(err, ST_ENOMEM, "out of memory creating a oneDNN kernel: the %zu "
+                           "MB of address space its set-up may need are not available",
+                           BUILD_HEADROOM >> 20);
+        free(headroom);
+    }
     if ((size_t)d->kind >= sizeof kinds / sizeof kinds[0] || !kinds[d->kind].build)
         return st_fail(err, ST_EINTERNAL, "oneDNN backend: unknown kernel kind %d", d->kind);
     int sizes[MAX_VARIANTS];
@@ -1186,8 +1211,13 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
     if (n_sizes < 0)
         return ST_EINTERNAL;
     dn_kernel *k = st_calloc(1, sizeof *k, "oneDNN kernel", err);
-    if (!k)
+    dn_variant *v = st_calloc((size_t)n_sizes, sizeof *v, "oneDNN kernel variants", err);
+    if (!k || !v) {
+        free(k);
+        free(v);
         return ST_ENOMEM;
+    }
+    k->v = v;
     k->base.ops = &kinds[d->kind].ops;
     k->base.kind = d->kind;
     k->ctx = c;
@@ -1216,6 +1246,7 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     if (!c)
         return ST_ENOMEM;
     c->worker = o->worker;
+    c->limited = address_space_limited();
     omp_set_num_threads(o->intra_threads > 0 ? o->intra_threads : 1);
     dnnl_status_t s = dnnl_engine_create(&c->engine, dnnl_cpu, 0);
     if (s == dnnl_success)

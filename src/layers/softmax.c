@@ -58,7 +58,8 @@ static st_status softmax_forward(const st_layer *base, void *state, const st_pas
     double loss = 0.0;
     for (int n = 0; n < p->n; n++) {
         float q = p->dst[(size_t)n * count + (size_t)p->labels[n]];
-        loss -= log(q > 1e-30f ? (double)q : 1e-30);
+        /* kept from log(0); a NaN stays NaN, so the trainer stops on it */
+        loss -= log(q > 1e-30f || isnan(q) ? (double)q : 1e-30);
     }
     *p->loss += loss;
     return ST_OK;
