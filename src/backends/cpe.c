@@ -418,26 +418,43 @@ static cpe_shape conv_out_shape(const cpe_kernel *k)
  * backward-weights too, reducing over the folded columns in the GEMM. The
  * swaps are part of the strategy's cost. */
 
-/* Images per chunk, the column matrix and the folded-output buffer. */
-static st_status explicit_chunk(cpe_kernel *k, int n, int *chunk, float **col, float **fold,
-                                st_error *err)
+/* The sizes of an explicit pass and its buffers: images per chunk, the
+ * column matrix, the folded output. */
+typedef struct explicit_sizes {
+    st_cpe_conv_geom all;     /* every channel: im2col works on all groups at once */
+    size_t ocg, K, P;         /* a group's output channels, its GEMM's K; pixels */
+    size_t in_image, out_image;
+    int chunk;
+    float *col, *fold;
+} explicit_sizes;
+
+static st_status explicit_begin(cpe_kernel *k, int n, explicit_sizes *e, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
-    size_t P = (size_t)d->oh * d->ow, per_image = (size_t)d->ic * d->kh * d->kw * P;
+    e->all = (st_cpe_conv_geom){d->ic, d->ih, d->iw, d->oh, d->ow, d->kh, d->kw,
+                                d->sh, d->sw, d->ph, d->pw, d->oc};
+    e->ocg = (size_t)(d->oc / d->groups);
+    e->K = (size_t)(d->ic / d->groups) * d->kh * d->kw;
+    e->P = (size_t)d->oh * d->ow;
+    e->in_image = (size_t)d->ic * d->ih * d->iw;
+    e->out_image = (size_t)d->oc * e->P;
+    size_t per_image = (size_t)d->ic * d->kh * d->kw * e->P;
     size_t fit = EXPLICIT_COL_BYTES / sizeof(float) / per_image;
-    *chunk = fit < 1 ? 1 : fit < (size_t)n ? (int)fit : n;
-    st_status st = scratch(k->ctx, SCRATCH_COL, per_image * (size_t)*chunk, col, err);
-    return st == ST_OK ? scratch(k->ctx, SCRATCH_FOLD, (size_t)d->oc * P * (size_t)*chunk, fold,
+    e->chunk = fit < 1 ? 1 : fit < (size_t)n ? (int)fit : n;
+    st_status st = scratch(k->ctx, SCRATCH_COL, per_image * (size_t)e->chunk, &e->col, err);
+    return st == ST_OK ? scratch(k->ctx, SCRATCH_FOLD, e->out_image * (size_t)e->chunk, &e->fold,
                                  err)
                        : st;
 }
 
-/* The geometry of all channels (im2col works on every group at once). */
-static st_cpe_conv_geom conv_geom_all(const st_conv_desc *d)
+/* Images [s0, s0 + m) of x into the folded column matrix. */
+static st_status explicit_im2col(cpe_kernel *k, int pass, int training, const explicit_sizes *e,
+                                 int s0, int m, const float *x, st_error *err)
 {
-    st_cpe_conv_geom g = {d->ic, d->ih, d->iw, d->oh, d->ow,
-                          d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->oc};
-    return g;
+    st_cpe_counters c;
+    return charge(&k->work, pass, &c, training,
+                  st_cpe_im2col(k->ctx->cg, &e->all, m, 1, x + (size_t)s0 * e->in_image, e->col,
+                                &c, err));
 }
 
 /* NCHW <-> CNHW of m output-shaped images, charged to the pass. */
@@ -455,37 +472,31 @@ static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *er
     const st_conv_desc *d = &k->conv;
     cpe_shape in = conv_in_shape(k);
     const float *x;
-    float *col = NULL, *fold = NULL;
-    int chunk = 1;
+    explicit_sizes e;
     st_status st = layout_view(k, PASS_FWD, a->training, SCRATCH_IN, &in, a->n, a->src,
                                src_data_layout(k), ST_CPE_NCHW, &x, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
-    st_cpe_conv_geom all = conv_geom_all(d);
-    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
-    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
-    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
-    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
-        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
-        size_t N = (size_t)m * P;
+        st = explicit_begin(k, a->n, &e, err);
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += e.chunk) {
+        int m = a->n - s0 < e.chunk ? a->n - s0 : e.chunk;
+        size_t N = (size_t)m * e.P;
         st_cpe_counters c;
-        st = charge(&k->work, PASS_FWD, &c, a->training,
-                    st_cpe_im2col(k->ctx->cg, &all, m, 1, x + (size_t)s0 * in_image, col, &c,
-                                  err));
+        st = explicit_im2col(k, PASS_FWD, a->training, &e, s0, m, x, err);
         for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_FWD, &c, a->training,
-                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, ocg, N, K, 1.0,
-                                    a->weights + (size_t)g * ocg * K, K, col + (size_t)g * K * N,
-                                    N, 0.0, fold + (size_t)g * ocg * N, N, &c, err));
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, e.ocg, N, e.K, 1.0,
+                                    a->weights + (size_t)g * e.ocg * e.K, e.K,
+                                    e.col + (size_t)g * e.K * N, N, 0.0,
+                                    e.fold + (size_t)g * e.ocg * N, N, &c, err));
         if (st == ST_OK)
-            st = fold_swap(k, PASS_FWD, a->training, m, fold, ST_CPE_CNHW,
-                           a->dst + (size_t)s0 * out_image, ST_CPE_NCHW, err);
+            st = fold_swap(k, PASS_FWD, a->training, m, e.fold, ST_CPE_CNHW,
+                           a->dst + (size_t)s0 * e.out_image, ST_CPE_NCHW, err);
     }
     if (st == ST_OK)
         k->own.data = ST_CPE_NCHW;
     if (st == ST_OK)
-        st = epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->oc, P, d->act, a->training,
-                      err);
+        st = epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->oc, e.P, d->act,
+                      a->training, err);
     return st;
 }
 
@@ -494,34 +505,32 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
     const st_conv_desc *d = &k->conv;
     cpe_shape out = conv_out_shape(k);
     const float *dy;
-    float *col = NULL, *fold = NULL, *dx = NULL;
-    int chunk = 1, stored = 0;
+    float *dx = NULL;
+    int stored = 0;
+    explicit_sizes e;
     st_status st = layout_view(k, PASS_BWD_DATA, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
                                own_diff_layout(k), ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
+        st = explicit_begin(k, a->n, &e, err);
     if (st == ST_OK)
         st = plain_diff_dst(k, a, &dx, &stored, err);
-    st_cpe_conv_geom all = conv_geom_all(d);
-    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
-    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
-    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
-    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
-        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
-        size_t N = (size_t)m * P;
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += e.chunk) {
+        int m = a->n - s0 < e.chunk ? a->n - s0 : e.chunk;
+        size_t N = (size_t)m * e.P;
         st_cpe_counters c;
-        st = fold_swap(k, PASS_BWD_DATA, 1, m, dy + (size_t)s0 * out_image, ST_CPE_NCHW, fold,
-                       ST_CPE_CNHW, err);
+        st = fold_swap(k, PASS_BWD_DATA, 1, m, dy + (size_t)s0 * e.out_image, ST_CPE_NCHW,
+                       e.fold, ST_CPE_CNHW, err);
         for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_BWD_DATA, &c, 1,
-                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, K, N, ocg, 1.0,
-                                    a->weights + (size_t)g * ocg * K, K,
-                                    fold + (size_t)g * ocg * N, N, 0.0, col + (size_t)g * K * N,
-                                    N, &c, err));
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, e.K, N, e.ocg, 1.0,
+                                    a->weights + (size_t)g * e.ocg * e.K, e.K,
+                                    e.fold + (size_t)g * e.ocg * N, N, 0.0,
+                                    e.col + (size_t)g * e.K * N, N, &c, err));
         if (st == ST_OK)
             st = charge(&k->work, PASS_BWD_DATA, &c, 1,
-                        st_cpe_col2im(k->ctx->cg, &all, m, 1, col, dx + (size_t)s0 * in_image,
-                                      a->accumulate && !stored, &c, err));
+                        st_cpe_col2im(k->ctx->cg, &e.all, m, 1, e.col,
+                                      dx + (size_t)s0 * e.in_image, a->accumulate && !stored,
+                                      &c, err));
     }
     if (st == ST_OK && stored)
         st = plain_diff_finish(k, a, dx, err);
@@ -533,38 +542,31 @@ static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_
     const st_conv_desc *d = &k->conv;
     cpe_shape in = conv_in_shape(k), out = conv_out_shape(k);
     const float *x, *dy;
-    float *col = NULL, *fold = NULL;
-    int chunk = 1;
+    explicit_sizes e;
     st_status st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_IN, &in, a->n, a->src,
                                src_data_layout(k), ST_CPE_NCHW, &x, err);
     if (st == ST_OK)
         st = layout_view(k, PASS_BWD_WEIGHTS, 1, SCRATCH_DIFF, &out, a->n, a->diff_dst,
                          own_diff_layout(k), ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_chunk(k, a->n, &chunk, &col, &fold, err);
-    st_cpe_conv_geom all = conv_geom_all(d);
-    size_t icg = (size_t)(d->ic / d->groups), ocg = (size_t)(d->oc / d->groups);
-    size_t K = icg * d->kh * d->kw, P = (size_t)d->oh * d->ow;
-    size_t in_image = (size_t)d->ic * d->ih * d->iw, out_image = (size_t)d->oc * P;
-    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += chunk) {
-        int m = a->n - s0 < chunk ? a->n - s0 : chunk;
-        size_t N = (size_t)m * P;
+        st = explicit_begin(k, a->n, &e, err);
+    for (int s0 = 0; s0 < a->n && st == ST_OK; s0 += e.chunk) {
+        int m = a->n - s0 < e.chunk ? a->n - s0 : e.chunk;
+        size_t N = (size_t)m * e.P;
         st_cpe_counters c;
-        st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
-                    st_cpe_im2col(k->ctx->cg, &all, m, 1, x + (size_t)s0 * in_image, col, &c,
-                                  err));
+        st = explicit_im2col(k, PASS_BWD_WEIGHTS, 1, &e, s0, m, x, err);
         if (st == ST_OK)
-            st = fold_swap(k, PASS_BWD_WEIGHTS, 1, m, dy + (size_t)s0 * out_image, ST_CPE_NCHW,
-                           fold, ST_CPE_CNHW, err);
+            st = fold_swap(k, PASS_BWD_WEIGHTS, 1, m, dy + (size_t)s0 * e.out_image,
+                           ST_CPE_NCHW, e.fold, ST_CPE_CNHW, err);
         for (int g = 0; g < d->groups && st == ST_OK; g++)
             st = charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
-                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, ocg, K, N, 1.0,
-                                    fold + (size_t)g * ocg * N, N, col + (size_t)g * K * N, N,
-                                    s0 == 0 ? 0.0 : 1.0, a->diff_weights + (size_t)g * ocg * K,
-                                    K, &c, err));
+                        st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, e.ocg, e.K, N, 1.0,
+                                    e.fold + (size_t)g * e.ocg * N, N,
+                                    e.col + (size_t)g * e.K * N, N, s0 == 0 ? 0.0 : 1.0,
+                                    a->diff_weights + (size_t)g * e.ocg * e.K, e.K, &c, err));
     }
     if (st == ST_OK && d->bias && a->diff_bias)
-        st = bias_grad(k, a->diff_bias, dy, a->n, d->oc, P, err);
+        st = bias_grad(k, a->diff_bias, dy, a->n, d->oc, e.P, err);
     return st;
 }
 
