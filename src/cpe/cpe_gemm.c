@@ -375,6 +375,10 @@ st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
     if (g.d.batch == 0)
         g.d.batch = 1;
     g.items = g.d.reduce ? 1 : g.d.batch;
+    /* alpha 0: C = beta C, and A and B are not read (as in BLAS); the
+     * mesh would otherwise add the products unscaled. */
+    if (g.d.alpha == 0.0)
+        g.d.k = 0;
     gemm_plan(st_cpe_cluster_cost_params(cg), &g);
     if (getenv("GEMM_DEBUG"))
         fprintf(stderr, "plan bm %zu bn %zu bk %zu est %.3f ms\n", g.bm, g.bn, g.bk,
