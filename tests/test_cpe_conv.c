@@ -1,33 +1,35 @@
-/* The implicit convolution on the emulated core group
- * (src/cpe/cpe_conv_implicit.c): forward, backward-data (overwriting and
- * accumulating) and backward-weights of all n images in one launch, checked
- * against a direct six-deep loop in double written here (the truth, shared
- * with neither scheme) and against the explicit scheme the cpe backend runs
- * (st_cpe_im2col + st_cpe_gemm per image, col2im for the data gradient), on
- * shapes that exercise the blocking: channels and widths not divisible by
- * 8, rows cut into segments, a row wider than the LDM, 1x1, 3x3/1 pad 1,
- * 5x5/2 pad 2, 11x11/4 (AlexNet conv1 at a small input), several channel
- * panels and tiles, non-square kernels, strides and padding, outputs whose
- * whole window is padding, n = 1 and n = 3. Tolerance: 1e-5 of the largest
- * magnitude of the true result. Also: the declared flops are exactly twice
- * the multiply-adds that touch the image (padding skipped, not multiplied
- * by zero), each result element is put once, refusals (LDM-hopeless
- * kernels, bad geometry) come back as ST_EINPUT with a message, and
- * st_cpe_conv_implicit_suits.
+/* The implicit convolution (src/cpe/cpe_conv_implicit.c) and the tensor
+ * transformation layer around it (src/cpe/cpe_layout.c) on the emulated
+ * core group.
  *
- * `test_cpe_conv --bench` prints the predicted SW26010 time and GFlop/s of
- * implicit against explicit convolution, per pass, for the convolutions of
- * VGG-16 and AlexNet at batch 1, instead of running the tests. */
+ * Layouts, bitwise against index loops (layout_at): st_cpe_relayout in
+ * every supported direction (NCHW, HWCN, HWNC, and CNHW to and from NCHW),
+ * st_cpe_weights_to_swdnn (plain and rotated) and st_cpe_weights_from_swdnn,
+ * st_cpe_transpose_batched with a negative stride, and the refusals.
+ *
+ * The implicit convolution: all three passes, each as the core problem of
+ * st_cpe_conv_pass_problem run by st_cpe_swdnn_conv_run, overwriting and
+ * accumulating, in float (operands laid out with the layout kernels) and in
+ * double (laid out with index loops), against a direct convolution in
+ * double written here; on shapes swDNN's blocking takes (batch 128, input
+ * channels multiples of 8 and at least 16, output channels multiples of
+ * 32, padding 0, 1 and 2, kh != kw, output columns in several CoStride
+ * blocks, weights fetched per kernel row and per multiply). Tolerance: 1e-5
+ * (float) or 1e-12 (double) of the largest magnitude of the true result.
+ * Counters: exactly 2 flops per multiply-add whose input lies inside the
+ * image (padding is skipped, not multiplied by zero), each result put
+ * once, only the mesh's broadcasts. The explicit scheme the cpe backend
+ * runs (folded im2col, one GEMM, CNHW to NCHW; GEMM and col2im backward)
+ * gives the same results. Refusals name the dimension that does not fit
+ * (st_cpe_conv_implicit_fits, st_cpe_swdnn_conv_run). Every kernel is run
+ * again in cost-only mode: same counters, nothing written. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "cpe_testlib.h"
 
 #include "cpe.h"
-
-#define TOLERANCE 1e-5
 
 /* A geometry with the output size of symmetric padding (Darknet's rule). */
 static st_cpe_conv_geom geom_make(int c, int oc, int ih, int iw, int kh, int kw, int sh, int sw,
@@ -53,30 +55,224 @@ static size_t w_count(const st_cpe_conv_geom *g)
     return (size_t)g->oc * (size_t)g->c * (size_t)g->kh * (size_t)g->kw;
 }
 
-static float *floats_new(size_t count)
+/* ---- layouts by index ---- */
+
+/* dst (layout to, type) = src (floats, layout from) for n x c x h x w;
+ * rotated: position (y, x) of dst takes (h-1-y, w-1-x) of src. Weights
+ * [oc][c][kh][kw] are NCHW with n = oc; swDNN's [kh][kw][oc][c] is then
+ * HWNC, and the backward-data pass's rotated [kh][kw][c][oc] HWCN. */
+static void relayout_plain(const float *src, st_cpe_layout from, void *dst, st_cpe_dtype type,
+                           st_cpe_layout to, int n, int c, int h, int w, int rotated)
 {
-    float *p = malloc(count * sizeof *p);
-    assert_non_null(p);
-    return p;
+    for (int s = 0; s < n; s++)
+        for (int ch = 0; ch < c; ch++)
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    size_t at = layout_at(to, n, c, h, w, s, ch, rotated ? h - 1 - y : y,
+                                          rotated ? w - 1 - x : x);
+                    float v = src[layout_at(from, n, c, h, w, s, ch, y, x)];
+                    if (type == ST_CPE_F64)
+                        ((double *)dst)[at] = v;
+                    else
+                        ((float *)dst)[at] = v;
+                }
 }
 
-static void fill_random(float *p, size_t count, uint64_t *seed)
+typedef struct relayout_run {
+    int n, c, h, w;
+    st_cpe_layout from, to;
+    const float *src;
+    float *dst;
+} relayout_run;
+
+static st_status relayout_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out,
+                                 st_error *err)
 {
-    for (size_t i = 0; i < count; i++)
-        p[i] = (float)rand_unit(seed);
+    const relayout_run *r = ctx;
+    return st_cpe_relayout(cg, r->n, r->c, r->h, r->w, r->from, r->src, r->to, r->dst, out, err);
 }
 
-static void fill_nan(float *p, size_t count)
+static void test_relayout(void **state)
 {
-    for (size_t i = 0; i < count; i++)
-        p[i] = NAN;
+    (void)state;
+    static const int shapes[][4] = {
+        {3, 13, 37, 41}, {130, 3, 5, 7}, {1, 1, 1, 1}, {64, 16, 8, 8},
+        {5, 1, 1, 1000}, {67, 2, 3, 1}, {128, 16, 7, 9},
+    };
+    static const st_cpe_layout pairs[][2] = {
+        {ST_CPE_NCHW, ST_CPE_HWCN}, {ST_CPE_HWCN, ST_CPE_NCHW}, {ST_CPE_NCHW, ST_CPE_HWNC},
+        {ST_CPE_HWNC, ST_CPE_NCHW}, {ST_CPE_HWCN, ST_CPE_HWNC}, {ST_CPE_HWNC, ST_CPE_HWCN},
+        {ST_CPE_NCHW, ST_CPE_CNHW}, {ST_CPE_CNHW, ST_CPE_NCHW},
+    };
+    st_cpe_cluster *cg = cluster_new();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            relayout_run r = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                              pairs[p][0], pairs[p][1], NULL, NULL};
+            size_t total = (size_t)r.n * r.c * r.h * r.w;
+            float *src = floats_new(total), *want = floats_new(total);
+            r.src = src;
+            r.dst = floats_new(total);
+            fill_uniform(src, total, 1.0f, 61 + i * 8 + p);
+            fill_nan(r.dst, total);
+            relayout_plain(src, r.from, want, ST_CPE_F32, r.to, r.n, r.c, r.h, r.w, 0);
+            char what[96];
+            snprintf(what, sizeof what, "%s to %s, %dx%dx%dx%d", st_cpe_layout_name(r.from),
+                     st_cpe_layout_name(r.to), r.n, r.c, r.h, r.w);
+            st_cpe_counters n;
+            run_and_check_cost_only(cg, relayout_launch, &r,
+                                    &(cpe_test_output){r.dst, total * sizeof(float)}, 1, &n, what);
+            assert_floats_equal(r.dst, want, total, what);
+            if (n.launches != 1 || n.ldm_peak > ST_CPE_LDM_BYTES ||
+                n.dma_put_bytes != total * sizeof(float) ||
+                n.dma_get_bytes < total * sizeof(float))
+                fail_msg("%s: %llu launches, LDM peak %zu, %llu bytes put, %llu got (%zu data)",
+                         what, (unsigned long long)n.launches, n.ldm_peak,
+                         (unsigned long long)n.dma_put_bytes, (unsigned long long)n.dma_get_bytes,
+                         total * sizeof(float));
+            free(src);
+            free(want);
+            free(r.dst);
+        }
+    /* Refusals. */
+    float buf[64] = {0};
+    st_error err = {0};
+    assert_int_equal(st_cpe_relayout(cg, 2, 2, 2, 2, ST_CPE_HWCN, buf, ST_CPE_HWCN, buf + 32,
+                                     NULL, &err),
+                     ST_EINPUT);
+    tl_assert_contains(err.msg, "relayout: HWCN to itself");
+    st_error_clear(&err);
+    assert_int_equal(st_cpe_relayout(cg, 2, 2, 2, 2, ST_CPE_CNHW, buf, ST_CPE_HWCN, buf + 32,
+                                     NULL, &err),
+                     ST_EINPUT);
+    tl_assert_contains(err.msg,
+                       "relayout: CNHW to HWCN is not supported (only to and from NCHW)");
+    st_error_clear(&err);
+    assert_int_equal(st_cpe_relayout(cg, 2, 2, 2, 2, ST_CPE_NCHW, buf, ST_CPE_HWCN, buf + 8,
+                                     NULL, &err),
+                     ST_EINPUT);
+    tl_assert_contains(err.msg, "relayout: dst overlaps src");
+    st_error_clear(&err);
+    assert_int_equal(st_cpe_relayout(cg, 0, 2, 2, 2, ST_CPE_NCHW, buf, ST_CPE_HWCN, buf + 32,
+                                     NULL, &err),
+                     ST_EINPUT);
+    tl_assert_contains(err.msg, "relayout: shape n 0, c 2, h 2, w 2 (expected all >= 1)");
+    st_cpe_cluster_destroy(cg);
+}
+
+typedef struct weights_run {
+    int oc, c, kh, kw, rotated, back;
+    const float *src;
+    float *dst, *scratch;
+} weights_run;
+
+static st_status weights_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out,
+                                st_error *err)
+{
+    const weights_run *r = ctx;
+    if (r->back)
+        return st_cpe_weights_from_swdnn(cg, r->oc, r->c, r->kh, r->kw, r->src, r->dst, out, err);
+    return st_cpe_weights_to_swdnn(cg, r->oc, r->c, r->kh, r->kw, r->src, r->dst, r->scratch,
+                                   r->rotated, out, err);
+}
+
+static void test_weights_layout(void **state)
+{
+    (void)state;
+    static const int shapes[][4] = {
+        {32, 128, 3, 2}, {96, 3, 11, 11}, {1, 1, 1, 1}, {7, 5, 1, 3}, {256, 256, 3, 3},
+    };
+    st_cpe_cluster *cg = cluster_new();
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int kind = 0; kind < 3; kind++) {
+            weights_run r = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                             kind == 1, kind == 2, NULL, NULL, NULL};
+            size_t total = (size_t)r.oc * r.c * r.kh * r.kw;
+            float *src = floats_new(total), *want = floats_new(total);
+            r.src = src;
+            r.dst = floats_new(total);
+            r.scratch = floats_new(total);
+            fill_uniform(src, total, 1.0f, 5 + i * 3 + (size_t)kind);
+            fill_nan(r.dst, total);
+            /* [oc][c][kh][kw] is NCHW with n = oc, [kh][kw][oc][c] HWNC, the
+             * rotated [kh][kw][c][oc] HWCN (relayout_plain). */
+            if (r.back)
+                relayout_plain(src, ST_CPE_HWNC, want, ST_CPE_F32, ST_CPE_NCHW, r.oc, r.c, r.kh,
+                               r.kw, 0);
+            else
+                relayout_plain(src, ST_CPE_NCHW, want, ST_CPE_F32,
+                               r.rotated ? ST_CPE_HWCN : ST_CPE_HWNC, r.oc, r.c, r.kh, r.kw,
+                               r.rotated);
+            char what[96];
+            snprintf(what, sizeof what, "weights %s %dx%dx%dx%d",
+                     r.back ? "from swDNN" : r.rotated ? "to swDNN, rotated" : "to swDNN", r.oc,
+                     r.c, r.kh, r.kw);
+            st_cpe_counters n;
+            cpe_test_output outs[2] = {{r.dst, total * sizeof(float)},
+                                       {r.scratch, r.rotated ? total * sizeof(float) : 0}};
+            run_and_check_cost_only(cg, weights_launch, &r, outs, 2, &n, what);
+            assert_floats_equal(r.dst, want, total, what);
+            assert_int_equal(n.launches, r.rotated ? 2 : 1);
+            assert_int_equal(n.dma_put_bytes, (r.rotated ? 2 : 1) * total * sizeof(float));
+            free(src);
+            free(want);
+            free(r.dst);
+            free(r.scratch);
+        }
+    st_cpe_cluster_destroy(cg);
+}
+
+typedef struct transpose_run {
+    st_cpe_transpose t;
+} transpose_run;
+
+static st_status transpose_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out,
+                                  st_error *err)
+{
+    return st_cpe_transpose_batched(cg, &((transpose_run *)ctx)->t, "transpose", out, err);
+}
+
+/* 70 matrices of 5 x 7 (rows 9 floats apart, one after another) into 7 x
+ * 5 (rows 6 apart) in reverse order: the last matrix first, dst stride
+ * -42; the padding of dst stays as it was. */
+static void test_transpose_negative_stride(void **state)
+{
+    (void)state;
+    enum { COUNT = 70, ROWS = 5, COLS = 7, SRC_LD = 9, DST_LD = 6 };
+    size_t src_block = ROWS * SRC_LD, dst_block = COLS * DST_LD;
+    float *src = floats_new(COUNT * src_block), *dst = floats_new(COUNT * dst_block);
+    float *want = floats_new(COUNT * dst_block);
+    fill_uniform(src, COUNT * src_block, 1.0f, 3);
+    fill_uniform(dst, COUNT * dst_block, 1.0f, 4);
+    memcpy(want, dst, COUNT * dst_block * sizeof(float));
+    for (size_t i = 0; i < COUNT; i++)
+        for (size_t r = 0; r < ROWS; r++)
+            for (size_t c = 0; c < COLS; c++)
+                want[(COUNT - 1 - i) * dst_block + c * DST_LD + r] = src[i * src_block + r * SRC_LD + c];
+    transpose_run run = {{src, dst + (COUNT - 1) * dst_block, ROWS, COLS, COUNT, SRC_LD, DST_LD,
+                          (ptrdiff_t)src_block, -(ptrdiff_t)dst_block}};
+    st_cpe_cluster *cg = cluster_new();
+    st_cpe_counters n;
+    run_and_check_cost_only(cg, transpose_launch, &run,
+                            &(cpe_test_output){dst, COUNT * dst_block * sizeof(float)}, 1, &n,
+                            "transpose with a negative stride");
+    assert_floats_equal(dst, want, COUNT * dst_block, "transpose with a negative stride");
+    assert_int_equal(n.dma_put_bytes, COUNT * ROWS * COLS * sizeof(float));
+    st_error err = {0};
+    run.t.dst_ld = 4;
+    assert_int_equal(st_cpe_transpose_batched(cg, &run.t, "transpose", NULL, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "transpose: row pitches 9 and 4 are smaller than the 5 x 7 matrices");
+    st_cpe_cluster_destroy(cg);
+    free(src);
+    free(dst);
+    free(want);
 }
 
 /* ---- the truth: the definition, term by term, in double ---- */
 
-/* The three passes at once: y = conv(x, w), dx = conv^T(dy, w),
- * dw = sum dy x, and the number of multiply-adds whose input position lies
- * inside the image. */
+/* The three passes at once, NCHW and [oc][c][kh][kw]: y = conv(x, w),
+ * dx = conv^T(dy, w), dw = sum dy x, and the number of multiply-adds whose
+ * input position lies inside the image. */
 typedef struct conv_truth {
     double *y, *dx, *dw;
     uint64_t macs;
@@ -120,432 +316,378 @@ static void truth_free(conv_truth *t)
     free(t->dw);
 }
 
-/* Every got[i] within TOLERANCE * max |want| (+ base[i] when base is not
- * NULL: the accumulated-into values) of want[i]. */
-static void expect_close(const char *what, const char *shape, const float *got,
-                         const double *want, const float *base, size_t count)
+/* Every element of got (type, layout l, n x c x h x w) within tol x max
+ * |want| of want (NCHW) + base (NCHW, when not NULL: what was accumulated
+ * into). */
+static void expect_close(const char *what, const void *got, st_cpe_dtype type, st_cpe_layout l,
+                         int n, int c, int h, int w, const double *want, const float *base)
 {
+    size_t count = (size_t)n * c * h * w;
     double largest = 0.0;
     for (size_t i = 0; i < count; i++) {
         double v = fabs(want[i] + (base ? base[i] : 0.0));
         largest = v > largest ? v : largest;
     }
-    double tol = TOLERANCE * largest + FLT_MIN;
-    for (size_t i = 0; i < count; i++) {
-        double expected = want[i] + (base ? base[i] : 0.0);
-        if (!(fabs((double)got[i] - expected) <= tol))
-            fail_msg("%s, %s: element %zu is %.9g, expected %.9g (tolerance %.3g)", shape, what,
-                     i, got[i], expected, tol);
-    }
+    double tol = (type == ST_CPE_F64 ? 1e-12 : 1e-5) * largest + DBL_MIN;
+    for (int s = 0; s < n; s++)
+        for (int ch = 0; ch < c; ch++)
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    size_t i = layout_at(ST_CPE_NCHW, n, c, h, w, s, ch, y, x);
+                    size_t at = layout_at(l, n, c, h, w, s, ch, y, x);
+                    double v = type == ST_CPE_F64 ? ((const double *)got)[at]
+                                                  : (double)((const float *)got)[at];
+                    double expected = want[i] + (base ? base[i] : 0.0);
+                    if (!(fabs(v - expected) <= tol))
+                        fail_msg("%s: [%d][%d][%d][%d] is %.17g, expected %.17g (tolerance %.3g)",
+                                 what, s, ch, y, x, v, expected, tol);
+                }
 }
 
-static void expect_close_floats(const char *what, const char *shape, const float *got,
-                                const float *want, size_t count)
-{
-    double *w = malloc(count * sizeof *w);
-    assert_non_null(w);
-    for (size_t i = 0; i < count; i++)
-        w[i] = want[i];
-    expect_close(what, shape, got, w, NULL, count);
-    free(w);
-}
-
-/* ---- the explicit scheme: im2col + GEMM per image, as src/backends/cpe.c ---- */
-
-static st_status explicit_forward(st_cpe_cluster *cg, const st_cpe_conv_geom *g, int n,
-                                  const float *x, const float *w, float *y, float *col,
-                                  st_cpe_counters *sum, st_error *err)
-{
-    size_t k = (size_t)g->c * g->kh * g->kw, p = (size_t)g->oh * g->ow;
-    st_cpe_counters c;
-    for (int s = 0; s < n; s++) {
-        st_status st = st_cpe_im2col(cg, g, x + (size_t)s * g->c * g->ih * g->iw, col, &c, err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 0, (size_t)g->oc, p, k, 1.0, w, k, col, p, 0.0,
-                         y + (size_t)s * g->oc * p, p, &c, err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-    }
-    return ST_OK;
-}
-
-/* dx += conv^T(dy, w) */
-static st_status explicit_backward_data(st_cpe_cluster *cg, const st_cpe_conv_geom *g, int n,
-                                        const float *dy, const float *w, float *dx, float *col,
-                                        st_cpe_counters *sum, st_error *err)
-{
-    size_t k = (size_t)g->c * g->kh * g->kw, p = (size_t)g->oh * g->ow;
-    st_cpe_counters c;
-    for (int s = 0; s < n; s++) {
-        st_status st = st_cpe_gemm(cg, ST_CPE_F32, 1, 0, k, p, (size_t)g->oc, 1.0, w, k,
-                                   dy + (size_t)s * g->oc * p, p, 0.0, col, p, &c, err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-        st = st_cpe_col2im(cg, g, col, dx + (size_t)s * g->c * g->ih * g->iw, &c, err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-    }
-    return ST_OK;
-}
-
-static st_status explicit_backward_weights(st_cpe_cluster *cg, const st_cpe_conv_geom *g, int n,
-                                           const float *x, const float *dy, float *dw,
-                                           float *col, st_cpe_counters *sum, st_error *err)
-{
-    size_t k = (size_t)g->c * g->kh * g->kw, p = (size_t)g->oh * g->ow;
-    st_cpe_counters c;
-    for (int s = 0; s < n; s++) {
-        st_status st = st_cpe_im2col(cg, g, x + (size_t)s * g->c * g->ih * g->iw, col, &c, err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 1, (size_t)g->oc, k, p, 1.0,
-                         dy + (size_t)s * g->oc * p, p, col, p, s == 0 ? 0.0 : 1.0, dw, k, &c,
-                         err);
-        if (st != ST_OK)
-            return st;
-        st_cpe_counters_add(sum, &c);
-    }
-    return ST_OK;
-}
-
-/* ---- the tests ---- */
+/* ---- the implicit convolution ---- */
 
 typedef struct conv_case {
     const char *name;
+    st_cpe_dtype type;
     int n;
     st_cpe_conv_geom g;
-    int with_explicit; /* 0 when im2col cannot take the rows */
+    unsigned passes;  /* bit p: pass p fits swDNN's blocking */
+    int explicit_too; /* also run the explicit scheme (float) */
 } conv_case;
 
-/* One launch, within the LDM, exactly 2 flops per multiply-add inside the
- * image (plus extra), each result element put once, and the broadcasts
- * received by the 7 other CPEs of the line. */
-static void expect_counters(const char *shape, const char *pass, const st_cpe_counters *c,
-                            uint64_t macs, uint64_t extra_flops, size_t out_elements)
+#define ALL_PASSES 7u
+
+/* One pass's tensors: its NCHW view (n x c x h x w, the weights as
+ * oc x c x kh x kw) and the layout the core problem takes. */
+typedef struct pass_view {
+    int n, c, h, w;
+    st_cpe_layout l;
+} pass_view;
+
+static const char *const pass_names[ST_CPE_CONV_PASSES] = {"forward", "backward-data",
+                                                           "backward-weights"};
+
+static st_status swdnn_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out, st_error *err)
 {
-    if (c->launches != 1 || c->ldm_peak > ST_CPE_LDM_BYTES)
-        fail_msg("%s, %s: %llu launches, LDM peak %zu bytes", shape, pass,
-                 (unsigned long long)c->launches, c->ldm_peak);
-    if (c->flops != 2 * macs + extra_flops)
-        fail_msg("%s, %s: %llu flops declared, expected 2 x %llu multiply-adds + %llu", shape,
-                 pass, (unsigned long long)c->flops, (unsigned long long)macs,
-                 (unsigned long long)extra_flops);
-    if (c->dma_put_bytes != out_elements * sizeof(float))
-        fail_msg("%s, %s: %llu bytes put, expected %zu (each result once)", shape, pass,
-                 (unsigned long long)c->dma_put_bytes, out_elements * sizeof(float));
-    if (c->msgs_received != 7 * c->msgs_bcast || c->msgs_p2p != 0)
-        fail_msg("%s, %s: %llu broadcasts, %llu receives, %llu point-to-point messages", shape,
-                 pass, (unsigned long long)c->msgs_bcast, (unsigned long long)c->msgs_received,
-                 (unsigned long long)c->msgs_p2p);
-    assert_true(c->time.total_s > 0.0);
+    return st_cpe_swdnn_conv_run(cg, ctx, "swdnn_conv", out, err);
+}
+
+/* The pass's input and weights in its layouts, from x, w, dy (NCHW,
+ * [oc][c][kh][kw]): with the layout kernels in float, with index loops in
+ * double. */
+static void pass_operands(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass pass,
+                          const float *x, const float *w, const float *dy, void *in, void *wt,
+                          float *scratch)
+{
+    const st_cpe_conv_geom *g = &t->g;
+    int n = t->n;
+    st_error err = {0};
+    st_status st = ST_OK;
+    if (t->type == ST_CPE_F64) {
+        if (pass == ST_CPE_CONV_FORWARD) {
+            relayout_plain(x, ST_CPE_NCHW, in, t->type, ST_CPE_HWCN, n, g->c, g->ih, g->iw, 0);
+            relayout_plain(w, ST_CPE_NCHW, wt, t->type, ST_CPE_HWNC, g->oc, g->c, g->kh, g->kw, 0);
+        } else if (pass == ST_CPE_CONV_BACKWARD_DATA) {
+            relayout_plain(dy, ST_CPE_NCHW, in, t->type, ST_CPE_HWCN, n, g->oc, g->oh, g->ow, 0);
+            relayout_plain(w, ST_CPE_NCHW, wt, t->type, ST_CPE_HWCN, g->oc, g->c, g->kh, g->kw, 1);
+        } else {
+            relayout_plain(x, ST_CPE_NCHW, in, t->type, ST_CPE_HWNC, n, g->c, g->ih, g->iw, 0);
+            relayout_plain(dy, ST_CPE_NCHW, wt, t->type, ST_CPE_HWCN, n, g->oc, g->oh, g->ow, 0);
+        }
+        return;
+    }
+    if (pass == ST_CPE_CONV_FORWARD) {
+        st = st_cpe_relayout(cg, n, g->c, g->ih, g->iw, ST_CPE_NCHW, x, ST_CPE_HWCN, in, NULL,
+                             &err);
+        if (st == ST_OK)
+            st = st_cpe_weights_to_swdnn(cg, g->oc, g->c, g->kh, g->kw, w, wt, scratch, 0, NULL,
+                                         &err);
+    } else if (pass == ST_CPE_CONV_BACKWARD_DATA) {
+        st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_NCHW, dy, ST_CPE_HWCN, in, NULL,
+                             &err);
+        if (st == ST_OK)
+            st = st_cpe_weights_to_swdnn(cg, g->oc, g->c, g->kh, g->kw, w, wt, scratch, 1, NULL,
+                                         &err);
+    } else {
+        st = st_cpe_relayout(cg, n, g->c, g->ih, g->iw, ST_CPE_NCHW, x, ST_CPE_HWNC, in, NULL,
+                             &err);
+        if (st == ST_OK)
+            st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_NCHW, dy, ST_CPE_HWCN, wt,
+                                 NULL, &err);
+    }
+    if (st != ST_OK)
+        fail_msg("%s, %s operands: %s", t->name, pass_names[pass], err.msg);
+}
+
+/* The float result of a pass back in NCHW (or [oc][c][kh][kw]) with the
+ * layout kernels, into back. */
+static void pass_result_back(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass pass,
+                             const float *out, float *back)
+{
+    const st_cpe_conv_geom *g = &t->g;
+    st_error err = {0};
+    st_status st;
+    if (pass == ST_CPE_CONV_FORWARD)
+        st = st_cpe_relayout(cg, t->n, g->oc, g->oh, g->ow, ST_CPE_HWCN, out, ST_CPE_NCHW, back,
+                             NULL, &err);
+    else if (pass == ST_CPE_CONV_BACKWARD_DATA)
+        st = st_cpe_relayout(cg, t->n, g->c, g->ih, g->iw, ST_CPE_HWCN, out, ST_CPE_NCHW, back,
+                             NULL, &err);
+    else
+        st = st_cpe_weights_from_swdnn(cg, g->oc, g->c, g->kh, g->kw, out, back, NULL, &err);
+    if (st != ST_OK)
+        fail_msg("%s, %s result: %s", t->name, pass_names[pass], err.msg);
+}
+
+/* One pass, overwriting (the output NaN first: every element must be
+ * written) and accumulating into base, against the truth. */
+static void check_pass(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass pass,
+                       const float *x, const float *w, const float *dy, const conv_truth *truth)
+{
+    const st_cpe_conv_geom *g = &t->g;
+    size_t elt = st_cpe_dtype_size(t->type);
+    pass_view out_view = pass == ST_CPE_CONV_FORWARD
+                             ? (pass_view){t->n, g->oc, g->oh, g->ow, ST_CPE_HWCN}
+                         : pass == ST_CPE_CONV_BACKWARD_DATA
+                             ? (pass_view){t->n, g->c, g->ih, g->iw, ST_CPE_HWCN}
+                             : (pass_view){g->oc, g->c, g->kh, g->kw, ST_CPE_HWNC};
+    const double *want = pass == ST_CPE_CONV_FORWARD         ? truth->y
+                         : pass == ST_CPE_CONV_BACKWARD_DATA ? truth->dx
+                                                             : truth->dw;
+    size_t in_count = pass == ST_CPE_CONV_BACKWARD_DATA ? y_count(g, t->n) : x_count(g, t->n);
+    size_t w_elems = pass == ST_CPE_CONV_BACKWARD_WEIGHTS ? y_count(g, t->n) : w_count(g);
+    size_t out_count = (size_t)out_view.n * out_view.c * out_view.h * out_view.w;
+    void *in = malloc(in_count * elt), *wt = malloc(w_elems * elt), *out = malloc(out_count * elt);
+    float *scratch = floats_new(w_count(g)), *base = floats_new(out_count);
+    float *back = floats_new(out_count);
+    assert_true(in && wt && out);
+    pass_operands(cg, t, pass, x, w, dy, in, wt, scratch);
+    fill_uniform(base, out_count, 1.0f, 977 + (uint64_t)pass);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(g, t->n, pass, in, wt, out);
+    p.type = t->type;
+    for (p.accumulate = 0; p.accumulate <= 1; p.accumulate++) {
+        /* The output: NaN, or base in the pass's layout. */
+        if (p.accumulate)
+            relayout_plain(base, ST_CPE_NCHW, out, t->type, out_view.l, out_view.n, out_view.c,
+                           out_view.h, out_view.w, 0);
+        else
+            memset(out, 0xff, out_count * elt); /* NaN in either type */
+        char what[160];
+        snprintf(what, sizeof what, "%s, %s%s", t->name, pass_names[pass],
+                 p.accumulate ? " (accumulate)" : "");
+        st_cpe_counters c;
+        run_and_check_cost_only(cg, swdnn_launch, &p, &(cpe_test_output){out, out_count * elt}, 1,
+                                &c, what);
+        if (t->type == ST_CPE_F32) {
+            pass_result_back(cg, t, pass, out, back);
+            expect_close(what, back, t->type, ST_CPE_NCHW, out_view.n, out_view.c, out_view.h,
+                         out_view.w, want, p.accumulate ? base : NULL);
+        } else {
+            expect_close(what, out, t->type, out_view.l, out_view.n, out_view.c, out_view.h,
+                         out_view.w, want, p.accumulate ? base : NULL);
+        }
+        /* One launch within the LDM; a collective per (output pixel, kernel
+         * position) with its input inside, each 2 no b ni flops: twice the
+         * multiply-adds of the truth; each output put once (and fetched
+         * once to accumulate). */
+        uint64_t per_collective = (uint64_t)p.no * p.b * p.ni;
+        if (c.launches != 1 || c.ldm_peak > ST_CPE_LDM_BYTES || c.flops != 2 * truth->macs ||
+            c.mesh_gemms * per_collective != truth->macs ||
+            c.dma_put_bytes != out_count * elt ||
+            c.dma_get_bytes < (p.accumulate ? out_count * elt : 0) + (in_count + w_elems) * elt ||
+            c.msgs_received != 7 * c.msgs_bcast || c.msgs_p2p != 0 ||
+            c.mesh_msgs_bcast != c.msgs_bcast || !(c.time.total_s > 0.0))
+            fail_msg("%s: %llu launches, LDM peak %zu, %llu flops (expected 2 x %llu), %llu "
+                     "collectives of %llu multiply-adds, %llu bytes put (expected %zu), %llu "
+                     "got, %llu broadcasts, %llu received, %llu point to point",
+                     what, (unsigned long long)c.launches, c.ldm_peak,
+                     (unsigned long long)c.flops, (unsigned long long)truth->macs,
+                     (unsigned long long)c.mesh_gemms, (unsigned long long)per_collective,
+                     (unsigned long long)c.dma_put_bytes, out_count * elt,
+                     (unsigned long long)c.dma_get_bytes, (unsigned long long)c.msgs_bcast,
+                     (unsigned long long)c.msgs_received, (unsigned long long)c.msgs_p2p);
+    }
+    free(in);
+    free(wt);
+    free(out);
+    free(scratch);
+    free(base);
+    free(back);
+}
+
+/* The explicit scheme of the cpe backend (src/backends/cpe.c, one group):
+ * forward im2col with the batch folded into the columns, one GEMM into
+ * [oc][n][oh ow], CNHW to NCHW; backward-data NCHW to CNHW, GEMM with A
+ * transposed into col, folded col2im; backward-weights folded im2col and a
+ * GEMM with B transposed. */
+static void check_explicit(st_cpe_cluster *cg, const conv_case *t, const float *x, const float *w,
+                           const float *dy, const conv_truth *truth)
+{
+    const st_cpe_conv_geom *g = &t->g;
+    int n = t->n;
+    size_t K = (size_t)g->c * g->kh * g->kw, N = (size_t)n * g->oh * g->ow;
+    size_t nx = x_count(g, n), ny = y_count(g, n), nw = w_count(g);
+    float *col = floats_new(K * N), *fold = floats_new(ny), *y = floats_new(ny);
+    float *dx = floats_new(nx), *dw = floats_new(nw);
+    st_error err = {0};
+    st_status st = st_cpe_im2col(cg, g, n, 1, x, col, NULL, &err);
+    if (st == ST_OK)
+        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 0, (size_t)g->oc, N, K, 1.0, w, K, col, N, 0.0, fold,
+                         N, NULL, &err);
+    if (st == ST_OK)
+        st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_CNHW, fold, ST_CPE_NCHW, y, NULL,
+                             &err);
+    if (st == ST_OK)
+        st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_NCHW, dy, ST_CPE_CNHW, fold, NULL,
+                             &err);
+    if (st == ST_OK)
+        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 1, (size_t)g->oc, K, N, 1.0, fold, N, col, N, 0.0,
+                         dw, K, NULL, &err);
+    if (st == ST_OK)
+        st = st_cpe_gemm(cg, ST_CPE_F32, 1, 0, K, N, (size_t)g->oc, 1.0, w, K, fold, N, 0.0, col,
+                         N, NULL, &err);
+    if (st == ST_OK)
+        st = st_cpe_col2im(cg, g, n, 1, col, dx, 0, NULL, &err);
+    if (st != ST_OK)
+        fail_msg("%s, explicit scheme: %s", t->name, err.msg);
+    char what[160];
+    snprintf(what, sizeof what, "%s, explicit forward", t->name);
+    expect_close(what, y, ST_CPE_F32, ST_CPE_NCHW, n, g->oc, g->oh, g->ow, truth->y, NULL);
+    snprintf(what, sizeof what, "%s, explicit backward-data", t->name);
+    expect_close(what, dx, ST_CPE_F32, ST_CPE_NCHW, n, g->c, g->ih, g->iw, truth->dx, NULL);
+    snprintf(what, sizeof what, "%s, explicit backward-weights", t->name);
+    expect_close(what, dw, ST_CPE_F32, ST_CPE_NCHW, g->oc, g->c, g->kh, g->kw, truth->dw, NULL);
+    free(col);
+    free(fold);
+    free(y);
+    free(dx);
+    free(dw);
 }
 
 static void check_case(st_cpe_cluster *cg, const conv_case *t, uint64_t seed)
 {
     const st_cpe_conv_geom *g = &t->g;
-    int n = t->n;
-    size_t nx = x_count(g, n), ny = y_count(g, n), nw = w_count(g);
+    size_t nx = x_count(g, t->n), ny = y_count(g, t->n), nw = w_count(g);
     float *x = floats_new(nx), *w = floats_new(nw), *dy = floats_new(ny);
-    float *y = floats_new(ny), *dx = floats_new(nx), *dw = floats_new(nw);
-    float *dx_old = floats_new(nx);
-    fill_random(x, nx, &seed);
-    fill_random(w, nw, &seed);
-    fill_random(dy, ny, &seed);
-    fill_random(dx_old, nx, &seed);
+    fill_uniform(x, nx, 1.0f, seed);
+    fill_uniform(w, nw, 1.0f, seed + 1);
+    fill_uniform(dy, ny, 1.0f, seed + 2);
     conv_truth truth;
-    truth_compute(g, n, x, w, dy, &truth);
-    st_cpe_counters c;
-    st_error err = {0};
-
-    /* NaN where results go: every element must be written, none read. */
-    fill_nan(y, ny);
-    if (st_cpe_conv_implicit_forward(cg, g, n, x, w, y, &c, &err) != ST_OK)
-        fail_msg("%s, forward: %s", t->name, err.msg);
-    expect_close("forward", t->name, y, truth.y, NULL, ny);
-    expect_counters(t->name, "forward", &c, truth.macs, 0, ny);
-
-    fill_nan(dx, nx);
-    if (st_cpe_conv_implicit_backward_data(cg, g, n, dy, w, dx, 0, &c, &err) != ST_OK)
-        fail_msg("%s, backward-data: %s", t->name, err.msg);
-    expect_close("backward-data (overwrite)", t->name, dx, truth.dx, NULL, nx);
-    expect_counters(t->name, "backward-data (overwrite)", &c, truth.macs, 0, nx);
-
-    memcpy(dx, dx_old, nx * sizeof *dx);
-    if (st_cpe_conv_implicit_backward_data(cg, g, n, dy, w, dx, 1, &c, &err) != ST_OK)
-        fail_msg("%s, backward-data (accumulate): %s", t->name, err.msg);
-    expect_close("backward-data (accumulate)", t->name, dx, truth.dx, dx_old, nx);
-    expect_counters(t->name, "backward-data (accumulate)", &c, truth.macs, nx, nx);
-
-    fill_nan(dw, nw);
-    if (st_cpe_conv_implicit_backward_weights(cg, g, n, x, dy, dw, &c, &err) != ST_OK)
-        fail_msg("%s, backward-weights: %s", t->name, err.msg);
-    expect_close("backward-weights", t->name, dw, truth.dw, NULL, nw);
-    expect_counters(t->name, "backward-weights", &c, truth.macs, 0, nw);
-
-    if (t->with_explicit) {
-        /* The explicit scheme on the same inputs: the two schemes agree
-         * with each other as closely as with the truth. */
-        float *col = floats_new((size_t)g->c * g->kh * g->kw * g->oh * g->ow);
-        float *ey = floats_new(ny), *edx = floats_new(nx), *edw = floats_new(nw);
-        st_cpe_counters sum;
-        memset(&sum, 0, sizeof sum);
-        memset(edx, 0, nx * sizeof *edx);
-        if (explicit_forward(cg, g, n, x, w, ey, col, &sum, &err) != ST_OK ||
-            explicit_backward_data(cg, g, n, dy, w, edx, col, &sum, &err) != ST_OK ||
-            explicit_backward_weights(cg, g, n, x, dy, edw, col, &sum, &err) != ST_OK)
-            fail_msg("%s, explicit scheme: %s", t->name, err.msg);
-        expect_close("explicit forward vs truth", t->name, ey, truth.y, NULL, ny);
-        expect_close_floats("implicit vs explicit forward", t->name, y, ey, ny);
-        if (st_cpe_conv_implicit_backward_data(cg, g, n, dy, w, dx, 0, &c, &err) != ST_OK)
-            fail_msg("%s, backward-data: %s", t->name, err.msg);
-        expect_close_floats("implicit vs explicit backward-data", t->name, dx, edx, nx);
-        expect_close_floats("implicit vs explicit backward-weights", t->name, dw, edw, nw);
-        free(col);
-        free(ey);
-        free(edx);
-        free(edw);
+    truth_compute(g, t->n, x, w, dy, &truth);
+    for (int pass = 0; pass < ST_CPE_CONV_PASSES; pass++) {
+        char why[256] = "";
+        int fits = st_cpe_conv_implicit_fits(g, t->n, (st_cpe_conv_pass)pass, why, sizeof why);
+        if (fits != (int)(t->passes >> pass & 1u))
+            fail_msg("%s, %s: fits %d, expected %d (%s)", t->name, pass_names[pass], fits,
+                     !fits, why);
+        if (fits)
+            check_pass(cg, t, (st_cpe_conv_pass)pass, x, w, dy, &truth);
     }
+    if (t->explicit_too)
+        check_explicit(cg, t, x, w, dy, &truth);
     truth_free(&truth);
     free(x);
     free(w);
     free(dy);
-    free(y);
-    free(dx);
-    free(dw);
-    free(dx_old);
 }
 
-static void test_shapes(void **state)
+static void test_implicit_passes(void **state)
 {
     (void)state;
     const conv_case cases[] = {
         /* c, oc, ih, iw, kh, kw, sh, sw, ph, pw */
-        {"13->21 3x3/1 p1 9x11, n=3", 3, geom_make(13, 21, 9, 11, 3, 3, 1, 1, 1, 1), 1},
-        {"16->24 1x1 7x7, n=3", 3, geom_make(16, 24, 7, 7, 1, 1, 1, 1, 0, 0), 1},
-        {"4->9 1x1 p1 5x5 (border outputs all padding)", 1,
-         geom_make(4, 9, 5, 5, 1, 1, 1, 1, 1, 1), 1},
-        {"5->10 3x3/1 p1 4x300 (rows in segments), n=3", 3,
-         geom_make(5, 10, 4, 300, 3, 3, 1, 1, 1, 1), 1},
-        {"10->12 5x5/2 p2 17x15, n=3", 3, geom_make(10, 12, 17, 15, 5, 5, 2, 2, 2, 2), 1},
-        {"3->96 11x11/4 35x35 (AlexNet conv1, small)", 1,
-         geom_make(3, 96, 35, 35, 11, 11, 4, 4, 0, 0), 1},
-        {"3->20 11x11/4 p2 39x300 (segments), n=3", 3,
-         geom_make(3, 20, 39, 300, 11, 11, 4, 4, 2, 2), 1},
-        {"600->16 3x3/1 p1 9x40 (two channel panels), n=3", 3,
-         geom_make(600, 16, 9, 40, 3, 3, 1, 1, 1, 1), 1},
-        {"600->300 3x3/1 p1 5x6 (channel panels and tiles)", 1,
-         geom_make(600, 300, 5, 6, 3, 3, 1, 1, 1, 1), 1},
-        {"7->11 2x4/2x3 p1x2 10x13, n=3", 3, geom_make(7, 11, 10, 13, 2, 4, 2, 3, 1, 2), 1},
-        {"9->17 3x3/3 p2 8x8 (gaps between windows)", 1, geom_make(9, 17, 8, 8, 3, 3, 3, 3, 2, 2),
-         1},
-        /* 3 rows of 20000 floats (234 KB) do not fit one LDM: im2col
-         * refuses this geometry, the implicit scheme cuts the rows. */
-        {"2->3 3x3/1 p1 3x20000 (a row wider than the LDM)", 1,
-         geom_make(2, 3, 3, 20000, 3, 3, 1, 1, 1, 1), 0},
+        {"128->32 3x2 p1x0 6x5, float", ST_CPE_F32, 128,
+         geom_make(128, 32, 6, 5, 3, 2, 1, 1, 1, 0), ALL_PASSES, 1},
+        /* Forward only: 16 input channels are too few for the backward
+         * passes' SIMD and column dimensions. */
+        {"16->64 3x3 p2 7x7, float", ST_CPE_F32, 128, geom_make(16, 64, 7, 7, 3, 3, 1, 1, 2, 2),
+         1u << ST_CPE_CONV_FORWARD, 0},
+        /* CoStride 4 of 6 output columns forward (two blocks); the
+         * backward-weights kernel row (6 columns of 32 x 16 weights) does
+         * not fit, so its weights come per multiply. */
+        {"128->256 3x3 p0 3x8, double", ST_CPE_F64, 128,
+         geom_make(128, 256, 3, 8, 3, 3, 1, 1, 0, 0), ALL_PASSES, 0},
+        {"128->32 5x3 p2x1 4x6, double", ST_CPE_F64, 128,
+         geom_make(128, 32, 4, 6, 5, 3, 1, 1, 2, 1), ALL_PASSES, 0},
     };
     st_cpe_cluster *cg = cluster_new();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_case(cg, &cases[i], 0x9e3779b97f4a7c15ull + i);
+        check_case(cg, &cases[i], 0x9e3779b97f4a7c15ull + 3 * i);
     st_cpe_cluster_destroy(cg);
 }
 
-static void test_refusals(void **state)
+/* Shapes swDNN's blocking does not take, and the reason each gives: the
+ * dimension in the pass's own names. */
+static void test_implicit_refusals(void **state)
 {
     (void)state;
-    st_cpe_cluster *cg = cluster_new();
-    st_error err = {0};
-    float one = 1.0f, out = 0.0f;
-    /* An 80x80 kernel: 6400 weights of one channel pair (25 KB) three times
-     * over is more than the LDM holds. */
-    st_cpe_conv_geom huge = geom_make(1, 1, 80, 80, 80, 80, 1, 1, 0, 0);
-    assert_int_equal(st_cpe_conv_implicit_forward(cg, &huge, 1, &one, &one, &out, NULL, &err),
-                     ST_EINPUT);
-    tl_assert_contains(err.msg, "conv_implicit_forward: a 80x80 kernel (stride 1x1) over 80x80 "
-                                "inputs needs ");
-    tl_assert_contains(err.msg, "more than the 65536-byte LDM");
-    st_error_clear(&err);
-    assert_int_equal(
-        st_cpe_conv_implicit_backward_data(cg, &huge, 1, &one, &one, &out, 1, NULL, &err),
-        ST_EINPUT);
-    tl_assert_contains(err.msg, "conv_implicit_backward_data: a 80x80 kernel");
-    st_error_clear(&err);
-    assert_int_equal(
-        st_cpe_conv_implicit_backward_weights(cg, &huge, 1, &one, &one, &out, NULL, &err),
-        ST_EINPUT);
-    tl_assert_contains(err.msg, "conv_implicit_backward_weights: a 80x80 kernel");
-    assert_true(out == 0.0f);
-
-    /* A caller that left the output channels at 0. */
-    st_cpe_conv_geom no_oc = geom_make(4, 0, 5, 5, 3, 3, 1, 1, 1, 1);
-    st_error_clear(&err);
-    assert_int_equal(st_cpe_conv_implicit_forward(cg, &no_oc, 1, &one, &one, &out, NULL, &err),
-                     ST_EINPUT);
-    tl_assert_contains(err.msg, "conv_implicit_forward: bad geometry: 1 images, 4 -> 0 channels");
-    st_error_clear(&err);
-    st_cpe_conv_geom ok = geom_make(4, 4, 5, 5, 3, 3, 1, 1, 1, 1);
-    assert_int_equal(st_cpe_conv_implicit_forward(cg, &ok, 0, &one, &one, &out, NULL, &err),
-                     ST_EINPUT);
-    tl_assert_contains(err.msg, "bad geometry: 0 images");
-    st_error_clear(&err);
-    assert_int_equal(st_cpe_conv_implicit_backward_weights(cg, &ok, 1, &one, NULL, &out, NULL,
-                                                           &err),
-                     ST_EINPUT);
-    tl_assert_contains(err.msg, "conv_implicit_backward_weights: a tensor pointer is NULL");
-    st_cpe_cluster_destroy(cg);
-}
-
-static void test_suits(void **state)
-{
-    (void)state;
-    st_cpe_conv_geom vgg = geom_make(256, 256, 56, 56, 3, 3, 1, 1, 1, 1);
-    st_cpe_conv_geom alex2 = geom_make(96, 256, 27, 27, 5, 5, 1, 1, 2, 2);
-    st_cpe_conv_geom one_in = geom_make(1, 64, 28, 28, 5, 5, 1, 1, 2, 2);
-    st_cpe_conv_geom one_out = geom_make(64, 1, 28, 28, 3, 3, 1, 1, 1, 1);
-    st_cpe_conv_geom huge = geom_make(64, 64, 80, 80, 80, 80, 1, 1, 0, 0);
-    assert_true(st_cpe_conv_implicit_suits(&vgg));
-    assert_true(st_cpe_conv_implicit_suits(&alex2));
-    assert_false(st_cpe_conv_implicit_suits(&one_in));
-    assert_false(st_cpe_conv_implicit_suits(&one_out));
-    assert_false(st_cpe_conv_implicit_suits(&huge));
-    assert_false(st_cpe_conv_implicit_suits(NULL));
-}
-
-/* ---- benchmark: implicit against explicit, per pass ---- */
-
-typedef struct bench_layer {
-    const char *name;
-    st_cpe_conv_geom g;
-} bench_layer;
-
-enum { BENCH_FWD, BENCH_BWD_DATA, BENCH_BWD_WEIGHTS, BENCH_PASSES };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Both schemes on one layer at batch 1; prints one line per pass. */
-static int bench_layer_run(st_cpe_cluster *cg, const bench_layer *l, double total[2])
-{
-    const st_cpe_conv_geom *g = &l->g;
-    size_t nx = x_count(g, 1), ny = y_count(g, 1), nw = w_count(g);
-    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *dy = malloc(ny * sizeof *dy);
-    float *y = malloc(ny * sizeof *y), *dx = malloc(nx * sizeof *dx);
-    float *dw = malloc(nw * sizeof *dw);
-    float *col = malloc((size_t)g->c * g->kh * g->kw * g->oh * g->ow * sizeof *col);
-    int rc = 1;
-    if (!x || !w || !dy || !y || !dx || !dw || !col) {
-        fprintf(stderr, "bench: out of memory for %s\n", l->name);
-        goto done;
-    }
-    uint64_t seed = 42;
-    fill_random(x, nx, &seed);
-    fill_random(w, nw, &seed);
-    fill_random(dy, ny, &seed);
-    st_cpe_counters implicit[BENCH_PASSES], expl[BENCH_PASSES];
-    memset(expl, 0, sizeof expl);
-    st_error err = {0};
-    double t0 = now_seconds();
-    st_status st = st_cpe_conv_implicit_forward(cg, g, 1, x, w, y, &implicit[BENCH_FWD], &err);
-    if (st == ST_OK)
-        st = st_cpe_conv_implicit_backward_data(cg, g, 1, dy, w, dx, 0, &implicit[BENCH_BWD_DATA],
-                                                &err);
-    if (st == ST_OK)
-        st = st_cpe_conv_implicit_backward_weights(cg, g, 1, x, dy, dw, &implicit[BENCH_BWD_WEIGHTS],
-                                                   &err);
-    double t1 = now_seconds();
-    memset(dx, 0, nx * sizeof *dx);
-    if (st == ST_OK)
-        st = explicit_forward(cg, g, 1, x, w, y, col, &expl[BENCH_FWD], &err);
-    if (st == ST_OK)
-        st = explicit_backward_data(cg, g, 1, dy, w, dx, col, &expl[BENCH_BWD_DATA], &err);
-    if (st == ST_OK)
-        st = explicit_backward_weights(cg, g, 1, x, dy, dw, col, &expl[BENCH_BWD_WEIGHTS], &err);
-    double t2 = now_seconds();
-    if (st != ST_OK) {
-        fprintf(stderr, "bench: %s: %s\n", l->name, err.msg);
-        goto done;
-    }
-    static const char *const pass_name[BENCH_PASSES] = {"fwd", "bwd-data", "bwd-weights"};
-    double flops = 2.0 * (double)g->oc * g->c * g->kh * g->kw * g->oh * g->ow;
-    for (int p = 0; p < BENCH_PASSES; p++) {
-        double ti = implicit[p].time.total_s, te = expl[p].time.total_s;
-        total[0] += ti;
-        total[1] += te;
-        printf("%-28s %-11s %9.3f %8.1f %5.0f%% %9.3f %8.1f %5.0f%% %6.2f\n", p == 0 ? l->name : "",
-               pass_name[p], 1e3 * ti, flops / ti / 1e9,
-               100.0 * implicit[p].time.compute_s / ti, 1e3 * te, flops / te / 1e9,
-               100.0 * expl[p].time.compute_s / te, te / ti);
-    }
-    printf("%-28s (emulated in %.1f s implicit, %.1f s explicit)\n", "", t1 - t0, t2 - t1);
-    fflush(stdout);
-    rc = 0;
-done:
-    free(x);
-    free(w);
-    free(dy);
-    free(y);
-    free(dx);
-    free(dw);
-    free(col);
-    return rc;
-}
-
-static int bench(void)
-{
-    static const bench_layer layers[] = {
-        {"vgg16 64->64 3x3 224", {64, 224, 224, 224, 224, 3, 3, 1, 1, 1, 1, 64}},
-        {"vgg16 128->128 3x3 112", {128, 112, 112, 112, 112, 3, 3, 1, 1, 1, 1, 128}},
-        {"vgg16 256->256 3x3 56", {256, 56, 56, 56, 56, 3, 3, 1, 1, 1, 1, 256}},
-        {"vgg16 512->512 3x3 28", {512, 28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 512}},
-        {"vgg16 512->512 3x3 14", {512, 14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 512}},
-        {"alexnet conv1 3->96 11x11/4", {3, 227, 227, 55, 55, 11, 11, 4, 4, 0, 0, 96}},
-        {"alexnet conv2 96->256 5x5", {96, 27, 27, 27, 27, 5, 5, 1, 1, 2, 2, 256}},
-        {"alexnet conv3 256->384 3x3", {256, 13, 13, 13, 13, 3, 3, 1, 1, 1, 1, 384}},
-        {"alexnet conv4 384->384 3x3", {384, 13, 13, 13, 13, 3, 3, 1, 1, 1, 1, 384}},
-        {"alexnet conv5 384->256 3x3", {384, 13, 13, 13, 13, 3, 3, 1, 1, 1, 1, 256}},
+    static const struct {
+        int n;
+        st_cpe_conv_geom g;
+        st_cpe_conv_pass pass;
+        const char *why;
+    } cases[] = {
+        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 32}, ST_CPE_CONV_FORWARD,
+         "stride 2 x 2: swDNN's blocking steps one input column and row at a time"},
+        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+         "stride 2 x 2"},
+        {64, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_FORWARD,
+         "64 images: each CPE row gets 8, not whole 4 x 4 register blocks of 16 (swDNN's "
+         "blocking needs a multiple of 128)"},
+        {128, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 48}, ST_CPE_CONV_FORWARD,
+         "48 output channels: each CPE column gets 6, not whole register blocks of 4"},
+        {128, {12, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_FORWARD,
+         "12 input channels do not split into 8 equal slices of at least 2"},
+        {128, {1024, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1024}, ST_CPE_CONV_FORWARD,
+         "the LDM cannot hold two input blocks (128 x 16), two weight blocks (128 x 128) and "
+         "one output block (128 x 16) of 4-byte values in swDNN's 55 KB"},
+        /* The backward passes name the tensors by their roles there. */
+        {128, {48, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_DATA,
+         "48 input channels: each CPE column gets 6"},
+        {128, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 12}, ST_CPE_CONV_BACKWARD_DATA,
+         "12 output channels do not split into 8 equal slices"},
+        {100, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+         "100 images do not split into 8 equal slices"},
+        {128, {64, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+         "64 input channels: each CPE row gets 8"},
     };
-    st_cpe_cluster *cg = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char why[256] = "";
+        if (st_cpe_conv_implicit_fits(&cases[i].g, cases[i].n, cases[i].pass, why, sizeof why))
+            fail_msg("refusal case %zu (%s) fits", i, pass_names[cases[i].pass]);
+        tl_assert_contains(why, cases[i].why);
+    }
+    /* The run refuses too, with the core problem's names, and launches
+     * nothing. */
+    st_cpe_cluster *cg = cluster_new();
+    float one = 1.0f, out = 0.0f;
+    st_cpe_conv_geom g = {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32};
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&g, 64, ST_CPE_CONV_FORWARD, &one, &one, &out);
+    st_cpe_counters c;
     st_error err = {0};
-    if (st_cpe_cluster_create(&cg, &err) != ST_OK) {
-        fprintf(stderr, "bench: %s\n", err.msg);
-        return 1;
-    }
-    printf("predicted SW26010 core-group time per pass, batch 1 (GFlop/s from the nominal "
-           "2 oc ic kh kw oh ow flops; %% = compute share of the predicted time)\n");
-    printf("%-28s %-11s %9s %8s %6s %9s %8s %6s %6s\n", "layer", "pass", "impl ms", "GFlop/s",
-           "comp", "expl ms", "GFlop/s", "comp", "e/i");
-    double total[2] = {0.0, 0.0};
-    int rc = 0;
-    for (size_t i = 0; i < sizeof layers / sizeof layers[0] && rc == 0; i++) {
-        int suits = st_cpe_conv_implicit_suits(&layers[i].g);
-        rc = bench_layer_run(cg, &layers[i], total);
-        if (!suits)
-            printf("%-28s (st_cpe_conv_implicit_suits: no)\n", "");
-    }
-    if (rc == 0)
-        printf("all passes: implicit %.3f ms, explicit %.3f ms (explicit / implicit %.2f)\n",
-               1e3 * total[0], 1e3 * total[1], total[1] / total[0]);
+    assert_int_equal(st_cpe_swdnn_conv_run(cg, &p, "conv_fwd", &c, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "conv_fwd: 64 values of the SIMD dimension: each CPE row gets 8");
+    assert_int_equal(c.launches, 0);
+    assert_true(out == 0.0f);
+    char why[256] = "";
+    assert_false(st_cpe_swdnn_conv_fits(&p, why, sizeof why));
+    tl_assert_contains(why, "64 values of the SIMD dimension");
+    p.b = 128;
+    p.ri = 0;
+    st_error_clear(&err);
+    assert_int_equal(st_cpe_swdnn_conv_run(cg, &p, "conv_fwd", NULL, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "conv_fwd: bad geometry or NULL tensors");
     st_cpe_cluster_destroy(cg);
-    return rc;
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    if (argc > 1 && strcmp(argv[1], "--bench") == 0)
-        return bench();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_suits),
+        cmocka_unit_test(test_relayout),
+        cmocka_unit_test(test_weights_layout),
+        cmocka_unit_test(test_transpose_negative_stride),
+        cmocka_unit_test(test_implicit_passes),
+        cmocka_unit_test(test_implicit_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
