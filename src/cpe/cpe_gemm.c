@@ -33,8 +33,6 @@
  * Precision: each step's products are summed in double and added to C in
  * its type (the mesh GEMM's arithmetic). alpha is applied at the end
  * (C is scaled by beta / alpha when it is fetched). */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpe_kernel_common.h"
@@ -380,9 +378,6 @@ st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
     if (g.d.alpha == 0.0)
         g.d.k = 0;
     gemm_plan(st_cpe_cluster_cost_params(cg), &g);
-    if (getenv("GEMM_DEBUG"))
-        fprintf(stderr, "plan bm %zu bn %zu bk %zu est %.3f ms\n", g.bm, g.bn, g.bk,
-                plan_cycles(st_cpe_cluster_cost_params(cg), &g, g.bm, g.bn, g.bk) / 1.45e6);
     g.k_panels = div_up(g.d.k, ST_CPE_COLS * g.bk);
     return st_cpe_launch(cg, "gemm", gemm_kernel, &g, out, err);
 }
