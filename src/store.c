@@ -199,15 +199,15 @@ static st_status open_stripes(const char *index, const store_layout *L, int *fds
                               st_error *err)
 {
     st_status st = ST_OK;
-    char name[4200];
+    char name[4200], why[160];
     for (uint32_t k = 0; st == ST_OK && k < L->stripes; k++) {
         stripe_name(name, sizeof name, index, L->generation, k);
-        fds[k] = open(name, O_RDONLY | O_CLOEXEC);
+        fds[k] = st_open_regular(name, why, sizeof why);
         struct stat sb;
         uint64_t want = stripe_bytes(L, k);
         if (fds[k] < 0)
             st = st_fail(err, ST_EINPUT, "%s: missing stripe %u of %u (%s): %s: the store is "
-                         "incomplete", index, k, L->stripes, name, strerror(errno));
+                         "incomplete", index, k, L->stripes, name, why);
         else if (fstat(fds[k], &sb) != 0)
             st = st_fail(err, ST_EIO, "%s: cannot stat stripe %s: %s", index, name,
                          strerror(errno));
@@ -371,10 +371,10 @@ static const st_source_ops store_ops = {store_read, store_close};
 static st_status read_index_file(const char *path, unsigned char **data, size_t *len,
                                  st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open store index: %s", path, strerror(errno));
-    st_status st = ST_OK;
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "store index", &f, err);
+    if (st != ST_OK)
+        return st;
     struct stat sb;
     unsigned char *buf = NULL;
     if (fstat(fileno(f), &sb) != 0)
