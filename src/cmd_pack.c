@@ -21,6 +21,7 @@
 #include "hparams.h"
 #include "log.h"
 #include "options.h"
+#include "signals.h"
 #include "status.h"
 #include "store.h"
 
@@ -294,8 +295,11 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
     st_info(log, "pack: %ld records of %d x %d x %d from %s into %s", src->count, src->shape.c,
             src->shape.h, src->shape.w, src->name, out);
     st_pack_opts po = {cli->stripes, cli->stripe_unit,
-                       cli->io_threads ? cli->io_threads : st_usable_cores(), log};
+                       cli->io_threads ? cli->io_threads : st_usable_cores(), log,
+                       st_signals_stop_flag()};
+    st_signals_set_graceful(1); /* a signal now stops the writer, which removes its stripes */
     st = st_store_pack(src, out, &po, NULL, err);
+    st_signals_set_graceful(0);
     if (skipped)
         st_warn(log, "%ld unreadable images of %s were skipped (the next readable image stands "
                 "in for each)", skipped, src->name);
@@ -322,9 +326,12 @@ int st_cmd_pack(int argc, char **argv)
                      n_pos == 1 ? "" : "s");
     if (st == ST_OK)
         st = pack(&cli, pos[0], pos[1], &log, &err);
-    if (st != ST_OK) {
+    if (st != ST_OK)
         fprintf(stderr, "singletrain pack: %s\n", err.msg[0] ? err.msg : st_strerror(st));
-        return st_exit_code(st);
-    }
-    return 0;
+    if (st == ST_OK && st_signals_caught())
+        st_warn(&log, "%s after the store was complete: %s is whole",
+                strsignal(st_signals_caught()), pos[1]);
+    if (st_signals_caught())
+        return 128 + st_signals_caught();
+    return st_exit_code(st);
 }

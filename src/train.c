@@ -5,13 +5,17 @@
  * of the epoch's permutation (the last one of an epoch may be smaller) and
  * hands it to the workers, which split it, run forward and backward, and
  * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
- * ASP hand the workers the whole run instead. */
+ * ASP hand the workers the whole run instead.
+ *
+ * Stopping: the stop flag of the options (set by main's signal thread,
+ * signals.h) is read by the workers at every iteration boundary, agreed
+ * over the nodes with the iteration's control values; the run then saves a
+ * snapshot of the iterations finished and returns with res->signal set. */
 #include "train.h"
 #include "cores.h"
 
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -56,9 +60,7 @@ struct st_trainer {
     long iterations, iters_per_epoch;
     long start;             /* first iteration: 0, or a --resume snapshot's */
     long warm_end;          /* start + warm-up iterations */
-    int signals_blocked;    /* SIGINT / SIGTERM are ours (BSP runs) */
-    sigset_t old_mask;
-    int signal;             /* the one that stopped the run, or 0 */
+    int stop_announced;     /* the stop flag was seen and said so */
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
     char snapshot_name[ST_PATH_MAX]; /* NAME of the snapshots DIR/NAME_TAG.snap */
     char *settings;         /* the cfg's settings a snapshot keeps (st_hparams_settings) */
@@ -106,19 +108,10 @@ const float *st_trainer_weights(const st_trainer *t)
     return t->ps.weights;
 }
 
-static void stop_signals(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-}
-
 void st_trainer_free(st_trainer *t)
 {
     if (!t)
         return;
-    if (t->signals_blocked)
-        pthread_sigmask(SIG_SETMASK, &t->old_mask, NULL);
     st_sched_free(t->sched);
     st_batchq_free(&t->batches);
     st_ps_free(&t->ps);
@@ -481,11 +474,6 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (t->o.snapshot_every && !t->o.snapshot_dir)
         t->o.snapshot_dir = ".";
     o = &t->o;
-    if (o->sync == ST_SYNC_BSP) { /* before any thread exists: they inherit the mask */
-        sigset_t set;
-        stop_signals(&set);
-        t->signals_blocked = pthread_sigmask(SIG_BLOCK, &set, &t->old_mask) == 0;
-    }
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
@@ -568,6 +556,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
             .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+            .stop = o->stop,
         };
         size_t rss = st_current_rss();
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
@@ -677,21 +666,20 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
     return ST_OK;
 }
 
-/* Take a pending SIGINT / SIGTERM (blocked in every thread): ask the
- * workers to stop, and let a second one kill the process. */
-static void poll_signals(st_trainer *t)
+/* The stop flag's value: 0, or the signal asking to stop. */
+static int stop_asked(const st_trainer *t)
 {
-    if (!t->signals_blocked || t->signal)
+    return t->o.stop ? atomic_load(t->o.stop) : 0;
+}
+
+/* Say once that this process was asked to stop (the workers see the flag
+ * themselves). */
+static void announce_stop(st_trainer *t)
+{
+    int sig = stop_asked(t);
+    if (!sig || t->stop_announced)
         return;
-    sigset_t set;
-    stop_signals(&set);
-    struct timespec now = {0, 0};
-    int sig = sigtimedwait(&set, NULL, &now);
-    if (sig <= 0)
-        return;
-    t->signal = sig;
-    st_sched_request_stop(t->sched);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    t->stop_announced = 1;
     st_warn(&t->log, "%s: stopping after the iteration in flight%s (again to quit at once)",
             strsignal(sig), t->o.snapshot_dir ? " and saving a snapshot" : "");
 }
@@ -776,7 +764,7 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     bsp_progress *p = ctx;
     st_trainer *t = p->t;
     double per_image = it->loss / it->images;
-    poll_signals(t);
+    announce_stop(t);
     p->done = it->iteration + 1;
     if (it->iteration == t->start)
         p->res->first_loss = per_image;
@@ -818,8 +806,11 @@ static long segment_end(const st_trainer *t, long first, long test_every)
     return last < t->iterations ? last : t->iterations;
 }
 
-/* BSP in segments (segment_end) while the prefetcher reads ahead; a signal
- * ends the run after the iteration in flight, with a snapshot. */
+/* BSP in segments (segment_end) while the prefetcher reads ahead; a stop
+ * (the stop flag) ends the run after the iteration in flight, with a
+ * snapshot. On one node a stop asked during a test phase or a snapshot ends
+ * it at the segment's end; across nodes only the iteration's control sum
+ * decides, so that every rank stops at the same iteration. */
 static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
@@ -840,10 +831,12 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
             return st;
         if (p.done > t->warm_end)
             res->seconds += now_seconds() - (first >= t->warm_end ? seg_start : timed_start);
-        poll_signals(t);
-        if (t->signal) {
+        int reason = st_sched_stop_reason(t->sched);
+        if (!reason && !t->o.cluster && last < t->iterations)
+            reason = stop_asked(t);
+        if (reason) {
             res->iterations = p.done;
-            res->signal = t->signal;
+            res->signal = reason;
             return save_snapshot(t, p.done, 0, err);
         }
         if (last % test_every == 0 || last == t->iterations) {
@@ -893,6 +886,7 @@ typedef struct async_progress {
 static void async_log(void *ctx, long done, double loss, long images)
 {
     async_progress *p = ctx;
+    announce_stop(p->t);
     double now = now_seconds();
     p->res->last_loss = images ? loss / (double)images : 0.0;
     if (p->last_done == 0)
@@ -903,20 +897,30 @@ static void async_log(void *ctx, long done, double loss, long images)
     p->last_done = done;
 }
 
-/* SSP / ASP: the workers run the whole schedule; one test at the end. */
+/* SSP / ASP: the workers run the whole schedule; one test at the end. A
+ * stop ends each worker before its next iteration; the snapshot then holds
+ * the weights as they are, named after the iterations every worker
+ * finished (the faster ones' partial updates are in it too). */
 static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
 {
     async_progress p = {t, res, now_seconds(), 0};
     st_time_split wt;
+    long finished;
     double t0 = now_seconds();
     st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
-                                      &wt, err);
+                                      &wt, &finished, err);
     if (st != ST_OK)
         return st;
     res->seconds = now_seconds() - t0;
-    res->images_per_s = res->seconds > 0
-                            ? (double)t->iterations * t->batch / res->seconds : 0.0;
+    res->images_per_s = res->seconds > 0 ? (double)finished * t->batch / res->seconds : 0.0;
     res->split = wt;
+    int reason = st_sched_stop_reason(t->sched);
+    if (reason) {
+        announce_stop(t);
+        res->iterations = finished;
+        res->signal = reason;
+        return save_snapshot(t, finished, 0, err);
+    }
     return run_test(t, t->iterations, res, err);
 }
 
@@ -997,7 +1001,14 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st != ST_OK)
         return st;
     if (res->signal) {
-        if (t->snapshot_iter == res->iterations)
+        if (!stop_asked(t))
+            st_warn(&t->log, "%s on another rank: every rank stops after iteration %ld",
+                    strsignal(res->signal), res->iterations);
+        if (t->snapshot_iter == res->iterations && t->o.sync != ST_SYNC_BSP)
+            st_warn(&t->log, "interrupted at iteration %ld of %ld (the slowest worker's); "
+                    "start from %s with --weights (SSP and ASP runs cannot be resumed "
+                    "exactly)", res->iterations, t->iterations, t->snapshot_path);
+        else if (t->snapshot_iter == res->iterations)
             st_warn(&t->log, "interrupted at iteration %ld of %ld; continue with --resume %s",
                     res->iterations, t->iterations, t->snapshot_path);
         else
