@@ -103,8 +103,10 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
  * and at an iteration whose loss or gradient is not finite (ST_EDIVERGED,
  * naming the iteration and the first layer whose output or gradient went
  * non-finite; the weights are then not to be kept); then q is closed, so
- * the producer gives up. When the stop flag (st_sched_opts) is set, the
- * workers stop cleanly before the next iteration they have not begun:
+ * the producer gives up. In multi-node mode a failure on another node
+ * stops every node at the same iteration: ST_EPEER on the others. When
+ * the stop flag (st_sched_opts) is set, the workers stop cleanly before
+ * the next iteration they have not begun:
  * ST_OK, done() having been called for every iteration finished, and
  * st_sched_stop_reason says why. In multi-node mode the flags of every
  * node are summed with the iteration's control values, so every node

@@ -50,6 +50,8 @@ typedef struct st_train_opts {
     size_t bucket_bytes;     /* --bucket-size */
     const atomic_int *stop;  /* nonzero (a signal) asks the run to stop cleanly; NULL:
                                 never (main passes signals.h's flag) */
+    long peer_timeout;       /* multi-node: seconds a rank waits for the others at a
+                                meeting point before ending every rank; 0: forever */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */
@@ -95,8 +97,13 @@ void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
  * changes nothing (the caller sees it). */
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
 
-/* Multi-node: what every rank must agree on (st_cluster_agree). */
+/* Multi-node: what every rank must agree on (st_cluster_agree): every
+ * option and cfg key that changes the computation; see train.c for those
+ * deliberately left out (output, rank 0's test phases and snapshots). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp);
+
+/* Multi-node: the communication channels its run needs (st_cluster_start_workers). */
+int st_trainer_channels(const st_trainer *t);
 
 const st_net *st_trainer_net(const st_trainer *t);
 /* The shared weights arena [st_trainer_net(t)->params.count]. */

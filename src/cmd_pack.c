@@ -87,8 +87,10 @@ static void pack_help(FILE *out)
             "(at least one), N' being --stripes or 32, and N is --stripes or min(32, blocks),\n"
             "so that every stripe of a small dataset gets a block. The store records 1 + the\n"
             "largest label as its class count. OUT is replaced only once the new stripes\n"
-            "are written and verified; a failed pack leaves it as it was.\n"
-            "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure.\n");
+            "are written and verified; a failed pack leaves it as it was. A second\n"
+            "pack into the same OUT is refused while one runs (it holds OUT.lock).\n"
+            "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure, 128 + the\n"
+            "signal when SIGINT or SIGTERM stopped it (its new stripes removed).\n");
 }
 
 /* Whether the first non-blank, non-comment line of path is key=value with

@@ -57,6 +57,7 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
     if (st != ST_OK)
         return st;
     cli->train.cluster = cluster;
+    st_cluster_set_timeout(cluster, (double)cli->train.peer_timeout);
     int rank = st_cluster_rank(cluster);
     if (rank > 0 && log->level > ST_LOG_QUIET)
         log->level = ST_LOG_QUIET;
@@ -82,26 +83,27 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
         if (local.code != ST_OK) /* this rank's own reason comes first */
             *err = local;
         if (st == ST_OK)
-            st = st_cluster_start_workers(cluster, fp.workers + fp.overlap, err);
+            st = st_cluster_start_workers(cluster, st_trainer_channels(t), err);
     }
-    st_train_result res;
-    if (st == ST_OK) {
+    st_train_result res = {0};
+    int ran = st == ST_OK;
+    if (ran) {
         st_signals_set_graceful(1);
         if (partial)
             st_signals_keep(partial); /* its rows are the run's record from now on */
         st = st_trainer_run(t, &res, err);
-        *signal = res.signal;
-        if (st == ST_OK && !res.signal && st_signals_caught()) {
-            *signal = st_signals_caught();
-            st_warn(log, "%s after the last iteration: the run finished as it would have",
-                    strsignal(*signal));
-        }
+        *signal = res.signal ? res.signal : st_signals_caught();
     }
     st_trainer_free(t);
     st_status pst = st_progress_close(progress, err); /* FILE.partial to FILE, whatever happened */
     log->progress = NULL;
     if (st == ST_OK)
         st = pst;
+    if (ran && cluster) /* every rank ends alike: the first failure, any signal */
+        st = st_cluster_outcome(cluster, st, signal, err);
+    if (st == ST_OK && !res.signal && *signal)
+        st_warn(log, "%s%s after the last iteration: the run finished as it would have",
+                strsignal(*signal), st_signals_caught() ? "" : " on another rank");
     if (st != ST_OK && cluster)
         st_error_prefix(err, "rank %d: ", rank);
     st_cluster_free(cluster);

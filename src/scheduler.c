@@ -280,19 +280,22 @@ static int stop_flag(const st_sched *s)
     return s->o.stop ? atomic_load(s->o.stop) : 0;
 }
 
-/* Multi-node: sum this node's view of the iteration over the nodes, on
+/* Multi-node: sum this node's view of iteration it over the nodes, on
  * worker r's communicator (every worker of a node passes the same values
  * and gets the same sums): failures, stop requests (counted per signal:
- * SIGINT, and any other), loss, images. A failing MPI call leaves peers
- * waiting, so it aborts every rank. */
-static void sum_over_nodes(st_worker *w, iter_record *rec, int *failed, int *stop,
+ * SIGINT, and any other), loss, images. A failing MPI call or a peer that
+ * does not answer within the timeout leaves the others waiting, so it
+ * aborts every rank; the first iteration of a command waits patiently on
+ * ranks other than 0, which may be testing or writing a snapshot. */
+static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed, int *stop,
                            double *loss, int *images)
 {
     st_sched *s = w->s;
     double v[5] = {*failed, *stop == SIGINT, *stop != 0 && *stop != SIGINT, *loss, *images};
-    if (st_cluster_control(s->o.cluster, w->id, v, 5, &w->err) != ST_OK) {
-        fprintf(stderr, "singletrain: %s\n", w->err.msg);
-        st_cluster_abort(s->o.cluster, 1);
+    int patient = it == s->first && st_cluster_rank(s->o.cluster) != 0;
+    if (st_cluster_control(s->o.cluster, w->id, v, 5, patient, &w->err) != ST_OK) {
+        st_error_prefix(&w->err, "iteration %ld: ", it);
+        st_cluster_abort(s->o.cluster, &w->err);
     }
     *failed = v[0] > 0;
     *stop = v[1] > 0 ? SIGINT : v[2] > 0 ? (*stop ? *stop : SIGTERM) : 0;
@@ -353,13 +356,15 @@ static void worker_bsp(st_worker *w)
             images += rec->images[k];
             failed |= rec->status[k] != ST_OK;
         }
+        int failed_here = failed;
         if (s->o.cluster)
-            sum_over_nodes(w, rec, &failed, &stop, &loss, &images);
+            sum_over_nodes(w, it, rec, &failed, &stop, &loss, &images);
         if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
             st_overlap_wait(s->overlap, it);
         double comm = s->o.cluster ? now_seconds() - t3 : 0.0;
         if (failed || !isfinite(loss) || stop) {
-            stop_workers(s, r, it, failed ? ST_EINTERNAL : stop ? ST_OK : ST_EDIVERGED, stop);
+            stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
+                                          : stop ? ST_OK : ST_EDIVERGED, stop);
             break;
         }
         float *slice = s->ps->grads[0] + s->ps->slice[r];
@@ -369,10 +374,8 @@ static void worker_bsp(st_worker *w)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
             double c0 = now_seconds();
-            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
-                fprintf(stderr, "singletrain: %s\n", w->err.msg);
-                st_cluster_abort(s->o.cluster, 1);
-            }
+            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK)
+                st_cluster_abort(s->o.cluster, &w->err);
             comm += now_seconds() - c0;
         }
         rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
@@ -768,6 +771,8 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
         return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
                        "learning_rate)", s->stopped_at, where);
     }
+    if (s->stop_status == ST_EPEER)
+        return st_fail(err, ST_EPEER, "iteration %ld: another rank failed", s->stopped_at);
     return st_fail(err, ST_EIO, "iteration %ld: the input pipeline stopped", s->stopped_at);
 }
 

@@ -609,7 +609,8 @@ static void pool_process(pack_pool *p)
     st_status st = ST_OK;
     int max_label = -1;
     long bad = -1;
-    while (st == ST_OK && !atomic_load(&p->failed) && !(p->stop_flag && atomic_load(p->stop_flag))) {
+    while (st == ST_OK && !atomic_load(&p->failed) &&
+           !(p->stop_flag && atomic_load(p->stop_flag))) {
         long i = atomic_fetch_add(&p->next, p->batch);
         if (i >= p->n)
             break;
