@@ -183,6 +183,19 @@ static void draw(st_progress *p, long done, double loss, double images_per_s, do
     st_log_flush(p->out);
 }
 
+/* A CSV row (or the header) for both destinations. */
+static void write_rows(st_progress *p, const char *row)
+{
+    if (p->format == ST_PROGRESS_CSV && st_log_stream_ok(p->out)) {
+        fputs(row, p->out);
+        st_log_flush(p->out);
+    }
+    if (p->metrics) {
+        fputs(row, p->metrics);
+        fflush(p->metrics);
+    }
+}
+
 void st_progress_begin(st_progress *p, long first, long iterations, long per_epoch)
 {
     if (!p)
@@ -193,14 +206,7 @@ void st_progress_begin(st_progress *p, long first, long iterations, long per_epo
     p->iterations = iterations;
     p->per_epoch = per_epoch > 0 ? per_epoch : 1;
     p->begin = p->last_step = now_seconds();
-    if (p->format == ST_PROGRESS_CSV && st_log_stream_ok(p->out)) {
-        fputs(csv_header, p->out);
-        st_log_flush(p->out);
-    }
-    if (p->metrics) {
-        fputs(csv_header, p->metrics);
-        fflush(p->metrics);
-    }
+    write_rows(p, csv_header);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -225,19 +231,6 @@ void st_progress_step(st_progress *p, long done, double loss, long images)
         p->acc_images = 0;
     }
     pthread_mutex_unlock(&p->lock);
-}
-
-/* The CSV row for both destinations. */
-static void write_rows(st_progress *p, const char *row)
-{
-    if (p->format == ST_PROGRESS_CSV && st_log_stream_ok(p->out)) {
-        fputs(row, p->out);
-        st_log_flush(p->out);
-    }
-    if (p->metrics) {
-        fputs(row, p->metrics);
-        fflush(p->metrics);
-    }
 }
 
 void st_progress_train(st_progress *p, const st_progress_row *r)

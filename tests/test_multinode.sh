@@ -144,14 +144,6 @@ check "ranks that differ only in output and test options run" err 0 "" -- \
 # Signals. Each rank runs under a shell that records its exit code (and
 # ignores the signals itself: the rank blocks and takes them); mpirun's own
 # code after SIGTERM is its own business (MPICH's hydra returns 0).
-wait_for() { # FILE TEXT: until FILE holds TEXT, at most 60 s
-    _n=0
-    until grep -a -q -F -e "$2" "$1" 2>/dev/null; do
-        _n=$((_n + 1))
-        [ "$_n" -le 1200 ] || return 1
-        sleep 0.05
-    done
-}
 ranks_of() { # DIR: the pids of the ranks writing into DIR (not their shells)
     pgrep -f -- "^$bin -t 1 .*--snapshot-dir $1 "
 }

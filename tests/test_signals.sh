@@ -17,15 +17,13 @@ suite_start "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cp "$fixtures/tiny.cfg" "$tmp/tiny.cfg"
 
-# wait_for FILE TEXT: until FILE holds TEXT (fixed string), at most 60 s
-# (polled every 50 ms); false if it never does.
-wait_for() {
-    _n=0
-    until grep -a -q -F -e "$2" "$1" 2>/dev/null; do
-        _n=$((_n + 1))
-        [ "$_n" -le 1200 ] || return 1
-        sleep 0.05
-    done
+# stop_when PID FILE TEXT SIGNAL: once FILE holds TEXT, send SIGNAL to the
+# background run PID and wait for it; rc gets its exit code.
+stop_when() {
+    wait_for "$2" "$3"
+    kill -s "$4" "$1"
+    wait "$1"
+    rc=$?
 }
 now_ms() {
     echo $(($(date +%s%N) / 1000000))
@@ -72,11 +70,7 @@ mkdir "$tmp/final"
 "$bin" -t 2 --data synthetic --iters 20 --log-every 20 --train-images 640 \
     --test-images 60000 --snapshot-dir "$tmp/final" --metrics "$tmp/final/m.csv" \
     "$root/data/lenet.cfg" >"$tmp/final.out" 2>"$tmp/final.err" &
-pid=$!
-wait_for "$tmp/final.out" "iter 20/20"
-kill -TERM $pid
-wait $pid
-rc=$?
+stop_when $! "$tmp/final.out" "iter 20/20" TERM
 expect "SIGTERM in the final test phase: exit 143 (got $rc)" [ "$rc" -eq 143 ]
 expect "SIGTERM in the final test phase: the metrics file is complete, no .partial" \
     [ -s "$tmp/final/m.csv" ] && [ ! -e "$tmp/final/m.csv.partial" ]
@@ -94,11 +88,7 @@ for sync in ssp:1 asp; do
     mkdir "$d"
     "$bin" -t 2 --sync $sync --data synthetic --iters 100000000 --log-every 200 \
         --snapshot-dir "$d" "$tmp/tiny.cfg" >"$d.out" 2>"$d.err" &
-    pid=$!
-    wait_for "$d.out" "iter 400/"
-    kill -TERM $pid
-    wait $pid
-    rc=$?
+    stop_when $! "$d.out" "iter 400/" TERM
     expect "--sync $sync, SIGTERM: exit 143 (got $rc)" [ "$rc" -eq 143 ]
     snap=$(ls "$d" | grep '^tiny_[0-9]*\.snap$')
     expect "--sync $sync, SIGTERM: a snapshot is written (${snap:-none})" [ -n "$snap" ]
