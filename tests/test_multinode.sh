@@ -200,7 +200,7 @@ sed "17s|.*|$tmp/img/cut.pgm 1|" "$tmp/good.txt" >"$tmp/bad.txt"
 echo "train=$tmp/good.txt" >"$tmp/good.data"
 echo "train=$tmp/bad.txt" >"$tmp/bad.data"
 check "a rank failing in training: rank 0 names it and its reason" err 2 \
-    "rank 0: rank 1 of 2 failed: $tmp/img/cut.pgm: cannot decode image" -- \
+    "rank 0: rank 1 of 2 failed: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/good.data" "$tiny" : \
     -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/bad.data" "$tiny"
 
