@@ -837,6 +837,7 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
         if (!reason && !t->o.cluster && last < t->iterations)
             reason = stop_asked(t);
         if (reason) {
+            announce_stop(t); /* no iteration may have finished since the signal */
             res->iterations = p.done;
             res->signal = reason;
             return save_snapshot(t, p.done, 0, err);
