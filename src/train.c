@@ -842,16 +842,15 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
             res->signal = reason;
             return save_snapshot(t, p.done, 0, err);
         }
-        if (last % test_every == 0 || last == t->iterations) {
+        if (last % test_every == 0 || last == t->iterations)
             st = run_test(t, last, res, err);
-            if (st != ST_OK)
-                return st;
-        }
-        if (t->o.snapshot_every && last % t->o.snapshot_every == 0 && last < t->iterations) {
+        if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
+            last < t->iterations)
             st = save_snapshot(t, last, 0, err);
-            if (st != ST_OK)
-                return st;
-        }
+        if (st != ST_OK && t->o.cluster && last < t->iterations)
+            st_cluster_abort(t->o.cluster, err); /* rank 0's alone: the others wait for it */
+        if (st != ST_OK)
+            return st;
         first = last;
     }
     res->iterations = t->iterations;

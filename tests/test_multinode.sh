@@ -203,6 +203,12 @@ check "a rank failing in training: rank 0 names it and its reason" err 2 \
     "rank 0: rank 1 of 2 failed: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/good.data" "$tiny" : \
     -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/bad.data" "$tiny"
+# Rank 0 tests alone while the others go on: its test set failing mid-run
+# ends every rank at once with its message (not after --peer-timeout).
+printf 'train=%s\ntest=%s\n' "$tmp/good.txt" "$tmp/bad.txt" >"$tmp/badtest.data"
+check "rank 0's test phase failing mid-run ends every rank at once" err 1 \
+    "rank 0: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
+    mpirun -np 2 "$bin" -q -t 1 --iters 50 --test-interval 5 --data "$tmp/badtest.data" "$tiny"
 
 # A stopped rank: the other waits without spinning, then ends the run.
 signal_run "$tmp/stop" --peer-timeout 5
