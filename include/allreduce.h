@@ -52,6 +52,8 @@ typedef struct st_comm {
     int idle_sleep_us;          /* 0: wait for a message inside MPI (spinning); > 0: poll
                                    it, sleeping this long between polls, so that ranks
                                    sharing cores (more ranks than cores) let each other run */
+    double timeout_seconds;     /* 0: wait for the peers as long as it takes; > 0: poll
+                                   (st_comm_wait) and fail a call that waits this long */
 } st_comm;
 
 /* Counters one call adds to (they accumulate over calls; zero them first). */
@@ -65,12 +67,23 @@ typedef struct st_allreduce_stats {
 } st_allreduce_stats;
 
 /* Fill c for comm (collective): rank, size, Q, F, the serial sum, no
- * scratch, waiting by spinning. With F in (0,1) and more than one rank, also measures the
- * in-supernode time per byte with a ping-pong between ranks 0 and 1 and
- * gives every rank rank 0's figure; the caller may overwrite it afterwards.
+ * scratch, waiting by spinning, no timeout. With F in (0,1) and more than
+ * one rank, also measures the in-supernode time per byte with a ping-pong
+ * between ranks 0 and 1 and gives every rank rank 0's figure; the caller
+ * may overwrite it afterwards.
  * ST_EUSAGE when Q < 0 or F is outside [0, 1] (the same on every rank). */
 st_status st_comm_init(st_comm *c, MPI_Comm comm, int supernode_size,
                        double sim_cross_bandwidth, st_error *err);
+
+/* Complete requests[count] (MPI_REQUEST_NULL entries are done): poll them,
+ * spinning at first (c->idle_sleep_us > 0: sleeping that long between
+ * polls after a short spin); a wait that lasts beyond 10 ms backs off,
+ * sleeping between polls for twice as long each time up to 1 ms, so that a
+ * rank waiting for a stopped or slow peer leaves its core. With timeout >
+ * 0, gives up after that many seconds: ST_COMM_TIMEOUT. Returns
+ * MPI_SUCCESS, an MPI error code, or ST_COMM_TIMEOUT. */
+#define ST_COMM_TIMEOUT (-1)
+int st_comm_wait(const st_comm *c, int count, MPI_Request *requests, double timeout);
 
 /* The supernode of physical rank rank: rank / Q, or 0 without supernodes. */
 int st_comm_supernode(const st_comm *c, int rank);

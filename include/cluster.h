@@ -22,20 +22,21 @@
 
 typedef struct st_cluster st_cluster;
 
-/* What every node must agree on before training. */
+/* What every node must agree on before training: named values (numbers,
+ * the bits of floats, hashes of strings and arrays), filled by the trainer
+ * (st_trainer_fingerprint says which). Only the values are compared; every
+ * rank runs the same program, so entry i means the same on every rank. */
+#define ST_CLUSTER_FP_MAX 64
 typedef struct st_cluster_fingerprint {
-    uint64_t net_hash;
-    uint64_t seed;
-    long iterations;
-    int batch;    /* per node */
-    int workers;
-    int intra;
-    int solver;   /* st_solver_rule */
-    int sync;     /* st_sync_mode */
-    int algorithm;/* index in st_allreduce_algos, or -1 for auto */
-    int overlap;  /* --overlap */
-    int per_layer;/* --allreduce-granularity layer */
+    int n;
+    uint64_t value[ST_CLUSTER_FP_MAX];
+    const char *name[ST_CLUSTER_FP_MAX]; /* for the message: "the batch (-b)" */
 } st_cluster_fingerprint;
+
+/* Append a value; one beyond ST_CLUSTER_FP_MAX is a broken invariant
+ * (abort()). */
+void st_cluster_fp_add(st_cluster_fingerprint *fp, const char *name, uint64_t value);
+void st_cluster_fp_add_double(st_cluster_fingerprint *fp, const char *name, double value);
 
 typedef struct st_cluster_opts {
     const char *algorithm;     /* --allreduce NAME or "auto" */
@@ -57,8 +58,15 @@ st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *e
 /* MPI_Finalize and free; NULL is fine. */
 void st_cluster_free(st_cluster *c);
 
-/* End every rank at once after a failure that others cannot see. */
-void st_cluster_abort(st_cluster *c, int code);
+/* After a failure the others cannot see (they would wait for this rank):
+ * print err's message naming this rank and end every rank at once
+ * (MPI_Abort, exit code 1). */
+void st_cluster_abort(st_cluster *c, const st_error *err);
+
+/* How long a rank waits for the others at a meeting point (the set-up
+ * agreement, an iteration's control sum and all-reduce) before it ends
+ * every rank with a message: --peer-timeout; 0 waits forever. */
+void st_cluster_set_timeout(st_cluster *c, double seconds);
 
 int st_cluster_rank(const st_cluster *c);
 int st_cluster_size(const st_cluster *c);
@@ -71,9 +79,19 @@ st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *alg
 /* Collective: every rank passes how its set-up went (local) and, if it
  * went well, its fingerprint. Fails on every rank when any rank failed
  * (its own message stays on that rank; the others name it) or when the
- * fingerprints differ (naming the rank and the field). */
+ * fingerprints differ (naming the rank and the first value that differs). */
 st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
                            st_error *err);
+
+/* Collective, at the end of a run that every rank began: every rank
+ * passes how it ended (local, with err's message, and *signal, the signal
+ * that stopped it or came after its last iteration, or 0). Afterwards
+ * *signal is the same on every rank (SIGINT if any rank had it, else any
+ * other), and a rank that failed only because another did (ST_EPEER) or
+ * did not fail gets the first failing rank's status and message ("rank R
+ * of P failed: ..."), so every rank exits alike. Ranks other than 0 wait
+ * without the timeout (rank 0 may still be testing). */
+st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_error *err);
 
 /* Collective, after st_cluster_agree: one communicator (channel) per
  * worker, and one more for --overlap's thread; the pacing calibration of
@@ -84,8 +102,10 @@ st_status st_cluster_start_workers(st_cluster *c, int channels, st_error *err);
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);
 
 /* Worker w's per-iteration control sum over the ranks: values [n] summed
- * in place (failures, stop requests, loss, images). */
-st_status st_cluster_control(st_cluster *c, int w, double *values, int n, st_error *err);
+ * in place (failures, stop requests, loss, images). Bound by the timeout
+ * unless patient (a wait that may span rank 0's test phase or snapshot). */
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int patient,
+                             st_error *err);
 
 /* Worker w's all-reduce of its gradient slice buf [n] (in place, the sum
  * over ranks) with the chosen algorithm; iteration it drives `auto`'s

@@ -124,6 +124,10 @@ typedef struct st_source_spec {
  * magic, 1 or 3 dimensions; needs labels), otherwise an image list. */
 st_status st_source_open(st_source **out, const st_source_spec *spec, st_error *err);
 
+/* A zlib message (gzerror's) without the "<fd:N>: " that zlib puts in front
+ * for a file opened by descriptor (the readers open through fileio.h). */
+const char *st_zlib_message(const char *msg);
+
 /* ---- transform ---- */
 
 typedef struct st_transform {

@@ -1,4 +1,14 @@
-/* Crash-safe output: files are written under a temporary name in the same
+/* Files in and out.
+ *
+ * Inputs: every file singletrain reads is opened through st_open_regular
+ * (or its wrappers), which takes regular files only. A FIFO, a socket or a
+ * device would block open() or read() forever (no writer, no end of file)
+ * and a directory has no bytes to read; they are refused by name before
+ * anything reads them. The descriptor is opened O_NONBLOCK (which never
+ * waits for a writer) and checked with fstat before it is set back to
+ * blocking, so a file swapped for a FIFO after a check cannot block either.
+ *
+ * Crash-safe output: files are written under a temporary name in the same
  * directory, flushed and fsynced, then renamed over the final name (and the
  * directory fsynced), so a crash leaves the old file or the new one under
  * the final name, never a partial one. */
@@ -8,6 +18,21 @@
 #include <stdio.h>
 
 #include "status.h"
+
+/* Why PATH cannot be read as a regular file, in why [why_len]: the system's
+ * reason ("No such file or directory", "Permission denied") or what it is
+ * instead ("a FIFO (named pipe), not a regular file"); "" when it can. */
+void st_regular_why(const char *path, char *why, size_t why_len);
+
+/* Open the regular file PATH read-only (close-on-exec): the descriptor, or
+ * -1 with the reason in why (as st_regular_why's). */
+int st_open_regular(const char *path, char *why, size_t why_len);
+
+/* st_open_regular as a stdio stream (mode "r" or "rb"), failing with
+ * ST_EINPUT and "PATH: cannot open WHAT: REASON"; WHAT names the file's
+ * role ("network cfg", "snapshot"). */
+st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
+                         st_error *err);
 
 /* Produces the file's content; returns ST_OK or a failure already recorded. */
 typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);

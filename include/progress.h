@@ -71,6 +71,9 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
  * (and ST_EIO returned) if a write failed. Frees p; NULL is fine. */
 st_status st_progress_close(st_progress *p, st_error *err);
 
+/* FILE.partial of --metrics, or NULL (p NULL, or no --metrics). */
+const char *st_progress_partial(const st_progress *p);
+
 /* Whether the progress goes out as plain text lines (p NULL or text). */
 int st_progress_plain(const st_progress *p);
 

@@ -32,6 +32,7 @@
 #ifndef ST_SCHEDULER_H
 #define ST_SCHEDULER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -72,6 +73,9 @@ typedef struct st_sched_opts {
     st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
     size_t bucket_bytes;     /* its minimum bucket */
+    const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
+                                the reason), the workers stop cleanly before the next
+                                iteration they have not begun; NULL: never */
 } st_sched_opts;
 
 typedef struct st_sched st_sched;
@@ -99,15 +103,21 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
  * and at an iteration whose loss or gradient is not finite (ST_EDIVERGED,
  * naming the iteration and the first layer whose output or gradient went
  * non-finite; the weights are then not to be kept); then q is closed, so
- * the producer gives up. After st_sched_request_stop, the workers stop
- * cleanly before the next iteration they have not begun: ST_OK, done()
- * having been called for every iteration finished. */
+ * the producer gives up. In multi-node mode a failure on another node
+ * stops every node at the same iteration: ST_EPEER on the others. When
+ * the stop flag (st_sched_opts) is set, the workers stop cleanly before
+ * the next iteration they have not begun:
+ * ST_OK, done() having been called for every iteration finished, and
+ * st_sched_stop_reason says why. In multi-node mode the flags of every
+ * node are summed with the iteration's control values, so every node
+ * stops at the same iteration, the reason being SIGINT if any node had
+ * SIGINT, else SIGTERM. */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
                            st_iteration_fn done, void *ctx, st_error *err);
 
-/* Ask a running BSP command to stop (any thread; e.g. done(), on a
- * signal). */
-void st_sched_request_stop(st_sched *s);
+/* After a run that returned ST_OK: the signal that stopped it early (the
+ * stop flag's value, agreed over the nodes), or 0 if it ran to its end. */
+int st_sched_stop_reason(const st_sched *s);
 
 /* The test set split over the workers; correct answers and loss summed. */
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,
@@ -120,11 +130,14 @@ st_status st_sched_test(st_sched *s, const st_source *test, long *correct, doubl
  * failure stops every worker; so does a non-finite loss or gradient of a
  * worker's shard, found before that worker's update (ST_EDIVERGED, naming
  * the iteration, the first layer whose output or gradient went non-finite
- * and the worker), as in BSP. */
+ * and the worker), as in BSP. When the stop flag is set, each worker stops
+ * before its next iteration (an SSP worker waiting for slower ones stops
+ * waiting); *finished gets the iterations every worker finished (last
+ * unless stopped). */
 typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
                              st_progress_fn progress, void *ctx, st_time_split *time,
-                             st_error *err);
+                             long *finished, st_error *err);
 
 /* Worker 0's replica (layer timing, class scores). */
 const st_replica *st_sched_replica(const st_sched *s, int worker);

@@ -18,6 +18,8 @@ typedef enum st_status {
     ST_EBACKEND = -5,   /* a compute backend failed */
     ST_EDIVERGED = -6,  /* training produced a non-finite value */
     ST_EINTERNAL = -7,  /* broken invariant */
+    ST_ESTOPPED = -8,   /* stopped by SIGINT / SIGTERM (signals.h) before the work was done */
+    ST_EPEER = -9,      /* multi-node: another rank failed (its message says why) */
 } st_status;
 
 typedef struct st_error {

@@ -12,6 +12,12 @@
  * exists, and a crash while packing leaves the previous store (if any)
  * intact. Stripes of older generations are removed after the rename.
  *
+ * One pack at a time per OUT: a pack holds an exclusive lock (flock) on
+ * OUT.lock while it writes (the file holds its pid, and is removed when
+ * the pack ends); a second pack into the same OUT is refused, naming the
+ * first. A pack asked to stop (st_pack_opts.stop) removes its new stripes
+ * and leaves OUT as it was.
+ *
  * A record is a 4-byte little-endian label followed by C x H x W pixel
  * bytes; a block holds floor(unit / record) whole records; block b lives in
  * stripe b % N at offset (b / N) x unit. Readers use pread, safe from any
@@ -19,6 +25,7 @@
 #ifndef ST_STORE_H
 #define ST_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "data.h"
@@ -33,6 +40,8 @@ typedef struct st_pack_opts {
     size_t stripe_unit; /* bytes per block; 0: the default (256 MB, smaller for small) */
     int io_threads;     /* threads reading and decoding the source */
     const st_log *log;
+    const atomic_int *stop; /* nonzero (a signal): stop before the commit, ST_ESTOPPED;
+                               NULL: never */
 } st_pack_opts;
 
 /* Decode every record of src into a store at out (see above); *written

@@ -3,6 +3,7 @@
 #ifndef ST_TRAIN_H
 #define ST_TRAIN_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "cluster.h"
@@ -49,6 +50,10 @@ typedef struct st_train_opts {
     double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
     int overlap;             /* --overlap: all-reduce during backward */
     size_t bucket_bytes;     /* --bucket-size */
+    const atomic_int *stop;  /* nonzero (a signal) asks the run to stop cleanly; NULL:
+                                never (main passes signals.h's flag) */
+    long peer_timeout;       /* multi-node: seconds a rank waits for the others at a
+                                meeting point before ending every rank; 0: forever */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */
@@ -67,7 +72,8 @@ typedef struct st_train_result {
     double best_accuracy;    /* best test phase, -1 if none ran */
     double peak_memory;      /* bytes: the process's peak resident set */
     long skipped_images;     /* unreadable images skipped (--skip-bad-images) */
-    int signal;              /* SIGINT / SIGTERM that stopped the run early, or 0 */
+    int signal;              /* the stop flag's signal that stopped the run early (on any
+                                node), or 0 */
 } st_train_result;
 
 typedef struct st_trainer st_trainer;
@@ -86,15 +92,20 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
  * opened after st_trainer_create has checked the --metrics path. */
 void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
 
-/* Run the whole schedule (from a --resume snapshot's iteration on). In BSP
- * mode SIGINT and SIGTERM are blocked from st_trainer_create to
- * st_trainer_free: on the first, the run stops after the iteration in
- * flight, snapshots (when a directory is known) and returns ST_OK with
- * res->signal set; a second one kills the process. */
+/* Run the whole schedule (from a --resume snapshot's iteration on). When the
+ * stop flag (o.stop) is set, the run stops after the iteration in flight
+ * (every node at the same one), snapshots (when a directory is known) and
+ * returns ST_OK with res->signal set; set after the last iteration, it
+ * changes nothing (the caller sees it). */
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
 
-/* Multi-node: what every rank must agree on (st_cluster_agree). */
+/* Multi-node: what every rank must agree on (st_cluster_agree): every
+ * option and cfg key that changes the computation; see train.c for those
+ * deliberately left out (output, rank 0's test phases and snapshots). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp);
+
+/* Multi-node: the communication channels its run needs (st_cluster_start_workers). */
+int st_trainer_channels(const st_trainer *t);
 
 const st_net *st_trainer_net(const st_trainer *t);
 /* The shared weights arena [st_trainer_net(t)->params.count]. */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
+
 /* A cfg is a few kilobytes; anything this large is not one. */
 #define CFG_MAX_BYTES (16u << 20)
 
@@ -183,13 +185,12 @@ st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t l
 static st_status cfg_load_file(st_cfg *cfg, const char *path, int flat, st_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open %s: %s", path,
-                       flat ? "data file" : "network cfg", strerror(errno));
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", flat ? "data file" : "network cfg", &f, err);
+    if (st != ST_OK)
+        return st;
     char *text = NULL;
     size_t len = 0, cap = 0;
-    st_status st = ST_OK;
     for (;;) {
         if (len + 4096 > cap) {
             cap = cap ? cap * 2 : 65536;

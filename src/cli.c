@@ -92,6 +92,10 @@ static const st_option options[] = {
      TRAIN(overlap), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
+    {"peer-timeout", 0, "SECONDS", "Multi-node", "end every rank with a message when one waits "
+     "this long for the others (a rank stopped or hung), except for rank 0's test phases and "
+     "snapshots; 0 waits forever (default 600)", ST_OPT_LONG, TRAIN(peer_timeout), 0,
+     LONG_MAX},
     {"weights", 0, "FILE", "Snapshots", "start from these weights: a snapshot or a Darknet "
      ".weights file (the solver starts afresh at iteration 0)", ST_OPT_STRING, TRAIN(weights),
      0, 0},

@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ typedef struct cluster_worker {
 
 struct st_cluster {
     int rank, size;
+    double timeout;              /* --peer-timeout, seconds; 0: none */
+    st_comm world;               /* MPI_COMM_WORLD, for waiting on its requests */
     st_cluster_opts o;
     int algorithm;               /* chosen index, -1 for auto */
     int workers;
@@ -72,7 +75,31 @@ st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *e
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     c->algorithm = -1;
+    c->world.comm = MPI_COMM_WORLD;
+    c->world.rank = c->rank;
+    c->world.size = c->size;
     *out = c;
+    return ST_OK;
+}
+
+void st_cluster_set_timeout(st_cluster *c, double seconds)
+{
+    if (c)
+        c->timeout = c->world.timeout_seconds = seconds;
+}
+
+/* Complete a collective request of comm (c's world or a worker's): polled
+ * with back-off (st_comm_wait), given up after the timeout unless patient. */
+static st_status wait_peers(const st_cluster *c, const st_comm *comm, MPI_Request *request,
+                            int patient, const char *what, st_error *err)
+{
+    int rc = st_comm_wait(comm, 1, request, patient ? 0.0 : c->timeout);
+    if (rc == ST_COMM_TIMEOUT)
+        return st_fail(err, ST_EIO, "%s: no word from the other ranks for %g s (a rank "
+                       "stopped, hung or is lost; --peer-timeout sets how long to wait): "
+                       "ending every rank", what, c->timeout);
+    if (rc != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "%s failed (MPI error %d)", what, rc);
     return ST_OK;
 }
 
@@ -88,10 +115,12 @@ void st_cluster_free(st_cluster *c)
     MPI_Finalize();
 }
 
-void st_cluster_abort(st_cluster *c, int code)
+void st_cluster_abort(st_cluster *c, const st_error *err)
 {
-    if (c)
-        MPI_Abort(MPI_COMM_WORLD, code);
+    if (!c)
+        return;
+    fprintf(stderr, "singletrain: rank %d: %s\n", c->rank, err->msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 int st_cluster_rank(const st_cluster *c)
@@ -139,32 +168,32 @@ st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *alg
     return ST_OK;
 }
 
-/* The first field where a and b differ, or NULL. */
-static const char *fingerprint_differs(const st_cluster_fingerprint *a,
+void st_cluster_fp_add(st_cluster_fingerprint *fp, const char *name, uint64_t value)
+{
+    if (fp->n >= ST_CLUSTER_FP_MAX)
+        abort();
+    fp->name[fp->n] = name;
+    fp->value[fp->n++] = value;
+}
+
+void st_cluster_fp_add_double(st_cluster_fingerprint *fp, const char *name, double value)
+{
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    st_cluster_fp_add(fp, name, bits);
+}
+
+/* What the first value where rank 0's fingerprint a and b differ is, or
+ * NULL. */
+static const char *fingerprint_differs(const st_cluster_fingerprint *mine,
+                                       const st_cluster_fingerprint *a,
                                        const st_cluster_fingerprint *b)
 {
-    if (a->net_hash != b->net_hash)
-        return "the network (cfg hash)";
-    if (a->batch != b->batch)
-        return "the batch (-b)";
-    if (a->workers != b->workers)
-        return "the worker count (-t)";
-    if (a->intra != b->intra)
-        return "the intra-op threads (--intra)";
-    if (a->seed != b->seed)
-        return "the seed (--seed)";
-    if (a->iterations != b->iterations)
-        return "the schedule (iterations)";
-    if (a->solver != b->solver)
-        return "the solver (solver=)";
-    if (a->sync != b->sync)
-        return "the synchronisation (--sync)";
-    if (a->algorithm != b->algorithm)
-        return "the all-reduce algorithm (--allreduce)";
-    if (a->overlap != b->overlap)
-        return "--overlap";
-    if (a->per_layer != b->per_layer)
-        return "--allreduce-granularity";
+    if (a->n != b->n)
+        return "the program (its fingerprint has another length)";
+    for (int i = 0; i < a->n && i < ST_CLUSTER_FP_MAX; i++)
+        if (a->value[i] != b->value[i])
+            return mine->name[i];
     return NULL;
 }
 
@@ -185,27 +214,84 @@ st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fing
         mine.fp = *fp;
     agreement *all = calloc((size_t)c->size, sizeof *all);
     if (!all) {
-        st_fail(err, ST_ENOMEM, "out of memory agreeing with the other ranks");
-        st_cluster_abort(c, 1);
+        st_error oom = {0};
+        st_fail(&oom, ST_ENOMEM, "out of memory agreeing with the other ranks");
+        st_cluster_abort(c, &oom);
         return ST_ENOMEM;
     }
-    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
-                      MPI_COMM_WORLD) != MPI_SUCCESS) {
+    MPI_Request request;
+    st_error wait_err = {0};
+    st_status st;
+    if (MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                       MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        st = st_fail(&wait_err, ST_EIO, "MPI_Iallgather failed agreeing on the set-up");
+    else
+        st = wait_peers(c, &c->world, &request, 0, "agreeing on the set-up", &wait_err);
+    if (st != ST_OK) {
         free(all);
-        return st_fail(err, ST_EIO, "MPI_Allgather failed agreeing on the set-up");
+        st_cluster_abort(c, &wait_err); /* the others may wait for this rank */
+        return st;
     }
-    st_status st = local;
+    st = local;
     for (int r = 0; r < c->size && st == ST_OK; r++) {
         if (all[r].status != ST_OK) {
             st = st_fail(err, (st_status)all[r].status, "rank %d of %d failed to set up (its "
                          "message says why): stopping every rank", r, c->size);
             break;
         }
-        const char *what = fingerprint_differs(&all[0].fp, &all[r].fp);
+        const char *what = fingerprint_differs(fp, &all[0].fp, &all[r].fp);
         if (what)
             st = st_fail(err, ST_EUSAGE, "rank %d of %d differs from rank 0 in %s: every rank "
                          "must run the same cfg with the same options", r, c->size, what);
     }
+    free(all);
+    return st;
+}
+
+/* What each rank contributes to the outcome: how its run ended. */
+typedef struct outcome {
+    int status;
+    int signal;
+    char msg[sizeof ((st_error *)0)->msg];
+} outcome;
+
+st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_error *err)
+{
+    outcome mine;
+    memset(&mine, 0, sizeof mine);
+    mine.status = local;
+    mine.signal = *signal;
+    if (local != ST_OK)
+        snprintf(mine.msg, sizeof mine.msg, "%s", err->msg);
+    outcome *all = calloc((size_t)c->size, sizeof *all);
+    MPI_Request request;
+    st_error wait_err = {0};
+    st_status st = ST_OK;
+    if (!all)
+        st = st_fail(&wait_err, ST_ENOMEM, "out of memory for the ranks' outcomes");
+    else if (MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                            MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        st = st_fail(&wait_err, ST_EIO, "MPI_Iallgather of the outcomes failed");
+    else
+        st = wait_peers(c, &c->world, &request, c->rank != 0, "gathering how the ranks ended",
+                        &wait_err);
+    if (st != ST_OK) {
+        st_cluster_abort(c, &wait_err);
+        free(all);
+        return st;
+    }
+    *signal = 0;
+    for (int r = 0; r < c->size; r++)
+        if (all[r].signal && *signal != SIGINT)
+            *signal = all[r].signal;
+    st = local;
+    for (int r = 0; r < c->size && (local == ST_OK || local == ST_EPEER); r++)
+        if (all[r].status != ST_OK && all[r].status != ST_EPEER) {
+            st_error_clear(err);
+            st = st_fail(err, (st_status)all[r].status, "rank %d of %d failed: %s", r, c->size,
+                         all[r].msg);
+            break;
+        }
     free(all);
     return st;
 }
@@ -237,6 +323,7 @@ st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
         if (st != ST_OK)
             return st;
         cw->c.idle_sleep_us = sleep_us;
+        cw->c.timeout_seconds = c->timeout;
         cw->algorithm = c->algorithm;
         cw->probe_first = -1;
         for (size_t a = 0; a < st_allreduce_count; a++)
@@ -249,20 +336,29 @@ st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
 {
     for (size_t at = 0; at < n;) {
         int k = n - at > (size_t)(1 << 30) ? 1 << 30 : (int)(n - at);
-        if (MPI_Bcast(x + at, k, MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-            return st_fail(err, ST_EIO, "MPI_Bcast of the initial weights failed");
+        MPI_Request request;
+        if (MPI_Ibcast(x + at, k, MPI_FLOAT, 0, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+            return st_fail(err, ST_EIO, "MPI_Ibcast of the initial weights failed");
+        st_status st = wait_peers(c, &c->world, &request, 0, "the initial weights' broadcast",
+                                  err);
+        if (st != ST_OK)
+            st_cluster_abort(c, err);
         at += (size_t)k;
     }
     return ST_OK;
 }
 
-st_status st_cluster_control(st_cluster *c, int w, double *values, int n, st_error *err)
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int patient,
+                             st_error *err)
 {
-    if (MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, c->w[w].comm) !=
+    MPI_Request request;
+    if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, c->w[w].comm, &request) !=
         MPI_SUCCESS)
-        return st_fail(err, ST_EIO, "worker %d: MPI_Allreduce of the iteration's control "
+        return st_fail(err, ST_EIO, "worker %d: MPI_Iallreduce of the iteration's control "
                        "values failed", w);
-    return ST_OK;
+    char what[64];
+    snprintf(what, sizeof what, "worker %d, the iteration's control sum", w);
+    return wait_peers(c, &c->w[w].c, &request, patient, what, err);
 }
 
 /* auto: after every candidate's probe iterations, the slowest rank's
@@ -281,9 +377,13 @@ static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
             if (t < DBL_MAX && (local[a] == DBL_MAX || t > local[a]))
                 local[a] = t;
         }
-    if (MPI_Allreduce(local, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX,
-                      cw->comm) != MPI_SUCCESS)
-        return st_fail(err, ST_EIO, "worker %d: MPI_Allreduce of the probe times failed", w);
+    MPI_Request request;
+    if (MPI_Iallreduce(local, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX, cw->comm,
+                       &request) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Iallreduce of the probe times failed", w);
+    st_status st = wait_peers(c, &cw->c, &request, 0, "the all-reduce probe's times", err);
+    if (st != ST_OK)
+        return st;
     int best = 0;
     for (size_t a = 1; a < st_allreduce_count; a++)
         if (slowest[a] < slowest[best])

@@ -21,6 +21,7 @@
 #include "hparams.h"
 #include "log.h"
 #include "options.h"
+#include "signals.h"
 #include "status.h"
 #include "store.h"
 
@@ -86,8 +87,10 @@ static void pack_help(FILE *out)
             "(at least one), N' being --stripes or 32, and N is --stripes or min(32, blocks),\n"
             "so that every stripe of a small dataset gets a block. The store records 1 + the\n"
             "largest label as its class count. OUT is replaced only once the new stripes\n"
-            "are written and verified; a failed pack leaves it as it was.\n"
-            "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure.\n");
+            "are written and verified; a failed pack leaves it as it was. A second\n"
+            "pack into the same OUT is refused while one runs (it holds OUT.lock).\n"
+            "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure, 128 + the\n"
+            "signal when SIGINT or SIGTERM stopped it (its new stripes removed).\n");
 }
 
 /* Whether the first non-blank, non-comment line of path is key=value with
@@ -97,9 +100,14 @@ static int is_data_file(const char *path)
     static const char *const keys[] = {"train", "train_labels", "test", "valid", "test_labels",
                                        "names", "labels", "classes", "backup", "top", "eval",
                                        NULL};
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char why[160];
+    int fd = st_open_regular(path, why, sizeof why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
     char line[4096];
     int found = 0;
     for (int n = 0; n < 1000 && fgets(line, sizeof line, f); n++) {
@@ -129,8 +137,11 @@ typedef enum src_kind { KIND_STORE, KIND_IDX, KIND_CIFAR, KIND_LIST } src_kind;
 static src_kind source_kind(const char *path)
 {
     unsigned char head[8] = {0};
-    int got = 0;
-    gzFile f = gzopen(path, "rb");
+    char why[160];
+    int got = 0, fd = st_open_regular(path, why, sizeof why);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (f) {
         got = gzread(f, head, sizeof head);
         gzclose(f);
@@ -148,9 +159,10 @@ static src_kind source_kind(const char *path)
 /* The number of non-blank lines of a names file. */
 static st_status count_names(const char *path, int *n, st_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open names file: %s", path, strerror(errno));
+    FILE *f;
+    st_status st = st_fopen_input(path, "r", "names file", &f, err);
+    if (st != ST_OK)
+        return st;
     char line[4096];
     int count = 0, at_start = 1;
     while (fgets(line, sizeof line, f)) {
@@ -199,11 +211,14 @@ static st_status check_out(const char *out, st_error *err)
     if (S_ISDIR(sb.st_mode))
         return st_fail(err, ST_EUSAGE, "%s is a directory: OUT names the store's index file",
                        out);
-    char head[8] = {0};
-    FILE *f = fopen(out, "rb");
-    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-    if (f)
-        fclose(f);
+    char head[8] = {0}, why[160];
+    int fd = st_open_regular(out, why, sizeof why);
+    if (!S_ISREG(sb.st_mode)) /* fd is -1 */
+        return st_fail(err, ST_EUSAGE, "%s exists and is not a singletrain store (%s): refusing "
+                       "to replace it", out, why);
+    ssize_t got = fd >= 0 ? read(fd, head, sizeof head) : 0;
+    if (fd >= 0)
+        close(fd);
     if (got != 8 || memcmp(head, ST_STORE_MAGIC, 8) != 0)
         return st_fail(err, ST_EUSAGE, "%s exists and is not a singletrain store: refusing to "
                        "replace it", out);
@@ -229,8 +244,11 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
                        cli->channels);
     if (cli->image_size && (st = parse_size(cli->image_size, &w, &h, err)) != ST_OK)
         return st;
-    if (strchr(src_arg, ',') == NULL && access(src_arg, R_OK) != 0)
-        return st_fail(err, ST_EINPUT, "%s: cannot open SRC: %s", src_arg, strerror(errno));
+    char why[160] = "";
+    if (strchr(src_arg, ',') == NULL)
+        st_regular_why(src_arg, why, sizeof why);
+    if (why[0])
+        return st_fail(err, ST_EINPUT, "%s: cannot open SRC: %s", src_arg, why);
     if ((st = check_out(out, err)) != ST_OK)
         return st;
     int data_file = strchr(src_arg, ',') == NULL && is_data_file(src_arg);
@@ -245,9 +263,11 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
             spec.labels = test ? d.test_labels : d.train_labels;
         if (!spec.names && d.names[0])
             spec.names = d.names;
-        if (strchr(spec.path, ',') == NULL && access(spec.path, R_OK) != 0)
+        if (strchr(spec.path, ',') == NULL)
+            st_regular_why(spec.path, why, sizeof why);
+        if (why[0])
             return st_fail(err, ST_EINPUT, "%s: %s= %s: cannot open: %s", src_arg,
-                           test ? "test" : "train", spec.path, strerror(errno));
+                           test ? "test" : "train", spec.path, why);
     } else if (cli->split) {
         st_warn(log, "--split applies to data files only: ignored for %s", src_arg);
     }
@@ -277,8 +297,11 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
     st_info(log, "pack: %ld records of %d x %d x %d from %s into %s", src->count, src->shape.c,
             src->shape.h, src->shape.w, src->name, out);
     st_pack_opts po = {cli->stripes, cli->stripe_unit,
-                       cli->io_threads ? cli->io_threads : st_usable_cores(), log};
+                       cli->io_threads ? cli->io_threads : st_usable_cores(), log,
+                       st_signals_stop_flag()};
+    st_signals_set_graceful(1); /* a signal now stops the writer, which removes its stripes */
     st = st_store_pack(src, out, &po, NULL, err);
+    st_signals_set_graceful(0);
     if (skipped)
         st_warn(log, "%ld unreadable images of %s were skipped (the next readable image stands "
                 "in for each)", skipped, src->name);
@@ -305,9 +328,12 @@ int st_cmd_pack(int argc, char **argv)
                      n_pos == 1 ? "" : "s");
     if (st == ST_OK)
         st = pack(&cli, pos[0], pos[1], &log, &err);
-    if (st != ST_OK) {
+    if (st != ST_OK)
         fprintf(stderr, "singletrain pack: %s\n", err.msg[0] ? err.msg : st_strerror(st));
-        return st_exit_code(st);
-    }
-    return 0;
+    if (st == ST_OK && st_signals_caught())
+        st_warn(&log, "%s after the store was complete: %s is whole",
+                strsignal(st_signals_caught()), pos[1]);
+    if (st_signals_caught())
+        return 128 + st_signals_caught();
+    return st_exit_code(st);
 }

@@ -17,12 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "backend.h"
 #include "darknet_weights.h"
 #include "data.h"
+#include "fileio.h"
 #include "hparams.h"
 #include "log.h"
 #include "net.h"
@@ -163,11 +162,10 @@ static void top_k(const float *score, int n, int k, int *idx)
 static st_status predict_one(predictor *p, const predict_cli *o, const char *path, int top,
                              st_error *err)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || access(path, R_OK) != 0)
-        return st_fail(err, ST_EINPUT, "%s: cannot read image: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode))
-        return st_fail(err, ST_EINPUT, "%s: cannot read image: it is a directory", path);
+    char why[160];
+    st_regular_why(path, why, sizeof why);
+    if (why[0])
+        return st_fail(err, ST_EINPUT, "%s: cannot read image: %s", path, why);
     st_status st = st_image_decode(path, p->stored, p->pixels, err);
     if (st != ST_OK)
         return st;

@@ -271,9 +271,8 @@ static size_t read_some(dw_in *in, void *buf, size_t bytes)
 
 static st_status short_file(const dw_in *in, const dw_chunk *c, st_error *err)
 {
-    if (ferror(in->f)) /* a directory is bad input, not a failing disk */
-        return st_fail(err, errno == EISDIR ? ST_EINPUT : ST_EIO, "%s: read failed: %s",
-                       in->path, strerror(errno));
+    if (ferror(in->f))
+        return st_fail(err, ST_EIO, "%s: read failed: %s", in->path, strerror(errno));
     if (!c)
         return st_fail(err, ST_EINPUT, "%s: truncated .weights file: %llu bytes, shorter than "
                        "Darknet's header (expected %llu bytes for this network)", in->path,
@@ -338,10 +337,10 @@ st_status st_darknet_weights_load(const char *path, const st_net *net, float *we
         st_error_prefix(err, "%s: ", path);
         return st;
     }
-    dw_in in = {path, fopen(path, "rb"), 0, 0};
+    dw_in in = {path, NULL, 0, 0};
     float *buf = NULL;
-    if (!in.f) {
-        st = st_fail(err, ST_EINPUT, "%s: cannot open weights: %s", path, strerror(errno));
+    st = st_fopen_input(path, "rb", "weights", &in.f, err);
+    if (st != ST_OK) {
         plan_free(&pl);
         return st;
     }
@@ -389,9 +388,10 @@ st_status st_darknet_weights_load(const char *path, const st_net *net, float *we
 st_status st_weights_load_seen(const char *path, const st_net *net, int batch, float *weights,
                                uint64_t *seen, st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open weights: %s", path, strerror(errno));
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "weights", &f, err);
+    if (st != ST_OK)
+        return st;
     char magic[sizeof SNAPSHOT_MAGIC];
     int snapshot = fread(magic, 1, sizeof magic, f) == sizeof magic &&
                    memcmp(magic, SNAPSHOT_MAGIC, sizeof magic) == 0;
@@ -399,7 +399,7 @@ st_status st_weights_load_seen(const char *path, const st_net *net, int batch, f
     if (!snapshot)
         return st_darknet_weights_load(path, net, weights, seen, err);
     long iteration = 0;
-    st_status st = st_snapshot_load(path, net, weights, &iteration, err);
+    st = st_snapshot_load(path, net, weights, &iteration, err);
     if (st == ST_OK && seen)
         *seen = iteration > 0 && batch > 0 ? (uint64_t)iteration * (uint64_t)batch : 0;
     return st;

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "fileio.h"
 #include "rng.h"
 #include "store.h"
 
@@ -35,20 +37,28 @@ st_status st_source_batch(const st_source *s, const st_transform *t, const long 
  * does not decompress (corrupt, or cut short before its first bytes). */
 static int file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return 0;
+    char unreadable[160];
+    int fd = st_open_regular(path, unreadable, sizeof unreadable);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return 0; /* the reader's opener says why */
+    }
     int got = gzread(f, buf, (unsigned)len), zerr = Z_OK;
-    const char *msg = gzerror(f, &zerr);
-    size_t plen = strlen(path);
-    if (strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
-        msg += plen + 2; /* zlib's message starts with the path */
+    const char *msg = st_zlib_message(gzerror(f, &zerr));
     if (got <= 0 && zerr != Z_OK && zerr != Z_ERRNO)
         snprintf(why, why_len, "%s", msg);
     gzclose(f);
     if (got <= 0) /* -1: a decompression error; 0: empty, or unreadable (the opener says) */
         return why[0] ? -1 : 0;
     return got;
+}
+
+const char *st_zlib_message(const char *msg)
+{
+    const char *end = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+    return end ? end + 3 : msg;
 }
 
 static int ends_with(const char *s, size_t len, const char *suffix)
@@ -62,8 +72,11 @@ st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *er
     size_t first = strcspn(sp->path, ",");
     if (ends_with(sp->path, first, ".bin"))
         return st_cifar_open(out, sp->path, sp->limit, sp->classes, err);
+    char why[160];
+    st_regular_why(sp->path, why, sizeof why);
+    if (why[0])
+        return st_fail(err, ST_EINPUT, "%s: cannot open data: %s", sp->path, why);
     unsigned char head[512] = {0}; /* enough to tell text from binary */
-    char why[128] = "";
     int got = file_head(sp->path, head, (int)sizeof head, why, sizeof why);
     if (got < 0)
         return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "data.h"
+#include "fileio.h"
 
 enum { CIFAR_C = 3, CIFAR_H = 32, CIFAR_W = 32 };
 #define CIFAR_PIXELS ((size_t)CIFAR_C * CIFAR_H * CIFAR_W) /* 3072 */
@@ -46,18 +47,14 @@ static const st_source_ops cifar_ops = {cifar_read, cifar_close};
 static st_status cifar_add(cifar_source *s, const char *path, long limit, int classes,
                            st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open CIFAR batch: %s", path,
-                       strerror(errno));
-    st_status st = ST_OK;
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "CIFAR batch", &f, err);
+    if (st != ST_OK)
+        return st;
     struct stat sb;
     long records = 0;
     if (fstat(fileno(f), &sb) != 0) {
         st = st_fail(err, ST_EINPUT, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = st_fail(err, ST_EINPUT, "%s: not a regular file: expected a CIFAR-10 binary "
-                     "batch", path);
     } else if (sb.st_size == 0) {
         st = st_fail(err, ST_EINPUT, "%s: empty: expected 3073-byte CIFAR-10 records", path);
     } else if ((size_t)sb.st_size % CIFAR_RECORD != 0) {

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "data.h"
+#include "fileio.h"
 
 typedef struct idx_source {
     st_source base;
@@ -19,10 +21,15 @@ typedef struct idx_source {
 /* Read a whole (possibly gzip-compressed) file. */
 static st_status read_all(const char *path, unsigned char **data, size_t *len, st_error *err)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open: %s", path,
-                       errno ? strerror(errno) : "zlib could not open it");
+    char why[160];
+    int fd = st_open_regular(path, why, sizeof why);
+    if (fd < 0)
+        return st_fail(err, ST_EINPUT, "%s: cannot open IDX file: %s", path, why);
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return st_fail(err, ST_ENOMEM, "%s: zlib could not open it", path);
+    }
     size_t cap = 1 << 20, n = 0;
     unsigned char *buf = malloc(cap);
     st_status st = ST_OK;
@@ -41,8 +48,8 @@ static st_status read_all(const char *path, unsigned char **data, size_t *len, s
         int got = gzread(f, buf + n, chunk);
         if (got < 0) {
             int zerr;
-            const char *msg = gzerror(f, &zerr);
-            st = st_fail(err, ST_EINPUT, "%s: corrupt or truncated: %s", path, msg);
+            st = st_fail(err, ST_EINPUT, "%s: corrupt or truncated: %s", path,
+                         st_zlib_message(gzerror(f, &zerr)));
             break;
         }
         if (got == 0)

@@ -20,6 +20,7 @@
 #include <stb/stb_image_resize.h>
 
 #include "data.h"
+#include "fileio.h"
 
 #define MAX_SIDE 65536 /* of the decode shape */
 #define MAX_IMAGE_PIXELS (1L << 25) /* of an image file: 32 megapixels */
@@ -251,12 +252,15 @@ static const char *failure_reason(const char *code)
 /* Decode one image file into pixels (planar, shape); see data.h. */
 st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        char buf[128];
-        return st_fail(err, ST_EIO, "%s: cannot read: %s", path,
-                       strerror_r(errno, buf, sizeof buf));
+    char why[160], buf[128];
+    int fd = st_open_regular(path, why, sizeof why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f && fd >= 0) {
+        snprintf(why, sizeof why, "%s", strerror_r(errno, buf, sizeof buf));
+        close(fd);
     }
+    if (!f)
+        return st_fail(err, ST_EIO, "%s: cannot read: %s", path, why);
     st_status header = check_header(f, path, sh.c, err);
     if (header != ST_OK) {
         fclose(f);
@@ -396,11 +400,10 @@ static char *trim(char *s, size_t *len)
 
 static st_status names_read(names_list *nl, const char *path, int classes, st_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open class names: %s", path,
-                       strerror(errno));
-    st_status st = ST_OK;
+    FILE *f;
+    st_status st = st_fopen_input(path, "r", "class names", &f, err);
+    if (st != ST_OK)
+        return st;
     char *buf = NULL;
     size_t cap = 0;
     int line = 0;
@@ -506,19 +509,6 @@ static st_status label_from_line(char *text, const char *list, int line, int cla
     return ST_OK;
 }
 
-/* Whether path can be read; on failure errno says why. */
-static int readable(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return 0;
-    if (S_ISDIR(sb.st_mode)) {
-        errno = EISDIR;
-        return 0;
-    }
-    return access(path, R_OK) == 0;
-}
-
 /* Append one entry to s (capacity *cap), from line of the list, and its
  * path to the blob (used bytes *blob_len, capacity *blob_cap). */
 static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t *blob_cap,
@@ -586,10 +576,12 @@ static st_status parse_list(images_source *s, FILE *f, const char *list, const n
             break;
         const char *path = trim(text, &len);
         listed++;
-        if (!readable(path)) {
+        char why[160];
+        st_regular_why(path, why, sizeof why);
+        if (why[0]) {
             if (!s->skip_bad) {
                 st = st_fail(err, ST_EINPUT, "%s:%d: %s: cannot read: %s", list, line, path,
-                             strerror(errno));
+                             why);
                 break;
             }
             count_skipped(s);
@@ -641,12 +633,8 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
     }
     if (st == ST_OK && have_names)
         st = names_read(&nl, names, classes, err);
-    if (st == ST_OK) {
-        f = fopen(list, "r");
-        if (!f)
-            st = st_fail(err, ST_EINPUT, "%s: cannot open image list: %s", list,
-                         strerror(errno));
-    }
+    if (st == ST_OK)
+        st = st_fopen_input(list, "r", "image list", &f, err);
     if (st == ST_OK)
         st = parse_list(s, f, list, have_names ? &nl : NULL, names, limit, classes, err);
     if (st == ST_OK && s->skip_bad) {

@@ -1,4 +1,5 @@
-/* Atomic file replacement and exclusive temporaries; see fileio.h. */
+/* Regular input files, atomic file replacement and exclusive temporaries;
+ * see fileio.h. */
 #include "fileio.h"
 
 #include <dirent.h>
@@ -10,6 +11,85 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* What a file of mode m is, when it is not a regular file. */
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISFIFO(m))
+        return "a FIFO (named pipe)";
+    if (S_ISSOCK(m))
+        return "a socket";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    return "a special file";
+}
+
+/* The reason for a file of mode m (stat's), or for errno e when stat failed. */
+static void why_not_regular(int e, mode_t m, char *why, size_t why_len)
+{
+    char buf[128];
+    if (e)
+        snprintf(why, why_len, "%s", strerror_r(e, buf, sizeof buf));
+    else
+        snprintf(why, why_len, "%s, not a regular file", file_kind(m));
+}
+
+void st_regular_why(const char *path, char *why, size_t why_len)
+{
+    struct stat sb;
+    why[0] = '\0';
+    if (stat(path, &sb) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    else if (!S_ISREG(sb.st_mode))
+        why_not_regular(0, sb.st_mode, why, why_len);
+    else if (access(path, R_OK) != 0)
+        why_not_regular(errno, 0, why, why_len);
+}
+
+int st_open_regular(const char *path, char *why, size_t why_len)
+{
+    /* stat first: opening a socket fails with the unhelpful ENXIO */
+    st_regular_why(path, why, why_len);
+    if (why[0])
+        return -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        why_not_regular(errno, 0, why, why_len);
+        return -1;
+    }
+    struct stat sb;
+    int flags;
+    if (fstat(fd, &sb) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    else if (!S_ISREG(sb.st_mode)) /* swapped since the stat */
+        why_not_regular(0, sb.st_mode, why, why_len);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    if (why[0]) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
+                         st_error *err)
+{
+    char why[160];
+    *f = NULL;
+    int fd = st_open_regular(path, why, sizeof why);
+    if (fd >= 0 && !(*f = fdopen(fd, mode))) {
+        why_not_regular(errno, 0, why, sizeof why);
+        close(fd);
+    }
+    if (!*f)
+        return st_fail(err, ST_EINPUT, "%s: cannot open %s: %s", path, what, why);
+    return ST_OK;
+}
 
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err)
 {

@@ -2,7 +2,9 @@
  * progress line (progress.h) before each message. */
 #include "log.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include "progress.h"
 
@@ -12,17 +14,39 @@ st_log st_log_default(st_log_level level)
     return log;
 }
 
+int st_log_stream_ok(FILE *f)
+{
+    return f && !ferror(f);
+}
+
+void st_log_flush(FILE *f)
+{
+    if (fflush(f) == 0 && !ferror(f))
+        return;
+    int e = errno;
+    if (f != stderr && !ferror(stderr))
+        fprintf(stderr, "singletrain: warning: writing to standard %s failed: %s: nothing more "
+                "is written there, the run goes on\n", f == stdout ? "output" : "error",
+                strerror(e));
+}
+
+int st_log_streams_failed(void)
+{
+    fflush(stdout);
+    return ferror(stdout) || ferror(stderr);
+}
+
 static void log_vprint(const st_log *log, FILE *f, const char *prefix, const char *fmt,
                        va_list ap)
 {
-    if (!f)
+    if (!st_log_stream_ok(f))
         return;
     st_progress_hold(log->progress);
     if (prefix)
         fputs(prefix, f);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
-    fflush(f);
+    st_log_flush(f);
     st_progress_release(log->progress);
 }
 

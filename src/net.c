@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash.h"
+
 /* Largest values per sample of one layer output; keeps every index of the
  * kernels inside int range with room for the batch dimension elsewhere. */
 #define MAX_LAYER_VALUES (1L << 28)
@@ -125,30 +127,22 @@ void st_net_print(const st_net *net, const st_log *log)
              net->flops / 1e9);
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 uint64_t st_net_hash(const st_net *net)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    h = fnv(h, &net->input, sizeof net->input);
+    uint64_t h = ST_HASH_START;
+    h = st_hash_bytes(h, &net->input, sizeof net->input);
     for (int i = 0; i < net->n_layers; i++) {
         const st_layer *l = net->layers[i];
-        h = fnv(h, l->ops->type, strlen(l->ops->type));
-        h = fnv(h, &l->out, sizeof l->out);
-        h = fnv(h, &l->n_src, sizeof l->n_src);
-        h = fnv(h, l->src, sizeof l->src[0] * (size_t)l->n_src);
+        h = st_hash_bytes(h, l->ops->type, strlen(l->ops->type));
+        h = st_hash_bytes(h, &l->out, sizeof l->out);
+        h = st_hash_bytes(h, &l->n_src, sizeof l->n_src);
+        h = st_hash_bytes(h, l->src, sizeof l->src[0] * (size_t)l->n_src);
     }
     for (int i = 0; i < net->params.n; i++) {
         const st_param *p = &net->params.p[i];
-        h = fnv(h, p->name, strlen(p->name));
-        h = fnv(h, &p->count, sizeof p->count);
-        h = fnv(h, &p->kind, sizeof p->kind);
+        h = st_hash_bytes(h, p->name, strlen(p->name));
+        h = st_hash_bytes(h, &p->count, sizeof p->count);
+        h = st_hash_bytes(h, &p->kind, sizeof p->kind);
     }
     return h;
 }

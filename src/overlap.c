@@ -101,8 +101,8 @@ static void *communicate(void *arg)
             st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
             if (st_cluster_allreduce(o->cluster, o->channel, it, o->ps->grads[0] + o->lo[b],
                                      o->hi[b] - o->lo[b], &err) != ST_OK) {
-                fprintf(stderr, "singletrain: overlap: %s\n", err.msg);
-                st_cluster_abort(o->cluster, 1);
+                st_error_prefix(&err, "overlap: ");
+                st_cluster_abort(o->cluster, &err);
             }
             atomic_store(&o->remaining[b], o->layers_in[b]);
         }

@@ -82,6 +82,11 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
     return ST_OK;
 }
 
+const char *st_progress_partial(const st_progress *p)
+{
+    return p && p->metrics ? p->partial_path : NULL;
+}
+
 int st_progress_plain(const st_progress *p)
 {
     return !p || p->format == ST_PROGRESS_TEXT;
@@ -90,14 +95,15 @@ int st_progress_plain(const st_progress *p)
 /* Erase the live line (the lock held). */
 static void clear_line(st_progress *p)
 {
-    if (!p->shown)
+    int shown = p->shown;
+    p->shown = 0;
+    if (!shown || !st_log_stream_ok(p->out))
         return;
     if (p->dumb)
-        fprintf(p->out, "\r%*s\r", p->shown, "");
+        fprintf(p->out, "\r%*s\r", shown, "");
     else
         fputs("\r\033[K", p->out);
-    fflush(p->out);
-    p->shown = 0;
+    st_log_flush(p->out);
 }
 
 void st_progress_hold(st_progress *p)
@@ -142,6 +148,8 @@ static void draw(st_progress *p, long done, double loss, double images_per_s, do
 {
     int last = done >= p->iterations;
     char duration[24], when[32], line[256];
+    if (!st_log_stream_ok(p->out))
+        return;
     if (last) {
         format_duration(duration, sizeof duration, now - p->begin);
         snprintf(when, sizeof when, "in %s", duration);
@@ -172,13 +180,20 @@ static void draw(st_progress *p, long done, double loss, double images_per_s, do
     } else {
         p->shown = n > 0 ? n : 1;
     }
-    fflush(p->out);
+    st_log_flush(p->out);
 }
 
-static void write_header(FILE *f)
+/* A CSV row (or the header) for both destinations. */
+static void write_rows(st_progress *p, const char *row)
 {
-    fputs(csv_header, f);
-    fflush(f);
+    if (p->format == ST_PROGRESS_CSV && st_log_stream_ok(p->out)) {
+        fputs(row, p->out);
+        st_log_flush(p->out);
+    }
+    if (p->metrics) {
+        fputs(row, p->metrics);
+        fflush(p->metrics);
+    }
 }
 
 void st_progress_begin(st_progress *p, long first, long iterations, long per_epoch)
@@ -191,10 +206,7 @@ void st_progress_begin(st_progress *p, long first, long iterations, long per_epo
     p->iterations = iterations;
     p->per_epoch = per_epoch > 0 ? per_epoch : 1;
     p->begin = p->last_step = now_seconds();
-    if (p->format == ST_PROGRESS_CSV)
-        write_header(p->out);
-    if (p->metrics)
-        write_header(p->metrics);
+    write_rows(p, csv_header);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -219,19 +231,6 @@ void st_progress_step(st_progress *p, long done, double loss, long images)
         p->acc_images = 0;
     }
     pthread_mutex_unlock(&p->lock);
-}
-
-/* The CSV row for both destinations. */
-static void write_rows(st_progress *p, const char *row)
-{
-    if (p->format == ST_PROGRESS_CSV) {
-        fputs(row, p->out);
-        fflush(p->out);
-    }
-    if (p->metrics) {
-        fputs(row, p->metrics);
-        fflush(p->metrics);
-    }
 }
 
 void st_progress_train(st_progress *p, const st_progress_row *r)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ typedef struct iter_record {
     st_time_split *time;   /* [T] */
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
-    int stop_request;      /* worker 0 saw st_sched_request_stop */
+    int stop_request;      /* the stop flag as worker 0 saw it before `mid` */
     double nodes_loss;     /* multi-node: loss and images over every node */
     double nodes_images;
 } iter_record;
@@ -82,9 +83,11 @@ struct st_sched {
     iter_record rec[RECORDS];
     atomic_long completed;          /* iterations finished (records readable) */
     atomic_int stopping;            /* the workers stop before `last` (a failure, a stop) */
-    atomic_int stop_requested;      /* st_sched_request_stop */
     long stopped_at;                /* first iteration not finished, or -1 */
     st_status stop_status;
+    int stop_reason;                /* the signal of a clean stop, or 0 */
+    int async_running;              /* async: workers still in the command; under
+                                       clock_lock */
     /* clocks (async) and launch; under clock_lock */
     pthread_mutex_t clock_lock;
     pthread_cond_t clock_moved;
@@ -271,37 +274,48 @@ static st_status slice_apply(st_worker *w, long it)
                            s->ps->weights, s->ps->state, s->ps->count, s->ps->grads[0], &w->err);
 }
 
-/* Multi-node: sum this node's view of the iteration over the nodes, on
+/* The stop flag's value now: 0, or the signal asking to stop. */
+static int stop_flag(const st_sched *s)
+{
+    return s->o.stop ? atomic_load(s->o.stop) : 0;
+}
+
+/* Multi-node: sum this node's view of iteration it over the nodes, on
  * worker r's communicator (every worker of a node passes the same values
- * and gets the same sums): failures, stop requests, loss, images. A
- * failing MPI call leaves peers waiting, so it aborts every rank. */
-static void sum_over_nodes(st_worker *w, iter_record *rec, int *failed, double *loss,
-                           int *images)
+ * and gets the same sums): failures, stop requests (counted per signal:
+ * SIGINT, and any other), loss, images. A failing MPI call or a peer that
+ * does not answer within the timeout leaves the others waiting, so it
+ * aborts every rank; the first iteration of a command waits patiently on
+ * ranks other than 0, which may be testing or writing a snapshot. */
+static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed, int *stop,
+                           double *loss, int *images)
 {
     st_sched *s = w->s;
-    double v[4] = {*failed, rec->stop_request, *loss, *images};
-    if (st_cluster_control(s->o.cluster, w->id, v, 4, &w->err) != ST_OK) {
-        fprintf(stderr, "singletrain: %s\n", w->err.msg);
-        st_cluster_abort(s->o.cluster, 1);
+    double v[5] = {*failed, *stop == SIGINT, *stop != 0 && *stop != SIGINT, *loss, *images};
+    int patient = it == s->first && st_cluster_rank(s->o.cluster) != 0;
+    if (st_cluster_control(s->o.cluster, w->id, v, 5, patient, &w->err) != ST_OK) {
+        st_error_prefix(&w->err, "iteration %ld: ", it);
+        st_cluster_abort(s->o.cluster, &w->err);
     }
     *failed = v[0] > 0;
-    rec->stop_request = v[1] > 0;
-    *loss = v[2];
-    *images = (int)v[3];
+    *stop = v[1] > 0 ? SIGINT : v[2] > 0 ? (*stop ? *stop : SIGTERM) : 0;
+    *loss = v[3];
+    *images = (int)v[4];
     if (w->id == 0) {
-        rec->nodes_loss = v[2];
-        rec->nodes_images = v[3];
+        rec->nodes_loss = v[3];
+        rec->nodes_images = v[4];
     }
 }
 
 /* Stop after the workers' first failure or stop batch, before anyone
  * updates a slice; called by every worker with the same arguments. */
-static void stop_workers(st_sched *s, int r, long it, st_status why)
+static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
 {
     if (r != 0)
         return;
     s->stopped_at = it;
     s->stop_status = why;
+    s->stop_reason = reason;
     atomic_store(&s->stopping, 1);
     st_batchq_close(s->q);
 }
@@ -331,25 +345,26 @@ static void worker_bsp(st_worker *w)
         if (st != ST_OK)
             w->status = st;
         if (r == 0)
-            rec->stop_request = atomic_load(&s->stop_requested);
+            rec->stop_request = stop_flag(s);
         double t2 = now_seconds();
         st_barrier_wait(&s->mid);
         double t3 = now_seconds();
         double loss = 0.0;
-        int failed = b->stop, images = 0;
+        int failed = b->stop, images = 0, stop = rec->stop_request;
         for (int k = 0; k < s->T; k++) {
             loss += rec->loss[k];
             images += rec->images[k];
             failed |= rec->status[k] != ST_OK;
         }
+        int failed_here = failed;
         if (s->o.cluster)
-            sum_over_nodes(w, rec, &failed, &loss, &images);
+            sum_over_nodes(w, it, rec, &failed, &stop, &loss, &images);
         if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
             st_overlap_wait(s->overlap, it);
         double comm = s->o.cluster ? now_seconds() - t3 : 0.0;
-        if (failed || !isfinite(loss) || rec->stop_request) {
-            stop_workers(s, r, it, failed ? ST_EINTERNAL : rec->stop_request ? ST_OK
-                                                                              : ST_EDIVERGED);
+        if (failed || !isfinite(loss) || stop) {
+            stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
+                                          : stop ? ST_OK : ST_EDIVERGED, stop);
             break;
         }
         float *slice = s->ps->grads[0] + s->ps->slice[r];
@@ -359,10 +374,8 @@ static void worker_bsp(st_worker *w)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
             double c0 = now_seconds();
-            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK) {
-                fprintf(stderr, "singletrain: %s\n", w->err.msg);
-                st_cluster_abort(s->o.cluster, 1);
-            }
+            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK)
+                st_cluster_abort(s->o.cluster, &w->err);
             comm += now_seconds() - c0;
         }
         rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
@@ -382,7 +395,7 @@ static void worker_bsp(st_worker *w)
         for (int k = 0; k < s->T; k++)
             grad_bad |= rec->grad_bad[k];
         if (grad_bad) {
-            stop_workers(s, r, it, ST_EDIVERGED);
+            stop_workers(s, r, it, ST_EDIVERGED, 0);
             break;
         }
         if (r == 0) {
@@ -474,13 +487,16 @@ static void worker_async(st_worker *w)
     int B = s->o.batch, r = w->id;
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
-    for (long i = s->first; i < s->last && !atomic_load(&s->stopping); i++) {
+    for (long i = s->first; i < s->last && !atomic_load(&s->stopping) && !stop_flag(s); i++) {
         double t0 = now_seconds();
         if (s->o.sync == ST_SYNC_SSP) {
             pthread_mutex_lock(&s->clock_lock);
-            while (i - s->o.staleness > min_clock(s) && !atomic_load(&s->stopping))
+            while (i - s->o.staleness > min_clock(s) && !atomic_load(&s->stopping) &&
+                   !stop_flag(s))
                 pthread_cond_wait(&s->clock_moved, &s->clock_lock);
             pthread_mutex_unlock(&s->clock_lock);
+            if (atomic_load(&s->stopping) || stop_flag(s))
+                break;
         }
         double t1 = now_seconds();
         long epoch = i / ipe, b0 = (i % ipe) * B;
@@ -523,8 +539,12 @@ static void worker_async(st_worker *w)
         }
         finish_async_iteration(w, i + 1, loss, count);
     }
-    if (w->clock < s->last) /* stopped early: at the end, so nobody waits for it */
-        finish_async_iteration(w, s->last, 0.0, 0);
+    /* a worker stopping early (a failure, the stop flag) wakes those waiting
+     * for its clock, and the scheduler waiting for all */
+    pthread_mutex_lock(&s->clock_lock);
+    s->async_running--;
+    pthread_cond_broadcast(&s->clock_moved);
+    pthread_mutex_unlock(&s->clock_lock);
 }
 
 static void *worker_main(void *arg)
@@ -723,7 +743,7 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     s->last = last;
     s->stopped_at = -1;
     atomic_store(&s->stopping, 0);
-    atomic_store(&s->stop_requested, 0);
+    s->stop_reason = 0;
     atomic_store(&s->completed, first);
     if (s->overlap)
         st_overlap_start(s->overlap, first);
@@ -751,12 +771,14 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
         return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
                        "learning_rate)", s->stopped_at, where);
     }
+    if (s->stop_status == ST_EPEER)
+        return st_fail(err, ST_EPEER, "iteration %ld: another rank failed", s->stopped_at);
     return st_fail(err, ST_EIO, "iteration %ld: the input pipeline stopped", s->stopped_at);
 }
 
-void st_sched_request_stop(st_sched *s)
+int st_sched_stop_reason(const st_sched *s)
 {
-    atomic_store(&s->stop_requested, 1);
+    return s->stop_reason;
 }
 
 static void run_command(st_sched *s, int cmd)
@@ -785,11 +807,13 @@ st_status st_sched_test(st_sched *s, const st_source *test, long *correct, doubl
 
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
                              st_progress_fn progress, void *ctx, st_time_split *time,
-                             st_error *err)
+                             long *finished, st_error *err)
 {
     s->first = first;
     s->last = last;
     atomic_store(&s->stopping, 0);
+    s->stop_reason = 0;
+    s->async_running = s->T;
     for (int r = 0; r < s->T; r++) {
         s->w[r].clock = first;
         s->w[r].clock_loss = 0.0;
@@ -803,19 +827,19 @@ st_status st_sched_run_async(st_sched *s, long first, long last, long every,
         double loss = 0.0;
         long images = 0;
         pthread_mutex_lock(&s->clock_lock);
-        while (min_clock(s) < target)
+        while (min_clock(s) < target && s->async_running > 0)
             pthread_cond_wait(&s->clock_moved, &s->clock_lock);
-        if (atomic_load(&s->stopping)) { /* a worker failed: no more progress */
-            pthread_mutex_unlock(&s->clock_lock);
-            break;
-        }
-        for (int r = 0; r < s->T; r++) {
+        /* stopped early: a worker failed, or the stop flag */
+        int stopped = atomic_load(&s->stopping) || min_clock(s) < target;
+        for (int r = 0; !stopped && r < s->T; r++) {
             loss += s->w[r].clock_loss;
             images += s->w[r].clock_images;
             s->w[r].clock_loss = 0.0;
             s->w[r].clock_images = 0;
         }
         pthread_mutex_unlock(&s->clock_lock);
+        if (stopped)
+            break;
         progress(ctx, target, loss, images);
         if (target == last)
             break;
@@ -827,5 +851,8 @@ st_status st_sched_run_async(st_sched *s, long first, long last, long every,
         time->barrier += s->w[r].time.barrier / s->T;
         time->update += s->w[r].time.update / s->T;
     }
+    *finished = min_clock(s);
+    if (*finished < last)
+        s->stop_reason = stop_flag(s);
     return collect_status(s, err);
 }

@@ -10,7 +10,6 @@
  * solver state. Every byte is under one of the two checksums. */
 #include "snapshot.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -215,12 +214,13 @@ static st_status check_header(const snapshot_header *h, const st_net *net, const
 static st_status load(const char *path, const st_net *net, float *weights, float *state,
                       int planes, snapshot_header *h, char **settings, st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open snapshot: %s", path, strerror(errno));
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "snapshot", &f, err);
+    if (st != ST_OK)
+        return st;
     uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
     char *text = NULL;
-    st_status st = read_header(f, path, h, &text, err);
+    st = read_header(f, path, h, &text, err);
     if (st == ST_OK)
         st = check_header(h, net, state, planes, path, err);
     if (st == ST_OK && (read_floats(f, weights, (size_t)h->count, &crc) != 0 ||

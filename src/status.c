@@ -55,6 +55,8 @@ const char *st_strerror(st_status code)
     case ST_EBACKEND: return "backend failure";
     case ST_EDIVERGED: return "training diverged";
     case ST_EINTERNAL: return "internal error";
+    case ST_ESTOPPED: return "stopped by a signal";
+    case ST_EPEER: return "another rank failed";
     }
     return "unknown status";
 }

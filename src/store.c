@@ -37,9 +37,9 @@
  * st_write_atomic (temporary name, fsync, rename over OUT, fsync of the
  * directory): the commit point. After it, every file named
  * OUT.<16 hex digits>.<3 or more digits> of another generation is removed
- * (the old store's stripes and leftovers of crashed packs; two packs must
- * not write the same OUT at once). On a failure the new stripes are removed
- * and OUT, with the store it names, is untouched.
+ * (the old store's stripes and leftovers of crashed packs; OUT.lock keeps
+ * a second pack of the same OUT out meanwhile). On a failure or a stop the
+ * new stripes are removed and OUT, with the store it names, is untouched.
  *
  * Reading. The index is read and checked whole at open (magic, version,
  * CRC, sizes, a consistent header, each stripe's exact length); verify=1
@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -199,15 +200,15 @@ static st_status open_stripes(const char *index, const store_layout *L, int *fds
                               st_error *err)
 {
     st_status st = ST_OK;
-    char name[4200];
+    char name[4200], why[160];
     for (uint32_t k = 0; st == ST_OK && k < L->stripes; k++) {
         stripe_name(name, sizeof name, index, L->generation, k);
-        fds[k] = open(name, O_RDONLY | O_CLOEXEC);
+        fds[k] = st_open_regular(name, why, sizeof why);
         struct stat sb;
         uint64_t want = stripe_bytes(L, k);
         if (fds[k] < 0)
             st = st_fail(err, ST_EINPUT, "%s: missing stripe %u of %u (%s): %s: the store is "
-                         "incomplete", index, k, L->stripes, name, strerror(errno));
+                         "incomplete", index, k, L->stripes, name, why);
         else if (fstat(fds[k], &sb) != 0)
             st = st_fail(err, ST_EIO, "%s: cannot stat stripe %s: %s", index, name,
                          strerror(errno));
@@ -371,10 +372,10 @@ static const st_source_ops store_ops = {store_read, store_close};
 static st_status read_index_file(const char *path, unsigned char **data, size_t *len,
                                  st_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return st_fail(err, ST_EINPUT, "%s: cannot open store index: %s", path, strerror(errno));
-    st_status st = ST_OK;
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "store index", &f, err);
+    if (st != ST_OK)
+        return st;
     struct stat sb;
     unsigned char *buf = NULL;
     if (fstat(fileno(f), &sb) != 0)
@@ -582,6 +583,7 @@ static uint64_t random_generation(void)
 /* The source's records, decoded a chunk at a time by worker threads. */
 typedef struct pack_pool {
     const st_source *src;
+    const atomic_int *stop_flag; /* st_pack_opts.stop: leave the job unfinished */
     size_t record;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -607,7 +609,8 @@ static void pool_process(pack_pool *p)
     st_status st = ST_OK;
     int max_label = -1;
     long bad = -1;
-    while (st == ST_OK && !atomic_load(&p->failed)) {
+    while (st == ST_OK && !atomic_load(&p->failed) &&
+           !(p->stop_flag && atomic_load(p->stop_flag))) {
         long i = atomic_fetch_add(&p->next, p->batch);
         if (i >= p->n)
             break;
@@ -691,10 +694,11 @@ static void pool_wait(pack_pool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-static void pool_start(pack_pool *p, const st_source *src, size_t record, int threads,
-                       pthread_t *tid)
+static void pool_start(pack_pool *p, const st_source *src, const atomic_int *stop,
+                       size_t record, int threads, pthread_t *tid)
 {
     p->src = src;
+    p->stop_flag = stop;
     p->record = record;
     p->max_label = -1;
     atomic_init(&p->next, 0);
@@ -730,8 +734,77 @@ typedef struct packing {
     store_layout L;
     FILE **files;     /* [stripes] while writing */
     uint32_t created; /* stripe files created so far */
+    int lock_fd;      /* OUT.lock, held; -1 when not */
+    char lock[4200];  /* its path */
     char name[4200];  /* scratch: a stripe's name */
 } packing;
+
+/* ST_ESTOPPED if the pack was asked to stop (before the commit). */
+static st_status check_stop(const packing *pk, st_error *err)
+{
+    int sig = pk->o->stop ? atomic_load(pk->o->stop) : 0;
+    if (!sig)
+        return ST_OK;
+    return st_fail(err, ST_ESTOPPED, "%s: %s: stopped before the store was complete; its new "
+                   "stripes are removed, the store it held before (if any) is as it was",
+                   pk->out, strsignal(sig));
+}
+
+/* The lock of OUT (see store.h): taken with flock, and checked to be still
+ * the file named OUT.lock, since its holder removes that file when done (a
+ * pack that opened it just before would hold a lock on a removed file). */
+static st_status lock_out(packing *pk, st_error *err)
+{
+    snprintf(pk->lock, sizeof pk->lock, "%s.lock", pk->out);
+    for (int tries = 0; tries < 16; tries++) {
+        int fd = open(pk->lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return st_fail(err, ST_EIO, "%s: cannot create the lock %s: %s", pk->out, pk->lock,
+                           strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            char pid[32] = "";
+            ssize_t got = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : 0;
+            close(fd);
+            if (got > 0)
+                pid[strcspn(pid, "\n")] = '\0';
+            if (e == EWOULDBLOCK)
+                return st_fail(err, ST_EIO, "%s: another pack (process %s) is writing this "
+                               "store (it holds %s): wait for it to end, or pack into another "
+                               "OUT", pk->out, got > 0 ? pid : "unknown", pk->lock);
+            return st_fail(err, ST_EIO, "%s: cannot lock %s: %s", pk->out, pk->lock,
+                           strerror(e));
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(pk->lock, &named) == 0 &&
+            held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            char pid[32];
+            int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+                st_status st = st_fail(err, ST_EIO, "%s: cannot write the lock %s: %s",
+                                       pk->out, pk->lock, strerror(errno));
+                unlink(pk->lock);
+                close(fd);
+                return st;
+            }
+            pk->lock_fd = fd;
+            return ST_OK;
+        }
+        close(fd);
+    }
+    return st_fail(err, ST_EIO, "%s: cannot take the lock %s: it keeps changing", pk->out,
+                   pk->lock);
+}
+
+/* Remove OUT.lock while still holding it, then release it. */
+static void unlock_out(packing *pk)
+{
+    if (pk->lock_fd < 0)
+        return;
+    unlink(pk->lock);
+    close(pk->lock_fd);
+    pk->lock_fd = -1;
+}
 
 static st_status create_stripes(packing *pk, st_error *err)
 {
@@ -826,7 +899,7 @@ static st_status write_records(packing *pk, double t0, st_error *err)
                      chunk, rec);
     pack_pool pool = {0};
     if (st == ST_OK) {
-        pool_start(&pool, pk->src, rec, threads, tid);
+        pool_start(&pool, pk->src, pk->o->stop, rec, threads, tid);
         pool_post(&pool, 0, chunk, buf[0]);
         pool_wait(&pool);
     }
@@ -836,6 +909,9 @@ static st_status write_records(packing *pk, double t0, st_error *err)
          k++) {
         long n = count - start < chunk ? count - start : chunk;
         long next = start + n, next_n = count - next < chunk ? count - next : chunk;
+        st = check_stop(pk, err); /* also: a stop may have left chunk k undecoded */
+        if (st != ST_OK)
+            break;
         if (next < count)
             pool_post(&pool, next, next_n, buf[(k + 1) % 2]);
         st = write_chunk(pk, start, n, buf[k % 2], err);
@@ -1018,9 +1094,9 @@ static void remove_old_generations(packing *pk)
 st_status st_store_pack(const st_source *src, const char *out, const st_pack_opts *o,
                         long *written, st_error *err)
 {
-    static const st_pack_opts defaults = {0, 0, 1, NULL};
+    static const st_pack_opts defaults = {.io_threads = 1};
     double t0 = now_seconds();
-    packing pk = {.src = src, .out = out, .o = o ? o : &defaults};
+    packing pk = {.src = src, .out = out, .o = o ? o : &defaults, .lock_fd = -1};
     size_t index_bytes = 0;
     st_status st = plan_layout(src, pk.o, &pk.L, err);
     if (st == ST_OK && strlen(out) + 32 > sizeof pk.name)
@@ -1033,12 +1109,18 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
             st = ST_ENOMEM;
     }
     if (st == ST_OK)
+        st = lock_out(&pk, err);
+    if (st == ST_OK)
         st = create_stripes(&pk, err);
     if (st == ST_OK)
         st = write_records(&pk, t0, err);
     st = close_stripes(&pk, st, err);
     if (st == ST_OK)
+        st = check_stop(&pk, err);
+    if (st == ST_OK)
         st = verify_new(&pk, err);
+    if (st == ST_OK)
+        st = check_stop(&pk, err);
     if (st == ST_OK)
         st = write_index(&pk, &index_bytes, err);
     if (st == ST_OK) {
@@ -1063,6 +1145,7 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
             unlink(pk.name);
         }
     }
+    unlock_out(&pk);
     free(pk.files);
     free(pk.L.crc);
     return st;

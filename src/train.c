@@ -5,13 +5,17 @@
  * of the epoch's permutation (the last one of an epoch may be smaller) and
  * hands it to the workers, which split it, run forward and backward, and
  * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
- * ASP hand the workers the whole run instead. */
+ * ASP hand the workers the whole run instead.
+ *
+ * Stopping: the stop flag of the options (set by main's signal thread,
+ * signals.h) is read by the workers at every iteration boundary, agreed
+ * over the nodes with the iteration's control values; the run then saves a
+ * snapshot of the iterations finished and returns with res->signal set. */
 #include "train.h"
 #include "cores.h"
 
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,12 +30,14 @@
 #include "darknet_weights.h"
 #include "data.h"
 #include "fileio.h"
+#include "hash.h"
 #include "hparams.h"
 #include "memory.h"
 #include "prefetch.h"
 #include "progress.h"
 #include "ps.h"
 #include "scheduler.h"
+#include "signals.h"
 #include "snapshot.h"
 
 /* Synthetic data when no files are given: records per split by default. */
@@ -56,9 +62,7 @@ struct st_trainer {
     long iterations, iters_per_epoch;
     long start;             /* first iteration: 0, or a --resume snapshot's */
     long warm_end;          /* start + warm-up iterations */
-    int signals_blocked;    /* SIGINT / SIGTERM are ours (BSP runs) */
-    sigset_t old_mask;
-    int signal;             /* the one that stopped the run, or 0 */
+    int stop_announced;     /* the stop flag was seen and said so */
     long snapshot_iter;     /* the iteration of the last snapshot written, or -1 */
     char snapshot_name[ST_PATH_MAX]; /* NAME of the snapshots DIR/NAME_TAG.snap */
     char *settings;         /* the cfg's settings a snapshot keeps (st_hparams_settings) */
@@ -80,7 +84,8 @@ st_train_opts st_train_defaults(void)
 {
     st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
                        .backend = "dnnl", .log_every = 100, .io_threads = 1,
-                       .allreduce = "rhd", .bucket_bytes = 512u << 10};
+                       .allreduce = "rhd", .bucket_bytes = 512u << 10,
+                       .peer_timeout = 600};
     return o;
 }
 
@@ -106,19 +111,10 @@ const float *st_trainer_weights(const st_trainer *t)
     return t->ps.weights;
 }
 
-static void stop_signals(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-}
-
 void st_trainer_free(st_trainer *t)
 {
     if (!t)
         return;
-    if (t->signals_blocked)
-        pthread_sigmask(SIG_SETMASK, &t->old_mask, NULL);
     st_sched_free(t->sched);
     st_batchq_free(&t->batches);
     st_ps_free(&t->ps);
@@ -469,7 +465,10 @@ static st_status start_cpe_trace(st_trainer *t, st_error *err)
     char partial[ST_PATH_MAX + 16];
     snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
     unlink(partial);
-    return st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err);
+    st_status st = st_signals_remove_on_exit(partial, err);
+    return st == ST_OK
+               ? st_cpe_backend_trace(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err)
+               : st;
 }
 
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
@@ -487,11 +486,6 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (t->o.snapshot_every && !t->o.snapshot_dir)
         t->o.snapshot_dir = ".";
     o = &t->o;
-    if (o->sync == ST_SYNC_BSP) { /* before any thread exists: they inherit the mask */
-        sigset_t set;
-        stop_signals(&set);
-        t->signals_blocked = pthread_sigmask(SIG_BLOCK, &set, &t->old_mask) == 0;
-    }
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
@@ -574,6 +568,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
             .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+            .stop = o->stop,
         };
         size_t rss = st_current_rss();
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
@@ -688,21 +683,20 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
     return ST_OK;
 }
 
-/* Take a pending SIGINT / SIGTERM (blocked in every thread): ask the
- * workers to stop, and let a second one kill the process. */
-static void poll_signals(st_trainer *t)
+/* The stop flag's value: 0, or the signal asking to stop. */
+static int stop_asked(const st_trainer *t)
 {
-    if (!t->signals_blocked || t->signal)
+    return t->o.stop ? atomic_load(t->o.stop) : 0;
+}
+
+/* Say once that this process was asked to stop (the workers see the flag
+ * themselves). */
+static void announce_stop(st_trainer *t)
+{
+    int sig = stop_asked(t);
+    if (!sig || t->stop_announced)
         return;
-    sigset_t set;
-    stop_signals(&set);
-    struct timespec now = {0, 0};
-    int sig = sigtimedwait(&set, NULL, &now);
-    if (sig <= 0)
-        return;
-    t->signal = sig;
-    st_sched_request_stop(t->sched);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    t->stop_announced = 1;
     st_warn(&t->log, "%s: stopping after the iteration in flight%s (again to quit at once)",
             strsignal(sig), t->o.snapshot_dir ? " and saving a snapshot" : "");
 }
@@ -787,7 +781,7 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     bsp_progress *p = ctx;
     st_trainer *t = p->t;
     double per_image = it->loss / it->images;
-    poll_signals(t);
+    announce_stop(t);
     p->done = it->iteration + 1;
     if (it->iteration == t->start)
         p->res->first_loss = per_image;
@@ -829,8 +823,11 @@ static long segment_end(const st_trainer *t, long first, long test_every)
     return last < t->iterations ? last : t->iterations;
 }
 
-/* BSP in segments (segment_end) while the prefetcher reads ahead; a signal
- * ends the run after the iteration in flight, with a snapshot. */
+/* BSP in segments (segment_end) while the prefetcher reads ahead; a stop
+ * (the stop flag) ends the run after the iteration in flight, with a
+ * snapshot. On one node a stop asked during a test phase or a snapshot ends
+ * it at the segment's end; across nodes only the iteration's control sum
+ * decides, so that every rank stops at the same iteration. */
 static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
@@ -851,22 +848,24 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
             return st;
         if (p.done > t->warm_end)
             res->seconds += now_seconds() - (first >= t->warm_end ? seg_start : timed_start);
-        poll_signals(t);
-        if (t->signal) {
+        int reason = st_sched_stop_reason(t->sched);
+        if (!reason && !t->o.cluster && last < t->iterations)
+            reason = stop_asked(t);
+        if (reason) {
+            announce_stop(t); /* no iteration may have finished since the signal */
             res->iterations = p.done;
-            res->signal = t->signal;
+            res->signal = reason;
             return save_snapshot(t, p.done, 0, err);
         }
-        if (last % test_every == 0 || last == t->iterations) {
+        if (last % test_every == 0 || last == t->iterations)
             st = run_test(t, last, res, err);
-            if (st != ST_OK)
-                return st;
-        }
-        if (t->o.snapshot_every && last % t->o.snapshot_every == 0 && last < t->iterations) {
+        if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
+            last < t->iterations)
             st = save_snapshot(t, last, 0, err);
-            if (st != ST_OK)
-                return st;
-        }
+        if (st != ST_OK && t->o.cluster && last < t->iterations)
+            st_cluster_abort(t->o.cluster, err); /* rank 0's alone: the others wait for it */
+        if (st != ST_OK)
+            return st;
         first = last;
     }
     res->iterations = t->iterations;
@@ -904,6 +903,7 @@ typedef struct async_progress {
 static void async_log(void *ctx, long done, double loss, long images)
 {
     async_progress *p = ctx;
+    announce_stop(p->t);
     double now = now_seconds();
     p->res->last_loss = images ? loss / (double)images : 0.0;
     if (p->last_done == 0)
@@ -914,20 +914,30 @@ static void async_log(void *ctx, long done, double loss, long images)
     p->last_done = done;
 }
 
-/* SSP / ASP: the workers run the whole schedule; one test at the end. */
+/* SSP / ASP: the workers run the whole schedule; one test at the end. A
+ * stop ends each worker before its next iteration; the snapshot then holds
+ * the weights as they are, named after the iterations every worker
+ * finished (the faster ones' partial updates are in it too). */
 static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
 {
     async_progress p = {t, res, now_seconds(), 0};
     st_time_split wt;
+    long finished;
     double t0 = now_seconds();
     st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
-                                      &wt, err);
+                                      &wt, &finished, err);
     if (st != ST_OK)
         return st;
     res->seconds = now_seconds() - t0;
-    res->images_per_s = res->seconds > 0
-                            ? (double)t->iterations * t->batch / res->seconds : 0.0;
+    res->images_per_s = res->seconds > 0 ? (double)finished * t->batch / res->seconds : 0.0;
     res->split = wt;
+    int reason = st_sched_stop_reason(t->sched);
+    if (reason) {
+        announce_stop(t);
+        res->iterations = finished;
+        res->signal = reason;
+        return save_snapshot(t, finished, 0, err);
+    }
     return run_test(t, t->iterations, res, err);
 }
 
@@ -954,21 +964,110 @@ static void log_line(void *ctx, const char *line)
     st_info(ctx, "%s", line);
 }
 
+/* Whether key names data in [net] (train=, test=, ...): the data's paths
+ * may differ between nodes, its content is compared instead. */
+static int is_data_key(const char *key)
+{
+    static const char *const keys[] = {"train", "train_labels", "test", "valid",
+                                       "test_labels", "names", "labels", "classes", NULL};
+    for (int i = 0; keys[i]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every section, key and value of the cfg but the data keys of [net]. */
+static uint64_t cfg_hash(const st_cfg *cfg)
+{
+    uint64_t h = ST_HASH_START;
+    for (int s = 0; s < cfg->n_secs; s++) {
+        const st_cfg_section *sec = &cfg->secs[s];
+        h = st_hash_string(h, sec->type);
+        for (int k = 0; k < sec->n_opts; k++)
+            if (s > 0 || !is_data_key(sec->opts[k].key)) {
+                h = st_hash_string(h, sec->opts[k].key);
+                h = st_hash_string(h, sec->opts[k].val);
+            }
+    }
+    return h;
+}
+
+static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
+{
+    uint64_t h = st_hash_bytes(ST_HASH_START, lr->steps, (size_t)lr->n_steps * sizeof(int));
+    h = st_hash_bytes(h, lr->scales, (size_t)lr->n_steps * sizeof(float));
+    double rest[] = {lr->gamma, lr->power, lr->scale, lr->step, lr->burn_in,
+                     (double)lr->max_batches};
+    return st_hash_bytes(h, rest, sizeof rest);
+}
+
+/* What changes the computation, in the order it is compared (the first
+ * difference is named). Deliberately left out, free to differ: the output
+ * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace),
+ * what rank 0 alone does (the test set, --test-interval, --no-test,
+ * --test-images, --snapshot-dir, --snapshot-every), how fast data is read
+ * (--io-threads, --no-verify), --warmup (speed figures only),
+ * --peer-timeout, and the data's paths (their content is compared). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
 {
+    const st_solver_cfg *sv = &t->hp.solver;
+    const st_source *train = t->train;
     memset(fp, 0, sizeof *fp);
-    fp->net_hash = st_net_hash(&t->net);
-    fp->seed = t->o.seed;
-    fp->iterations = t->iterations;
-    fp->batch = t->batch;
-    fp->workers = t->o.threads;
-    fp->intra = t->o.intra;
-    fp->solver = (int)t->hp.solver.rule;
-    fp->sync = (int)t->o.sync;
-    fp->algorithm = t->allreduce;
-    fp->overlap = t->o.overlap;
-    fp->per_layer = t->o.allreduce_granularity &&
-                    strcmp(t->o.allreduce_granularity, "layer") == 0;
+    st_cluster_fp_add(fp, "the network (cfg hash)", st_net_hash(&t->net));
+    st_cluster_fp_add(fp, "the batch (-b)", (uint64_t)t->batch);
+    st_cluster_fp_add(fp, "the worker count (-t)", (uint64_t)t->o.threads);
+    st_cluster_fp_add(fp, "the intra-op threads (--intra)", (uint64_t)t->o.intra);
+    st_cluster_fp_add(fp, "the seed (--seed)", t->o.seed);
+    st_cluster_fp_add(fp, "the schedule (iterations)", (uint64_t)t->iterations);
+    st_cluster_fp_add(fp, "the solver (solver=)", (uint64_t)sv->rule);
+    st_cluster_fp_add(fp, "the synchronisation (--sync)", (uint64_t)t->o.sync);
+    st_cluster_fp_add(fp, "the all-reduce algorithm (--allreduce)", (uint64_t)t->allreduce);
+    st_cluster_fp_add(fp, "--overlap", (uint64_t)t->o.overlap);
+    st_cluster_fp_add(fp, "--allreduce-granularity", t->o.allreduce_granularity &&
+                      strcmp(t->o.allreduce_granularity, "layer") == 0);
+    st_cluster_fp_add(fp, "--bucket-size", t->o.bucket_bytes);
+    st_cluster_fp_add(fp, "--supernode-size", (uint64_t)t->o.supernode_size);
+    st_cluster_fp_add_double(fp, "--sim-cross-bandwidth", t->o.sim_cross_bandwidth);
+    st_cluster_fp_add(fp, "the backend (--backend)", st_hash_string(ST_HASH_START,
+                                                                    t->backend->name));
+    st_cluster_fp_add_double(fp, "the learning rate (learning_rate= in [net])",
+                             sv->lr.learning_rate);
+    st_cluster_fp_add(fp, "the learning-rate policy (policy= in [net])", sv->lr.policy);
+    st_cluster_fp_add(fp, "the learning-rate schedule (steps=, scales=, step=, scale=, "
+                      "gamma=, power=, burn_in=, max_batches= in [net])",
+                      lr_schedule_hash(&sv->lr));
+    st_cluster_fp_add_double(fp, "the momentum (momentum= in [net])", sv->momentum);
+    st_cluster_fp_add_double(fp, "the weight decay (decay= in [net])", sv->decay);
+    double rule[] = {sv->beta1, sv->beta2, sv->eps, sv->rms_decay, sv->delta};
+    st_cluster_fp_add(fp, "the update rule's settings (B1=, B2=, eps=, rms_decay=, delta= in "
+                      "[net])", st_hash_bytes(ST_HASH_START, rule, sizeof rule));
+    double transform[ST_MAX_CHANNELS + 3];
+    for (int c = 0; c < ST_MAX_CHANNELS; c++)
+        transform[c] = t->transform.mean[c];
+    transform[ST_MAX_CHANNELS] = t->transform.scale;
+    transform[ST_MAX_CHANNELS + 1] = t->transform.crop;
+    transform[ST_MAX_CHANNELS + 2] = t->transform.mirror;
+    st_cluster_fp_add(fp, "the input transform (input_mean=, input_scale=, crop=, mirror= in "
+                      "[net])", st_hash_bytes(ST_HASH_START, transform, sizeof transform));
+    st_cluster_fp_add(fp, "a key of the cfg (the cfgs differ beyond the data paths)",
+                      cfg_hash(&t->cfg));
+    st_cluster_fp_add(fp, "the training data's kind (--data synthetic, or files)",
+                      strcmp(train->name, "synthetic") == 0);
+    st_cluster_fp_add(fp, "the number of training records (--train-images, the data)",
+                      (uint64_t)train->count);
+    int shape[] = {train->shape.c, train->shape.h, train->shape.w, train->classes};
+    st_cluster_fp_add(fp, "the training records' shape or classes (the data, image_size=)",
+                      st_hash_bytes(ST_HASH_START, shape, sizeof shape));
+    st_cluster_fp_add(fp, "--skip-bad-images", (uint64_t)t->o.skip_bad_images);
+    st_cluster_fp_add(fp, "the first iteration (--resume)", (uint64_t)t->start);
+    uint64_t h = st_hash_bytes(ST_HASH_START, t->ps.weights, t->ps.count * sizeof(float));
+    h = st_hash_bytes(h, t->ps.state, t->ps.count * (size_t)t->ps.state_planes * sizeof(float));
+    st_cluster_fp_add(fp, "the initial weights or solver state (--weights, --resume)", h);
+}
+
+int st_trainer_channels(const st_trainer *t)
+{
+    return t->o.threads + t->o.overlap;
 }
 
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
@@ -1008,7 +1107,14 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st != ST_OK)
         return st;
     if (res->signal) {
-        if (t->snapshot_iter == res->iterations)
+        if (!stop_asked(t))
+            st_warn(&t->log, "%s on another rank: every rank stops after iteration %ld",
+                    strsignal(res->signal), res->iterations);
+        if (t->snapshot_iter == res->iterations && t->o.sync != ST_SYNC_BSP)
+            st_warn(&t->log, "interrupted at iteration %ld of %ld (the slowest worker's); "
+                    "start from %s with --weights (SSP and ASP runs cannot be resumed "
+                    "exactly)", res->iterations, t->iterations, t->snapshot_path);
+        else if (t->snapshot_iter == res->iterations)
             st_warn(&t->log, "interrupted at iteration %ld of %ld; continue with --resume %s",
                     res->iterations, t->iterations, t->snapshot_path);
         else
@@ -1041,6 +1147,11 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
                                    t->o.threads, t->ps.count, log_line, &t->log, err);
         if (st == ST_OK)
             st = st_cpe_backend_trace_finish(cg0, err);
+        if (t->o.cpe_trace) {
+            char partial[ST_PATH_MAX + 16];
+            snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+            st_signals_keep(partial);
+        }
     }
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);

@@ -1,8 +1,8 @@
 # Shared by the shell tests (sourced, not run): suite_start takes the
 # binary from the command line and makes a scratch directory; check runs a
 # command and compares its exit code and a substring of its output; expect
-# turns a shell test into a check; finish prints the count and sets the
-# exit status.
+# turns a shell test into a check; wait_for polls a background run's
+# output; finish prints the count and sets the exit status.
 
 # suite_start PATH_TO_SINGLETRAIN: bin (made absolute), fixtures (the
 # shared input files, tests/fixtures) and tmp, a scratch directory removed
@@ -77,6 +77,18 @@ expect() {
         failed=$((failed + 1))
         echo "FAIL $name: [ $* ] is false"
     fi
+}
+
+# wait_for FILE TEXT: until FILE holds TEXT (a fixed string), polled every
+# 50 ms for at most 60 s; false if it never does. For runs started in the
+# background: wait for their progress, never for a fixed time.
+wait_for() {
+    _n=0
+    until grep -a -q -F -e "$2" "$1" 2>/dev/null; do
+        _n=$((_n + 1))
+        [ "$_n" -le 1200 ] || return 1
+        sleep 0.05
+    done
 }
 
 # finish SUITE: print the count; the exit status is 0 when nothing failed.

@@ -120,4 +120,12 @@ expect "the trace has a row per kernel, transformation, host work and iteration 
     [ "$(wc -l <"$tmp/trace.csv")" -eq 151 -a "$(head -1 "$tmp/trace.csv")" = "iteration,kernel,forward_ms,bwd_data_ms,bwd_weights_ms" ]
 expect "no partial trace is left" [ ! -e "$tmp/trace.csv.partial" ]
 
+# A run that fails leaves no half-written trace.
+sed 's/^learning_rate=.*/learning_rate=1000/' data/lenet.cfg >"$tmp/diverge.cfg"
+check "a diverging run with --cpe-trace" err 1 "training diverged" -- \
+    "$bin" --backend cpe --cpe-trace "$tmp/diverge.csv" -t 1 -b 32 --iters 10 --train-images 2000 \
+    --no-test "$tmp/diverge.cfg"
+expect "it leaves neither the trace nor its partial file" \
+    sh -c '[ ! -e "$1" ] && [ ! -e "$1.partial" ]' sh "$tmp/diverge.csv"
+
 finish test_cpe_backend.sh

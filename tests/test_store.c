@@ -169,7 +169,7 @@ static st_status pack(const st_source *src, const char *out, int stripes, size_t
                       int threads, st_error *err)
 {
     st_log log = tl_silent_log();
-    st_pack_opts o = {stripes, unit, threads, &log};
+    st_pack_opts o = {stripes, unit, threads, &log, NULL};
     long written = -1;
     st_status st = st_store_pack(src, out, &o, &written, err);
     if (st == ST_OK)

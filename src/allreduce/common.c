@@ -28,7 +28,10 @@
  * cores (a supernode layout simulated on one machine) a spinning rank keeps
  * the core from the peer it waits for, and each step of an algorithm costs
  * a scheduler time slice (milliseconds); c->idle_sleep_us > 0 posts the
- * exchange nonblocking and polls it, sleeping between polls. */
+ * exchange nonblocking and polls it, sleeping between polls. So does a
+ * timeout (c->timeout_seconds), which MPI's blocking calls cannot have: a
+ * peer that stopped (SIGSTOP) or hung would keep its partners spinning
+ * forever. Long waits back off (st_comm_wait). */
 #include "common.h"
 
 #include <errno.h>
@@ -48,6 +51,12 @@
 #define SLEEP_THRESHOLD_SECONDS 200e-6
 /* With idle_sleep_us, polls of an exchange before the first sleep. */
 #define SPIN_POLLS 100
+/* Waits longer than this back off: sleeps between polls doubling from
+ * BACKOFF_FIRST_US up to BACKOFF_MAX_US (a message that is late that long
+ * waits for a peer's computation, or for a peer that stopped). */
+#define BACKOFF_AFTER_SECONDS 10e-3
+#define BACKOFF_FIRST_US 20
+#define BACKOFF_MAX_US 1000
 
 void st_allreduce_sum_serial(void *ctx, float *dst, const float *src, size_t n)
 {
@@ -65,8 +74,11 @@ size_t st_allreduce_scratch_count(size_t n)
     return n;
 }
 
-static st_status mpi_failed(st_error *err, int rc, const char *what)
+st_status ar_mpi_failed(const st_comm *c, st_error *err, int rc, const char *what)
 {
+    if (rc == ST_COMM_TIMEOUT)
+        return st_fail(err, ST_EIO, "%s: no answer within %g s (a rank stopped, hung or is "
+                       "lost)", what, c->timeout_seconds);
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
@@ -82,7 +94,7 @@ static st_status measure_inside_beta(st_comm *c, st_error *err)
     int ok = msg != NULL, all_ok = 0;
     int rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
     if (rc != MPI_SUCCESS) {
-        st = mpi_failed(err, rc, "pacing calibration: MPI_Allreduce");
+        st = ar_mpi_failed(c, err, rc, "pacing calibration: MPI_Allreduce");
         goto done;
     }
     if (!all_ok) {
@@ -108,7 +120,8 @@ static st_status measure_inside_beta(st_comm *c, st_error *err)
                 rc = MPI_Send(msg, CALIBRATE_FLOATS, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm);
         }
         if (rc != MPI_SUCCESS) {
-            st = mpi_failed(err, rc, "pacing calibration: ping-pong between ranks 0 and 1");
+            st = ar_mpi_failed(c, err, rc,
+                               "pacing calibration: ping-pong between ranks 0 and 1");
             goto done;
         }
         double one_way = (MPI_Wtime() - t0) / 2;
@@ -125,7 +138,7 @@ static st_status measure_inside_beta(st_comm *c, st_error *err)
     if (rc == MPI_SUCCESS)
         rc = ar_wait(&sleepy, 1, &request);
     if (rc != MPI_SUCCESS) {
-        st = mpi_failed(err, rc, "pacing calibration: MPI_Ibcast");
+        st = ar_mpi_failed(c, err, rc, "pacing calibration: MPI_Ibcast");
         goto done;
     }
     c->inside_seconds_per_byte = beta;
@@ -153,7 +166,7 @@ st_status st_comm_init(st_comm *c, MPI_Comm comm, int supernode_size,
     if (rc == MPI_SUCCESS)
         rc = MPI_Comm_size(comm, &c->size);
     if (rc != MPI_SUCCESS)
-        return mpi_failed(err, rc, "MPI_Comm_rank / MPI_Comm_size");
+        return ar_mpi_failed(c, err, rc, "MPI_Comm_rank / MPI_Comm_size");
     if (sim_cross_bandwidth > 0 && sim_cross_bandwidth < 1 && c->size > 1)
         return measure_inside_beta(c, err);
     return ST_OK;
@@ -228,14 +241,14 @@ static void wait_seconds(double seconds)
         continue;
 }
 
-/* MPI_Sendrecv, or with c->idle_sleep_us the same posted nonblocking and
- * polled, sleeping between polls once a short spin has not completed it.
- * Empty sides go to MPI_PROC_NULL. Returns an MPI error code. */
+/* MPI_Sendrecv, or (ar_polled) the same posted nonblocking and polled.
+ * Empty sides go to MPI_PROC_NULL. Returns an MPI error code or
+ * ST_COMM_TIMEOUT. */
 static int transfer(const st_comm *c, const float *send, size_t send_n, int dst, float *recv,
                     size_t recv_n, int src)
 {
     int to = send_n ? dst : MPI_PROC_NULL, from = recv_n ? src : MPI_PROC_NULL;
-    if (c->idle_sleep_us <= 0)
+    if (!ar_polled(c))
         return MPI_Sendrecv(send, (int)send_n, MPI_FLOAT, to, EXCHANGE_TAG, recv, (int)recv_n,
                             MPI_FLOAT, from, EXCHANGE_TAG, c->comm, MPI_STATUS_IGNORE);
     MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -252,11 +265,27 @@ static int transfer(const st_comm *c, const float *send, size_t send_n, int dst,
     return ar_wait(c, 2, requests);
 }
 
+int ar_polled(const st_comm *c)
+{
+    return c->idle_sleep_us > 0 || c->timeout_seconds > 0;
+}
+
 int ar_wait(const st_comm *c, int count, MPI_Request *requests)
 {
-    struct timespec nap;
-    nap.tv_sec = c->idle_sleep_us / 1000000;
-    nap.tv_nsec = 1000L * (c->idle_sleep_us % 1000000);
+    return st_comm_wait(c, count, requests, c->timeout_seconds);
+}
+
+/* Sleep us microseconds. */
+static void nap_us(long us)
+{
+    struct timespec t = {us / 1000000, 1000L * (us % 1000000)};
+    nanosleep(&t, NULL);
+}
+
+int st_comm_wait(const st_comm *c, int count, MPI_Request *requests, double timeout)
+{
+    double start = monotonic_seconds();
+    long backoff_us = 0; /* 0 until the wait is long */
     for (int polls = 0;; polls++) {
         int pending = 0;
         for (int i = 0; i < count; i++) {
@@ -270,8 +299,17 @@ int ar_wait(const st_comm *c, int count, MPI_Request *requests)
         }
         if (!pending)
             return MPI_SUCCESS;
-        if (polls >= SPIN_POLLS && c->idle_sleep_us > 0)
-            nanosleep(&nap, NULL);
+        if (polls < SPIN_POLLS)
+            continue;
+        double waited = monotonic_seconds() - start;
+        if (timeout > 0 && waited >= timeout)
+            return ST_COMM_TIMEOUT;
+        if (waited >= BACKOFF_AFTER_SECONDS)
+            backoff_us = !backoff_us ? BACKOFF_FIRST_US
+                         : 2 * backoff_us < BACKOFF_MAX_US ? 2 * backoff_us : BACKOFF_MAX_US;
+        long us = backoff_us > c->idle_sleep_us ? backoff_us : c->idle_sleep_us;
+        if (us > 0)
+            nap_us(us);
     }
 }
 
@@ -286,7 +324,7 @@ st_status ar_exchange(ar_call *call, const float *send, size_t send_n, int dst, 
         char what[160];
         snprintf(what, sizeof what, "all-reduce %s: rank %d sending %zu floats to rank %d and "
                  "receiving %zu from rank %d", call->algo, c->rank, send_n, dst, recv_n, src);
-        return mpi_failed(call->err, rc, what);
+        return ar_mpi_failed(c, call->err, rc, what);
     }
     int here = st_comm_supernode(c, c->rank);
     uint64_t send_bytes = send_n * sizeof(float), recv_bytes = recv_n * sizeof(float);

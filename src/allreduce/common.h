@@ -35,10 +35,15 @@ st_status ar_end(ar_call *call, st_status st);
 st_status ar_exchange(ar_call *call, const float *send, size_t send_n, int dst, float *recv,
                       size_t recv_n, int src);
 
-/* Complete requests[count]: poll them, sleeping c->idle_sleep_us between
- * polls after a short spin (spinning only when it is 0). Returns an MPI
- * error code. */
+/* st_comm_wait with the communicator's timeout. */
 int ar_wait(const st_comm *c, int count, MPI_Request *requests);
+
+/* Whether calls on c post their messages and poll them (st_comm_wait)
+ * rather than block in MPI: when ranks share cores or a timeout is set. */
+int ar_polled(const st_comm *c);
+
+/* An MPI failure (or ST_COMM_TIMEOUT) of `what` on c, recorded in err. */
+st_status ar_mpi_failed(const st_comm *c, st_error *err, int rc, const char *what);
 
 /* dst[i] += src[i] with the communicator's sum hook. */
 void ar_sum(const ar_call *call, float *dst, const float *src, size_t n);

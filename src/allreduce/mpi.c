@@ -4,8 +4,8 @@
  * Restrictions: none. The library's messages are invisible here, so stats
  * get the call and its time but no bytes, messages or crossing bytes, the
  * sum hook is not used, and crossing messages are not paced. With
- * idle_sleep_us it is MPI_Iallreduce, polled (the library's nonblocking
- * schedules, which may differ from the blocking call's).
+ * idle_sleep_us or a timeout it is MPI_Iallreduce, polled (the library's
+ * nonblocking schedules, which may differ from the blocking call's).
  *
  * Cost: whatever the library picks. MPICH (Thakur, Rabenseifner and Gropp,
  * "Optimization of collective communication operations in MPICH", 2005)
@@ -17,6 +17,8 @@
  * reduction gamma. */
 #include "common.h"
 
+#include <stdio.h>
+
 st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                            st_error *err)
 {
@@ -25,7 +27,7 @@ st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_
     if (st != ST_OK || n == 0 || c->size == 1)
         goto done;
     int rc;
-    if (c->idle_sleep_us > 0) {
+    if (ar_polled(c)) {
         MPI_Request request;
         rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &request);
         if (rc == MPI_SUCCESS)
@@ -34,11 +36,9 @@ st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_
         rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
     }
     if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        st = st_fail(err, ST_EIO, "all-reduce mpi: MPI_Allreduce of %zu floats failed: %s", n,
-                     text);
+        char what[96];
+        snprintf(what, sizeof what, "all-reduce mpi: MPI_Allreduce of %zu floats", n);
+        st = ar_mpi_failed(c, err, rc, what);
     }
 done:
     return ar_end(&call, st);

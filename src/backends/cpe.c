@@ -137,8 +137,12 @@ static void cpe_ctx_destroy(st_bctx *ctx)
 {
     if (!ctx)
         return;
-    if (ctx->trace)
+    if (ctx->trace) { /* a run that did not finish: no half-written trace is left */
+        char partial[sizeof ctx->trace_path + 8];
+        snprintf(partial, sizeof partial, "%s.partial", ctx->trace_path);
         fclose(ctx->trace);
+        remove(partial);
+    }
     st_cpe_cluster_destroy(ctx->cg);
     free(ctx->host);
     for (int i = 0; i < SCRATCHES; i++)

@@ -162,26 +162,11 @@ static st_status parse_options(bench_options *o, int argc, char **argv, st_error
     return st;
 }
 
-/* Complete request, polling and sleeping like the algorithms do with
- * c->idle_sleep_us, so the harness's own synchronization does not spin
- * either. */
-static void wait_request(const st_comm *c, MPI_Request *request)
-{
-    struct timespec nap = {c->idle_sleep_us / 1000000, 1000L * (c->idle_sleep_us % 1000000)};
-    for (int done = 0;;) {
-        MPI_Test(request, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        if (c->idle_sleep_us > 0)
-            nanosleep(&nap, NULL);
-    }
-}
-
 static void barrier(const st_comm *c)
 {
     MPI_Request request;
     MPI_Ibarrier(c->comm, &request);
-    wait_request(c, &request);
+    st_comm_wait(c, 1, &request, 0); /* polled like the algorithms */
 }
 
 /* The slowest rank's time. */
@@ -190,7 +175,7 @@ static double slowest_of(const st_comm *c, double here)
     double slowest = 0;
     MPI_Request request;
     MPI_Iallreduce(&here, &slowest, 1, MPI_DOUBLE, MPI_MAX, c->comm, &request);
-    wait_request(c, &request);
+    st_comm_wait(c, 1, &request, 0); /* polled like the algorithms */
     return slowest;
 }
 
