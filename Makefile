@@ -45,7 +45,7 @@ TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
 SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_snapshot \
              test_solver test_cpe test_cpe_conv test_cpe_kernels test_cpe_calibration test_sched \
              test_store test_train
-TSAN_TESTS := test_sched test_readers test_store
+TSAN_TESTS := test_sched test_readers test_store test_choices
 # Tests that also run in the portable build: the emulator's CPE contexts on
 # ucontext instead of the x86-64 switch, and its GEMM without the AVX2
 # clone: what a machine without x86-64 or AVX2 runs.

@@ -33,6 +33,7 @@
 
 #include <stddef.h>
 
+#include "choices.h"
 #include "solver.h"
 #include "status.h"
 
@@ -60,6 +61,9 @@ typedef enum st_kind {
 
 typedef struct st_kdesc {
     st_kind kind;
+    const char *name;       /* "<layer>.<kernel>", for messages and choice keys */
+    int backward;           /* the backward passes will run (training) */
+    int src_grad;           /* backward_data will run (the input needs a gradient) */
     int n;                  /* largest number of samples per call */
     const int *batch_sizes; /* every n a call will use, n among them */
     int n_batch_sizes;
@@ -181,10 +185,19 @@ typedef struct st_bctx st_bctx; /* a backend's per-worker context */
 typedef struct st_backend_opts {
     int intra_threads; /* intra-op threads of this worker (1: single-threaded kernels) */
     int worker;        /* worker index, for messages */
+    /* Convolution implementation, for a backend with several (conv_impls):
+     * "auto" (measured at kernel creation, the choice shared through
+     * choices), or one of its names; NULL: its first, unmeasured. */
+    const char *conv_impl;
+    st_choices *choices; /* the process's kernel choices (NULL: none kept) */
 } st_backend_opts;
 
 typedef struct st_backend {
     const char *name;
+    /* Names st_backend_opts.conv_impl may take besides "auto", the first
+     * being the default when measuring is not asked for; NULL-terminated,
+     * or NULL: one implementation only. */
+    const char *const *conv_impls;
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);

@@ -34,6 +34,13 @@ int st_open_regular(const char *path, char *why, size_t why_len);
 st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
                          st_error *err);
 
+/* The whole regular file PATH as text, NUL-ended (malloc'd into *text; its
+ * length without the NUL in *len if len is not NULL); WHAT names its role
+ * in messages; a file over max_bytes is ST_EINPUT ("larger than ...: not
+ * a WHAT"). */
+st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
+                       size_t *len, st_error *err);
+
 /* Produces the file's content; returns ST_OK or a failure already recorded. */
 typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
 

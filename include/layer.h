@@ -67,6 +67,7 @@ typedef struct st_setup {
     const int *batch_sizes;       /* every sample count a call will use */
     int n_batch_sizes;
     int training;                 /* backward will run */
+    int src_grad;                 /* backward computes the gradient at the first input */
     st_arena *arena;              /* reserve workspace here */
     const void *const *in_layout; /* [n_src] layouts of the inputs (NULL: plain) */
     const size_t *in_bytes;       /* [n_src] their buffers for n samples */
@@ -134,9 +135,11 @@ typedef struct st_kslot {
 } st_kslot;
 
 /* Create a kernel for d: its base is filled in from the setup (sample
- * counts) and the arguments (src layout, whether dst must be plain). */
-st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int dst_plain,
-                          const char *name, st_kslot *slot, st_error *err);
+ * counts, whether backward runs) and the arguments (src layout; on_input:
+ * src is the layer's first input, whose gradient only some layers need,
+ * s->src_grad; whether dst must be plain; the name "<layer>.<kernel>"). */
+st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int on_input,
+                          int dst_plain, const char *name, st_kslot *slot, st_error *err);
 void st_kslot_release(st_kslot *slot);
 
 /* Run a kernel with its workspace and the arena's scratch filled in. */

@@ -64,6 +64,8 @@ typedef struct st_sched_opts {
     int batch;               /* images per iteration */
     int timing;              /* per-layer times in the replicas */
     const st_backend *backend;
+    const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
+    st_choices *choices;     /* the process's kernel choices, shared by the workers */
     const st_solver_cfg *solver;
     uint64_t seed;
     const st_source *train;  /* SSP / ASP workers read their own shards */

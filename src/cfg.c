@@ -185,40 +185,14 @@ st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t l
 static st_status cfg_load_file(st_cfg *cfg, const char *path, int flat, st_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
-    FILE *f;
-    st_status st = st_fopen_input(path, "rb", flat ? "data file" : "network cfg", &f, err);
+    char *text;
+    size_t len;
+    st_status st = st_read_text(path, flat ? "data file" : "network cfg", CFG_MAX_BYTES, &text,
+                                &len, err);
     if (st != ST_OK)
         return st;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *t = realloc(text, cap);
-            if (!t) {
-                st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
-                goto out;
-            }
-            text = t;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (len > CFG_MAX_BYTES) {
-            st = st_fail(err, ST_EINPUT, "%s: larger than %u bytes: not a network cfg", path,
-                         CFG_MAX_BYTES);
-            goto out;
-        }
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        st = st_fail(err, ST_EINPUT, "%s: read error: %s", path, strerror(errno));
-        goto out;
-    }
-    st = cfg_parse_text(cfg, path, text ? text : "", len, flat, err);
-out:
+    st = cfg_parse_text(cfg, path, text, len, flat, err);
     free(text);
-    fclose(f);
     return st;
 }
 

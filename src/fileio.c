@@ -91,6 +91,50 @@ st_status st_fopen_input(const char *path, const char *mode, const char *what, F
     return ST_OK;
 }
 
+st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
+                       size_t *len, st_error *err)
+{
+    FILE *f;
+    *text = NULL;
+    st_status st = st_fopen_input(path, "rb", what, &f, err);
+    if (st != ST_OK)
+        return st;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
+                break;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n > max_bytes) {
+            st = st_fail(err, ST_EINPUT, "%s: larger than %zu bytes: not a %s", path,
+                         max_bytes, what);
+            break;
+        }
+        if (got == 0)
+            break;
+    }
+    if (st == ST_OK && ferror(f))
+        st = st_fail(err, ST_EINPUT, "%s: read error: %s", path, strerror(errno));
+    fclose(f);
+    if (st != ST_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    if (len)
+        *len = n;
+    return ST_OK;
+}
+
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err)
 {
     struct stat sb;

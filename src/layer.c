@@ -40,10 +40,13 @@ const char *st_layer_type_list(void)
            "lrn, shortcut, route, crop";
 }
 
-st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int dst_plain,
-                          const char *name, st_kslot *slot, st_error *err)
+st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int on_input,
+                          int dst_plain, const char *name, st_kslot *slot, st_error *err)
 {
     memset(slot, 0, sizeof *slot);
+    d->name = name;
+    d->backward = s->training;
+    d->src_grad = s->training && (!on_input || s->src_grad);
     d->n = s->n;
     d->batch_sizes = s->batch_sizes;
     d->n_batch_sizes = s->n_batch_sizes;

@@ -240,7 +240,9 @@ static st_status replica_setup_layer(st_replica *r, int i, const int *batch_size
     }
     st_setup s = {
         .backend = r->backend, .bctx = r->bctx, .n = r->n, .batch_sizes = batch_sizes,
-        .n_batch_sizes = n_batch_sizes, .training = r->training, .arena = &r->arena,
+        .n_batch_sizes = n_batch_sizes, .training = r->training,
+        .src_grad = r->training && l->n_src > 0 && (l->src[0] >= 0 || r->input_delta),
+        .arena = &r->arena,
         .in_layout = in_layout, .in_bytes = in_bytes,
         .dst_plain = dst_plain,
         .out_layout = NULL,

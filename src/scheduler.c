@@ -161,7 +161,9 @@ static st_status worker_init(st_worker *w)
     plan_sizes(s, w);
     st_replica_opts ro = {.n = w->cap, .batch_sizes = w->sizes, .n_batch_sizes = w->n_sizes,
                           .training = 1, .timing = s->o.timing,
-                          .backend = {s->o.intra, w->id}};
+                          .backend = {.intra_threads = s->o.intra, .worker = w->id,
+                                      .conv_impl = s->o.conv_impl,
+                                      .choices = s->o.choices}};
     st_status st = st_replica_init(&w->replica, s->net, s->o.backend, &ro, &w->err);
     if (st != ST_OK) {
         st_error_prefix(&w->err, "worker %d: ", w->id);

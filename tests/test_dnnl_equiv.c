@@ -66,6 +66,7 @@
 #include "memory.h"
 
 #include "backend.h"
+#include "choices.h"
 #include "params.h"
 #include "rng.h"
 
@@ -89,6 +90,8 @@ typedef struct eq_case {
                        * exists to feed a blocked layout to the next layer) */
     int flags;
     const char *cfg;
+    const char *choices; /* kernel choices (choices.h text): the case runs once, with
+                          * conv_impl auto and these, each convolution its own layout */
 } eq_case;
 
 /* ---- worst metrics per layer type and tensor kind, printed at the end ---- */
@@ -137,9 +140,18 @@ typedef struct eq_ctx {
     long failed;
     int masks_checked;
     double case_worst[K_COUNT];
+    const char *impl;       /* the dnnl replica's conv_impl */
+    char name[64];          /* "case [impl]", for messages */
+    st_choices *choices;    /* the case's given choices, or NULL */
 } eq_ctx;
 
 static const char *const be_names[2] = {"ref", "dnnl"};
+
+/* The oneDNN backend's convolution implementations, each case run with
+ * each (NULL: its default when nothing is asked, blocked; auto: measured,
+ * so whichever wins on this machine). */
+static const char *const conv_impls[] = {NULL, "nhwc", "gemm", "auto"};
+#define N_IMPLS ((int)(sizeof conv_impls / sizeof conv_impls[0]))
 
 static float eq_uniform(st_rng *rng, float lo, float hi)
 {
@@ -167,7 +179,7 @@ static void eq_compare(eq_ctx *t, int kind, const char *what, const float *ref,
         if (!isfinite(ref[i]) || !isfinite(dn[i])) {
             t->failed++;
             print_error("%s (n=%d): %s[%zu]: ref %.9g, dnnl %.9g: not finite (NaN: never "
-                        "written)\n", t->c->name, t->ns, what, i, ref[i], dn[i]);
+                        "written)\n", t->name, t->ns, what, i, ref[i], dn[i]);
             return;
         }
         max_ref = fmax(max_ref, fabs(ref[i]));
@@ -182,14 +194,14 @@ static void eq_compare(eq_ctx *t, int kind, const char *what, const float *ref,
     if (!(m <= EQ_TOL)) {
         t->failed++;
         print_error("%s (n=%d): %s[%zu of %zu]: ref %.9g, dnnl %.9g, |diff| %.3g, max|ref| "
-                    "%.3g: metric %.3g > %.0e\n", t->c->name, t->ns, what, at, count, ref[at],
+                    "%.3g: metric %.3g > %.0e\n", t->name, t->ns, what, at, count, ref[at],
                     dn[at], max_diff, max_ref, m, EQ_TOL);
     }
     if (!(max_ref >= EQ_MIN_SCALE)) {
         t->failed++;
         print_error("%s (n=%d): %s: every reference value is below %g (largest %.3g): test "
                     "design, the comparison could not tell a zero result from a right one\n",
-                    t->c->name, t->ns, what, EQ_MIN_SCALE, max_ref);
+                    t->name, t->ns, what, EQ_MIN_SCALE, max_ref);
     }
 }
 
@@ -200,10 +212,21 @@ static float *eq_delta(const st_replica *r, int layer)
 
 /* Build the net and both replicas; on failure *msg says why and what was
  * built is left for eq_teardown. */
-static int eq_setup(eq_ctx *t, const eq_case *c, char *msg, size_t size)
+static int eq_setup(eq_ctx *t, const eq_case *c, const char *impl, char *msg, size_t size)
 {
     memset(t, 0, sizeof *t);
     t->c = c;
+    t->impl = impl;
+    snprintf(t->name, sizeof t->name, "%s [%s]", c->name,
+             c->choices ? "given choices" : impl ? impl : "default");
+    if (c->choices) {
+        st_error cerr = {0};
+        if (st_choices_create(&t->choices, &cerr) != ST_OK ||
+            st_choices_parse(t->choices, c->choices, c->name, &cerr) != ST_OK) {
+            snprintf(msg, size, "%s: the case's choices: %s", c->name, cerr.msg);
+            return -1;
+        }
+    }
     for (int k = 0; k < K_COUNT; k++)
         t->case_worst[k] = -1.0;
     st_error err = {0};
@@ -220,10 +243,12 @@ static int eq_setup(eq_ctx *t, const eq_case *c, char *msg, size_t size)
     };
     for (int b = 0; b < 2; b++) {
         const st_backend *be;
+        o.backend.conv_impl = b == 1 ? impl : NULL;
+        o.backend.choices = b == 1 ? t->choices : NULL;
         if (st_backend_find(be_names[b], &be, &err) != ST_OK ||
             st_replica_init(&t->rep[b], &t->net, be, &o, &err) != ST_OK) {
-            snprintf(msg, size, "%s: st_replica_init on the %s backend failed: %s", c->name,
-                     be_names[b], err.msg);
+            snprintf(msg, size, "%s [%s]: st_replica_init on the %s backend failed: %s",
+                     c->name, impl ? impl : "default", be_names[b], err.msg);
             return -1;
         }
         t->have_rep[b] = 1;
@@ -236,7 +261,16 @@ static int eq_setup(eq_ctx *t, const eq_case *c, char *msg, size_t size)
                           t->net.layers[i]->out.h, t->net.layers[i]->out.w,
                           dn->out_layout[i] ? "blocked" : "plain", dn->out_bytes[i]);
     }
-    for (int i = 0; i < t->net.n_layers; i++)
+    int measured = 0, given = 0, unused = 0;
+    if (t->choices)
+        st_choices_counts(t->choices, &measured, &given, &unused);
+    if (measured || unused) {
+        snprintf(msg, size, "%s: test design: %d convolution(s) had no choice among the "
+                 "case's (their keys differ: see dnnl_conv.c's choice_key) and were measured, "
+                 "%d of its choices unused", c->name, measured, unused);
+        return -1;
+    }
+    for (int i = 0; i < t->net.n_layers && !impl; i++)
         if ((c->blocked >> i & 1u) && !dn->out_layout[i]) {
             snprintf(msg, size, "%s: test design: layer %d's oneDNN output is plain, but the "
                      "case exists to feed a blocked layout to the next layer", c->name, i);
@@ -285,6 +319,7 @@ static void eq_teardown(eq_ctx *t)
         free(t->snap[b]);
     }
     st_free_aligned(t->w);
+    st_choices_free(t->choices);
     free(t->x);
     free(t->x_copy);
     free(t->r);
@@ -311,7 +346,7 @@ static void eq_snapshot(eq_ctx *t, int b, int save)
             t->failed++;
             print_error("%s (n=%d): %s backend: backward changed layer %d [%s]'s output "
                         "buffer (first at byte %zu of %zu): some kernel writes past its "
-                        "gradient buffer or into the forward's output\n", t->c->name, t->ns,
+                        "gradient buffer or into the forward's output\n", t->name, t->ns,
                         be_names[b], i, t->net.layers[i]->ops->type, k, r->out_bytes[i]);
         }
         off += r->out_bytes[i];
@@ -367,7 +402,7 @@ static void eq_check_dropout(eq_ctx *t, int b, int d)
         }
         if (!ok && bad++ < EQ_MAX_PRINT)
             print_error("%s (n=%d): %s backend: dropout layer %d value %zu: input %.9g, output "
-                        "%.9g (expected 0 or %.9g), gradient %.9g from %.9g\n", t->c->name,
+                        "%.9g (expected 0 or %.9g), gradient %.9g from %.9g\n", t->name,
                         t->ns, be_names[b], d, i, x[i], y[i], x[i] * scale, dx[i], dy[i]);
     }
     size_t total = dropped + kept;
@@ -376,7 +411,7 @@ static void eq_check_dropout(eq_ctx *t, int b, int d)
     if (bad || total < 100 || fabs(frac - p) > slack) {
         t->failed++;
         print_error("%s (n=%d): %s backend: dropout layer %d: %zu bad values, %zu of %zu "
-                    "dropped (%.3f, expected %.2f +- %.3f)\n", t->c->name, t->ns,
+                    "dropped (%.3f, expected %.2f +- %.3f)\n", t->name, t->ns,
                     be_names[b], d, bad, dropped, total, frac, p, slack);
     }
 }
@@ -407,7 +442,7 @@ static int eq_pass(eq_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
     for (int b = 0; b < 2; b++) {
         st_replica *r = &t->rep[b];
         if (st_replica_forward(r, t->w, &shard, &info, &loss[b], &err) != ST_OK) {
-            snprintf(msg, size, "%s (n=%d): %s forward failed: %s", c->name, ns, be_names[b],
+            snprintf(msg, size, "%s (n=%d): %s forward failed: %s", t->name, ns, be_names[b],
                      err.msg);
             return -1;
         }
@@ -421,14 +456,14 @@ static int eq_pass(eq_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
             for (size_t i = 0; i < (size_t)r->n * st_shape_count(net->input); i++)
                 dx[i] = NAN;
         if (st_replica_backward(r, t->w, t->g[b], &shard, &info, t->r, &err) != ST_OK) {
-            snprintf(msg, size, "%s (n=%d): %s backward failed: %s", c->name, ns,
+            snprintf(msg, size, "%s (n=%d): %s backward failed: %s", t->name, ns,
                      be_names[b], err.msg);
             return -1;
         }
         eq_snapshot(t, b, 0);
         if (memcmp(t->x, t->x_copy, in_n * sizeof *t->x) != 0) {
             t->failed++;
-            print_error("%s (n=%d): %s backend changed the network input\n", c->name, ns,
+            print_error("%s (n=%d): %s backend changed the network input\n", t->name, ns,
                         be_names[b]);
         }
     }
@@ -456,7 +491,7 @@ static int eq_pass(eq_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
         eq_note(t, K_LOSS, m);
         if (!(m <= EQ_TOL) || !(fabs(loss[0]) >= EQ_MIN_SCALE)) {
             t->failed++;
-            print_error("%s (n=%d): loss: ref %.9g, dnnl %.9g: metric %.3g\n", c->name, ns,
+            print_error("%s (n=%d): loss: ref %.9g, dnnl %.9g: metric %.3g\n", t->name, ns,
                         loss[0], loss[1], m);
         }
     }
@@ -473,18 +508,19 @@ static int eq_pass(eq_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
     return 0;
 }
 
-static void eq_run(const eq_case *c)
+static void eq_run_impl(const eq_case *c, const char *impl)
 {
     eq_ctx t;
     char msg[1200];
-    if (eq_setup(&t, c, msg, sizeof msg) != 0 ||
+    if (eq_setup(&t, c, impl, msg, sizeof msg) != 0 ||
         eq_pass(&t, c->n, 100 + (uint64_t)c->n, msg, sizeof msg) != 0 ||
         (c->n_small && eq_pass(&t, c->n_small, 200 + (uint64_t)c->n_small, msg, sizeof msg))) {
         eq_teardown(&t);
         fail_msg("%s", msg);
     }
-    char line[256];
-    int len = snprintf(line, sizeof line, "%-34s", c->name);
+    char line[256], name[64];
+    snprintf(name, sizeof name, "%s", t.name);
+    int len = snprintf(line, sizeof line, "%-42s", name);
     for (int k = 0; k < K_COUNT && len > 0 && (size_t)len < sizeof line; k++)
         if (t.case_worst[k] >= 0.0)
             len += snprintf(line + len, sizeof line - (size_t)len, "  %s %.1e", kind_names[k],
@@ -493,14 +529,36 @@ static void eq_run(const eq_case *c)
     long failed = t.failed;
     eq_teardown(&t);
     if (failed)
-        fail_msg("%s: %ld check(s) failed (see above)", c->name, failed);
+        fail_msg("%s: %ld check(s) failed (see above)", name, failed);
+}
+
+/* Cases without a convolution run once: conv_impl changes nothing there;
+ * nor do cases with their own choices. */
+static void eq_run(const eq_case *c)
+{
+    if (c->choices) {
+        eq_run_impl(c, "auto");
+        return;
+    }
+    int convs = strstr(c->cfg, "[convolutional]") != NULL;
+    for (int i = 0; i < (convs ? N_IMPLS : 1); i++)
+        eq_run_impl(c, conv_impls[i]);
 }
 
 #define EQ_CASE(fn, type_, n_, small_, blocked_, flags_, cfg_)                             \
     static void fn(void **state)                                                            \
     {                                                                                       \
         (void)state;                                                                        \
-        static const eq_case c = {#fn, type_, n_, small_, blocked_, flags_, cfg_};          \
+        static const eq_case c = {#fn, type_, n_, small_, blocked_, flags_, cfg_, NULL};    \
+        eq_run(&c);                                                                         \
+    }
+
+/* A case whose convolutions take the given choices (each its own layout). */
+#define EQ_CHOICES(fn, n_, small_, cfg_, choices_)                                          \
+    static void fn(void **state)                                                            \
+    {                                                                                       \
+        (void)state;                                                                        \
+        static const eq_case c = {#fn, "convolutional", n_, small_, 0, 0, cfg_, choices_};  \
         eq_run(&c);                                                                         \
     }
 
@@ -568,6 +626,26 @@ EQ_CASE(conv_bn_relu_16ch, "convolutional", 3, 2, 0, 0,
 EQ_CASE(conv_bn_batch1, "convolutional", 1, 0, 0, 0,
         NET(7, 5, 3) "[convolutional]\nfilters=8\nsize=3\npad=1\nbatch_normalize=1\n"
                      "activation=leaky\n")
+
+/* ---- convolutions in different layouts, one after another ---- */
+
+/* The layouts meet at the second convolution's input (a reorder there, and
+ * of its input gradient back); 20 channels: padded to 32 when blocked. */
+#define MIXED_NET                                                                          \
+    NET(8, 8, 3) "[convolutional]\nfilters=20\nsize=3\npad=1\nactivation=leaky\n"           \
+                 "[maxpool]\nsize=2\nstride=2\n"                                           \
+                 "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=tanh\n"           \
+                 "[connected]\noutput=5\nactivation=linear\n"
+#define MIXED_KEY0 "0.conv n3 3x8x8>20x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd = "
+#define MIXED_KEY2 "\n2.conv n3 20x4x4>8x4x4 k3x3 s1x1 p1x1 g1 fwd+bwd = "
+EQ_CHOICES(mixed_blocked_then_nhwc, 3, 2, MIXED_NET,
+           MIXED_KEY0 "blocked - - -" MIXED_KEY2 "nhwc - - -")
+EQ_CHOICES(mixed_nhwc_then_blocked, 3, 2, MIXED_NET,
+           MIXED_KEY0 "nhwc - - -" MIXED_KEY2 "blocked - - -")
+EQ_CHOICES(mixed_blocked_then_nchw, 3, 0, MIXED_NET,
+           MIXED_KEY0 "blocked - - -" MIXED_KEY2 "nchw - - -")
+EQ_CHOICES(mixed_nchw_then_nhwc, 3, 0, MIXED_NET,
+           MIXED_KEY0 "nchw - - -" MIXED_KEY2 "nhwc - - -")
 
 /* ---- [convolutional] fed by a convolution (blocked input) ---- */
 
@@ -814,6 +892,10 @@ int main(void)
         cmocka_unit_test(conv_bn_linear),
         cmocka_unit_test(conv_bn_relu_16ch),
         cmocka_unit_test(conv_bn_batch1),
+        cmocka_unit_test(mixed_blocked_then_nhwc),
+        cmocka_unit_test(mixed_nhwc_then_blocked),
+        cmocka_unit_test(mixed_blocked_then_nchw),
+        cmocka_unit_test(mixed_nchw_then_nhwc),
         cmocka_unit_test(conv_on_blocked_stride2),
         cmocka_unit_test(conv_on_blocked_groups2),
         cmocka_unit_test(conv_on_blocked_depthwise),

@@ -31,34 +31,16 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
-#include "backend.h"
+#include "dnnl_internal.h"
 
-#define MAX_VARIANTS 8 /* distinct batch sizes per kernel */
-#define MAX_ARGS 12
-#define NONE SIZE_MAX  /* absent workspace view */
-
-struct st_bctx {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    int worker;
-    int limited; /* the address space is limited: see BUILD_HEADROOM */
-};
-
-static st_status dn_fail(st_error *err, const char *what, dnnl_status_t s)
+st_status dn_fail(st_error *err, const char *what, dnnl_status_t s)
 {
     return st_fail(err, ST_EBACKEND, "oneDNN: %s failed: %s", what, dnnl_status2str(s));
 }
 
-#define DN(call, what)                                                                    \
-    do {                                                                                  \
-        dnnl_status_t dn_s_ = (call);                                                     \
-        if (dn_s_ != dnnl_success)                                                        \
-            return dn_fail(err, what, dn_s_);                                             \
-    } while (0)
-
 /* ---- memory descriptors ---- */
 
-static st_status md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
+st_status dn_md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
                           st_error *err)
 {
     static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
@@ -67,24 +49,24 @@ static st_status md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t d
     return ST_OK;
 }
 
-static st_status md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
+st_status dn_md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
                         st_error *err)
 {
     DN(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, dnnl_format_tag_any), "any md");
     return ST_OK;
 }
 
-static int md_is_plain(const dnnl_memory_desc_t *md)
+int dn_md_is_plain(const dnnl_memory_desc_t *md)
 {
     dnnl_memory_desc_t plain;
     st_error ignored = {0};
-    return md_plain(&plain, md->ndims, md->dims, &ignored) == ST_OK &&
+    return dn_md_plain(&plain, md->ndims, md->dims, &ignored) == ST_OK &&
            dnnl_memory_desc_equal(md, &plain);
 }
 
 /* The same layout for n samples: layouts whose sample index is outermost
  * and unblocked (checked by n_outermost) differ only in that dimension. */
-static dnnl_memory_desc_t md_for_n(const dnnl_memory_desc_t *md, int n)
+dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n)
 {
     dnnl_memory_desc_t r = *md;
     r.dims[0] = n;
@@ -92,7 +74,7 @@ static dnnl_memory_desc_t md_for_n(const dnnl_memory_desc_t *md, int n)
     return r;
 }
 
-static int n_outermost(const dnnl_memory_desc_t *md)
+int dn_n_outermost(const dnnl_memory_desc_t *md)
 {
     if (md->format_kind != dnnl_blocked)
         return 0;
@@ -106,14 +88,7 @@ static int n_outermost(const dnnl_memory_desc_t *md)
 
 /* ---- primitives with their argument memories ---- */
 
-typedef struct dn_exec {
-    dnnl_primitive_t prim;
-    int nargs;
-    dnnl_exec_arg_t args[MAX_ARGS];
-    void *bound[MAX_ARGS];
-} dn_exec;
-
-static void exec_free(dn_exec *e)
+void dn_exec_free(dn_exec *e)
 {
     for (int i = 0; i < e->nargs; i++)
         dnnl_memory_destroy(e->args[i].memory);
@@ -124,7 +99,7 @@ static void exec_free(dn_exec *e)
 
 /* Create the primitive of pd and one memory per listed argument whose
  * descriptor is not empty; pd stays the caller's. */
-static st_status exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t pd,
+st_status dn_exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t pd,
                            const int *arg_ids, int n_ids, st_error *err)
 {
     DN(dnnl_primitive_create(&e->prim, pd), "primitive creation");
@@ -144,7 +119,7 @@ static st_status exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t p
 }
 
 /* Point argument arg at ptr; memories are re-pointed only when it moved. */
-static st_status exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err)
+st_status dn_exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err)
 {
     for (int i = 0; i < e->nargs; i++) {
         if (e->args[i].arg != arg)
@@ -158,9 +133,9 @@ static st_status exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err)
     return ST_OK; /* an argument the primitive does not take (empty md) */
 }
 
-static st_status exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err)
+st_status dn_exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err)
 {
-    st_status st = exec_bind(e, DNNL_ARG_SCRATCHPAD, scratch, err);
+    st_status st = dn_exec_bind(e, DNNL_ARG_SCRATCHPAD, scratch, err);
     if (st != ST_OK)
         return st;
     DN(dnnl_primitive_execute(e->prim, c->stream, e->nargs, e->args), "execute");
@@ -168,19 +143,19 @@ static st_status exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err)
     return ST_OK;
 }
 
-static size_t scratchpad_bytes(const_dnnl_primitive_desc_t pd)
+size_t dn_scratchpad_bytes(const_dnnl_primitive_desc_t pd)
 {
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
-static const dnnl_memory_desc_t *pd_md(const_dnnl_primitive_desc_t pd, int arg)
+const dnnl_memory_desc_t *dn_pd_md(const_dnnl_primitive_desc_t pd, int arg)
 {
     return dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
 }
 
 /* Attributes: user scratchpad, and optionally an eltwise post-op. */
-static st_status make_attr(dnnl_primitive_attr_t *attr, int post_alg, float alpha,
+st_status dn_make_attr(dnnl_primitive_attr_t *attr, int post_alg, float alpha,
                            st_error *err)
 {
     DN(dnnl_primitive_attr_create(attr), "attr");
@@ -198,12 +173,12 @@ static st_status make_attr(dnnl_primitive_attr_t *attr, int post_alg, float alph
     return ST_OK;
 }
 
-static st_status make_pd(st_bctx *c, dnnl_primitive_desc_t *pd, const void *op_desc,
+st_status dn_make_pd(st_bctx *c, dnnl_primitive_desc_t *pd, const void *op_desc,
                          const_dnnl_primitive_desc_t hint, int post_alg, float alpha,
                          const char *what, st_error *err)
 {
     dnnl_primitive_attr_t attr;
-    st_status st = make_attr(&attr, post_alg, alpha, err);
+    st_status st = dn_make_attr(&attr, post_alg, alpha, err);
     if (st != ST_OK)
         return st;
     dnnl_status_t s = dnnl_primitive_desc_create(pd, op_desc, attr, c->engine, hint);
@@ -213,7 +188,7 @@ static st_status make_pd(st_bctx *c, dnnl_primitive_desc_t *pd, const void *op_d
 }
 
 /* A reorder from one layout to another; accumulate adds to the target. */
-static st_status make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *from,
+st_status dn_make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *from,
                               const dnnl_memory_desc_t *to, int accumulate, size_t *scratch,
                               st_error *err)
 {
@@ -236,73 +211,24 @@ static st_status make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *
     dnnl_primitive_attr_destroy(attr);
     DN(s, "reorder");
     static const int ids[] = {DNNL_ARG_FROM, DNNL_ARG_TO, DNNL_ARG_SCRATCHPAD};
-    st_status st = exec_init(c, e, pd, ids, 3, err);
-    size_t sp = scratchpad_bytes(pd);
+    st_status st = dn_exec_init(c, e, pd, ids, 3, err);
+    size_t sp = dn_scratchpad_bytes(pd);
     if (sp > *scratch)
         *scratch = sp;
     dnnl_primitive_desc_destroy(pd);
     return st;
 }
 
-static st_status run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, void *scratch,
+st_status dn_run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, void *scratch,
                              st_error *err)
 {
-    st_status st = exec_bind(e, DNNL_ARG_FROM, from, err);
+    st_status st = dn_exec_bind(e, DNNL_ARG_FROM, from, err);
     if (st == ST_OK)
-        st = exec_bind(e, DNNL_ARG_TO, to, err);
-    return st == ST_OK ? exec_run(c, e, scratch, err) : st;
+        st = dn_exec_bind(e, DNNL_ARG_TO, to, err);
+    return st == ST_OK ? dn_exec_run(c, e, scratch, err) : st;
 }
 
 /* ---- kernels ---- */
-
-/* The primitives of one batch size. */
-typedef struct dn_variant {
-    int n;
-    dn_exec fwd;       /* forward (training) */
-    dn_exec fwd_inf;   /* batch norm with the running statistics */
-    dn_exec post;      /* eltwise after batch norm (act), or 1/T before softmax */
-    dn_exec bwd_data;
-    dn_exec bwd_weights;
-    dn_exec src_in;    /* edges: user src -> primitive src */
-    dn_exec dst_out;   /*        primitive dst -> plain dst */
-    dn_exec ddst_in;   /*        plain diff_dst -> primitive diff_dst */
-    dn_exec dsrc_out;  /*        primitive diff_src -> user diff_src */
-    dn_exec dsrc_add;  /*        the same, adding to it */
-} dn_variant;
-
-#define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
-
-typedef union dn_desc {
-    st_kdesc base;
-    st_conv_desc conv;
-    st_fc_desc fc;
-    st_pool_desc pool;
-    st_bnorm_desc bn;
-    st_lrn_desc lrn;
-    st_act_desc act;
-    st_softmax_desc softmax;
-} dn_desc;
-
-typedef struct dn_kernel {
-    st_kernel base;
-    st_bctx *ctx;
-    dn_desc d;
-    int n_var;
-    dn_variant *v;  /* [the batch sizes declared]: n_var of them built */
-    /* Layouts the primitives chose at the largest batch size; the other
-     * batch sizes are built with the same ones. Convolution weights: pw for
-     * forward, pwd for backward data, pww for the weight gradient. */
-    dnnl_memory_desc_t psrc, pdst, pw, pwd, pww;
-    int src_edge, dst_edge;
-    int w_edge, wd_edge, dw_edge; /* the weights layouts differ from plain */
-    dn_exec w_in, wd_in, dw_out;  /* their reorders from / to plain */
-    /* workspace views, byte offsets (NONE when absent) */
-    size_t ws_src, ws_dst, ws_ddst, ws_prim, ws_w, ws_wd, ws_dw;
-    size_t ws_prim_bytes;
-    size_t scratchpad;     /* largest primitive scratchpad */
-    size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
-    size_t dst_t_off;      /* then the inner product's dst^T at this offset */
-} dn_kernel;
 
 static void kernel_destroy(st_kernel *base)
 {
@@ -310,16 +236,16 @@ static void kernel_destroy(st_kernel *base)
     for (int i = 0; i < k->n_var; i++) {
         dn_exec *e = &k->v[i].fwd;
         for (size_t j = 0; j < EXECS_PER_VARIANT; j++)
-            exec_free(&e[j]);
+            dn_exec_free(&e[j]);
     }
-    exec_free(&k->w_in);
-    exec_free(&k->wd_in);
-    exec_free(&k->dw_out);
+    dn_exec_free(&k->w_in);
+    dn_exec_free(&k->wd_in);
+    dn_exec_free(&k->dw_out);
     free(k->v);
     free(k);
 }
 
-static dn_variant *variant(dn_kernel *k, int n, st_error *err)
+dn_variant *dn_variant_of(dn_kernel *k, int n, st_error *err)
 {
     for (int i = 0; i < k->n_var; i++)
         if (k->v[i].n == n)
@@ -329,27 +255,27 @@ static dn_variant *variant(dn_kernel *k, int n, st_error *err)
     return NULL;
 }
 
-static void *at(void *base, size_t off)
+void *dn_at(void *base, size_t off)
 {
     return off == NONE ? NULL : (char *)base + off;
 }
 
-static size_t ws_take(dn_kernel *k, size_t bytes)
+size_t dn_ws_take(dn_kernel *k, size_t bytes)
 {
     size_t off = k->base.workspace_bytes;
     k->base.workspace_bytes += (bytes + 63) / 64 * 64;
     return off;
 }
 
-static void need_scratchpad(dn_kernel *k, const_dnnl_primitive_desc_t pd)
+void dn_need_scratchpad(dn_kernel *k, const_dnnl_primitive_desc_t pd)
 {
-    size_t b = scratchpad_bytes(pd);
+    size_t b = dn_scratchpad_bytes(pd);
     if (b > k->scratchpad)
         k->scratchpad = b;
 }
 
 /* Logical dims of the kernel's src and dst for n samples; returns ndims. */
-static int src_dims(const dn_desc *d, int n, dnnl_dims_t dims)
+int dn_src_dims(const dn_desc *d, int n, dnnl_dims_t dims)
 {
     dims[0] = n;
     switch (d->base.kind) {
@@ -367,29 +293,29 @@ static int src_dims(const dn_desc *d, int n, dnnl_dims_t dims)
     return 0;
 }
 
-static int dst_dims(const dn_desc *d, int n, dnnl_dims_t dims)
+int dn_dst_dims(const dn_desc *d, int n, dnnl_dims_t dims)
 {
     dims[0] = n;
     switch (d->base.kind) {
     case ST_K_CONV: dims[1] = d->conv.oc; dims[2] = d->conv.oh; dims[3] = d->conv.ow; return 4;
     case ST_K_FC: dims[1] = d->fc.out; return 2;
     case ST_K_POOL: dims[1] = d->pool.c; dims[2] = d->pool.oh; dims[3] = d->pool.ow; return 4;
-    default: return src_dims(d, n, dims);
+    default: return dn_src_dims(d, n, dims);
     }
 }
 
 /* The layout src arrives in, for n samples. */
-static st_status user_src_md(const dn_kernel *k, int n, dnnl_memory_desc_t *md, st_error *err)
+st_status dn_user_src_md(const dn_kernel *k, int n, dnnl_memory_desc_t *md, st_error *err)
 {
     if (k->d.base.src_layout) {
-        *md = md_for_n(k->d.base.src_layout, n);
+        *md = dn_md_for_n(k->d.base.src_layout, n);
         return ST_OK;
     }
     dnnl_dims_t dims;
-    return md_plain(md, src_dims(&k->d, n, dims), dims, err);
+    return dn_md_plain(md, dn_src_dims(&k->d, n, dims), dims, err);
 }
 
-static dnnl_alg_kind_t act_alg(st_act a, float *alpha, int for_backward)
+dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward)
 {
     *alpha = a == ST_ACT_LEAKY ? 0.1f : 0.0f;
     switch (a) {
@@ -417,16 +343,16 @@ static st_status build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc
     if (first) {
         k->src_edge = !dnnl_memory_desc_equal(usrc, psrc);
         if (k->src_edge)
-            k->ws_src = ws_take(k, dnnl_memory_desc_get_size(psrc));
+            k->ws_src = dn_ws_take(k, dnnl_memory_desc_get_size(psrc));
         k->tmp_bytes = dnnl_memory_desc_get_size(psrc);
-        int plain = md_is_plain(pdst);
-        if (!plain && !n_outermost(pdst))
+        int plain = dn_md_is_plain(pdst);
+        if (!plain && !dn_n_outermost(pdst))
             return st_fail(err, ST_EBACKEND, "oneDNN chose an output layout that blocks the "
                            "sample dimension");
         k->dst_edge = k->d.base.dst_plain && !plain;
         if (k->dst_edge) {
-            k->ws_dst = ws_take(k, dnnl_memory_desc_get_size(pdst));
-            k->ws_ddst = ws_take(k, dnnl_memory_desc_get_size(pdst));
+            k->ws_dst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
+            k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
         }
         k->pdst = *pdst;
         k->base.dst_layout = plain || k->dst_edge ? NULL : &k->pdst;
@@ -435,16 +361,16 @@ static st_status build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc
                                 : dnnl_memory_desc_get_size(pdst);
     }
     size_t sp = 0;
-    if (k->src_edge && ((st = make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)) ||
-                        (st = make_reorder(c, &v->dsrc_out, psrc, usrc, 0, &sp, err))))
+    if (k->src_edge && ((st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)) ||
+                        (st = dn_make_reorder(c, &v->dsrc_out, psrc, usrc, 0, &sp, err))))
         return st;
-    if ((st = make_reorder(c, &v->dsrc_add, psrc, usrc, 1, &sp, err)))
+    if ((st = dn_make_reorder(c, &v->dsrc_add, psrc, usrc, 1, &sp, err)))
         return st;
     if (k->dst_edge) {
         dnnl_memory_desc_t plain;
-        if ((st = md_plain(&plain, pdst->ndims, pdst->dims, err)) ||
-            (st = make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)) ||
-            (st = make_reorder(c, &v->ddst_in, &plain, pdst, 0, &sp, err)))
+        if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) ||
+            (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)) ||
+            (st = dn_make_reorder(c, &v->ddst_in, &plain, pdst, 0, &sp, err)))
             return st;
     }
     if (sp > k->scratchpad)
@@ -459,26 +385,26 @@ static st_status fwd_src(dn_kernel *k, dn_variant *v, const st_kargs *a, const v
     *src = a->src;
     if (!k->src_edge)
         return ST_OK;
-    *src = at(a->workspace, k->ws_src);
-    return run_reorder(k->ctx, &v->src_in, a->src, (void *)*src, a->scratch, err);
+    *src = dn_at(a->workspace, k->ws_src);
+    return dn_run_reorder(k->ctx, &v->src_in, a->src, (void *)*src, a->scratch, err);
 }
 
 /* The src the forward pass gave the primitive, for the backward pass. */
 static const void *bwd_src(const dn_kernel *k, const st_kargs *a)
 {
-    return k->src_edge ? at(a->workspace, k->ws_src) : a->src;
+    return k->src_edge ? dn_at(a->workspace, k->ws_src) : a->src;
 }
 
 static void *fwd_dst(const dn_kernel *k, const st_kargs *a)
 {
-    return k->dst_edge ? at(a->workspace, k->ws_dst) : a->dst;
+    return k->dst_edge ? dn_at(a->workspace, k->ws_dst) : a->dst;
 }
 
 static st_status fwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_error *err)
 {
     if (!k->dst_edge)
         return ST_OK;
-    return run_reorder(k->ctx, &v->dst_out, at(a->workspace, k->ws_dst), a->dst, a->scratch,
+    return dn_run_reorder(k->ctx, &v->dst_out, dn_at(a->workspace, k->ws_dst), a->dst, a->scratch,
                        err);
 }
 
@@ -489,8 +415,8 @@ static st_status bwd_ddst(dn_kernel *k, dn_variant *v, const st_kargs *a, const 
     *ddst = a->diff_dst;
     if (!k->dst_edge)
         return ST_OK;
-    *ddst = at(a->workspace, k->ws_ddst);
-    return run_reorder(k->ctx, &v->ddst_in, a->diff_dst, (void *)*ddst, a->scratch, err);
+    *ddst = dn_at(a->workspace, k->ws_ddst);
+    return dn_run_reorder(k->ctx, &v->ddst_in, a->diff_dst, (void *)*ddst, a->scratch, err);
 }
 
 /* Where the primitive writes diff_src: the user's buffer, or a temporary
@@ -507,7 +433,7 @@ static st_status bwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_e
     if (!k->src_edge && !a->accumulate)
         return ST_OK;
     dn_exec *e = a->accumulate ? &v->dsrc_add : &v->dsrc_out;
-    return run_reorder(k->ctx, e, bwd_dsrc(k, a), a->diff_src, a->scratch, err);
+    return dn_run_reorder(k->ctx, e, bwd_dsrc(k, a), a->diff_src, a->scratch, err);
 }
 
 static const int FWD_ARGS[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST,
@@ -521,36 +447,29 @@ static const int BN_ARGS[] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCALE, DNNL_A
                               DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_DST,
                               DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT,
                               DNNL_ARG_SCRATCHPAD};
-#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
 
 /* Create an exec from pd, noting its scratchpad. */
-static st_status finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd,
+st_status dn_finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd,
                              const int *ids, int n_ids, st_error *err)
 {
-    need_scratchpad(k, pd);
-    return exec_init(k->ctx, e, pd, ids, n_ids, err);
+    dn_need_scratchpad(k, pd);
+    return dn_exec_init(k->ctx, e, pd, ids, n_ids, err);
 }
-
-/* The primitive descriptors of a layer's passes; NULL where a pass is not
- * a primitive. */
-typedef struct dn_pass_pds {
-    dnnl_primitive_desc_t fwd, bwd_data, bwd_weights;
-} dn_pass_pds;
 
 /* The common end of a layer's build, given the status so far: the passes'
  * execs, the edges between the user and the primitives' layouts (usrc,
  * psrc, pdst), and the descriptors destroyed, also on failure. */
-static st_status finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
+st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
                               const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                               const dnnl_memory_desc_t *pdst, int first, st_error *err)
 {
     if (st == ST_OK && pds->fwd)
-        st = finish_exec(k, &v->fwd, pds->fwd, FWD_ARGS, N_OF(FWD_ARGS), err);
+        st = dn_finish_exec(k, &v->fwd, pds->fwd, FWD_ARGS, N_OF(FWD_ARGS), err);
     if (st == ST_OK && pds->bwd_data)
-        st = finish_exec(k, &v->bwd_data, pds->bwd_data, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS),
+        st = dn_finish_exec(k, &v->bwd_data, pds->bwd_data, BWD_DATA_ARGS, N_OF(BWD_DATA_ARGS),
                          err);
     if (st == ST_OK && pds->bwd_weights)
-        st = finish_exec(k, &v->bwd_weights, pds->bwd_weights, BWD_WEIGHTS_ARGS,
+        st = dn_finish_exec(k, &v->bwd_weights, pds->bwd_weights, BWD_WEIGHTS_ARGS,
                          N_OF(BWD_WEIGHTS_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, usrc, psrc, pdst, first, err);
@@ -568,7 +487,7 @@ static st_status take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t p
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
     size_t bytes = md ? dnnl_memory_desc_get_size(md) : 0;
     if (first && bytes) {
-        k->ws_prim = ws_take(k, bytes);
+        k->ws_prim = dn_ws_take(k, bytes);
         k->ws_prim_bytes = bytes;
     }
     if (bytes > k->ws_prim_bytes)
@@ -577,108 +496,6 @@ static st_status take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t p
 }
 
 /* ---- convolution and inner product ---- */
-
-/* A weights layout chosen by a primitive: whether it differs from plain, and
- * if so a workspace buffer and the reorder from (to_plain = 0) or to plain. */
-static st_status weights_edge(dn_kernel *k, const dnnl_memory_desc_t *plain,
-                              const dnnl_memory_desc_t *chosen, int to_plain, int *edge,
-                              size_t *ws, dn_exec *reorder, st_error *err)
-{
-    *edge = !dnnl_memory_desc_equal(plain, chosen);
-    if (!*edge)
-        return ST_OK;
-    size_t sp = 0;
-    *ws = ws_take(k, dnnl_memory_desc_get_size(chosen));
-    st_status st = to_plain ? make_reorder(k->ctx, reorder, chosen, plain, 0, &sp, err)
-                            : make_reorder(k->ctx, reorder, plain, chosen, 0, &sp, err);
-    if (sp > k->scratchpad)
-        k->scratchpad = sp;
-    return st;
-}
-
-static st_status conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
-{
-    const st_conv_desc *d = &k->d.conv;
-    st_bctx *c = k->ctx;
-    int n = v->n, wnd = d->groups == 1 ? 4 : 5;
-    dnnl_dims_t sd, dd, bd = {d->oc};
-    dnnl_dims_t wd = {d->oc, d->ic, d->kh, d->kw, 0};
-    if (d->groups > 1) {
-        wd[0] = d->groups; wd[1] = d->oc / d->groups; wd[2] = d->ic / d->groups;
-        wd[3] = d->kh; wd[4] = d->kw;
-    }
-    dnnl_dims_t strides = {d->sh, d->sw}, pl = {d->ph, d->pw};
-    dnnl_dims_t pr = {(dnnl_dim_t)(d->oh - 1) * d->sh + d->kh - d->ih - d->ph,
-                      (dnnl_dim_t)(d->ow - 1) * d->sw + d->kw - d->iw - d->pw};
-    src_dims(&k->d, n, sd);
-    dst_dims(&k->d, n, dd);
-    dnnl_memory_desc_t src, dst, wei, weid, weiw, bias, usrc, wplain;
-    st_status st;
-    if ((st = md_plain(&bias, 1, bd, err)) || (st = md_plain(&wplain, wnd, wd, err)) ||
-        (st = user_src_md(k, n, &usrc, err)))
-        return st;
-    if (first) {
-        if ((st = md_any(&src, 4, sd, err)) || (st = md_any(&dst, 4, dd, err)) ||
-            (st = md_any(&wei, wnd, wd, err)))
-            return st;
-        weid = weiw = wei;
-    } else {
-        src = md_for_n(&k->psrc, n);
-        dst = md_for_n(&k->pdst, n);
-        wei = k->pw;
-        weid = k->pwd;
-        weiw = k->pww;
-    }
-    float alpha;
-    dnnl_alg_kind_t post = act_alg(d->act, &alpha, 0);
-    dnnl_convolution_desc_t fd, bdd, bwd;
-    DN(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                          &src, &wei, d->bias ? &bias : NULL, &dst, strides,
-                                          pl, pr), "convolution forward descriptor");
-    dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, post, alpha, "convolution forward", err);
-    if (st == ST_OK && first) {
-        k->psrc = src = *pd_md(fpd, DNNL_ARG_SRC);
-        k->pw = *pd_md(fpd, DNNL_ARG_WEIGHTS);
-        dst = *pd_md(fpd, DNNL_ARG_DST);
-    }
-    if (st == ST_OK && !n_outermost(&src))
-        st = st_fail(err, ST_EBACKEND, "oneDNN chose a convolution input layout that blocks the "
-                     "sample dimension");
-    /* The backward passes see the forward's activation layouts and choose
-     * their own weights layouts (oneDNN's fast backward-data kernels want a
-     * different blocking than the forward ones). */
-    if (st == ST_OK) {
-        dnnl_status_t s = dnnl_convolution_backward_data_desc_init(
-            &bdd, dnnl_convolution_direct, &src, &weid, &dst, strides, pl, pr);
-        if (s == dnnl_success)
-            s = dnnl_convolution_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &src,
-                                                            &weiw, d->bias ? &bias : NULL, &dst,
-                                                            strides, pl, pr);
-        if (s != dnnl_success)
-            st = dn_fail(err, "convolution backward descriptors", s);
-    }
-    if (st == ST_OK)
-        st = make_pd(c, &dpd, &bdd, fpd, 0, 0, "convolution backward data", err);
-    if (st == ST_OK)
-        st = make_pd(c, &wpd, &bwd, fpd, 0, 0, "convolution backward weights", err);
-    if (st == ST_OK && (!dnnl_memory_desc_equal(pd_md(dpd, DNNL_ARG_DIFF_SRC), &src) ||
-                        !dnnl_memory_desc_equal(pd_md(dpd, DNNL_ARG_DIFF_DST), &dst) ||
-                        !dnnl_memory_desc_equal(pd_md(wpd, DNNL_ARG_DIFF_DST), &dst)))
-        st = st_fail(err, ST_EBACKEND, "oneDNN convolution backward wants other layouts than "
-                     "its forward");
-    if (st == ST_OK && first) {
-        k->pwd = *pd_md(dpd, DNNL_ARG_WEIGHTS);
-        k->pww = *pd_md(wpd, DNNL_ARG_DIFF_WEIGHTS);
-        st = weights_edge(k, &wplain, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
-        if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
-            st = weights_edge(k, &wplain, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
-        if (st == ST_OK)
-            st = weights_edge(k, &wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
-    }
-    dn_pass_pds pds = {fpd, dpd, wpd};
-    return finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
-}
 
 /* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
  * layout is reordered to plain 4-D, the same memory as [n, in]. The
@@ -697,15 +514,15 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     dnnl_dims_t sd = {n, d->in}, dd = {n, d->out}, wd = {d->out, d->in}, bd = {d->out};
     dnnl_memory_desc_t src, dst, wei, bias, usrc, psrc;
     st_status st;
-    if ((st = md_plain(&src, 2, sd, err)) || (st = md_plain(&dst, 2, dd, err)) ||
-        (st = md_plain(&wei, 2, wd, err)) || (st = md_plain(&bias, 1, bd, err)) ||
-        (st = user_src_md(k, n, &usrc, err)))
+    if ((st = dn_md_plain(&src, 2, sd, err)) || (st = dn_md_plain(&dst, 2, dd, err)) ||
+        (st = dn_md_plain(&wei, 2, wd, err)) || (st = dn_md_plain(&bias, 1, bd, err)) ||
+        (st = dn_user_src_md(k, n, &usrc, err)))
         return st;
     psrc = src;
-    if (usrc.ndims != 2 && (st = md_plain(&psrc, usrc.ndims, usrc.dims, err)))
+    if (usrc.ndims != 2 && (st = dn_md_plain(&psrc, usrc.ndims, usrc.dims, err)))
         return st;
     float alpha;
-    dnnl_alg_kind_t post = act_alg(d->act, &alpha, 0);
+    dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
     dnnl_inner_product_desc_t fd, bdd, bwd;
     DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wei,
                                             d->bias ? &bias : NULL, &dst),
@@ -715,9 +532,9 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
         dnnl_primitive_desc_t epd = NULL;
         DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, post, &dst, alpha, 0.0f),
            "eltwise descriptor");
-        st = make_pd(c, &epd, &ed, NULL, 0, 0, "inner product activation", err);
+        st = dn_make_pd(c, &epd, &ed, NULL, 0, 0, "inner product activation", err);
         if (st == ST_OK)
-            st = finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
+            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
         if (epd)
             dnnl_primitive_desc_destroy(epd);
         if (st != ST_OK)
@@ -729,15 +546,15 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
                                                      &dst),
        "inner product backward weights descriptor");
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "inner product forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "inner product forward", err);
     if (st == ST_OK)
-        st = make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
+        st = dn_make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
     if (st == ST_OK)
-        st = make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
+        st = dn_make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
     if (fpd) /* a hint for the backward descriptors only: the forward is sgemm */
         dnnl_primitive_desc_destroy(fpd);
     dn_pass_pds pds = {NULL, dpd, wpd};
-    st = finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);
+    st = dn_finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);
     if (first) { /* the forward's dst^T, after the diff_src temporary */
         k->dst_t_off = (k->tmp_bytes + 63) / 64 * 64;
         k->tmp_bytes = k->dst_t_off + (size_t)d->base.n * d->out * sizeof(float);
@@ -749,7 +566,7 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
     const st_fc_desc *d = &k->d.fc;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *src;
@@ -764,29 +581,29 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
         for (int o = 0; o < d->out; o++)
             a->dst[(size_t)i * d->out + o] =
                 dst_t[(size_t)o * a->n + i] + (d->bias ? a->bias[o] : 0.0f);
-    if (v->post.prim && (st = exec_bind(&v->post, DNNL_ARG_SRC, a->dst, err)) == ST_OK &&
-        (st = exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK)
-        st = exec_run(k->ctx, &v->post, a->scratch, err);
+    if (v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, a->dst, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
     return st;
 }
 
 static st_status weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *src, *w = a->weights;
     st_status st = fwd_src(k, v, a, &src, err);
     if (st == ST_OK && k->w_edge) {
-        w = at(a->workspace, k->ws_w);
-        st = run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
+        w = dn_at(a->workspace, k->ws_w);
+        st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
     }
-    if (st == ST_OK && (st = exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_BIAS, a->bias, err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK)
-        st = exec_run(k->ctx, &v->fwd, a->scratch, err);
+    if (st == ST_OK && (st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_BIAS, a->bias, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
@@ -794,42 +611,42 @@ static st_status weighted_forward(st_kernel *base, const st_kargs *a, st_error *
 static st_status weighted_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *ddst;
     st_status st = bwd_ddst(k, v, a, &ddst, err);
-    const void *w = k->w_edge ? at(a->workspace, k->ws_w) : a->weights;
+    const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : a->weights;
     if (st == ST_OK && k->wd_edge) {
-        w = at(a->workspace, k->ws_wd);
-        st = run_reorder(k->ctx, &k->wd_in, a->weights, (void *)w, a->scratch, err);
+        w = dn_at(a->workspace, k->ws_wd);
+        st = dn_run_reorder(k->ctx, &k->wd_in, a->weights, (void *)w, a->scratch, err);
     } else if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw)) {
         w = a->weights; /* backward data reads plain weights */
     }
-    if (st == ST_OK && (st = exec_bind(&v->bwd_data, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = exec_bind(&v->bwd_data, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
-        (st = exec_bind(&v->bwd_data, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK)
-        st = exec_run(k->ctx, &v->bwd_data, a->scratch, err);
+    if (st == ST_OK && (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->bwd_data, a->scratch, err);
     return st == ST_OK ? bwd_finish(k, v, a, err) : st;
 }
 
 static st_status weighted_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *ddst;
     st_status st = bwd_ddst(k, v, a, &ddst, err);
-    void *dw = k->dw_edge ? at(a->workspace, k->ws_dw) : a->diff_weights;
+    void *dw = k->dw_edge ? dn_at(a->workspace, k->ws_dw) : a->diff_weights;
     if (st == ST_OK &&
-        (st = exec_bind(&v->bwd_weights, DNNL_ARG_SRC, bwd_src(k, a), err)) == ST_OK &&
-        (st = exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, dw, err)) == ST_OK &&
-        (st = exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_BIAS, a->diff_bias, err)) == ST_OK)
-        st = exec_run(k->ctx, &v->bwd_weights, a->scratch, err);
+        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_SRC, bwd_src(k, a), err)) == ST_OK &&
+        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, dw, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_BIAS, a->diff_bias, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->bwd_weights, a->scratch, err);
     if (st == ST_OK && k->dw_edge)
-        st = run_reorder(k->ctx, &k->dw_out, dw, a->diff_weights, a->scratch, err);
+        st = dn_run_reorder(k->ctx, &k->dw_out, dw, a->diff_weights, a->scratch, err);
     return st;
 }
 
@@ -844,33 +661,33 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     dnnl_dims_t dilation = {0, 0}, pl = {d->ph, d->pw};
     dnnl_dims_t pr = {(dnnl_dim_t)(d->oh - 1) * d->sh + d->kh - d->ih - d->ph,
                         (dnnl_dim_t)(d->ow - 1) * d->sw + d->kw - d->iw - d->pw};
-    dst_dims(&k->d, n, dd);
+    dn_dst_dims(&k->d, n, dd);
     dnnl_memory_desc_t usrc, dst;
-    st_status st = user_src_md(k, n, &usrc, err);
+    st_status st = dn_user_src_md(k, n, &usrc, err);
     if (st == ST_OK)
-        st = first ? md_any(&dst, 4, dd, err) : ST_OK;
+        st = first ? dn_md_any(&dst, 4, dd, err) : ST_OK;
     if (st != ST_OK)
         return st;
     if (!first)
-        dst = md_for_n(&k->pdst, n);
+        dst = dn_md_for_n(&k->pdst, n);
     dnnl_alg_kind_t alg = d->alg == ST_POOL_MAX ? dnnl_pooling_max
                                                 : dnnl_pooling_avg_exclude_padding;
     dnnl_pooling_v2_desc_t fd, bd;
     DN(dnnl_pooling_v2_forward_desc_init(&fd, dnnl_forward_training, alg, &usrc, &dst, strides,
                                          kernel, dilation, pl, pr), "pooling forward descriptor");
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "pooling forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "pooling forward", err);
     if (st == ST_OK) {
-        dst = *pd_md(fpd, DNNL_ARG_DST);
+        dst = *dn_pd_md(fpd, DNNL_ARG_DST);
         dnnl_status_t s = dnnl_pooling_v2_backward_desc_init(&bd, alg, &usrc, &dst, strides,
                                                              kernel, dilation, pl, pr);
-        st = s == dnnl_success ? make_pd(c, &bpd, &bd, fpd, 0, 0, "pooling backward", err)
+        st = s == dnnl_success ? dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "pooling backward", err)
                                : dn_fail(err, "pooling backward descriptor", s);
     }
     if (st == ST_OK)
         st = take_prim_workspace(k, fpd, first, err);
     dn_pass_pds pds = {fpd, bpd, NULL};
-    return finish_build(k, v, st, &pds, &usrc, &usrc, &dst, first, err);
+    return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &dst, first, err);
 }
 
 static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
@@ -878,7 +695,7 @@ static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     const st_lrn_desc *d = &k->d.lrn;
     st_bctx *c = k->ctx;
     dnnl_memory_desc_t usrc;
-    st_status st = user_src_md(k, v->n, &usrc, err);
+    st_status st = dn_user_src_md(k, v->n, &usrc, err);
     if (st != ST_OK)
         return st;
     dnnl_lrn_desc_t fd, bd;
@@ -887,13 +704,13 @@ static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     DN(dnnl_lrn_backward_desc_init(&bd, dnnl_lrn_across_channels, &usrc, &usrc, d->size,
                                    d->alpha, d->beta, d->k), "LRN backward descriptor");
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "LRN forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "LRN forward", err);
     if (st == ST_OK)
-        st = make_pd(c, &bpd, &bd, fpd, 0, 0, "LRN backward", err);
+        st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "LRN backward", err);
     if (st == ST_OK)
         st = take_prim_workspace(k, fpd, first, err);
     dn_pass_pds pds = {fpd, bpd, NULL};
-    return finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
+    return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 
 /* Activations run forward and backward on the output (use_dst algorithms). */
@@ -904,11 +721,11 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     if (d->base.dst_plain && d->base.src_layout)
         return st_fail(err, ST_EINTERNAL, "activation kernels keep their input's layout");
     dnnl_memory_desc_t usrc;
-    st_status st = user_src_md(k, v->n, &usrc, err);
+    st_status st = dn_user_src_md(k, v->n, &usrc, err);
     if (st != ST_OK)
         return st;
     float alpha;
-    dnnl_alg_kind_t alg = act_alg(d->act, &alpha, 1);
+    dnnl_alg_kind_t alg = dn_act_alg(d->act, &alpha, 1);
     if (alg == dnnl_alg_kind_undef)
         return st_fail(err, ST_EINTERNAL, "no oneDNN kernel for a linear activation");
     dnnl_eltwise_desc_t fd, bd;
@@ -917,42 +734,42 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     DN(dnnl_eltwise_backward_desc_init(&bd, alg, &usrc, &usrc, alpha, 0.0f),
        "eltwise backward descriptor");
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "eltwise forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "eltwise forward", err);
     if (st == ST_OK)
-        st = make_pd(c, &bpd, &bd, fpd, 0, 0, "eltwise backward", err);
+        st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "eltwise backward", err);
     dn_pass_pds pds = {fpd, bpd, NULL};
-    return finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
+    return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 
 static st_status data_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     st_status st;
-    if ((st = exec_bind(&v->fwd, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_WORKSPACE, at(a->workspace, k->ws_prim), err)) == ST_OK)
-        st = exec_run(k->ctx, &v->fwd, a->scratch, err);
+    if ((st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim), err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
 static st_status data_backward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *ddst;
     dn_exec *e = &v->bwd_data;
     st_status st = bwd_ddst(k, v, a, &ddst, err);
-    if (st == ST_OK && (st = exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DST, a->dst, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_WORKSPACE, at(a->workspace, k->ws_prim), err)) == ST_OK)
-        st = exec_run(k->ctx, e, a->scratch, err);
+    if (st == ST_OK && (st = dn_exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DST, a->dst, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim), err)) == ST_OK)
+        st = dn_exec_run(k->ctx, e, a->scratch, err);
     return st == ST_OK ? bwd_finish(k, v, a, err) : st;
 }
 
@@ -963,7 +780,7 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     const st_bnorm_desc *d = &k->d.bn;
     st_bctx *c = k->ctx;
     dnnl_memory_desc_t usrc;
-    st_status st = user_src_md(k, v->n, &usrc, err);
+    st_status st = dn_user_src_md(k, v->n, &usrc, err);
     if (st != ST_OK)
         return st;
     unsigned flags = dnnl_use_scale | dnnl_use_shift;
@@ -976,28 +793,28 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &usrc, &usrc, d->eps,
                                                    flags), "batch norm backward descriptor");
     dnnl_primitive_desc_t fpd = NULL, ipd = NULL, bpd = NULL, epd = NULL;
-    st = make_pd(c, &fpd, &fd, NULL, 0, 0, "batch norm forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "batch norm forward", err);
     if (st == ST_OK)
-        st = make_pd(c, &ipd, &id, NULL, 0, 0, "batch norm inference", err);
+        st = dn_make_pd(c, &ipd, &id, NULL, 0, 0, "batch norm inference", err);
     if (st == ST_OK)
-        st = make_pd(c, &bpd, &bd, fpd, 0, 0, "batch norm backward", err);
+        st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "batch norm backward", err);
     float alpha;
-    dnnl_alg_kind_t post = act_alg(d->act, &alpha, 0);
+    dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
     if (st == ST_OK && post != dnnl_alg_kind_undef) {
         dnnl_eltwise_desc_t ed;
         dnnl_status_t s = dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, post,
                                                          &usrc, alpha, 0.0f);
-        st = s == dnnl_success ? make_pd(c, &epd, &ed, NULL, 0, 0, "batch norm activation", err)
+        st = s == dnnl_success ? dn_make_pd(c, &epd, &ed, NULL, 0, 0, "batch norm activation", err)
                                : dn_fail(err, "eltwise descriptor", s);
         if (st == ST_OK)
-            st = finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
+            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
     }
     if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, fpd, BN_ARGS, N_OF(BN_ARGS), err);
+        st = dn_finish_exec(k, &v->fwd, fpd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
-        st = finish_exec(k, &v->fwd_inf, ipd, BN_ARGS, N_OF(BN_ARGS), err);
+        st = dn_finish_exec(k, &v->fwd_inf, ipd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
-        st = finish_exec(k, &v->bwd_data, bpd, BN_ARGS, N_OF(BN_ARGS), err);
+        st = dn_finish_exec(k, &v->bwd_data, bpd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, &usrc, &usrc, &usrc, first, err);
     dnnl_primitive_desc_t pds[] = {fpd, ipd, bpd, epd};
@@ -1010,22 +827,22 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 static st_status bn_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     dn_exec *e = a->training ? &v->fwd : &v->fwd_inf;
     void *dst = fwd_dst(k, a);
     st_status st;
-    if ((st = exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DST, dst, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_SCALE, a->weights, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_SHIFT, a->bias, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_MEAN, a->mean, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_VARIANCE, a->var, err)) == ST_OK)
-        st = exec_run(k->ctx, e, a->scratch, err);
-    if (st == ST_OK && v->post.prim && (st = exec_bind(&v->post, DNNL_ARG_SRC, dst, err)) == ST_OK &&
-        (st = exec_bind(&v->post, DNNL_ARG_DST, dst, err)) == ST_OK)
-        st = exec_run(k->ctx, &v->post, a->scratch, err);
+    if ((st = dn_exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DST, dst, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_SCALE, a->weights, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_SHIFT, a->bias, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_MEAN, a->mean, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_VARIANCE, a->var, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, e, a->scratch, err);
+    if (st == ST_OK && v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, dst, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, dst, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
@@ -1034,7 +851,7 @@ static st_status bn_forward(st_kernel *base, const st_kargs *a, st_error *err)
 static st_status bn_backward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     if (!a->training)
@@ -1047,16 +864,16 @@ static st_status bn_backward(st_kernel *base, const st_kargs *a, st_error *err)
     const void *ddst;
     dn_exec *e = &v->bwd_data;
     st_status st = bwd_ddst(k, v, &args, &ddst, err);
-    if (st == ST_OK && (st = exec_bind(e, DNNL_ARG_SRC, args.src, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_SCALE, args.weights, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_SHIFT, args.bias, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_MEAN, args.mean, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_VARIANCE, args.var, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, &args), err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_SCALE, args.diff_weights, err)) == ST_OK &&
-        (st = exec_bind(e, DNNL_ARG_DIFF_SHIFT, args.diff_bias, err)) == ST_OK)
-        st = exec_run(k->ctx, e, args.scratch, err);
+    if (st == ST_OK && (st = dn_exec_bind(e, DNNL_ARG_SRC, args.src, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_SCALE, args.weights, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_SHIFT, args.bias, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_MEAN, args.mean, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_VARIANCE, args.var, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, &args), err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SCALE, args.diff_weights, err)) == ST_OK &&
+        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SHIFT, args.diff_bias, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, e, args.scratch, err);
     if (st != ST_OK || !a->diff_src)
         return st;
     return bwd_finish(k, v, &args, err);
@@ -1071,28 +888,28 @@ static st_status softmax_build(dn_kernel *k, dn_variant *v, int first, st_error 
     if (d->base.src_layout)
         return st_fail(err, ST_EINTERNAL, "softmax expects a plain input");
     dnnl_dims_t dims;
-    src_dims(&k->d, v->n, dims);
+    dn_src_dims(&k->d, v->n, dims);
     dnnl_memory_desc_t md;
-    st_status st = md_plain(&md, 2, dims, err);
+    st_status st = dn_md_plain(&md, 2, dims, err);
     if (st != ST_OK)
         return st;
     dnnl_softmax_v2_desc_t sd;
     DN(dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, dnnl_softmax_accurate, &md,
                                          &md, 1), "softmax descriptor");
     dnnl_primitive_desc_t spd = NULL, epd = NULL;
-    st = make_pd(c, &spd, &sd, NULL, 0, 0, "softmax", err);
+    st = dn_make_pd(c, &spd, &sd, NULL, 0, 0, "softmax", err);
     if (st == ST_OK && d->temperature != 1.0f) {
         dnnl_eltwise_desc_t ed;
         dnnl_status_t s = dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference,
                                                          dnnl_eltwise_linear, &md,
                                                          1.0f / d->temperature, 0.0f);
-        st = s == dnnl_success ? make_pd(c, &epd, &ed, NULL, 0, 0, "softmax temperature", err)
+        st = s == dnnl_success ? dn_make_pd(c, &epd, &ed, NULL, 0, 0, "softmax temperature", err)
                                : dn_fail(err, "eltwise descriptor", s);
         if (st == ST_OK)
-            st = finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
+            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
     }
     if (st == ST_OK)
-        st = finish_exec(k, &v->fwd, spd, FWD_ARGS, N_OF(FWD_ARGS), err);
+        st = dn_finish_exec(k, &v->fwd, spd, FWD_ARGS, N_OF(FWD_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, &md, &md, &md, first, err);
     if (spd)
@@ -1105,19 +922,19 @@ static st_status softmax_build(dn_kernel *k, dn_variant *v, int first, st_error 
 static st_status softmax_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = variant(k, a->n, err);
+    dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *src = a->src;
     st_status st = ST_OK;
-    if (v->post.prim && (st = exec_bind(&v->post, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK) {
-        st = exec_run(k->ctx, &v->post, a->scratch, err);
+    if (v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK) {
+        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
         src = a->dst;
     }
-    if (st == ST_OK && (st = exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
-        (st = exec_bind(&v->fwd, DNNL_ARG_DST, a->dst, err)) == ST_OK)
-        st = exec_run(k->ctx, &v->fwd, a->scratch, err);
+    if (st == ST_OK && (st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
+        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, a->dst, err)) == ST_OK)
+        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
     return st;
 }
 
@@ -1136,7 +953,7 @@ static const struct {
     st_kernel_ops ops;
     size_t desc_size;
 } kinds[] = {
-    [ST_K_CONV] = {conv_build, {weighted_forward, weighted_backward_data,
+    [ST_K_CONV] = {dn_conv_build, {weighted_forward, weighted_backward_data,
                                 weighted_backward_weights, kernel_destroy}, sizeof(st_conv_desc)},
     [ST_K_FC] = {fc_build, {fc_forward, weighted_backward_data, weighted_backward_weights,
                             kernel_destroy}, sizeof(st_fc_desc)},
@@ -1246,6 +1063,8 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     if (!c)
         return ST_ENOMEM;
     c->worker = o->worker;
+    c->conv_impl = o->conv_impl;
+    c->choices = o->choices;
     c->limited = address_space_limited();
     omp_set_num_threads(o->intra_threads > 0 ? o->intra_threads : 1);
     dnnl_status_t s = dnnl_engine_create(&c->engine, dnnl_cpu, 0);
@@ -1272,6 +1091,7 @@ static void dnnl_ctx_destroy(st_bctx *c)
 
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
+    .conv_impls = dn_conv_impls,
     .ctx_create = dnnl_ctx_create,
     .ctx_destroy = dnnl_ctx_destroy,
     .kernel_create = dnnl_kernel_create,

@@ -29,7 +29,7 @@ st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act a
     char name[32];
     snprintf(name, sizeof name, "%d.bn", l->index);
     bs->per_channel = (long)h * w;
-    st_status st = st_kslot_create(s, &d.base, src_layout, dst_plain, name, &bs->k, err);
+    st_status st = st_kslot_create(s, &d.base, src_layout, 0, dst_plain, name, &bs->k, err);
     if (st == ST_OK)
         st = st_setup_floats(s, l, "bn_mean", (size_t)c, &bs->mean_off, err);
     if (st == ST_OK)
@@ -86,7 +86,7 @@ st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
     st_act_desc d = {.base.kind = ST_K_ACT, .count = count, .act = act};
     char name[32];
     snprintf(name, sizeof name, "%d.act", l->index);
-    return st_kslot_create(s, &d.base, layout, 0, name, &a->k, err);
+    return st_kslot_create(s, &d.base, layout, 0, 0, name, &a->k, err);
 }
 
 st_status act_backward(const act_slot *a, const st_pass *p, const float *out, float *diff,
@@ -124,7 +124,7 @@ st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc
 {
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
-    st_status st = st_kslot_create(s, desc, s->in_layout[0],
+    st_status st = st_kslot_create(s, desc, s->in_layout[0], 1,
                                    s->dst_plain && !wp->batch_normalize, name, &ws->main, err);
     if (st != ST_OK)
         return st;
@@ -205,7 +205,7 @@ st_status slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *ke
     *state = slot;
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
-    st_status st = st_kslot_create(s, d, s->in_layout[0], s->dst_plain, name, slot, err);
+    st_status st = st_kslot_create(s, d, s->in_layout[0], 1, s->dst_plain, name, slot, err);
     if (st == ST_OK) {
         s->out_layout = slot->k->dst_layout;
         s->out_bytes = slot->k->dst_bytes;
