@@ -98,6 +98,12 @@ st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_err
  * --sim-cross-bandwidth. */
 st_status st_cluster_start_workers(st_cluster *c, int channels, st_error *err);
 
+/* Collective, in set-up: rank 0's text (NUL-ended; ok: rank 0's set-up went
+ * well so far) to every other rank, into *text (malloc'd; the caller frees
+ * it). On rank 0 *text is read, on the others written; a rank other than
+ * 0 gets ST_EPEER when rank 0 failed. One rank (c NULL): nothing. */
+st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err);
+
 /* Collective: rank 0's x [n] to every rank. */
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);
 

@@ -2,8 +2,8 @@
  * The weights (plain layouts, whatever the backend) and the solver state
  * (every plane of moments), behind a header with a magic number, a format
  * version, the network's hash, the iteration reached and the settings that
- * fix what comes next (seed, batch, workers, and the cfg's hyper-parameters
- * as text, st_hparams_settings), a CRC-32 of the header and the settings
+ * fix what comes next (seed, batch, workers, the cfg's hyper-parameters
+ * as text, st_hparams_settings, and the kernel choices, choices.h), a CRC-32 of the header and the settings
  * and one of the payload: no byte is outside a checksum.
  *
  * Nothing else is needed to resume: the learning rate is a function of the
@@ -36,6 +36,9 @@ typedef struct st_snapshot_meta {
     char *settings;    /* the cfg's settings (st_hparams_settings), NUL-ended;
                           st_snapshot_save reads it (NULL: none), and
                           st_snapshot_resume allocates it: the caller frees it */
+    char *choices;     /* the kernel choices in text form (st_choices_text), NUL-ended,
+                          or NULL: none; st_snapshot_resume points it into the
+                          settings' allocation (NULL in snapshots without) */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */

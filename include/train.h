@@ -22,6 +22,10 @@ typedef struct st_train_opts {
     long epochs;
     uint64_t seed;
     const char *backend;     /* "ref", "dnnl", "cpe" */
+    const char *conv_impl;   /* --conv-impl: "auto" or one of the backend's conv_impls;
+                                NULL: auto where the backend has several */
+    const char *kernel_choices;      /* --kernel-choices FILE to use, or NULL */
+    const char *save_kernel_choices; /* --save-kernel-choices FILE to write, or NULL */
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */

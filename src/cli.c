@@ -28,6 +28,16 @@ static const st_option options[] = {
      ST_OPT_U64, TRAIN(seed), 0, 0},
     {"backend", 0, "NAME", "Training", "compute backend: dnnl, ref or cpe (default dnnl)",
      ST_OPT_STRING, TRAIN(backend), 0, 0},
+    {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
+     "default: each convolution times its candidates on its first call and keeps the "
+     "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm)",
+     ST_OPT_STRING, TRAIN(conv_impl), 0, 0},
+    {"kernel-choices", 0, "FILE", "Training", "use the implementation choices in FILE (as "
+     "--save-kernel-choices writes them) instead of measuring; kernels FILE does not name "
+     "are measured", ST_OPT_STRING, TRAIN(kernel_choices), 0, 0},
+    {"save-kernel-choices", 0, "FILE", "Training", "write the implementation choices of "
+     "this run (measured or given) to FILE after set-up, for --kernel-choices",
+     ST_OPT_STRING, TRAIN(save_kernel_choices), 0, 0},
     {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
      "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
      TRAIN(cpe_trace), 0, 0},

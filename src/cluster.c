@@ -332,6 +332,53 @@ st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
     return ST_OK;
 }
 
+/* One Ibcast from rank 0 of bytes [n] (n below 2^31), waited for with the timeout. */
+static st_status bcast_bytes(st_cluster *c, void *bytes, size_t n, const char *what,
+                             st_error *err)
+{
+    MPI_Request request;
+    if (MPI_Ibcast(bytes, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "MPI_Ibcast of %s failed", what);
+    return wait_peers(c, &c->world, &request, 0, what, err);
+}
+
+st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err)
+{
+    if (!c || c->size == 1)
+        return ST_OK;
+    uint64_t head[2] = {(uint64_t)ok, c->rank == 0 && ok && *text ? strlen(*text) : 0};
+    st_error wait_err = {0};
+    st_status st = bcast_bytes(c, head, sizeof head, "rank 0's kernel choices", &wait_err);
+    if (st == ST_OK && head[1] > (1u << 30))
+        st = st_fail(&wait_err, ST_EIO, "rank 0's kernel choices: %llu bytes",
+                     (unsigned long long)head[1]);
+    char *buf = NULL;
+    if (st == ST_OK && head[1] && c->rank != 0) {
+        buf = calloc((size_t)head[1] + 1, 1);
+        if (!buf)
+            st = st_fail(&wait_err, ST_ENOMEM, "out of memory receiving rank 0's kernel "
+                         "choices");
+    }
+    if (st == ST_OK && head[1])
+        st = bcast_bytes(c, c->rank == 0 ? *text : buf, (size_t)head[1],
+                         "rank 0's kernel choices", &wait_err);
+    if (st != ST_OK) {
+        free(buf);
+        st_fail(err, wait_err.code, "%s", wait_err.msg);
+        st_cluster_abort(c, &wait_err); /* the others may wait for this rank */
+        return st;
+    }
+    if (c->rank == 0)
+        return ST_OK;
+    if (!head[0]) {
+        free(buf);
+        return st_fail(err, ST_EPEER, "rank 0 of %d failed to set up (its message says why): "
+                       "stopping every rank", c->size);
+    }
+    *text = buf;
+    return ST_OK;
+}
+
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
 {
     for (size_t at = 0; at < n;) {

@@ -6,8 +6,11 @@
  * batch, u32 workers, u32 state planes, u32 settings bytes, char
  * solver[16], u32 CRC-32 of the payload, u32 CRC-32 of the header's first
  * 84 bytes followed by the settings; then the settings text (settings
- * bytes), count floats of weights and state planes x count floats of
- * solver state. Every byte is under one of the two checksums. */
+ * bytes: the cfg's settings, then, when the run kept kernel choices, a NUL
+ * and their text), count floats of weights and state planes x count floats
+ * of solver state. Every byte is under one of the two checksums. Readers
+ * that predate the choices see the settings up to the NUL, and snapshots
+ * that predate them have none, so both still read each other's files. */
 #include "snapshot.h"
 
 #include <limits.h>
@@ -42,7 +45,7 @@ typedef struct snapshot_header {
 typedef struct snapshot_out {
     const char *path;
     snapshot_header h;
-    const char *settings;
+    char *settings; /* the settings, and the choices after a NUL */
     const float *weights;
     const float *state;
 } snapshot_out;
@@ -103,17 +106,24 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
                            const float *state, const st_snapshot_meta *meta, st_error *err)
 {
     size_t count = net->params.count;
-    size_t settings = meta->settings ? strlen(meta->settings) : 0;
+    size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
+    size_t settings = cfg_settings + (meta->choices ? 1 + strlen(meta->choices) : 0);
     if (settings > ST_SNAPSHOT_SETTINGS_MAX)
-        return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings take %zu bytes, "
+        return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
                        "more than a snapshot holds (%u)", path, settings,
                        ST_SNAPSHOT_SETTINGS_MAX);
     char where[256];
     if (!arenas_finite(net, weights, state, meta->state_planes, where, sizeof where))
         return st_fail(err, ST_EDIVERGED, "%s: not saved: %s: expected finite weights and "
                        "solver state", path, where);
-    snapshot_out o = {.path = path, .settings = meta->settings ? meta->settings : "",
-                      .weights = weights, .state = state};
+    snapshot_out o = {.path = path, .weights = weights, .state = state};
+    o.settings = st_calloc(settings + 1, 1, "a snapshot's settings", err);
+    if (!o.settings)
+        return ST_ENOMEM;
+    if (cfg_settings)
+        memcpy(o.settings, meta->settings, cfg_settings);
+    if (meta->choices)
+        memcpy(o.settings + cfg_settings + 1, meta->choices, settings - cfg_settings - 1);
     memcpy(o.h.magic, MAGIC, sizeof MAGIC);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
@@ -130,7 +140,9 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     uint32_t crc = crc_add((uint32_t)crc32(0L, Z_NULL, 0), weights, count * sizeof(float));
     o.h.crc = crc_add(crc, state, count * (size_t)meta->state_planes * sizeof(float));
     o.h.header_crc = header_crc(&o.h, o.settings);
-    return st_write_atomic(path, write_snapshot, &o, err);
+    st_status st = st_write_atomic(path, write_snapshot, &o, err);
+    free(o.settings);
+    return st;
 }
 
 /* Read n floats into dst (or, dst NULL, through a scratch chunk), adding
@@ -269,5 +281,7 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->state_planes = (int)h.state_planes;
     memcpy(meta->solver, h.solver, sizeof meta->solver);
     meta->settings = settings;
+    size_t cfg_settings = strlen(settings);
+    meta->choices = cfg_settings < h.settings_bytes ? settings + cfg_settings + 1 : NULL;
     return ST_OK;
 }

@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "cfg.h"
+#include "choices.h"
 #include "cpe_backend.h"
 #include "darknet_weights.h"
 #include "data.h"
@@ -73,6 +74,8 @@ struct st_trainer {
     long best_iteration;    /* of the best test accuracy */
     st_data_paths data;     /* the data files: --data's, else [net]'s */
     size_t setup_bytes;     /* resident memory setting up the workers took */
+    st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
+    char *choices_text;     /* their text after set-up, for snapshots */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -123,6 +126,8 @@ void st_trainer_free(st_trainer *t)
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
     free(t->settings);
+    st_choices_free(t->choices);
+    free(t->choices_text);
     free(t);
 }
 
@@ -269,6 +274,122 @@ static void snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta 
     m->state_planes = t->ps.state_planes;
     snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
     m->settings = t->settings;
+    m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
+}
+
+/* Whether the kernels take their implementations from the choice table
+ * (measured or given), not from --conv-impl NAME. */
+static int kernel_choices_used(const st_trainer *t)
+{
+    return t->choices && (!t->o.conv_impl || strcmp(t->o.conv_impl, "auto") == 0);
+}
+
+/* The kernel choices: --conv-impl checked against the backend's names, the
+ * table the workers share, and the choices --kernel-choices gives. */
+static st_status setup_choices(st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    const char *const *impls = t->backend->conv_impls;
+    const char *given = o->conv_impl ? "--conv-impl" : o->kernel_choices ? "--kernel-choices"
+                      : o->save_kernel_choices ? "--save-kernel-choices" : NULL;
+    if (!impls)
+        return given ? st_fail(err, ST_EUSAGE, "%s: the %s backend has one implementation "
+                               "of each kernel (these options choose among oneDNN's: "
+                               "--backend dnnl)", given, t->backend->name)
+                     : ST_OK;
+    char names[256] = "auto";
+    int known = !o->conv_impl || strcmp(o->conv_impl, "auto") == 0;
+    for (int i = 0; impls[i]; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", impls[i + 1] ? ", " : " or ",
+                 impls[i]);
+        known |= o->conv_impl && strcmp(o->conv_impl, impls[i]) == 0;
+    }
+    if (!known)
+        return st_fail(err, ST_EUSAGE, "--conv-impl %s: expected %s", o->conv_impl, names);
+    if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
+                       "file chooses per kernel, --conv-impl for all)", o->conv_impl);
+    st_status st = st_choices_create(&t->choices, err);
+    char *text = NULL;
+    if (st == ST_OK && o->kernel_choices)
+        st = st_read_text(o->kernel_choices, "kernel choice file", (size_t)16 << 20, &text,
+                          NULL, err);
+    if (st == ST_OK && text)
+        st = st_choices_parse(t->choices, text, o->kernel_choices, err);
+    free(text);
+    if (st != ST_OK && o->kernel_choices)
+        st_error_prefix(err, "--kernel-choices ");
+    return st;
+}
+
+static st_status write_choices(FILE *f, void *ctx, st_error *err)
+{
+    const st_trainer *t = ctx;
+    fprintf(f, "# singletrain kernel choices for %s, %d worker%s of batch %d: KEY = VALUE, "
+            "then what was timed (ms per call); read by --kernel-choices\n", t->cfg_path,
+            t->o.threads, t->o.threads == 1 ? "" : "s", t->batch);
+    char *text = st_choices_text(t->choices, ST_CHOICES_VALUES | ST_CHOICES_TRIALS, NULL);
+    if (!text)
+        return st_fail(err, ST_ENOMEM, "out of memory writing the kernel choices");
+    fputs(text, f);
+    free(text);
+    return ferror(f) ? st_fail(err, ST_EIO, "%s: write failed", t->o.save_kernel_choices)
+                     : ST_OK;
+}
+
+/* After set-up: what was measured and given, the text snapshots keep, and
+ * --save-kernel-choices. */
+static st_status finish_choices(st_trainer *t, st_error *err)
+{
+    if (!t->choices)
+        return ST_OK;
+    int measured, given, unused, count;
+    st_choices_counts(t->choices, &measured, &given, &unused);
+    t->choices_text = st_choices_text(t->choices, ST_CHOICES_VALUES, &count);
+    char *notes = st_choices_text(t->choices, ST_CHOICES_NOTES, NULL);
+    if (!t->choices_text || !notes) {
+        free(notes);
+        return st_fail(err, ST_ENOMEM, "out of memory listing the kernel choices");
+    }
+    for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
+        st_warn(&t->log, "kernel choice %s; measured instead", line + 2);
+    free(notes);
+    if (unused && kernel_choices_used(t))
+        st_warn(&t->log, "%d of the kernel choices given match no kernel of this run (choices "
+                "are per layer, shape and samples per worker: made for another network, batch "
+                "or -t?)", unused);
+    if (count && kernel_choices_used(t))
+        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s", measured, given,
+                t->o.profile ? " (listed with the profile)" : "");
+    st_status st = ST_OK;
+    if (t->o.save_kernel_choices && st_cluster_rank(t->o.cluster) == 0) {
+        st = st_write_atomic(t->o.save_kernel_choices, write_choices, t, err);
+        if (st == ST_OK)
+            st_info(&t->log, "kernel choices saved to %s", t->o.save_kernel_choices);
+        else
+            st_error_prefix(err, "--save-kernel-choices ");
+    }
+    return st;
+}
+
+/* Multi-node: every rank runs rank 0's kernel choices, so that the nodes
+ * run the same implementations (and a run given rank 0's saved choices is
+ * the same run): rank 0 sends them once its kernels exist (local: how its
+ * set-up went), the others take them before building theirs. Every rank
+ * calls this once, whatever its own set-up did. */
+static st_status share_choices(st_trainer *t, st_status local, st_error *err)
+{
+    st_cluster *c = t->o.cluster;
+    char *text = NULL;
+    if (st_cluster_rank(c) == 0 && local == ST_OK && t->choices)
+        text = st_choices_text(t->choices, ST_CHOICES_VALUES, NULL);
+    int ok = local == ST_OK && (st_cluster_rank(c) != 0 || !t->choices || text);
+    st_status st = st_cluster_share_text(c, ok, &text, err);
+    if (st == ST_OK && local == ST_OK && st_cluster_rank(c) != 0 && text && t->choices)
+        st = st_choices_parse(t->choices, text, "rank 0's kernel choices", err);
+    free(text);
+    return local != ST_OK ? local : st;
 }
 
 /* Continue from o.resume: the weights, the solver state and the iteration;
@@ -290,6 +411,12 @@ static st_status resume(st_trainer *t, st_error *err)
         st = st_fail(err, ST_EINPUT, "%s was taken with another cfg: %s; resume with the cfg "
                      "it was taken with (or start from its weights with --weights)", path,
                      diff);
+    if (st == ST_OK && m.choices && t->choices && kernel_choices_used(t))
+        st = st_choices_parse(t->choices, m.choices, path, err);
+    else if (st == ST_OK && m.choices && t->choices)
+        st_warn(&t->log, "%s: the snapshot's kernel choices are not used with --conv-impl %s, "
+                "so the weights will not be bitwise those of an uninterrupted run (leave "
+                "--conv-impl out for that)", path, t->o.conv_impl);
     free(m.settings);
     if (st == ST_OK && m.batch != t->batch)
         st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with batch %d, this run has "
@@ -409,11 +536,13 @@ static st_status check_paths(const st_trainer *t, st_error *err)
         {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
         {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
         {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", report_partial},
+        {"--save-kernel-choices", o->save_kernel_choices},
     };
     const st_named_path inputs[] = {
         {"the network cfg", t->cfg_path}, {"--data", o->data},
         {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
         {"test_labels=", d->test_labels}, {"names=", d->names},
+        {"--kernel-choices", o->kernel_choices},
         {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
     };
     enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
@@ -426,6 +555,8 @@ static st_status check_paths(const st_trainer *t, st_error *err)
         st = st_check_output_path("--cpe-trace", o->cpe_trace, err);
     if (st == ST_OK && o->cpe_report)
         st = st_check_output_path("--cpe-report", o->cpe_report, err);
+    if (st == ST_OK && o->save_kernel_choices)
+        st = st_check_output_path("--save-kernel-choices", o->save_kernel_choices, err);
     if (st == ST_OK)
         st = st_check_distinct(outputs, n_out, inputs, n_in, err);
     for (int i = 0; st == ST_OK && i < n_out + n_in - STARTS; i++) {
@@ -541,6 +672,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         st = st_cluster_configure(o->cluster, &co, &t->allreduce, err);
     }
     if (st == ST_OK)
+        st = setup_choices(t, err);
+    if (st == ST_OK)
         st = st_ps_init(&t->ps, &t->net.params, o->threads,
                         st_solver_state_per_param(&t->hp.solver), err);
     if (st == ST_OK) {
@@ -558,11 +691,16 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         st = st_fail(err, ST_EUSAGE, "--warmup %ld leaves no iteration to time: the run has "
                      "%ld%s; give a --warmup below that", o->warmup, t->iterations - t->start,
                      t->start ? " after the resumed snapshot's" : "");
+    int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
+    if (ranks > 1 && rank > 0)
+        st = share_choices(t, st, err);
     if (st == ST_OK) {
         st_sched_opts so = {
             .threads = o->threads, .intra = o->intra, .sync = o->sync,
             .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
             .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
+            .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
+            .choices = t->choices,
             .train = t->train, .test_count = t->test ? t->test->count : 0,
             .transform = &t->transform,
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
@@ -575,6 +713,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         size_t grown = st_current_rss();
         t->setup_bytes = grown > rss ? grown - rss : 0;
     }
+    if (ranks > 1 && rank == 0)
+        st = share_choices(t, st, err);
+    if (st == ST_OK)
+        st = finish_choices(t, err);
     if (st == ST_OK && (o->cpe_trace || o->cpe_report || o->cpe_cost_only) &&
         strcmp(t->backend->name, "cpe") != 0)
         st = st_fail(err, ST_EUSAGE, "--%s needs --backend cpe",
@@ -722,6 +864,17 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
     }
     st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
             res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
+    char *choices = t->choices ? st_choices_text(t->choices, ST_CHOICES_VALUES |
+                                                  ST_CHOICES_TRIALS | ST_CHOICES_NOTES, NULL)
+                               : NULL;
+    if (choices && *choices) {
+        st_info(&t->log, "kernel choices (KEY = VALUE; then what was timed: ms per call of "
+                "each candidate layout, its passes' fastest implementations and the edges' "
+                "reorders):");
+        for (char *line = strtok(choices, "\n"); line; line = strtok(NULL, "\n"))
+            st_info(&t->log, "  %s", line);
+    }
+    free(choices);
 }
 
 /* The time split of n iterations: a progress line ("  split,", plain text

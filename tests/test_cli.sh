@@ -232,8 +232,10 @@ expect "the parser knows every table entry${unknown:+ (unknown:$unknown)}" [ -z 
 # ---------------------------------------- progress formats, metrics, summary
 
 # 1024 synthetic images at batch 8: 128 iterations per epoch; 20 iterations,
-# a row every 5, a test phase every 10 (256 synthetic test images).
-run="-t 2 --data synthetic --iters 20 --log-every 5 --test-interval 10"
+# a row every 5, a test phase every 10 (256 synthetic test images); one
+# convolution implementation, as the runs' figures are compared (with auto
+# each run measures its own).
+run="-t 2 --data synthetic --iters 20 --log-every 5 --test-interval 10 --conv-impl blocked"
 header=phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms
 # shellcheck disable=SC2086
 check "text progress (not a terminal)" out 0 "iter 5/20  epoch 0.04  loss " "test  iter 20  accuracy" -- \

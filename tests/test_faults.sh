@@ -80,9 +80,14 @@ activation=linear
 EOF
 iters=300
 every=30
-# the standard run: $train DIR [options...] (a simple command: $! is its pid)
-train="$bin -t 2 --data synthetic --no-test --iters $iters --snapshot-every $every --snapshot-dir"
 cfg=$tmp/wide.cfg
+# Every run takes the same kernel choices (measured once here): with its
+# own measurement a run may choose another convolution implementation and
+# end with other bits than the reference.
+"$bin" -q -t 2 --data synthetic --no-test --iters 1 --save-kernel-choices "$tmp/choices" "$cfg" ||
+    exit 2
+# the standard run: $train DIR [options...] (a simple command: $! is its pid)
+train="$bin -t 2 --data synthetic --no-test --iters $iters --kernel-choices $tmp/choices --snapshot-every $every --snapshot-dir"
 newest() { # DIR: the highest iteration of DIR's periodic snapshots, or nothing
     ls "$1" | sed -n 's/^wide_\([0-9][0-9]*\)\.snap$/\1/p' | sort -n | tail -1
 }

@@ -48,8 +48,16 @@ activation=linear
 EOF
 sed 's/^filters=4/filters=5/' "$tmp/tiny.cfg" >"$tmp/other.cfg"
 iters=6000
+# Kernel choices: measured once, then given to every run whose bits are
+# compared with another's (a run measuring its own may choose another
+# convolution implementation, and its sums round differently).
+check "--save-kernel-choices" out 0 "kernel choices saved to $tmp/choices" -- \
+    "$bin" -t 2 --data synthetic --no-test --iters 1 --save-kernel-choices "$tmp/choices" \
+    "$tmp/tiny.cfg"
+expect "the choice file has the convolution's choice" \
+    grep -q "^0.conv n8 1x8x8>4x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = " "$tmp/choices"
 # the standard run: $train DIR [options...]
-train="$bin -q -t 2 --data synthetic --no-test --iters"
+train="$bin -q -t 2 --data synthetic --no-test --kernel-choices $tmp/choices --iters"
 run() { # run DIR [options...], outside check
     dir=$1
     shift
@@ -75,11 +83,37 @@ expect "resumed from 3000: final snapshot byte-identical" \
 check "resume says where it starts" out 0 "resuming from $tmp/every/tiny_1000.snap at iteration 1000 of 6000" -- \
     "$bin" -t 2 --data synthetic --no-test --iters $iters --resume "$tmp/every/tiny_1000.snap" \
     "$tmp/tiny.cfg"
+# The snapshot keeps the choices: resumed without the file, nothing is
+# measured, and the run ends with the same bits.
+rm "$tmp/every/tiny_final.snap"
+check "resume takes the snapshot's kernel choices" out 0 "kernel choices: 0 measured at set-up, 1 given" -- \
+    "$bin" -t 2 --data synthetic --no-test --iters $iters --snapshot-dir "$tmp/every" \
+    --resume "$tmp/every/tiny_4000.snap" "$tmp/tiny.cfg"
+expect "resumed without the choice file: final snapshot byte-identical" \
+    cmp -s "$tmp/ref/tiny_final.snap" "$tmp/every/tiny_final.snap"
+
+# Timing-based choices cost no reproducibility: a run measuring its own
+# and saving them, and a run given them, end with the same bits; so do two
+# runs given one implementation.
+mkdir "$tmp/measured" "$tmp/given" "$tmp/nhwc1" "$tmp/nhwc2"
+check "a run measuring its choices" err 0 "" -- "$bin" -q -t 2 --data synthetic --no-test \
+    --iters 300 --snapshot-dir "$tmp/measured" --save-kernel-choices "$tmp/measured.choices" \
+    "$tmp/tiny.cfg"
+check "a run given them" err 0 "" -- "$bin" -q -t 2 --data synthetic --no-test --iters 300 \
+    --snapshot-dir "$tmp/given" --kernel-choices "$tmp/measured.choices" "$tmp/tiny.cfg"
+expect "given the measured choices: final snapshot byte-identical" \
+    cmp -s "$tmp/measured/tiny_final.snap" "$tmp/given/tiny_final.snap"
+for d in nhwc1 nhwc2; do
+    check "--conv-impl nhwc ($d)" err 0 "" -- "$bin" -q -t 2 --data synthetic --no-test \
+        --iters 300 --snapshot-dir "$tmp/$d" --conv-impl nhwc "$tmp/tiny.cfg"
+done
+expect "two runs with --conv-impl nhwc: final snapshots byte-identical" \
+    cmp -s "$tmp/nhwc1/tiny_final.snap" "$tmp/nhwc2/tiny_final.snap"
 
 # SIGINT and SIGTERM: stop after the iteration in flight, snapshot, exit 128 + signal.
 interrupt() { # interrupt SIGNAL DIR
     "$bin" -t 2 --data synthetic --no-test --iters 2000000 --snapshot-dir "$2" --log-every 1000000 \
-        "$tmp/tiny.cfg" >"$2/log" 2>&1 &
+        --kernel-choices "$tmp/choices" "$tmp/tiny.cfg" >"$2/log" 2>&1 &
     pid=$!
     sleep 1
     kill -s "$1" $pid
@@ -156,7 +190,8 @@ head -c 300 "$s1" >"$tmp/short.snap"
 check "resume a truncated snapshot" err 2 "$tmp/short.snap: truncated snapshot" -- \
     "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/short.snap" "$tmp/tiny.cfg"
 cp "$s1" "$tmp/flipped.snap"
-printf 'X' | dd of="$tmp/flipped.snap" bs=1 seek=400 conv=notrunc 2>/dev/null
+printf 'X' | dd of="$tmp/flipped.snap" bs=1 seek=$(($(wc -c <"$s1") - 100)) conv=notrunc \
+    2>/dev/null
 check "resume a corrupt snapshot" err 2 "$tmp/flipped.snap: snapshot checksum mismatch" -- \
     "$bin" -t 2 --data synthetic --iters $iters --resume "$tmp/flipped.snap" "$tmp/tiny.cfg"
 check "resume a file that is no snapshot" err 2 "$tmp/tiny.cfg: not a singletrain snapshot" -- \

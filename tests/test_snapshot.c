@@ -4,7 +4,8 @@
  * (weights alone and resume), the unflipped file read back exactly; the
  * settings tell another cfg from the same one written differently, and
  * name the first difference; non-finite weights or state are neither
- * written nor read. */
+ * written nor read; the kernel choices a snapshot keeps come back as they
+ * were, under the header's checksum. */
 #include "testlib.h"
 #include "tmpdir.h"
 
@@ -313,9 +314,66 @@ static void test_nonfinite_refused(void **state)
     fixture_close(&f);
 }
 
+/* The kernel choices ride after the settings and a NUL: read back exactly,
+ * absent when none were given, and every bit of them checked. */
+static void test_choices_kept(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_open(&f, CFG);
+    static const char choices[] =
+        "0.conv n2 1x6x6>2x6x6 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = nhwc brgconv:avx512_core - "
+        "jit:avx512_core\n";
+    st_snapshot_meta m = meta_of(&f);
+    m.choices = (char *)choices;
+    st_error err = {0};
+    if (st_snapshot_save("c.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    float *w = calloc(f.count, sizeof *w), *st = calloc(f.count, sizeof *st);
+    assert_non_null(w);
+    assert_non_null(st);
+    st_snapshot_meta back = {.settings = NULL};
+    if (st_snapshot_resume("c.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(back.settings, f.settings);
+    assert_non_null(back.choices);
+    assert_string_equal(back.choices, choices);
+    free(back.settings);
+    /* the header counts settings, NUL and choices */
+    size_t len;
+    unsigned char *bytes = read_all("c.snap", &len);
+    uint32_t settings_bytes;
+    memcpy(&settings_bytes, bytes + 60, sizeof settings_bytes);
+    assert_int_equal(settings_bytes, f.settings_bytes + 1 + strlen(choices));
+    for (size_t at = HEADER_BYTES + f.settings_bytes; at < HEADER_BYTES + settings_bytes;
+         at++) {
+        bytes[at] ^= 0x10;
+        tl_write_file("flip.snap", bytes, len);
+        st_error_clear(&err);
+        if (!refused(&f, "flip.snap", &err))
+            fail_msg("a flipped bit at byte %zu (in the kernel choices) was read", at);
+        tl_assert_contains(err.msg, "checksum mismatch");
+        bytes[at] ^= 0x10;
+    }
+    free(bytes);
+    /* none given: none read */
+    m.choices = NULL;
+    if (st_snapshot_save("n.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    back = (st_snapshot_meta){.settings = NULL};
+    if (st_snapshot_resume("n.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    assert_null(back.choices);
+    free(back.settings);
+    free(w);
+    free(st);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        tl_tmpdir_test(test_choices_kept),
         tl_tmpdir_test(test_every_bit_flip_refused),
         tl_tmpdir_test(test_field_messages),
         tl_tmpdir_test(test_settings_name_the_difference),
