@@ -47,6 +47,19 @@ st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net
 /* Darknet's layer table. */
 void st_net_print(const st_net *net, const st_log *log);
 
+/* What one pass of layer i does for n samples, for the roofline of
+ * --profile: flops (forward, backward-data, backward-weights: 2 per
+ * multiply-add of convolutions and inner products) and the bytes it must
+ * move at least: forward reads its inputs and weights and writes its
+ * output; backward-data reads the output's gradient and the weights (layers
+ * without weights: the saved input instead) and writes the input's gradient;
+ * backward-weights reads the input and the output's gradient and writes the
+ * weights' gradient. */
+typedef struct st_pass_work {
+    double flops[3], bytes[3];
+} st_pass_work;
+st_pass_work st_net_pass_work(const st_net *net, int i, int n);
+
 /* A hash of the layer types, shapes and parameter layout: two nets with the
  * same hash can exchange weights. */
 uint64_t st_net_hash(const st_net *net);

@@ -46,6 +46,7 @@ typedef struct st_train_opts {
     long log_every;          /* iterations per progress line */
     long warmup;             /* first iterations left out of speed figures */
     int profile;             /* print per-layer times and the time split */
+    double fma_peak;         /* --profile's FMA peak, GFLOP/s per core; 0: measured */
     double *loss_trace;      /* NULL, or [iterations]: loss per image of each */
     st_cluster *cluster;     /* multi-node (mpirun), or NULL */
     const char *allreduce;   /* --allreduce NAME, or "auto" */

@@ -78,6 +78,9 @@ static const st_option options[] = {
      ST_OPT_LONG, TRAIN(warmup), 0, LONG_MAX},
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
      ST_OPT_FLAG, TRAIN(profile), 0, 0},
+    {"fma-peak", 0, "GFLOPS", "Output", "--profile's roofline: one core's single-precision "
+     "FMA peak (default: measured at start-up)", ST_OPT_STRING, offsetof(st_cli, fma_peak), 0,
+     0},
     {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR "
      "(created if missing): at the end as NAME_final.snap, every --snapshot-every iterations "
      "and on SIGINT / SIGTERM as NAME_ITER.snap (NAME: the cfg's file name without its last "
@@ -187,19 +190,19 @@ static st_status parse_log_format(st_cli *cli, st_error *err)
                    cli->log_format);
 }
 
-/* --sim-cross-bandwidth F, a fraction in (0, 1] */
-static st_status parse_cross_bandwidth(st_cli *cli, st_error *err)
+/* A real option's value v (if given) in (0, max] into *out; `expected`
+ * says what it is. */
+static st_status parse_real(const char *name, const char *v, double max, const char *expected,
+                            double *out, st_error *err)
 {
-    const char *v = cli->sim_cross_bandwidth;
     if (!v)
         return ST_OK;
     char *end;
     errno = 0;
     double f = strtod(v, &end);
-    if (end == v || *end || errno || !(f > 0.0 && f <= 1.0))
-        return st_fail(err, ST_EUSAGE, "option --sim-cross-bandwidth: expected a fraction F "
-                       "with 0 < F <= 1, got '%s'", v);
-    cli->train.sim_cross_bandwidth = f;
+    if (end == v || *end || errno || !(f > 0.0 && f <= max))
+        return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
+    *out = f;
     return ST_OK;
 }
 
@@ -214,7 +217,11 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     if (st == ST_OK)
         st = parse_sync(cli, err);
     if (st == ST_OK)
-        st = parse_cross_bandwidth(cli, err);
+        st = parse_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
+                        "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth, err);
+    if (st == ST_OK)
+        st = parse_real("fma-peak", cli->fma_peak, 1e6, "GFLOP/s per core, above 0",
+                        &cli->train.fma_peak, err);
     if (st == ST_OK)
         st = parse_log_format(cli, err);
     if (st != ST_OK || cli->help || cli->version)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "batchq.h"
+#include "clock.h"
 #include "commands.h"
 #include "data.h"
 #include "options.h"
@@ -54,13 +55,6 @@ static const st_option read_options[] = {
 
 static const char *const read_groups[] = {"Source", "Reading", "Other", NULL};
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static st_status parse_size(const char *text, st_shape *shape, st_error *err)
 {
     int w, h;
@@ -84,12 +78,12 @@ static st_status run_read(const read_opts *o, const char *path, st_error *err)
     spec.images.skipped = &skipped;
     st_status st = parse_size(o->image_size, &spec.images.shape, err);
     st_source *src = NULL;
-    double t_open = now_seconds();
+    double t_open = st_now();
     if (st == ST_OK)
         st = st_source_open(&src, &spec, err);
     if (st != ST_OK)
         return st;
-    t_open = now_seconds() - t_open;
+    t_open = st_now() - t_open;
     st_transform t = {.input = src->shape, .scale = 1.0f / 255.0f, .seed = o->seed};
     st_batchq q = {0};
     st_prefetch *p = NULL;
@@ -99,13 +93,13 @@ static st_status run_read(const read_opts *o, const char *path, st_error *err)
     st = st_batchq_init(&q, 1, batch, st_shape_count(src->shape), err);
     if (st == ST_OK)
         st = st_prefetch_create(&p, &po, err);
-    double t0 = now_seconds();
+    double t0 = st_now();
     long records = 0;
     for (long i = 0; i < o->batches && st == ST_OK; i++) {
         st = st_prefetch_fill(p, i, &q.slot[0], err);
         records += q.slot[0].n;
     }
-    double dt = now_seconds() - t0;
+    double dt = st_now() - t0;
     if (st == ST_OK) {
         double mb = (double)records * (double)st_record_bytes(src) / 1e6;
         printf("%s: %ld records of %d x %d x %d, opened in %.3f s\n", src->name, src->count,

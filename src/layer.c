@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 static const struct {
     const char *name;
     const st_layer_ops *ops;
@@ -92,21 +94,14 @@ st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_karg
     return slot->k->ops->backward_data(slot->k, a, err);
 }
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
                                     st_error *err)
 {
     kslot_fill(slot, p, a);
-    double t0 = p->time ? seconds_now() : 0.0;
+    double t0 = p->time ? st_now() : 0.0;
     st_status st = slot->k->ops->backward_weights(slot->k, a, err);
     if (p->time)
-        p->time->backward_weights += seconds_now() - t0;
+        p->time->backward_weights += st_now() - t0;
     return st;
 }
 

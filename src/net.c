@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hash.h"
 
 /* Largest values per sample of one layer output; keeps every index of the
@@ -127,6 +128,22 @@ void st_net_print(const st_net *net, const st_log *log)
              net->flops / 1e9);
 }
 
+st_pass_work st_net_pass_work(const st_net *net, int i, int n)
+{
+    const st_layer *l = net->layers[i];
+    double in = 0.0, weights = 0.0;
+    for (int k = 0; k < l->n_src; k++)
+        in += (double)st_shape_count(l->src[k] < 0 ? net->input : net->layers[l->src[k]]->out);
+    for (int p = 0; p < net->params.n; p++)
+        if (net->params.p[p].layer == i)
+            weights += (double)net->params.p[p].count;
+    double f = (double)sizeof(float), x = f * n * in, y = f * n * (double)st_shape_count(l->out);
+    double w = f * weights, flops = n * l->flops;
+    st_pass_work work = {{flops, flops, flops},
+                         {x + y + w, y + x + (w > 0 ? w : x), x + y + w}};
+    return work;
+}
+
 uint64_t st_net_hash(const st_net *net)
 {
     uint64_t h = ST_HASH_START;
@@ -160,13 +177,6 @@ int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t
 }
 
 /* ---- replicas ---- */
-
-static double net_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void st_replica_free(st_replica *r)
 {
@@ -440,14 +450,14 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         for (int k = 0; k < l->n_src; k++)
             src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
         p.dst = st_replica_output(r, i);
-        double t0 = r->time ? net_seconds() : 0.0;
+        double t0 = r->time ? st_now() : 0.0;
         st_status st = l->ops->forward(l, r->state[i], &p, err);
         if (st != ST_OK) {
             st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
             return st;
         }
         if (r->time)
-            r->time[i].forward += net_seconds() - t0;
+            r->time[i].forward += st_now() - t0;
         replica_host_work(r, i, 0, s->n, info->training);
     }
     if (loss)
@@ -489,7 +499,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         p.dst = st_replica_output(r, i);
         p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
         p.time = r->time ? &r->time[i] : NULL;
-        double t0 = r->time ? net_seconds() : 0.0;
+        double t0 = r->time ? st_now() : 0.0;
         double weights_before = r->time ? r->time[i].backward_weights : 0.0;
         st_status st = l->ops->backward(l, r->state[i], &p, err);
         if (st != ST_OK) {
@@ -498,7 +508,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         }
         if (r->time)
             r->time[i].backward_data +=
-                net_seconds() - t0 - (r->time[i].backward_weights - weights_before);
+                st_now() - t0 - (r->time[i].backward_weights - weights_before);
         replica_host_work(r, i, 1, s->n, 1);
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fileio.h"
 
 /* Seconds between two drawings of the live line. */
@@ -42,13 +43,6 @@ struct st_progress {
     FILE *metrics;
     char *metrics_path, *partial_path;
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_error *err)
 {
@@ -205,7 +199,7 @@ void st_progress_begin(st_progress *p, long first, long iterations, long per_epo
     p->first = p->last_done = first;
     p->iterations = iterations;
     p->per_epoch = per_epoch > 0 ? per_epoch : 1;
-    p->begin = p->last_step = now_seconds();
+    p->begin = p->last_step = st_now();
     write_rows(p, csv_header);
     pthread_mutex_unlock(&p->lock);
 }
@@ -215,7 +209,7 @@ void st_progress_step(st_progress *p, long done, double loss, long images)
     if (!p || p->format != ST_PROGRESS_LIVE)
         return;
     pthread_mutex_lock(&p->lock);
-    double now = now_seconds(), interval = now - p->last_step;
+    double now = st_now(), interval = now - p->last_step;
     p->train_seconds += interval;
     p->train_iters += done - p->last_done;
     p->acc_seconds += interval;
@@ -243,7 +237,7 @@ void st_progress_train(st_progress *p, const st_progress_row *r)
         snprintf(split, sizeof split, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f", r->data_ms, r->compute_ms,
                  r->barrier_ms, r->aggregation_ms, r->update_ms, r->communication_ms);
     snprintf(row, sizeof row, "train,%ld,%.4f,%.3f,%.6g,%.6g,%.1f,,,%s\n", r->iteration,
-             (double)r->iteration / (double)p->per_epoch, now_seconds() - p->begin, r->loss,
+             (double)r->iteration / (double)p->per_epoch, st_now() - p->begin, r->loss,
              r->lr, r->images_per_s, split);
     write_rows(p, row);
     pthread_mutex_unlock(&p->lock);
@@ -254,7 +248,7 @@ void st_progress_test(st_progress *p, long iteration, double accuracy, double lo
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    double now = now_seconds();
+    double now = st_now();
     p->last_step = now; /* the test phase is not training time */
     char row[256];
     snprintf(row, sizeof row, "test,%ld,%.4f,%.3f,,,,%.6f,%.6g,,,,,,\n", iteration,

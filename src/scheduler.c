@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "barrier.h"
+#include "clock.h"
 #include "overlap.h"
 
 enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
@@ -93,13 +94,6 @@ struct st_sched {
     pthread_cond_t clock_moved;
     int launch;                     /* 0 wait, 1 go, -1 cancelled */
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void st_shard_of(int n, int workers, int r, int *first, int *count)
 {
@@ -335,9 +329,9 @@ static void worker_bsp(st_worker *w)
     int r = w->id;
     for (long it = s->first; it < s->last; it++) {
         iter_record *rec = &s->rec[it % RECORDS];
-        double t0 = now_seconds();
+        double t0 = st_now();
         const st_batch_slot *b = st_batchq_wait(s->q, it);
-        double t1 = now_seconds();
+        double t1 = st_now();
         if (s->overlap && r == 0)
             st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
         st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
@@ -348,9 +342,9 @@ static void worker_bsp(st_worker *w)
             w->status = st;
         if (r == 0)
             rec->stop_request = stop_flag(s);
-        double t2 = now_seconds();
+        double t2 = st_now();
         st_barrier_wait(&s->mid);
-        double t3 = now_seconds();
+        double t3 = st_now();
         double loss = 0.0;
         int failed = b->stop, images = 0, stop = rec->stop_request;
         for (int k = 0; k < s->T; k++) {
@@ -363,7 +357,7 @@ static void worker_bsp(st_worker *w)
             sum_over_nodes(w, it, rec, &failed, &stop, &loss, &images);
         if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
             st_overlap_wait(s->overlap, it);
-        double comm = s->o.cluster ? now_seconds() - t3 : 0.0;
+        double comm = s->o.cluster ? st_now() - t3 : 0.0;
         if (failed || !isfinite(loss) || stop) {
             stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
                                           : stop ? ST_OK : ST_EDIVERGED, stop);
@@ -375,13 +369,13 @@ static void worker_bsp(st_worker *w)
         if (!s->overlap)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
-            double c0 = now_seconds();
+            double c0 = st_now();
             if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK)
                 st_cluster_abort(s->o.cluster, &w->err);
-            comm += now_seconds() - c0;
+            comm += st_now() - c0;
         }
         rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
-        double t4 = now_seconds();
+        double t4 = st_now();
         if (dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
             dst = slice_apply(w, it);
         if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
@@ -390,7 +384,7 @@ static void worker_bsp(st_worker *w)
         }
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
-        double t5 = now_seconds();
+        double t5 = st_now();
         rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm, t5 - t4, comm};
         st_barrier_wait(&s->iter_end);
         int grad_bad = 0;
@@ -490,7 +484,7 @@ static void worker_async(st_worker *w)
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
     for (long i = s->first; i < s->last && !atomic_load(&s->stopping) && !stop_flag(s); i++) {
-        double t0 = now_seconds();
+        double t0 = st_now();
         if (s->o.sync == ST_SYNC_SSP) {
             pthread_mutex_lock(&s->clock_lock);
             while (i - s->o.staleness > min_clock(s) && !atomic_load(&s->stopping) &&
@@ -500,7 +494,7 @@ static void worker_async(st_worker *w)
             if (atomic_load(&s->stopping) || stop_flag(s))
                 break;
         }
-        double t1 = now_seconds();
+        double t1 = st_now();
         long epoch = i / ipe, b0 = (i % ipe) * B;
         if (epoch != w->order_epoch) {
             st_order_shuffle(&w->order, epoch);
@@ -525,13 +519,13 @@ static void worker_async(st_worker *w)
             if (w->status == ST_OK && !st_all_finite(s->ps->grads[r], s->ps->count))
                 w->status = async_diverged(w, i, count);
         }
-        double t2 = now_seconds();
+        double t2 = st_now();
         /* divided by the whole batch: the T updates of an iteration add up
          * to the BSP step */
         if (count > 0 && w->status == ST_OK)
             st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
                             st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
-        double t3 = now_seconds();
+        double t3 = st_now();
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
         w->time.update += t3 - t2;

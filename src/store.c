@@ -65,6 +65,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "clock.h"
 #include "fileio.h"
 
 #define HEADER_BYTES 72u
@@ -157,13 +158,6 @@ static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t bytes)
         bytes -= piece;
     }
     return (uint32_t)c;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* "12.3 MB" (binary units) */
@@ -903,7 +897,7 @@ static st_status write_records(packing *pk, double t0, st_error *err)
         pool_post(&pool, 0, chunk, buf[0]);
         pool_wait(&pool);
     }
-    double last_log = now_seconds();
+    double last_log = st_now();
     /* chunk k is written from buf[k % 2] while chunk k + 1 is decoded */
     for (long start = 0, k = 0; st == ST_OK && start < count && !atomic_load(&pool.failed);
          k++) {
@@ -918,7 +912,7 @@ static st_status write_records(packing *pk, double t0, st_error *err)
         if (next < count)
             pool_wait(&pool);
         start = next;
-        double now = now_seconds();
+        double now = st_now();
         if (st == ST_OK && now - last_log >= 2.0 && start < count) {
             last_log = now;
             st_info(log, "pack: %ld of %ld records (%.0f records/s)", start, count,
@@ -1095,7 +1089,7 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
                         long *written, st_error *err)
 {
     static const st_pack_opts defaults = {.io_threads = 1};
-    double t0 = now_seconds();
+    double t0 = st_now();
     packing pk = {.src = src, .out = out, .o = o ? o : &defaults, .lock_fd = -1};
     size_t index_bytes = 0;
     st_status st = plan_layout(src, pk.o, &pk.L, err);
@@ -1128,7 +1122,7 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
         uint64_t total = index_bytes;
         for (uint32_t k = 0; k < pk.L.stripes; k++)
             total += stripe_bytes(&pk.L, k);
-        double secs = now_seconds() - t0;
+        double secs = st_now() - t0;
         char unit[32], size[32];
         st_info(pk.o->log, "packed %llu records of %d x %d x %d, %u classes, into %u stripes "
                 "of %s units (%llu records per block, %llu blocks): %s in %.2f s "

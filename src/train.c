@@ -27,6 +27,7 @@
 #include "backend.h"
 #include "cfg.h"
 #include "choices.h"
+#include "clock.h"
 #include "cpe_backend.h"
 #include "darknet_weights.h"
 #include "data.h"
@@ -37,6 +38,7 @@
 #include "prefetch.h"
 #include "progress.h"
 #include "ps.h"
+#include "roofline.h"
 #include "scheduler.h"
 #include "signals.h"
 #include "snapshot.h"
@@ -76,6 +78,7 @@ struct st_trainer {
     size_t setup_bytes;     /* resident memory setting up the workers took */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
+    st_roofline roofline;   /* --profile's ceilings, measured before training */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -90,13 +93,6 @@ st_train_opts st_train_defaults(void)
                        .allreduce = "rhd", .bucket_bytes = 512u << 10,
                        .peer_timeout = 600};
     return o;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
@@ -611,7 +607,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         return ST_ENOMEM;
     t->log = *log;
     t->o = *o;
-    t->created = now_seconds();
+    t->created = st_now();
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
     t->snapshot_iter = -1;
     if (t->o.snapshot_every && !t->o.snapshot_dir)
@@ -770,11 +766,11 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
     if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
         return ST_OK;
     long correct;
-    double loss, t0 = now_seconds();
+    double loss, t0 = st_now();
     st_status st = check_weights(t, it, err);
     if (st == ST_OK)
         st = st_sched_test(t->sched, t->test, &correct, &loss, err);
-    t->test_seconds += now_seconds() - t0;
+    t->test_seconds += st_now() - t0;
     if (st == ST_OK && !isfinite(loss))
         st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
                      "not finite (try a lower learning_rate)", it);
@@ -844,6 +840,47 @@ static void announce_stop(st_trainer *t)
 }
 
 /* Per-layer milliseconds per iteration (worker 0) and the time split. */
+/* Each layer's passes in worker 0 against the roofline: its GFLOP/s and
+ * share of the FMA peak, the bytes it must move and their rate, and the
+ * share of its time the roofline says it cannot do without (100%: at the
+ * ceiling; little: far from it, whichever limit binds). */
+static void print_roofline(const st_trainer *t, double iters)
+{
+    const st_roofline *rl = &t->roofline;
+    const st_net *net = &t->net;
+    const st_replica *r = st_sched_replica(t->sched, 0);
+    int n = (t->batch + t->o.threads - 1) / t->o.threads, cores = t->o.intra > 0 ? t->o.intra : 1;
+    st_info(&t->log, "roofline of worker 0 (%d image%s, %d core%s): FMA peak %.1f GFLOP/s per "
+            "core (%s%s), memcpy %.0f GB/s to %zu kB, %.0f GB/s to %zu MB, %.0f GB/s beyond",
+            n, n > 1 ? "s" : "", cores, cores > 1 ? "s" : "", rl->fma_gflops, rl->isa,
+            rl->fma_measured ? ", measured at start-up" : " by --fma-peak", rl->copy_gbs[0],
+            rl->set_bytes[0] >> 10, rl->copy_gbs[1], rl->set_bytes[1] >> 20, rl->copy_gbs[2]);
+    st_info(&t->log, "layer  type      pass               ms   GFLOP/s  of peak        MB     "
+            "GB/s  bound    of bound");
+    static const char *const pass_names[3] = {"forward", "backward-data", "backward-weights"};
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer_time *lt = &r->time[i];
+        const double ms[3] = {1e3 * lt->forward / iters, 1e3 * lt->backward_data / iters,
+                              1e3 * lt->backward_weights / iters};
+        st_pass_work w = st_net_pass_work(net, i, n);
+        const st_layer *l = net->layers[i];
+        int on_input = 1; /* the network input needs no gradient */
+        for (int k = 0; k < l->n_src; k++)
+            on_input &= l->src[k] < 0;
+        for (int p = 0; p < 3; p++) {
+            if (ms[p] <= 0.0 || (p == 1 && on_input) || (p == 2 && l->flops == 0.0))
+                continue;
+            double flops = w.flops[p], bytes = w.bytes[p], s = ms[p] / 1e3;
+            double compute = flops / (1e9 * rl->fma_gflops * cores);
+            double bound = st_roofline_bound(rl, cores, flops, bytes);
+            st_info(&t->log, "%5d  %-9s %-16s %8.3f %9.1f %7.1f%% %9.3f %8.1f  %-8s %7.1f%%", i,
+                    l->ops->short_name, pass_names[p], ms[p], flops / s / 1e9,
+                    100.0 * compute / s, bytes / 1e6, bytes / s / 1e9,
+                    compute >= bound ? "compute" : "memory", 100.0 * bound / s);
+        }
+    }
+}
+
 static void print_profile(const st_trainer *t, const st_train_result *res, long timed)
 {
     const st_net *net = &t->net;
@@ -864,6 +901,7 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
     }
     st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
             res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
+    print_roofline(t, iters);
     char *choices = t->choices ? st_choices_text(t->choices, ST_CHOICES_VALUES |
                                                   ST_CHOICES_TRIALS | ST_CHOICES_NOTES, NULL)
                                : NULL;
@@ -952,7 +990,7 @@ static void bsp_iteration_done(void *ctx, const st_iteration *it)
     st_progress_step(t->log.progress, done, it->loss, it->images);
     if (done % t->o.log_every && done != t->iterations)
         return;
-    double now = now_seconds();
+    double now = st_now();
     p->res->last_loss = p->window_loss / (double)p->window_images;
     log_progress(t, done, p->window_loss, p->window_images, now - p->window_start, &p->window,
                  p->window_iters);
@@ -984,23 +1022,23 @@ static long segment_end(const st_trainer *t, long first, long test_every)
 static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
-    bsp_progress p = {.t = t, .res = res, .window_start = now_seconds(), .done = t->start};
+    bsp_progress p = {.t = t, .res = res, .window_start = st_now(), .done = t->start};
     double timed_start = 0.0;
     for (long first = t->start; first < t->iterations;) {
         long last = segment_end(t, first, test_every);
         if (first == t->warm_end) {
-            timed_start = now_seconds();
+            timed_start = st_now();
             for (int w = 0; t->o.profile && w < t->o.threads; w++)
                 memset(st_sched_replica(t->sched, w)->time, 0,
                        (size_t)t->net.n_layers * sizeof(st_layer_time));
         }
-        double seg_start = now_seconds();
+        double seg_start = st_now();
         st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last,
                                         bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;
         if (p.done > t->warm_end)
-            res->seconds += now_seconds() - (first >= t->warm_end ? seg_start : timed_start);
+            res->seconds += st_now() - (first >= t->warm_end ? seg_start : timed_start);
         int reason = st_sched_stop_reason(t->sched);
         if (!reason && !t->o.cluster && last < t->iterations)
             reason = stop_asked(t);
@@ -1057,7 +1095,7 @@ static void async_log(void *ctx, long done, double loss, long images)
 {
     async_progress *p = ctx;
     announce_stop(p->t);
-    double now = now_seconds();
+    double now = st_now();
     p->res->last_loss = images ? loss / (double)images : 0.0;
     if (p->last_done == 0)
         p->res->first_loss = p->res->last_loss;
@@ -1073,15 +1111,15 @@ static void async_log(void *ctx, long done, double loss, long images)
  * finished (the faster ones' partial updates are in it too). */
 static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
 {
-    async_progress p = {t, res, now_seconds(), 0};
+    async_progress p = {t, res, st_now(), 0};
     st_time_split wt;
     long finished;
-    double t0 = now_seconds();
+    double t0 = st_now();
     st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
                                       &wt, &finished, err);
     if (st != ST_OK)
         return st;
-    res->seconds = now_seconds() - t0;
+    res->seconds = st_now() - t0;
     res->images_per_s = res->seconds > 0 ? (double)finished * t->batch / res->seconds : 0.0;
     res->split = wt;
     int reason = st_sched_stop_reason(t->sched);
@@ -1106,7 +1144,7 @@ static void log_summary(const st_trainer *t, const st_train_result *res, long ti
         st_info(&t->log, "communication ms per iteration: %.3f (control sums and all-reduce "
                 "across nodes, outside the time split above)",
                 1e3 * res->split.communicate / (double)(timed > 0 ? timed : 1));
-    double now = now_seconds();
+    double now = st_now();
     st_info(&t->log, "total time %.1f s: set-up %.1f s, training %.1f s, test phases %.1f s",
             now - t->created, t->began - t->created, now - t->began - t->test_seconds,
             t->test_seconds);
@@ -1246,7 +1284,9 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_status st = ST_OK;
     if (t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
-    t->began = now_seconds();
+    if (t->o.profile)
+        st_roofline_measure(&t->roofline, t->o.fma_peak);
+    t->began = st_now();
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);

@@ -203,6 +203,27 @@ check "a solver key the rule ignores warns" err 0 "unused-key.cfg:6: [net] B1= h
     "$bin" --dry-run "$tmp/unused-key.cfg"
 expect "a key the rule reads does not warn" [ "$(grep -c 'no effect' "$tmp/stderr")" -eq 1 ]
 
+# ------------------------------------------------------ --profile's roofline
+
+# LeNet-5 at batch 8 on one worker, the peak given as 100 GFLOP/s. Its
+# second convolution (20x12x12 -> 50x8x8, 5x5, 25,050 weights) does 2 x 50 x
+# 500 x 64 = 3.2M flops per image in each pass and must move, forward, its
+# input, output and weights: 4 x (8 x (2,880 + 3,200) + 25,050) bytes.
+check "--profile --fma-peak 100: the roofline" out 0 "roofline of worker 0 (8 images, 1 core): FMA peak 100.0 GFLOP/s per core (given by --fma-peak)" -- \
+    "$bin" -t 1 -b 8 --data synthetic --iters 12 --warmup 2 --no-test --profile --fma-peak 100 \
+    "$(dirname "$0")/../data/lenet.cfg"
+conv2=$(awk '$1 == 2 && $2 == "conv" && $3 == "forward"' "$tmp/stdout")
+expect "roofline: conv2's forward bytes are hand-computed 0.295 MB ($conv2)" \
+    [ "$(echo "$conv2" | awk '{ print $7 }')" = "0.295" ]
+expect "roofline: GFLOP/s = 8 x 3.2M flops / its ms, of peak = that / 100 GFLOP/s" \
+    awk -v line="$conv2" 'BEGIN { split(line, f); g = 8 * 3.2e6 / (f[4] * 1e-3) / 1e9;
+        p = f[6]; sub("%", "", p);
+        exit !(f[4] > 0 && (f[5] - g) ^ 2 < (0.002 * g + 0.1) ^ 2 && (p - f[5]) ^ 2 < 0.01) }'
+expect "roofline: the first layer has no backward-data row, max pool no backward-weights" \
+    awk '($1 == 0 && $3 == "backward-data") || ($2 == "max" && $3 == "backward-weights") { exit 1 }' "$tmp/stdout"
+expect "roofline: every layer's forward is there" \
+    [ "$(awk '$3 == "forward" && $2 ~ /^(conv|max|connected|softmax)$/' "$tmp/stdout" | wc -l)" = 7 ]
+
 # ------------------------------------------- --help against the option table
 
 # The option table of src/cli.c, one entry per line: name, short name (0 or

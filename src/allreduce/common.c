@@ -41,6 +41,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
+
 /* Ping-pong used to measure beta: message size and round trips (the fastest
  * one counts, the others absorb warm-up and scheduling noise). */
 #define CALIBRATE_FLOATS (1u << 20)
@@ -218,17 +220,10 @@ void ar_sum(const ar_call *call, float *dst, const float *src, size_t n)
         st_allreduce_sum_serial(NULL, dst, src, n);
 }
 
-static double monotonic_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Return after `seconds`. */
 static void wait_seconds(double seconds)
 {
-    double deadline = monotonic_seconds() + seconds;
+    double deadline = st_now() + seconds;
     if (seconds >= SLEEP_THRESHOLD_SECONDS) {
         struct timespec until;
         until.tv_sec = (time_t)deadline;
@@ -237,7 +232,7 @@ static void wait_seconds(double seconds)
             continue;
         return;
     }
-    while (monotonic_seconds() < deadline)
+    while (st_now() < deadline)
         continue;
 }
 
@@ -284,7 +279,7 @@ static void nap_us(long us)
 
 int st_comm_wait(const st_comm *c, int count, MPI_Request *requests, double timeout)
 {
-    double start = monotonic_seconds();
+    double start = st_now();
     long backoff_us = 0; /* 0 until the wait is long */
     for (int polls = 0;; polls++) {
         int pending = 0;
@@ -301,7 +296,7 @@ int st_comm_wait(const st_comm *c, int count, MPI_Request *requests, double time
             return MPI_SUCCESS;
         if (polls < SPIN_POLLS)
             continue;
-        double waited = monotonic_seconds() - start;
+        double waited = st_now() - start;
         if (timeout > 0 && waited >= timeout)
             return ST_COMM_TIMEOUT;
         if (waited >= BACKOFF_AFTER_SECONDS)

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "dnnl_internal.h"
 
 static const char *const family_names[DN_FAMILIES] = {"blocked", "nhwc", "nchw"};
@@ -420,13 +421,6 @@ static int arg_role(int arg)
     }
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Milliseconds of one run of pd on the trial buffers: the least of a few
  * runs (fewer the longer a run takes, two from 20 ms on: one run alone can
  * be slowed by a neighbour on a shared machine), or of one when the first
@@ -452,9 +446,9 @@ static st_status time_pd(st_bctx *c, const_dnnl_primitive_desc_t pd, trial_bufs 
     }
     double best = 0.0;
     for (int r = 0, runs = 1; r < runs && st == ST_OK; r++) {
-        double t0 = seconds_now();
+        double t0 = st_now();
         st = dn_exec_run(c, &e, scratch, err);
-        double t = 1e3 * (seconds_now() - t0);
+        double t = 1e3 * (st_now() - t0);
         if (r == 0)
             runs = t > cutoff ? 1 : t > 20.0 ? 2 : t > 2.0 ? 3 : 5;
         if (r == 0 || t < best)

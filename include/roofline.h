@@ -1,0 +1,33 @@
+/* The ceilings a layer's time is compared with in --profile: the FMA peak
+ * of one core and the copy bandwidth at three working-set sizes, measured at
+ * start-up (or the peak given), and the bound they put on a pass that does
+ * `flops` and moves `bytes`: the larger of flops / peak and bytes / the
+ * bandwidth of a working set that size (the classic roofline). */
+#ifndef ST_ROOFLINE_H
+#define ST_ROOFLINE_H
+
+#include <stddef.h>
+
+enum { ST_ROOFLINE_LEVELS = 3 };
+
+typedef struct st_roofline {
+    double fma_gflops;         /* one core, single precision */
+    int fma_measured;          /* 0: given */
+    const char *isa;           /* what the peak loop ran on */
+    /* Copy bandwidth (bytes read + written per second) of working sets up
+     * to set_bytes[i]; the last level takes every larger set. */
+    size_t set_bytes[ST_ROOFLINE_LEVELS];
+    double copy_gbs[ST_ROOFLINE_LEVELS];
+} st_roofline;
+
+/* Measure (about 0.3 s on one core); fma_gflops > 0 gives the peak instead
+ * of measuring it. */
+void st_roofline_measure(st_roofline *r, double fma_gflops);
+
+/* Bandwidth (GB/s) for a pass that moves `bytes`. */
+double st_roofline_gbs(const st_roofline *r, double bytes);
+
+/* Least seconds a pass can take on `cores` cores. */
+double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes);
+
+#endif
