@@ -46,6 +46,15 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
  * multi-node overlap reduces layer buckets as backward produces them. */
 void st_ps_reduce_range(st_ps *ps, size_t b, size_t e, float scale);
 
+/* st_ps_reduce, the finiteness check and st_ps_apply of slice r in one
+ * pass over memory, chunk by chunk (each chunk's sums still in cache when
+ * the solver reads them): the same floats as the three separate passes.
+ * Returns whether the slice's reduced gradient is finite; the chunks from
+ * the first non-finite one on are not applied (the weights stay finite;
+ * the run is to stop, as after the separate check). */
+int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, float lr,
+                       long iter, int threads);
+
 /* Apply the solver's update of iteration iter (from 0; Adam's bias
  * correction uses it) to slice r with the reduced gradient, on `threads`. */
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);

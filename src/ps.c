@@ -111,6 +111,40 @@ void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, 
     }
 }
 
+/* Floats per chunk of the fused pass: the workers' gradients, weights and
+ * solver state of a chunk stay within a core's private cache. */
+#define FUSED_CHUNK 4096
+
+static int reduce_apply_range(st_ps *ps, size_t b, size_t e, float scale,
+                              const st_solver_cfg *c, float lr, long iter)
+{
+    for (size_t cb = b; cb < e; cb += FUSED_CHUNK) {
+        size_t ce = e - cb > FUSED_CHUNK ? cb + FUSED_CHUNK : e;
+        st_ps_reduce_range(ps, cb, ce, scale);
+        if (!st_all_finite(ps->grads[0] + cb, ce - cb))
+            return 0;
+        st_solver_update(c, ps->table, lr, iter, cb, ce, ps->weights, ps->state, ps->count,
+                         ps->grads[0]);
+    }
+    return 1;
+}
+
+int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, float lr,
+                       long iter, int threads)
+{
+    size_t b = ps->slice[r], e = ps->slice[r + 1];
+    if (threads <= 1)
+        return reduce_apply_range(ps, b, e, scale, c, lr, iter);
+    int finite = 1;
+#pragma omp parallel num_threads(threads) reduction(&& : finite)
+    {
+        size_t sb, se;
+        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        finite = reduce_apply_range(ps, sb, se, scale, c, lr, iter);
+    }
+    return finite;
+}
+
 void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
                      long iter, int threads)
 {

@@ -366,7 +366,15 @@ static void worker_bsp(st_worker *w)
         float *slice = s->ps->grads[0] + s->ps->slice[r];
         size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
         st_status dst = ST_OK;
-        if (!s->overlap)
+        const st_backend *be = w->replica.backend;
+        /* One node, on the host: sum, check and update in one pass over
+         * memory (its time counts as aggregation). */
+        int fused = !s->overlap && !s->o.cluster && !be->slice_reduce && !be->slice_apply;
+        if (fused)
+            rec->grad_bad[r] = !st_ps_reduce_apply(s->ps, r, 1.0f / (float)images, s->o.solver,
+                                                   st_lr_at(&s->o.solver->lr, it), it,
+                                                   s->o.intra);
+        else if (!s->overlap)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
             double c0 = st_now();
@@ -374,9 +382,10 @@ static void worker_bsp(st_worker *w)
                 st_cluster_abort(s->o.cluster, &w->err);
             comm += st_now() - c0;
         }
-        rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
+        if (!fused)
+            rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
         double t4 = st_now();
-        if (dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
+        if (!fused && dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
             dst = slice_apply(w, it);
         if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
             w->status = dst;
