@@ -1,6 +1,6 @@
 /* The ceilings a layer's time is compared with in --profile: the FMA peak
- * of one core and the copy bandwidth at three working-set sizes, measured at
- * start-up (or the peak given), and the bound they put on a pass that does
+ * of one core and the copy bandwidth at three working-set sizes, measured
+ * when the profile is printed (or the peak given), and the bound they put on a pass that does
  * `flops` and moves `bytes`: the larger of flops / peak and bytes / the
  * bandwidth of a working set that size (the classic roofline). */
 #ifndef ST_ROOFLINE_H

@@ -79,8 +79,8 @@ static const st_option options[] = {
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
      ST_OPT_FLAG, TRAIN(profile), 0, 0},
     {"fma-peak", 0, "GFLOPS", "Output", "--profile's roofline: one core's single-precision "
-     "FMA peak (default: measured at start-up)", ST_OPT_STRING, offsetof(st_cli, fma_peak), 0,
-     0},
+     "FMA peak (default: measured after training)", ST_OPT_STRING,
+     offsetof(st_cli, fma_peak), 0, 0},
     {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR "
      "(created if missing): at the end as NAME_final.snap, every --snapshot-every iterations "
      "and on SIGINT / SIGTERM as NAME_ITER.snap (NAME: the cfg's file name without its last "

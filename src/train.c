@@ -78,7 +78,6 @@ struct st_trainer {
     size_t setup_bytes;     /* resident memory setting up the workers took */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
-    st_roofline roofline;   /* --profile's ceilings, measured before training */
 };
 
 static const char *const sync_names[] = {"bsp", "ssp", "asp"};
@@ -846,14 +845,16 @@ static void announce_stop(st_trainer *t)
  * ceiling; little: far from it, whichever limit binds). */
 static void print_roofline(const st_trainer *t, double iters)
 {
-    const st_roofline *rl = &t->roofline;
+    st_roofline ceilings; /* measured now: the run's figures and peak memory are taken */
+    st_roofline_measure(&ceilings, t->o.fma_peak);
+    const st_roofline *rl = &ceilings;
     const st_net *net = &t->net;
     const st_replica *r = st_sched_replica(t->sched, 0);
     int n = (t->batch + t->o.threads - 1) / t->o.threads, cores = t->o.intra > 0 ? t->o.intra : 1;
     st_info(&t->log, "roofline of worker 0 (%d image%s, %d core%s): FMA peak %.1f GFLOP/s per "
             "core (%s%s), memcpy %.0f GB/s to %zu kB, %.0f GB/s to %zu MB, %.0f GB/s beyond",
             n, n > 1 ? "s" : "", cores, cores > 1 ? "s" : "", rl->fma_gflops, rl->isa,
-            rl->fma_measured ? ", measured at start-up" : " by --fma-peak", rl->copy_gbs[0],
+            rl->fma_measured ? ", measured after training" : " by --fma-peak", rl->copy_gbs[0],
             rl->set_bytes[0] >> 10, rl->copy_gbs[1], rl->set_bytes[1] >> 20, rl->copy_gbs[2]);
     st_info(&t->log, "layer  type      pass               ms   GFLOP/s  of peak        MB     "
             "GB/s  bound    of bound");
@@ -1284,8 +1285,6 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_status st = ST_OK;
     if (t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
-    if (t->o.profile)
-        st_roofline_measure(&t->roofline, t->o.fma_peak);
     t->began = st_now();
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
