@@ -24,10 +24,9 @@ typedef struct st_roofline {
  * of measuring it. */
 void st_roofline_measure(st_roofline *r, double fma_gflops);
 
-/* Bandwidth (GB/s) for a pass that moves `bytes`. */
-double st_roofline_gbs(const st_roofline *r, double bytes);
-
-/* Least seconds a pass can take on `cores` cores. */
-double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes);
+/* Least seconds a pass can take on `cores` cores; *compute_bound: whether
+ * the flops (not the bytes) set it. */
+double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes,
+                         int *compute_bound);
 
 #endif

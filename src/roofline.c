@@ -114,7 +114,8 @@ void st_roofline_measure(st_roofline *r, double fma_gflops)
     free(b);
 }
 
-double st_roofline_gbs(const st_roofline *r, double bytes)
+/* Bandwidth (GB/s) for a pass that moves `bytes`. */
+static double copy_gbs(const st_roofline *r, double bytes)
 {
     int i = 0;
     while (i < ST_ROOFLINE_LEVELS - 1 && bytes > (double)r->set_bytes[i])
@@ -122,10 +123,12 @@ double st_roofline_gbs(const st_roofline *r, double bytes)
     return r->copy_gbs[i];
 }
 
-double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes)
+double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes,
+                         int *compute_bound)
 {
     double compute = r->fma_gflops > 0 ? flops / (1e9 * r->fma_gflops * cores) : 0.0;
-    double gbs = st_roofline_gbs(r, bytes);
+    double gbs = copy_gbs(r, bytes);
     double memory = gbs > 0 ? bytes / (1e9 * gbs) : 0.0;
-    return compute > memory ? compute : memory;
+    *compute_bound = compute >= memory;
+    return *compute_bound ? compute : memory;
 }

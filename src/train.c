@@ -865,19 +865,17 @@ static void print_roofline(const st_trainer *t, double iters)
                               1e3 * lt->backward_weights / iters};
         st_pass_work w = st_net_pass_work(net, i, n);
         const st_layer *l = net->layers[i];
-        int on_input = 1; /* the network input needs no gradient */
-        for (int k = 0; k < l->n_src; k++)
-            on_input &= l->src[k] < 0;
+        int on_input = l->n_src == 0 || l->src[0] < 0; /* no input gradient (as net.c) */
         for (int p = 0; p < 3; p++) {
             if (ms[p] <= 0.0 || (p == 1 && on_input) || (p == 2 && l->flops == 0.0))
                 continue;
             double flops = w.flops[p], bytes = w.bytes[p], s = ms[p] / 1e3;
-            double compute = flops / (1e9 * rl->fma_gflops * cores);
-            double bound = st_roofline_bound(rl, cores, flops, bytes);
+            int compute_bound;
+            double bound = st_roofline_bound(rl, cores, flops, bytes, &compute_bound);
             st_info(&t->log, "%5d  %-9s %-16s %8.3f %9.1f %7.1f%% %9.3f %8.1f  %-8s %7.1f%%", i,
                     l->ops->short_name, pass_names[p], ms[p], flops / s / 1e9,
-                    100.0 * compute / s, bytes / 1e6, bytes / s / 1e9,
-                    compute >= bound ? "compute" : "memory", 100.0 * bound / s);
+                    100.0 * flops / s / (1e9 * rl->fma_gflops * cores), bytes / 1e6,
+                    bytes / s / 1e9, compute_bound ? "compute" : "memory", 100.0 * bound / s);
         }
     }
 }
