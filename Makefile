@@ -18,7 +18,7 @@ BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),$(if $(PORT
 
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
-           -Iinclude -Isrc -fno-omit-frame-pointer
+           -Iinclude -fno-omit-frame-pointer
 LDLIBS  := -ldnnl -fopenmp -lstb -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
@@ -28,35 +28,48 @@ ifneq ($(PORTABLE),)
 CFLAGS  += -DST_CPE_PORTABLE
 endif
 
-SRC  := $(wildcard src/*.c src/layers/*.c src/backends/*.c src/backends/ref/*.c src/cpe/*.c)
-LIB_SRC := $(filter-out src/main.c,$(SRC))
-OBJ  := $(SRC:%.c=$(BUILD)/%.o)
+# Sources by folder (src/README.md): every src/<folder>/*.c and
+# src/<folder>/<sub>/*.c. Public headers are include/<folder>/*.h, included
+# as "folder/name.h"; a folder's private headers sit beside its sources
+# (there is no -Isrc). scripts/check-includes.sh (make test) keeps the
+# folders' dependencies one way.
+SRC := $(wildcard src/*/*.c src/*/*/*.c)
+MAIN_SRC := src/cmd/main.c
+# The cluster (dist/cluster.h) twice: over MPICH for the binary that mpirun
+# starts, and for one node without MPI for the tests and tools, which so
+# link no MPI library (as libuv's stubs where a platform lacks a feature).
+CLUSTER_MPI_SRC := src/dist/cluster_mpi.c
+CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
+# The all-reduce algorithms, compiled with mpicc (mk/mpi.mk); their names
+# (names.c) are MPI-free and in the library.
+ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c,$(wildcard src/dist/allreduce/*.c))
+LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(ALLREDUCE_SRC),$(SRC))
+OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
 BIN  := $(BUILD)/singletrain
 LIB  := $(BUILD)/libsingletrain.a
 
-TESTS_C := $(wildcard tests/test_*.c)
-TEST_BIN := $(TESTS_C:tests/%.c=$(BUILD)/tests/%)
+# The tests (tests/README.md): C unit tests tests/unit/test_*.c, one binary
+# each; every one also runs under AddressSanitizer + UBSan. Those whose
+# source says "@tsan" start threads and also run under ThreadSanitizer;
+# those that say "@portable" also run in the portable build (the emulator's
+# CPE contexts on ucontext instead of the x86-64 switch, its GEMM without
+# the AVX2 clone: what a machine without x86-64 or AVX2 runs).
+TESTS_C := $(wildcard tests/unit/test_*.c)
+TEST_NAMES := $(TESTS_C:tests/unit/%.c=%)
+TEST_BIN := $(TEST_NAMES:%=$(BUILD)/tests/%)
+tests_tagged = $(patsubst tests/unit/%.c,%,$(shell grep -l '@$(1)\b' $(TESTS_C)))
+SAN_TESTS := $(TEST_NAMES)
+TSAN_TESTS := $(call tests_tagged,tsan)
+PORTABLE_TESTS := $(call tests_tagged,portable)
 TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
-# Tests that also run under AddressSanitizer + UndefinedBehaviorSanitizer
-# (every C test), and under ThreadSanitizer (those that start threads, but
-# test_train: its trainings take about 7 minutes there, and test_sched runs
-# the scheduler, the prefetcher and the trainer under it).
-SAN_TESTS := test_fuzz_cfg test_cfg test_gradcheck test_dnnl_equiv test_readers test_weights test_snapshot \
-             test_solver test_cpe test_cpe_conv test_cpe_kernels test_cpe_calibration test_sched \
-             test_store test_train
-TSAN_TESTS := test_sched test_readers test_store test_choices
-# Tests that also run in the portable build: the emulator's CPE contexts on
-# ucontext instead of the x86-64 switch, and its GEMM without the AVX2
-# clone: what a machine without x86-64 or AVX2 runs.
-PORTABLE_TESTS := test_cpe test_cpe_conv test_cpe_kernels
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc
-# (mk/mpi.mk); cluster.c, the trainer's one MPI file, takes MPICH's flags.
+# (mk/mpi.mk); cluster_mpi.c takes MPICH's flags.
 MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
-LDLIBS  += $(ALLREDUCE_LIB) $(MPI_LIBS)
 
 .PHONY: all run test deps install clean check-tests
 all: $(BIN)
@@ -67,27 +80,29 @@ $(BUILD)/%.o: %.c
 
 # oneDNN is built on OpenMP in Debian; its backend sets the team size, and
 # the parameter server runs a worker's slice on its intra-op threads.
-$(BUILD)/src/backends/dnnl.o $(BUILD)/src/ps.o: CFLAGS += -fopenmp
+$(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).
-$(BUILD)/src/solver.o: CFLAGS += -fno-math-errno
+$(BUILD)/src/ops/solver.o: CFLAGS += -fno-math-errno
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/src/cluster.o: CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/$(CLUSTER_MPI_SRC:.c=.o): CFLAGS += $(MPI_CFLAGS)
 
-$(BIN): $(BUILD)/src/main.o $(LIB) $(ALLREDUCE_LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The all-reduce library before libsingletrain.a: it calls into it.
+$(BIN): $(BUILD)/$(MAIN_SRC:.c=.o) $(BUILD)/$(CLUSTER_MPI_SRC:.c=.o) $(ALLREDUCE_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(LIB) $(ALLREDUCE_LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(CLUSTER_SINGLE_OBJ) $(LIB) $(LDFLAGS) -lcmocka \
+	    $(LDLIBS)
 
-$(BUILD)/tools/%: tests/tools/%.c $(LIB) $(ALLREDUCE_LIB)
+$(BUILD)/tools/%: tests/tools/%.c $(CLUSTER_SINGLE_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(CLUSTER_SINGLE_OBJ) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 deps:
 	@scripts/deps.sh
@@ -113,7 +128,7 @@ install: $(BIN)
 	install -m 644 singletrain.1 $(DESTDIR)$(PREFIX)/share/man/man1/singletrain.1
 
 clean:
-	rm -rf build build-address build-thread build-fuzz
+	rm -rf build build-* $(FUZZ_BUILD)
 
 # libFuzzer targets of the readers (clang): make fuzz, make fuzz-build.
 include mk/fuzz.mk

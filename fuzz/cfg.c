@@ -8,9 +8,9 @@
  * naming the file. */
 #include "fuzz_files.h"
 
-#include "cfg.h"
-#include "hparams.h"
-#include "net.h"
+#include "base/cfg.h"
+#include "net/hparams.h"
+#include "net/net.h"
 
 #define CFG_NAME "fuzz.cfg"
 #define DATA_NAME "fuzz.data"

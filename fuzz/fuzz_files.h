@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "status.h"
+#include "base/status.h"
 
 #define FZ_SEPARATOR "\n==fuzz-next-file==\n"
 #define FZ_MAX_PARTS 16

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "net.h"
+#include "net/net.h"
 
 #ifndef ST_FUZZ_NET_CFG
 #define ST_FUZZ_NET_CFG "fuzz/tiny.cfg"

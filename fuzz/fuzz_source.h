@@ -6,7 +6,7 @@
 
 #include "fuzz_files.h"
 
-#include "data.h"
+#include "data/data.h"
 
 /* call: the reader's name in messages; name: the file a failure must name. */
 static inline void fz_read_all(st_source *s, const char *call, const char *name)

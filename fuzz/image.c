@@ -9,7 +9,7 @@
 
 #include <stb/stb_image.h>
 
-#include "data.h"
+#include "data/data.h"
 
 #define IMAGE_NAME "image"
 

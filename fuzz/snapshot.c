@@ -9,7 +9,7 @@
 #include "fuzz_files.h"
 #include "fuzz_net.h"
 
-#include "snapshot.h"
+#include "train/snapshot.h"
 
 #define SNAPSHOT_NAME "tiny.snap"
 

@@ -4,7 +4,7 @@
  * generation gives them. The index's last four bytes, the CRC-32 of the
  * rest, are recomputed before it is written, so that mutations reach the
  * header's checks instead of stopping at the checksum (the checksum test
- * itself is tests/test_store.c's). The store is opened with st_store_open
+ * itself is tests/unit/test_store.c's). The store is opened with st_store_open
  * without verification and every record is read; then with a limit of two
  * records, for a 10-class network, and with verification (every block's
  * CRC-32 read back on up to 4 threads). */
@@ -12,8 +12,8 @@
 
 #include <zlib.h>
 
-#include "data.h"
-#include "store.h"
+#include "data/data.h"
+#include "data/store.h"
 
 #define INDEX_NAME "store"
 

@@ -8,7 +8,7 @@
 #include "fuzz_files.h"
 #include "fuzz_net.h"
 
-#include "darknet_weights.h"
+#include "train/darknet_weights.h"
 
 #define WEIGHTS_NAME "tiny.weights"
 

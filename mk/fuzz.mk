@@ -6,26 +6,29 @@
 #                                fuzz/corpus/<target> that keeps what it
 #                                finds; crashes go to build-fuzz/findings/
 #   make fuzz FUZZ_TARGETS="image store"   only those
-# tests/test_fuzz.sh (make test) builds them and runs each for 5 seconds on
+# tests/e2e/test_fuzz.sh (make test) builds them and runs each for 5 seconds on
 # the seeds and the regression inputs of tests/fuzz-regressions/<target>/.
 #
 # The library sources are compiled again with -fsanitize=fuzzer-no-link
-# (coverage for the fuzzer) plus AddressSanitizer and UBSan: those of src/
-# and src/layers/, where the readers and everything they call live (not
-# the compute backends, the CPE emulator, MPI's cluster.c or the
-# parameter server's OpenMP ps.c, which no reader reaches). stb_image is
+# (coverage for the fuzzer) plus AddressSanitizer and UBSan: those of the
+# folders in FUZZ_DIRS, where the readers and everything they call live (not
+# the compute backends, the CPE emulator, MPI's cluster_mpi.c and
+# all-reduce algorithms or the parameter server's OpenMP ps.c, which no
+# reader reaches). stb_image is
 # compiled in from Debian's header (fuzz/stb_image.c) instead of linking
 # libstb, so the decoder is instrumented as well.
 
 FUZZ_CC ?= clang-14
+FUZZ_DIRS := base ops data layers net parallel dist train cmd
 FUZZ_BUILD := build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := cfg idx cifar store snapshot weights image
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-               -MMD -MP -Iinclude -Isrc -fno-omit-frame-pointer
-FUZZ_LIB_SRC := $(filter-out src/main.c src/cluster.c src/ps.c,$(wildcard src/*.c src/layers/*.c))
+               -MMD -MP -Iinclude -fno-omit-frame-pointer
+FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c,\
+                $(wildcard $(FUZZ_DIRS:%=src/%/*.c)))
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB := $(FUZZ_BUILD)/libsingletrain.a
 FUZZ_STB := $(FUZZ_BUILD)/fuzz/stb_image.o

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Emulation speed of the SW26010 core group (include/cpe.h): GEMM
+# Emulation speed of the SW26010 core group (include/cpe/cpe.h): GEMM
 # 256x256x256 float on the emulated 64 CPEs against a plain triple loop on
 # the host, best of 3 each, with the launch's counters and predicted SW26010
 # time. The ratio is the emulator's overhead (context switches at every

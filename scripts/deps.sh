@@ -2,12 +2,12 @@
 # Install the Debian packages singletrain needs, only those missing; quiet
 # and idempotent; sudo only when not root.
 set -eu
-# darknet: the shape oracle of tests/test_darknet_shapes.sh and the Darknet
+# darknet: the shape oracle of tests/e2e/test_darknet_shapes.sh and the Darknet
 # interchange tests. gnuplot-nox: the figures of scripts/plot.sh.
 # clang-14, libclang-rt-14-dev: libFuzzer and the sanitizers of the fuzz
-# targets (mk/fuzz.mk, tests/test_fuzz.sh).
-# groff-base: tests/test_install.sh renders the manual page with groff.
-# valgrind: the leak checks of tests/test_memory.sh.
+# targets (mk/fuzz.mk, tests/e2e/test_fuzz.sh).
+# groff-base: tests/e2e/test_install.sh renders the manual page with groff.
+# valgrind: the leak checks of tests/e2e/test_memory.sh.
 PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
 missing=""
 for p in $PKGS; do

@@ -12,7 +12,7 @@
 #   scaling   P = 1..1024 nodes of TaihuLight: a processor's iteration plus
 #             the all-reduce of the packed gradient (recursive halving /
 #             doubling over ranks numbered round-robin across supernodes,
-#             src/allreduce/rhd_supernode.c's cost formula) plus the striped
+#             src/dist/allreduce/rhd_supernode.c's cost formula) plus the striped
 #             input's reads beyond what the I/O thread hides: speed-up over
 #             one node and the communication's share of the iteration, for
 #             AlexNet-BN at 64, 128 and 256 images per node and ResNet-50 at

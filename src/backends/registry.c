@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 
 extern const st_backend st_backend_ref;
 extern const st_backend st_backend_dnnl;
@@ -38,30 +38,4 @@ st_status st_backend_find(const char *name, const st_backend **out, st_error *er
     }
     return st_fail(err, ST_EUSAGE, "--backend %s: unknown backend (expected ref, dnnl or cpe; "
                    "available in this binary: %s)", name, st_backend_list());
-}
-
-size_t st_kdesc_dst_values(const st_kdesc *d)
-{
-    switch (d->kind) {
-    case ST_K_CONV: {
-        const st_conv_desc *c = (const st_conv_desc *)d;
-        return (size_t)c->oc * c->oh * c->ow;
-    }
-    case ST_K_FC: return (size_t)((const st_fc_desc *)d)->out;
-    case ST_K_POOL: {
-        const st_pool_desc *p = (const st_pool_desc *)d;
-        return (size_t)p->c * p->oh * p->ow;
-    }
-    case ST_K_BNORM: {
-        const st_bnorm_desc *b = (const st_bnorm_desc *)d;
-        return (size_t)b->c * b->h * b->w;
-    }
-    case ST_K_LRN: {
-        const st_lrn_desc *l = (const st_lrn_desc *)d;
-        return (size_t)l->c * l->h * l->w;
-    }
-    case ST_K_ACT: return ((const st_act_desc *)d)->count;
-    case ST_K_SOFTMAX: return (size_t)((const st_softmax_desc *)d)->count;
-    }
-    return 0;
 }

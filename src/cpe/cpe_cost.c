@@ -3,7 +3,7 @@
  * register message), and the counts-only estimate.
  *
  * Per CPE, in cycles (the emulator adds these to each CPE's clock, see
- * include/cpe.h "Time"):
+ * include/cpe/cpe.h "Time"):
  *   loop     loop_entry_cycles + iterations * max(fp, mem,
  *            (fp + mem + any) / 2, chain): two in-order pipelines, P0 for
  *            floating point, P1 for LDM and register communication, either
@@ -32,7 +32,7 @@
  * for a get and a put together, by the least median error; split evenly,
  * an assumption: only the sum is measured). With these, the emulated
  * STREAM loops reproduce the contiguous curve within 12% (median 2%) from
- * 64 B to 24 KB and are 15-41% too slow below 64 B (tests/test_cpe_calibration.c).
+ * 64 B to 24 KB and are 15-41% too slow below 64 B (tests/unit/test_cpe_calibration.c).
  * A long run of gets moves 27.8 GB/s and of puts 16.7 GB/s: the 28 GB/s a
  * double-buffered stream reaches (swCaffe) was not used and comes out.
  *
@@ -42,7 +42,7 @@
  * curve, the emulated swDNN kernel (cpe_conv_implicit.c, in double as
  * measured) gives swDNN's convolution GFLOPS on 1 and 4 core groups
  * (data/sw26010/swdnn_conv_*.csv) with a median error of 6-7%
- * (tests/test_cpe_calibration.c). Nothing here was fitted to swCaffe's
+ * (tests/unit/test_cpe_calibration.c). Nothing here was fitted to swCaffe's
  * layer or network timings. */
 #include "cpe_internal.h"
 

@@ -7,7 +7,7 @@
 
 #include <ucontext.h>
 
-#include "cpe.h"
+#include "cpe/cpe.h"
 
 /* CPE_ASAN: built with AddressSanitizer (gcc's or clang's way of saying
  * so), whose stack and poisoning interfaces the contexts and the LDM use. */

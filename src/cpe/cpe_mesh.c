@@ -1,4 +1,4 @@
-/* The mesh GEMM (st_cpe_mesh_gemm_step, include/cpe.h): one step of the
+/* The mesh GEMM (st_cpe_mesh_gemm_step, include/cpe/cpe.h): one step of the
  * register-communication matrix product of swDNN and swCaffe, as a
  * collective of the 64 CPEs.
  *

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 static st_status avgpool_build(st_build *b, st_layer **out, st_error *err)
 {

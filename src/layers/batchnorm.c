@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 typedef struct batchnorm_layer {
     st_layer base;

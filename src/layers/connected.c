@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 typedef struct connected_layer {
     st_layer base;

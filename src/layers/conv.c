@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 typedef struct conv_layer {
     st_layer base;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer.h"
+#include "layers/layer.h"
 
 typedef struct cost_layer {
     st_layer base;

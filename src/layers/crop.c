@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "layer.h"
-#include "rng.h"
+#include "layers/layer.h"
+#include "base/rng.h"
 
 typedef struct crop_layer {
     st_layer base;

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer.h"
-#include "rng.h"
+#include "layers/layer.h"
+#include "base/rng.h"
 
 typedef struct dropout_layer {
     st_layer base;

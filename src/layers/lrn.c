@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 typedef struct lrn_layer {
     st_layer base;

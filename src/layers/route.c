@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer.h"
+#include "layers/layer.h"
 
 typedef struct route_layer {
     st_layer base;

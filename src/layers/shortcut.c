@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer.h"
+#include "layers/layer.h"
 
 typedef struct shortcut_layer {
     st_layer base;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "layer_blocks.h"
 
 typedef struct softmax_layer {
     st_layer base;

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "allreduce.h"
+#include "dist/allreduce.h"
 
 #define MAX_SIZES 32
 #define MAX_ALGOS 16

@@ -1,4 +1,4 @@
-/* MPI test of the all-reduce algorithms (include/allreduce.h), run as
+/* MPI test of the all-reduce algorithms (include/dist/allreduce.h), run as
  * `mpirun -np P test_allreduce` for several P. Rank 0 prints one ok/FAIL
  * line per check (ranks that fail a check print the details on stderr
  * first); the exit code is 1 when any check failed on any rank.
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allreduce.h"
+#include "dist/allreduce.h"
 
 #define SEED_EXACT 11u
 #define SEED_RANDOM 23u

@@ -15,7 +15,7 @@
 #include <stb/stb_image_resize.h>
 #include <stb/stb_image_write.h>
 
-#include "data.h"
+#include "data/data.h"
 
 static const char *const names[10] = {"top",    "trouser", "pullover", "dress", "coat",
                                       "sandal", "shirt",   "sneaker",  "bag",   "boot"};

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cfg.h"
-#include "hparams.h"
-#include "log.h"
-#include "net.h"
-#include "snapshot.h"
+#include "base/cfg.h"
+#include "net/hparams.h"
+#include "base/log.h"
+#include "net/net.h"
+#include "train/snapshot.h"
 
 int main(int argc, char **argv)
 {

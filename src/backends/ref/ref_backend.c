@@ -1,7 +1,7 @@
 /* The reference backend's entry points: context and kernel dispatch. */
 #include <stdlib.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 struct st_bctx {
     int worker;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_bnorm {
     st_kernel base;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_conv {
     st_kernel base;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_act {
     st_kernel base;

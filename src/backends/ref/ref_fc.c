@@ -4,7 +4,7 @@
  *   backward_weights dW [out, in] = ddst^T * src, dbias = sum_n ddst */
 #include <stdlib.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_fc {
     st_kernel base;

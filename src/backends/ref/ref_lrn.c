@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_lrn {
     st_kernel base;

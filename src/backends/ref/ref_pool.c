@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref.h"
+#include "backends/ref.h"
 
 typedef struct ref_pool {
     st_kernel base;

@@ -1,0 +1,139 @@
+/* The compute-backend interface: kernels for the heavy per-layer operations.
+ *
+ * A backend (ref, dnnl, cpe) knows nothing about networks: it is handed one
+ * kernel descriptor at a time (a common header with a kind tag, then the
+ * kind's fields) and returns a kernel with forward / backward_data /
+ * backward_weights entry points. Each worker has its own backend context, and
+ * every kernel belongs to the context that created it, so workers never share
+ * backend state.
+ *
+ * Conventions for all kernels:
+ * - tensors are float, logically NCHW, with the sample index outermost; a
+ *   backend may keep activations in its own layout (oneDNN's blocked ones):
+ *   the descriptor says the layout src comes in (NULL: plain NCHW), and the
+ *   kernel says the layout and size of its dst (plain when dst_plain is
+ *   asked for). diff_src has src's layout, diff_dst has dst's;
+ * - weights and their gradients are always plain ([oc, ic/groups, kh, kw],
+ *   [out, in]); a backend reorders them for itself if it wants to;
+ * - n is the number of samples of a call: one of the descriptor's
+ *   batch_sizes (backends that generate code per shape build them all when
+ *   the kernel is created, never during training);
+ * - forward applies the descriptor's activation (fused where the backend can);
+ * - backward_* receive diff_dst already multiplied by the activation's
+ *   derivative (the layer runs an ST_K_ACT kernel backward first);
+ * - backward_data overwrites diff_src, or adds to it when accumulate is set;
+ * - backward_weights overwrites diff_weights / diff_bias;
+ * - kernels whose library computes the data and parameter gradients in one
+ *   call (batch norm) do both in backward_data and have no backward_weights;
+ * - workspace (workspace_bytes) persists from forward to backward of the same
+ *   samples; scratch (scratch_bytes) is only valid during one call. Both are
+ *   owned by the worker and passed in st_kargs. */
+#ifndef ST_BACKEND_H
+#define ST_BACKEND_H
+
+#include <stddef.h>
+
+#include "backends/choices.h"
+#include "base/status.h"
+#include "ops/kdesc.h"
+#include "ops/solver.h"
+
+/* Arguments of one kernel call. Unused pointers are NULL. */
+typedef struct st_kargs {
+    int n;
+    const float *src;    /* [n, input] */
+    float *dst;          /* [n, output]: written by forward, read by backward */
+    const float *weights;
+    const float *bias;
+    float *mean, *var;   /* batch norm statistics, see st_bnorm_desc */
+    int training;
+    float *diff_src;     /* NULL: the input needs no gradient */
+    int accumulate;      /* add into diff_src */
+    const float *diff_dst;
+    float *diff_weights;
+    float *diff_bias;
+    void *workspace;
+    void *scratch;
+} st_kargs;
+
+typedef struct st_kernel st_kernel;
+
+typedef struct st_kernel_ops {
+    st_status (*forward)(st_kernel *k, const st_kargs *a, st_error *err);
+    st_status (*backward_data)(st_kernel *k, const st_kargs *a, st_error *err);
+    st_status (*backward_weights)(st_kernel *k, const st_kargs *a, st_error *err);
+    void (*destroy)(st_kernel *k);
+} st_kernel_ops;
+
+struct st_kernel {
+    const st_kernel_ops *ops;
+    st_kind kind;
+    size_t workspace_bytes;
+    size_t scratch_bytes;
+    const void *dst_layout; /* NULL: plain; owned by the kernel */
+    size_t dst_bytes;       /* dst (and diff_dst) of n samples */
+};
+
+typedef struct st_bctx st_bctx; /* a backend's per-worker context */
+
+typedef struct st_backend_opts {
+    int intra_threads; /* intra-op threads of this worker (1: single-threaded kernels) */
+    int worker;        /* worker index, for messages */
+    /* Convolution implementation, for a backend with several (conv_impls):
+     * "auto" (measured at kernel creation, the choice shared through
+     * choices), or one of its names; NULL: its first, unmeasured. */
+    const char *conv_impl;
+    st_choices *choices; /* the process's kernel choices (NULL: none kept) */
+} st_backend_opts;
+
+typedef struct st_backend {
+    const char *name;
+    /* Names st_backend_opts.conv_impl may take besides "auto", the first
+     * being the default when measuring is not asked for; NULL-terminated,
+     * or NULL: one implementation only. */
+    const char *const *conv_impls;
+    st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
+    void (*ctx_destroy)(st_bctx *ctx);
+    st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);
+    /* Optional (NULL: the scheduler runs them on the host), for a backend
+     * with a device of its own: this worker's slice [b, e) of the sliced
+     * aggregation, grads[0][i] = scale * sum of grads[w][i] over
+     * w = 0..n_grads-1 in that order (bitwise as st_ps_reduce_range), and
+     * the solver update of the slice (bitwise as st_solver_update; solver
+     * state plane k at state + k * stride). */
+    st_status (*slice_reduce)(st_bctx *ctx, float *const *grads, int n_grads, size_t b,
+                              size_t e, float scale, st_error *err);
+    st_status (*slice_apply)(st_bctx *ctx, const st_solver_step *step, size_t b, size_t e,
+                             float *weights, float *state, size_t stride, const float *g,
+                             st_error *err);
+    /* Optional: the worker has finished iteration iter, its update included. */
+    void (*iteration_end)(st_bctx *ctx, long iter);
+    /* Optional: during training the worker did work in plain C that no
+     * kernel of this backend ran: layer `layer` (-1: the data layer's copy
+     * of the batch into the input), called what, moved bytes (read and
+     * written) in the pass (0 forward, 1 backward). A backend that predicts
+     * another machine's time charges it there. */
+    void (*host_work)(st_bctx *ctx, int layer, const char *what, int pass, double bytes);
+    /* Optional, for a backend that predicts another machine's time (NULL:
+     * it has nothing to report, and the options asking for it are refused).
+     * run_begin, before training: cost_only makes every launch only count
+     * and cost, report_path (or NULL) is where the per-kernel CSV goes;
+     * trace_start: write every iteration's predicted times to path. After
+     * training, run_report prints the prediction a line at a time through
+     * print and trace_finish completes the trace. */
+    st_status (*run_begin)(st_bctx *ctx, int cost_only, const char *report_path, st_error *err);
+    st_status (*trace_start)(st_bctx *ctx, const char *path, st_error *err);
+    st_status (*run_report)(st_bctx *ctx, int images_per_iteration, int workers, size_t params,
+                            void (*print)(void *pctx, const char *line), void *pctx,
+                            st_error *err);
+    st_status (*trace_finish)(st_bctx *ctx, st_error *err);
+} st_backend;
+
+/* The backend called name; an unknown or unbuilt name is ST_EUSAGE naming
+ * what is available. */
+st_status st_backend_find(const char *name, const st_backend **out, st_error *err);
+
+/* Names of the backends built into this binary, comma-separated. */
+const char *st_backend_list(void);
+
+#endif

@@ -1,0 +1,103 @@
+/* Files in and out.
+ *
+ * Inputs: every file singletrain reads is opened through st_open_regular
+ * (or its wrappers), which takes regular files only. A FIFO, a socket or a
+ * device would block open() or read() forever (no writer, no end of file)
+ * and a directory has no bytes to read; they are refused by name before
+ * anything reads them. The descriptor is opened O_NONBLOCK (which never
+ * waits for a writer) and checked with fstat before it is set back to
+ * blocking, so a file swapped for a FIFO after a check cannot block either.
+ *
+ * Crash-safe output: files are written under a temporary name in the same
+ * directory, flushed and fsynced, then renamed over the final name (and the
+ * directory fsynced), so a crash leaves the old file or the new one under
+ * the final name, never a partial one. */
+#ifndef ST_FILEIO_H
+#define ST_FILEIO_H
+
+#include <stdio.h>
+
+#include "base/status.h"
+
+/* Why PATH cannot be read as a regular file, in why [why_len]: the system's
+ * reason ("No such file or directory", "Permission denied") or what it is
+ * instead ("a FIFO (named pipe), not a regular file"); "" when it can. */
+void st_regular_why(const char *path, char *why, size_t why_len);
+
+/* Open the regular file PATH read-only (close-on-exec): the descriptor, or
+ * -1 with the reason in why (as st_regular_why's). */
+int st_open_regular(const char *path, char *why, size_t why_len);
+
+/* st_open_regular as a stdio stream (mode "r" or "rb"), failing with
+ * ST_EINPUT and "PATH: cannot open WHAT: REASON"; WHAT names the file's
+ * role ("network cfg", "snapshot"). */
+st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
+                         st_error *err);
+
+/* The whole regular file PATH as text, NUL-ended (malloc'd into *text; its
+ * length without the NUL in *len if len is not NULL); WHAT names its role
+ * in messages; a file over max_bytes is ST_EINPUT ("larger than ...: not
+ * a WHAT"). */
+st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
+                       size_t *len, st_error *err);
+
+/* Produces the file's content; returns ST_OK or a failure already recorded. */
+typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
+
+/* Also removes PATH's temporaries left by killed processes (see below). */
+st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
+
+/* Removes the temporaries "STEM.tmp.PID" in DIR whose process no longer
+ * exists on this host (a write killed before its rename), where STEM is
+ * PREFIX exactly (SUFFIX NULL) or PREFIX, any text, SUFFIX. Returns how
+ * many were removed. */
+int st_remove_stale_temporaries(const char *dir, const char *prefix, const char *suffix);
+
+/* Checked before long work, so that its result is not lost at the end:
+ * ST_EUSAGE, naming WHAT (the option or argument) and DIR, unless DIR is an
+ * existing directory this process may create files in. */
+st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
+
+/* DIR and its missing parents created (mkdir -p; *created set when one
+ * was), then checked as st_check_dir_writable does. */
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err);
+
+/* The same for the directory the file PATH will be created in; a PATH that
+ * is a directory fails too, and so does a name too long to write it under
+ * (with the suffix of its temporary). */
+st_status st_check_output_path(const char *what, const char *path, st_error *err);
+
+/* Bytes a temporary's name adds to its file's (".tmp." and a PID). */
+#define ST_TEMP_SUFFIX_MAX 15
+
+/* The longest file name DIR takes (pathconf's NAME_MAX; 255 if unknown). */
+long st_name_max(const char *dir);
+
+/* Create path for writing, exclusively (O_CREAT | O_EXCL | O_NOFOLLOW):
+ * whatever stands under that name first (a temporary of a killed process,
+ * a planted symbolic link) is unlinked, never followed or truncated. For
+ * temporaries whose names are predictable. NULL with errno on failure. */
+FILE *st_create_exclusive(const char *path);
+
+/* Whether paths a and b name the same file: the same device and inode
+ * when both exist (links and other spellings included); when neither
+ * exists yet, the same name in the same directory. */
+int st_same_file(const char *a, const char *b);
+
+/* A path as the user gave it: what ("--metrics", "the network cfg") and
+ * the path (NULL or empty: not given). */
+typedef struct st_named_path {
+    const char *what;
+    const char *path;
+} st_named_path;
+
+/* Checked before work starts: ST_EUSAGE naming both when one of outputs
+ * [n_out] is the same file (st_same_file) as one of inputs [n_in] or as
+ * another output. */
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err);
+
+/* fwrite that records "path: write failed: reason" on a short write. */
+st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);
+
+#endif

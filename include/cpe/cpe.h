@@ -1,0 +1,635 @@
+/* The emulated SW26010 core group: a cluster of 8x8 CPEs, each with 64 KB of
+ * LDM (local data memory), DMA between main memory and LDM, register
+ * communication along rows and columns, and a cost model that turns what a
+ * launch did into predicted SW26010 time. Usable on its own, without the
+ * network: the `cpe` backend's kernels (GEMM, im2col/col2im, implicit
+ * convolution, pooling, elementwise, layout transformation, the gradient
+ * sum and the solver update, declared at the end) are CPE programs written
+ * against this API. Hardware facts and their sources: ../shared/DESIGN.md,
+ * "The SW26010 emulation", and the constants in st_cpe_cost_params_default
+ * (src/cpe/cpe_cost.c).
+ *
+ * A CPE program is `void kernel(st_cpe *cpe, void *args)`, run on all 64
+ * CPEs by one st_cpe_launch, as athread_spawn + athread_join run a slave
+ * function. It follows the machine's rules, which the emulator enforces:
+ *   - it computes on LDM only: buffers come from st_cpe_ldm_alloc (64 KB per
+ *     CPE, released when the launch ends);
+ *   - main memory is reached through DMA only (st_cpe_dma_*), including the
+ *     args block, which kernels fetch into LDM as swCaffe's do;
+ *   - register messages are 4 doubles (256 bits), sent to a CPE of the same
+ *     row or column or broadcast along the row or column; floats are widened
+ *     and narrowed around them (st_cpe_*_values do it);
+ *   - it owns nothing outside LDM and its locals, so an illegal operation
+ *     (LDM overflow, a message outside the row/column, a DMA whose LDM side
+ *     is not in the CPE's allocated LDM or whose main side is LDM or a CPE
+ *     stack, a wait that can never complete) stops the launch like a
+ *     hardware exception: the call does not return, no CPE runs further, and
+ *     st_cpe_launch returns ST_EINTERNAL with a message naming the kernel, the
+ *     CPE and the request. Kernels therefore need no error paths.
+ * What the emulator cannot see is a plain pointer dereference of main memory
+ * from a kernel; kernels are reviewed for that (they touch args only through
+ * DMA).
+ *
+ * Execution: the 64 programs run as user-space contexts on the calling
+ * thread, switched only at communication points (a receive with an empty
+ * FIFO, a send to a full FIFO, a barrier), in a fixed round-robin order
+ * (src/cpe/cpe_cluster.c says why). Results and counters are identical run
+ * to run; when every unfinished CPE is blocked the launch fails with a
+ * deadlock report naming the kernel and what each CPE waits for.
+ *
+ * Time: each CPE keeps a clock in cycles. Computation advances it by the
+ * cycles of the loops the kernel declares (st_cpe_loop_run: a two-pipeline
+ * model of the CPE) and of the mesh GEMM (st_cpe_mesh_gemm_step); a DMA is
+ * queued on the CPE's DMA channel and completes at a time from measured
+ * DMA curves, paid only when the kernel waits for it (so double buffering
+ * overlaps); a message arrives a latency after it is sent; a barrier
+ * releases at the latest arrival. The
+ * launch's predicted time is the clock of the CPE that finishes last, split
+ * into compute / DMA wait / register communication / barrier, plus the
+ * launch overhead.
+ *
+ * Ownership: a cluster is created and destroyed by one thread and launched
+ * from that thread only; it owns the LDMs, the context stacks and nothing
+ * else. One cluster per worker thread (one core group each). */
+#ifndef ST_CPE_H
+#define ST_CPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "ops/kdesc.h"  /* st_act, st_pool_desc: the streaming kernels */
+#include "ops/solver.h" /* st_solver_cfg, st_param_table: st_cpe_solver_update */
+
+#define ST_CPE_ROWS 8
+#define ST_CPE_COLS 8
+#define ST_CPE_COUNT (ST_CPE_ROWS * ST_CPE_COLS)
+
+/* LDM per CPE: 64 KB (swCaffe, DESIGN.md). */
+#define ST_CPE_LDM_BYTES 65536
+
+/* LDM allocations are aligned to 32 bytes, the width of a 256-bit vector
+ * register, so vector loads and DMA land on aligned addresses. */
+#define ST_CPE_LDM_ALIGN 32
+
+/* A register message is 256 bits: 4 doubles (swCaffe: 256-bit messages,
+ * doubles only). */
+#define ST_CPE_MSG_DOUBLES 4
+#define ST_CPE_MSG_BYTES (ST_CPE_MSG_DOUBLES * 8)
+
+/* Depth, in messages, of each CPE's receive FIFO per bus (one for its row,
+ * one for its column). An assumption: no published figure was found, and 4
+ * is this emulator's working value (a compile-time constant: the FIFOs are
+ * fixed arrays). A sender blocks while the destination's FIFO is full, so a
+ * program that relies on deeper buffering deadlocks here, as it would on a
+ * machine with 4-deep buffers. */
+#define ST_CPE_FIFO_DEPTH 4
+
+/* DMA size classes: class b counts transfers of [2^b, 2^(b+1)) bytes
+ * (contiguous: the transfer's size; strided: its block size); the last
+ * class is open-ended (8 MB and more). */
+#define ST_CPE_DMA_SIZE_CLASSES 24
+
+typedef struct st_cpe st_cpe;
+typedef struct st_cpe_cluster st_cpe_cluster;
+
+/* A CPE program; args is the pointer given to st_cpe_launch (main memory). */
+typedef void (*st_cpe_kernel)(st_cpe *cpe, void *args);
+
+typedef enum st_cpe_dtype { ST_CPE_F32, ST_CPE_F64 } st_cpe_dtype;
+
+/* The register-communication buses of a CPE: its row and its column. */
+typedef enum st_cpe_bus { ST_CPE_ROW, ST_CPE_COL } st_cpe_bus;
+
+typedef enum st_cpe_dma_mode {
+    ST_CPE_DMA_CONTIGUOUS,
+    ST_CPE_DMA_STRIDED,
+    ST_CPE_DMA_MODES
+} st_cpe_dma_mode;
+
+/* ---- cost model (src/cpe/cpe_cost.c) ---- */
+
+/* Measured DMA cost by block size: for each of `points` block sizes
+ * (increasing), the cycles one CPE's transfer of one block occupies its
+ * share of the memory system while all 64 CPEs transfer at once, getting
+ * (main memory to LDM) and putting. Between points the cost is linear in
+ * the size; beyond the last point it grows with the last segment's slope;
+ * below the first it is the first point's. */
+#define ST_CPE_DMA_CURVE_POINTS 16
+typedef struct st_cpe_dma_curve {
+    int points;
+    double bytes[ST_CPE_DMA_CURVE_POINTS];
+    double get_cycles[ST_CPE_DMA_CURVE_POINTS];
+    double put_cycles[ST_CPE_DMA_CURVE_POINTS];
+} st_cpe_dma_curve;
+
+/* Every constant of the cost model; st_cpe_cost_params_default gives each
+ * one's value, source and whether it was calibrated (on what) or assumed.
+ * Bandwidths are per core group (all 64 CPEs). */
+typedef struct st_cpe_cost_params {
+    double clock_hz;               /* CPE clock */
+    double flops_per_cycle;        /* peak per CPE: one 4-wide fused multiply-add */
+    /* The pipeline model of a CPE (st_cpe_loop): two in-order pipelines,
+     * P0 for floating point, P1 for LDM loads and stores and register
+     * communication, both for integer and branch instructions. */
+    double fma_latency_cycles;     /* vector multiply-add issue to result */
+    double loop_overhead_ops;      /* integer and branch instructions per loop iteration */
+    double loop_entry_cycles;      /* entering a loop: address set-up and pipeline fill */
+    double gemm_block_cycles;      /* a register block of the mesh GEMM beyond its C loads
+                                      and stores (st_cpe_mesh_gemm) */
+    /* DMA: the occupancy of each transfer's blocks (dma), during which the
+     * CPE's share of the memory system serves nothing else, then the
+     * latency until the reply counter sees it; a CPE's further transfers
+     * overlap that latency. */
+    st_cpe_dma_curve dma;
+    double dma_get_latency_cycles;
+    double dma_put_latency_cycles;
+    /* Register communication outside the mesh GEMM (st_cpe_send and its
+     * kin): each message occupies the sender for its share of the aggregate
+     * bandwidth and arrives a latency later; a receive is one instruction. */
+    double regcomm_p2p_bandwidth;   /* bytes/s, aggregate */
+    double regcomm_bcast_bandwidth; /* bytes/s, aggregate */
+    double regcomm_latency_cycles;  /* send to arrival */
+    double regcomm_recv_cycles;     /* one receive instruction */
+    double barrier_cycles;          /* one cluster-wide synchronisation */
+    double launch_seconds;          /* athread_spawn + athread_join */
+    double mpe_flops;               /* flop/s the MPE sustains on scalar loops */
+    double mpe_bandwidth;           /* bytes/s the MPE moves through its cache */
+} st_cpe_cost_params;
+
+st_cpe_cost_params st_cpe_cost_params_default(void);
+
+/* Predicted time of work the MPE does itself (layers not ported to the
+ * CPEs): a roofline, the larger of flops / mpe_flops and bytes read and
+ * written / mpe_bandwidth, in seconds. */
+double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes);
+
+/* Cycles one CPE's transfer occupies its channel: count blocks of
+ * block_bytes (a contiguous transfer is one block), getting or putting. */
+double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
+                                   size_t count);
+
+/* An inner loop as the pipeline model sees it: per iteration, the vector
+ * floating-point instructions (P0), the memory instructions (P1: LDM loads
+ * and stores, register puts and gets) and the instructions either
+ * pipeline issues (integer arithmetic, branches; loop_overhead_ops is
+ * added for the loop's own counter and branch), and chain, the cycles a
+ * loop-carried dependency needs per iteration (an accumulator updated
+ * each iteration: fma_latency_cycles); flops, the floating-point
+ * operations of the whole loop (counted, not timed); unroll, iterations
+ * per pass through the loop's counter and branch (0 or 1: none). The loop
+ * takes loop_entry_cycles + iterations * max(fp, mem, (fp + mem + any +
+ * loop_overhead_ops / unroll) / 2, chain) cycles: the two pipelines issue
+ * one instruction each per cycle, in order. */
+typedef struct st_cpe_loop {
+    double iterations;
+    double fp, mem, any;
+    double chain;
+    uint64_t flops;
+    int unroll;
+} st_cpe_loop;
+
+double st_cpe_loop_cycles(const st_cpe_cost_params *p, const st_cpe_loop *loop);
+
+/* Cycles of one step of the mesh GEMM (st_cpe_mesh_gemm_step: every CPE
+ * waits for the slowest role) with C blocks of ni rows and nj_vec vectors
+ * of 4 and nk iterations (unroll as in st_cpe_mesh_gemm); *fp gets the
+ * multiply-add issue cycles. Kernels
+ * size their blocks with it. */
+double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec, size_t nk,
+                               int unroll, double *fp);
+
+/* Predicted SW26010 time of one or more launches, in seconds. */
+typedef struct st_cpe_time {
+    double compute_s;  /* declared loops and the mesh GEMM's multiply-adds */
+    double dma_s;      /* waiting for DMA not hidden behind computation */
+    double regcomm_s;  /* sending, receiving and waiting for messages */
+    double sync_s;     /* waiting at barriers */
+    double launch_s;   /* launch overhead */
+    double total_s;    /* the sum */
+} st_cpe_time;
+
+/* ---- counters ---- */
+
+typedef struct st_cpe_dma_class {
+    uint64_t transfers;
+    uint64_t blocks; /* 1 per contiguous transfer, count per strided one */
+    uint64_t bytes;
+} st_cpe_dma_class;
+
+/* DMA directions, the first index of st_cpe_counters.dma. */
+typedef enum st_cpe_dma_dir { ST_CPE_DMA_GET, ST_CPE_DMA_PUT, ST_CPE_DMA_DIRS } st_cpe_dma_dir;
+
+/* What one or more launches did. Sums over the 64 CPEs, except ldm_peak. */
+typedef struct st_cpe_counters {
+    uint64_t launches;
+    uint64_t flops;          /* of declared loops (st_cpe_loop) and the mesh GEMM */
+    double compute_cycles;   /* the cycles those took, summed over the CPEs */
+    uint64_t dma_get_bytes;  /* main memory -> LDM */
+    uint64_t dma_put_bytes;  /* LDM -> main memory */
+    st_cpe_dma_class dma[ST_CPE_DMA_DIRS][ST_CPE_DMA_MODES][ST_CPE_DMA_SIZE_CLASSES];
+    uint64_t msgs_p2p;       /* messages sent to one CPE */
+    uint64_t msgs_bcast;     /* row or column broadcasts (one per send) */
+    uint64_t msgs_received;
+    uint64_t mesh_msgs_bcast;    /* of msgs_bcast, those of the mesh GEMM */
+    uint64_t mesh_msgs_received; /* of msgs_received, likewise */
+    uint64_t mesh_gemms;     /* st_cpe_mesh_gemm collectives (counted once, not per CPE) */
+    size_t ldm_peak;         /* bytes, the largest over the CPEs and launches */
+    uint64_t barriers;       /* completed cluster-wide barriers */
+    /* The predicted time from the CPEs' clocks (overlap included), costed
+     * with the cluster's parameters at launch time. */
+    st_cpe_time time;
+    int critical_cpe;        /* id of the CPE that finished last (last launch) */
+} st_cpe_counters;
+
+/* Add src to dst (times and counts add, ldm_peak takes the larger). */
+void st_cpe_counters_add(st_cpe_counters *dst, const st_cpe_counters *src);
+
+/* Whether a and b hold the same counts and times (critical_cpe aside). */
+int st_cpe_counters_equal(const st_cpe_counters *a, const st_cpe_counters *b);
+
+uint64_t st_cpe_counters_dma_transfers(const st_cpe_counters *c);
+
+/* The size class of a transfer or block of bytes (bytes >= 1). */
+int st_cpe_dma_size_class(size_t bytes);
+
+/* Predicted time from the counts alone, as if the work were spread evenly
+ * over the 64 CPEs and nothing overlapped: compute, DMA (each class's
+ * blocks at their mean size) and messages outside the mesh GEMM one after
+ * another. Compared with c->time it shows how much overlap and how much
+ * imbalance the kernel has. */
+void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, st_cpe_time *out);
+
+/* ---- the cluster (host side: the MPE) ---- */
+
+/* Allocate a cluster: 64 LDMs and 64 context stacks, once. */
+st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err);
+void st_cpe_cluster_destroy(st_cpe_cluster *cg);
+
+/* The parameters later launches are costed with (default:
+ * st_cpe_cost_params_default()). */
+void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params *p);
+const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg);
+
+/* Cost-only mode (off by default): later launches run every kernel's
+ * control flow, DMA, messages and declared loops for their counters and
+ * time, but move no data (DMA and messages copy nothing) and skip the
+ * arithmetic; outputs are left as they were. Counters and predicted time
+ * are those of the full emulation. */
+void st_cpe_cluster_set_cost_only(st_cpe_cluster *cg, int on);
+
+/* Run fn(cpe, args) on all 64 CPEs to completion. name appears in every
+ * message. On success *out (if not NULL) holds this launch's counters; on
+ * failure it is zeroed and err says what went wrong: ST_EINTERNAL for an
+ * illegal program or a deadlock, ST_EINPUT for bad arguments. */
+st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, void *args,
+                        st_cpe_counters *out, st_error *err);
+
+/* ---- inside a CPE program ---- */
+
+int st_cpe_row(const st_cpe *cpe);
+int st_cpe_col(const st_cpe *cpe);
+int st_cpe_id(const st_cpe *cpe); /* row * 8 + col */
+
+/* LDM: a stack allocator per CPE, emptied at each launch. LDM keeps its
+ * contents between launches, as the hardware's does; nothing is zeroed.
+ * Overflow stops the launch with a message naming what and bytes. */
+void *st_cpe_ldm_alloc(st_cpe *cpe, size_t bytes, const char *what);
+size_t st_cpe_ldm_mark(const st_cpe *cpe);
+void st_cpe_ldm_release(st_cpe *cpe, size_t mark); /* free everything allocated after mark */
+
+/* DMA. A transfer is issued and returns at once; the reply counter counts
+ * issued transfers, and st_cpe_dma_wait(cpe, &reply, n) waits until n of
+ * them have completed (athread_get/athread_put with a reply word). The data
+ * moves at issue (one address space), so only time depends on the wait;
+ * still, read an LDM buffer or reuse a main-memory buffer only after its
+ * wait, as on the machine. Zero a reply before use (st_cpe_reply r = {0}).
+ * Waiting for fewer replies than were issued is charged the completion of
+ * the last one: give each buffer its own reply when double-buffering. */
+typedef struct st_cpe_reply {
+    int count;         /* transfers issued on this counter */
+    double done_cycle; /* when the last of them completes */
+} st_cpe_reply;
+
+/* Contiguous: bytes from main memory to LDM / from LDM to main memory. */
+void st_cpe_dma_get(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
+                    st_cpe_reply *reply);
+void st_cpe_dma_put(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t bytes,
+                    st_cpe_reply *reply);
+
+/* A contiguous get of control data (a kernel's argument block, a table of
+ * pointers or tensor descriptions), which is copied in cost-only mode too
+ * because the kernel's control flow depends on it; timed as any get. */
+void st_cpe_dma_get_control(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
+                            st_cpe_reply *reply);
+
+/* Strided: count blocks of block_bytes, pitch_bytes apart in main memory
+ * (pitch >= block), packed one after another in LDM. */
+void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t block_bytes,
+                            size_t pitch_bytes, size_t count, st_cpe_reply *reply);
+void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t block_bytes,
+                            size_t pitch_bytes, size_t count, st_cpe_reply *reply);
+
+void st_cpe_dma_wait(st_cpe *cpe, st_cpe_reply *reply, int n);
+
+/* Register communication. st_cpe_send goes to a CPE of the same row (row
+ * bus) or the same column (column bus); any other destination, or the CPE
+ * itself, is illegal. A broadcast reaches the 7 other CPEs of the row or
+ * column. A receive takes the oldest message in the CPE's FIFO for that bus
+ * (messages carry no sender: programs keep senders apart as on the
+ * machine). Sends block while a destination FIFO is full; receives block
+ * while it is empty. */
+void st_cpe_send(st_cpe *cpe, int dst_row, int dst_col, const double msg[ST_CPE_MSG_DOUBLES]);
+void st_cpe_bcast(st_cpe *cpe, st_cpe_bus bus, const double msg[ST_CPE_MSG_DOUBLES]);
+void st_cpe_recv(st_cpe *cpe, st_cpe_bus bus, double msg[ST_CPE_MSG_DOUBLES]);
+
+/* n values of type (LDM) as ceil(n / 4) messages, floats widened to doubles
+ * on the way out and narrowed on the way in, the last message padded. */
+void st_cpe_send_values(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype type,
+                        const void *src, size_t n);
+void st_cpe_bcast_values(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const void *src,
+                         size_t n);
+void st_cpe_recv_values(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, void *dst, size_t n);
+
+/* Barrier over all 64 CPEs (athread_syn(ARRAY_SCOPE)). */
+void st_cpe_sync(st_cpe *cpe);
+
+/* Declare computation for the cost model: a loop's instruction mix (see
+ * st_cpe_loop); the CPE's clock advances by st_cpe_loop_cycles. */
+void st_cpe_loop_run(st_cpe *cpe, const st_cpe_loop *loop);
+
+/* Whether the cluster runs in cost-only mode (st_cpe_cluster_set_cost_only):
+ * a kernel then skips its arithmetic and data movement in LDM, keeping its
+ * control flow, DMA, messages and declared loops. */
+int st_cpe_cost_only(const st_cpe *cpe);
+
+/* The mesh GEMM: one step of swDNN's register-communication matrix product
+ * over the 8x8 mesh, a collective every CPE of the launch calls the same
+ * number of times (the launch fails with a message otherwise). CPE (r, c)
+ * adds to its C block
+ *     C[i][j] += sum over s = 0..7, k of colop(s, c)[i][k] * rowop(r, s)[k][j]
+ * where colop(s, c) is the col_op block CPE (s, c) owns (ni x nk_s; it
+ * travels down column c, one scalar per message, loaded with ldse and put
+ * with putc) and rowop(r, s) the row_op block CPE (r, s) owns (nk_s x nj;
+ * it travels along row r, 4 values per message, vld and putr). j is the
+ * SIMD dimension: C and rowop are rows of nj contiguous values; colop is
+ * read one scalar at a time, so it may be stored either way: rows of nk
+ * scalars, or (col_trans) nk rows of ni. Every CPE of column c has C's ni rows, every CPE
+ * of row r C's nj columns, and the owners of slice s agree on nk_s; a CPE
+ * may have empty blocks (a dimension 0). Pointers are LDM of this CPE;
+ * values are summed in double per step s and added to C in its own type.
+ *
+ * Time (cpe_mesh.c): the collective starts when every CPE has arrived; at
+ * step s the CPEs run swDNN's loop over register blocks of 4 C rows x 4
+ * vectors (16 accumulators), each block iterating over nk_s with its
+ * multiply-adds on P0 and its gets (or, for the owners of step s, loads
+ * and puts) on P1, plus the C block's loads and stores; all dimensions are
+ * padded to the largest in the mesh and to whole blocks, as the lockstep
+ * register communication requires; a step takes as long as its slowest
+ * CPE (the one owning both operands). */
+typedef struct st_cpe_mesh_gemm {
+    st_cpe_dtype type;
+    void *c;            /* [ni][ldc], the first nj of each row used */
+    size_t ni, nj, ldc;
+    const void *col_op; /* [ni][ld_col]: the first nk of each row; col_trans: [nk][ld_col] */
+    size_t col_nk, ld_col;
+    int col_trans;
+    const void *row_op; /* [nk][ld_row]: the first nj of each row */
+    size_t row_nk, ld_row;
+    int unroll;         /* k iterations per loop branch: swDNN's 1, a tuned BLAS's 4 */
+} st_cpe_mesh_gemm;
+
+void st_cpe_mesh_gemm_step(st_cpe *cpe, const st_cpe_mesh_gemm *g);
+
+size_t st_cpe_dtype_size(st_cpe_dtype type);
+
+/* ---- kernels (src/cpe/cpe_<kernel>.c) ---- */
+
+/* C = alpha * op(A) * op(B) + beta * C, row-major; op(X) is X or X^T as
+ * trans_x says. op(A) is m x k, op(B) k x n, C m x n; lda, ldb, ldc are
+ * row pitches in elements of the stored matrices (A: m x k, or k x m
+ * when transposed). beta == 0 does not read C. One launch ("gemm"); *out
+ * (if not NULL) gets its counters. */
+st_status st_cpe_gemm(st_cpe_cluster *cg, st_cpe_dtype type, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, double alpha, const void *a, size_t lda, const void *b,
+                      size_t ldb, double beta, void *c, size_t ldc, st_cpe_counters *out,
+                      st_error *err);
+
+/* A batch of products in one launch, the batch folded into the GEMM's
+ * blocking: for i < batch, X_i = X + i stride_x (elements), and either
+ *   C_i = alpha op(A_i) op(B_i) + beta C_i          (reduce 0), or
+ *   C = alpha sum_i op(A_i) op(B_i) + beta C        (reduce 1: the batch
+ *                                                   extends K; stride_c unused).
+ * Shapes and pitches as st_cpe_gemm; a stride of 0 shares that operand.
+ * batch 0 counts as 1. */
+typedef struct st_cpe_gemm_desc {
+    st_cpe_dtype type;
+    int trans_a, trans_b;
+    size_t m, n, k;
+    double alpha, beta;
+    const void *a;
+    size_t lda, stride_a;
+    const void *b;
+    size_t ldb, stride_b;
+    void *c;
+    size_t ldc, stride_c;
+    size_t batch;
+    int reduce;
+} st_cpe_gemm_desc;
+
+st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *d, st_cpe_counters *out,
+                              st_error *err);
+
+/* A convolution's geometry for im2col / col2im (one image, one group), as
+ * in st_conv_desc: input [c, ih, iw], col [c kh kw, oh ow]; ph, pw pad the
+ * top and left, the bottom and right padding follow from oh, ow. oc, the
+ * output channels, is read by the implicit convolution only (im2col and
+ * col2im ignore it). */
+typedef struct st_cpe_conv_geom {
+    int c, ih, iw;
+    int oh, ow;
+    int kh, kw, sh, sw;
+    int ph, pw;
+    int oc;
+} st_cpe_conv_geom;
+
+/* col [n][c kh kw][oh ow] (folded: [c kh kw][n][oh ow], the batch in the
+ * columns) = im2col of the n images src [n][c][ih][iw], floats; positions
+ * in the padding read as 0. One launch ("im2col"). */
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+                        const float *src, float *col, st_cpe_counters *out, st_error *err);
+
+/* dsrc [n][c][ih][iw] = col2im(dcol, laid out as st_cpe_im2col's col)
+ * (added to dsrc when accumulate is nonzero): each input position gets the
+ * sum of the col entries that im2col copied from it. One launch
+ * ("col2im"). */
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+                        const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
+                        st_error *err);
+
+/* Implicit convolution as swDNN built it (src/cpe/kernels/conv_implicit.c says
+ * how): the core problem, unit stride,
+ *     out[ro][co][no][b] = sum over kr, kc, ni of
+ *                          w[kr][kc][no][ni] in[ro + kr - pr][co + kc - pc][ni][b]
+ * in [ri][ci][ni][b], w [kr][kc][no][ni], out [ro][co][no][b] (overwritten,
+ * or added to with accumulate); input positions outside the image are
+ * padding. */
+typedef struct st_cpe_swdnn_conv {
+    st_cpe_dtype type;
+    int ri, ci, ro, co;
+    int kr, kc, pr, pc;
+    int ni, no, b;
+    const void *in, *w;
+    void *out;
+    int accumulate;
+} st_cpe_swdnn_conv;
+
+/* Whether swDNN's blocking takes p; otherwise why (a sentence in why). */
+int st_cpe_swdnn_conv_fits(const st_cpe_swdnn_conv *p, char *why, size_t len);
+
+/* Run p in one launch named name; ST_EINPUT (with the reason) when it does
+ * not fit. */
+st_status st_cpe_swdnn_conv_run(st_cpe_cluster *cg, const st_cpe_swdnn_conv *p, const char *name,
+                                st_cpe_counters *out, st_error *err);
+
+typedef enum st_cpe_conv_pass {
+    ST_CPE_CONV_FORWARD,
+    ST_CPE_CONV_BACKWARD_DATA,
+    ST_CPE_CONV_BACKWARD_WEIGHTS,
+    ST_CPE_CONV_PASSES
+} st_cpe_conv_pass;
+
+/* A convolution pass (geom, n images, floats) as the core problem, with
+ * swCaffe's roles and layouts (H, W, C, N: the batch innermost):
+ *   forward           in x [ih][iw][c][n], w [kh][kw][oc][c], out y [oh][ow][oc][n]
+ *   backward-data     in dy [oh][ow][oc][n], w rotated [kh][kw][c][oc] with
+ *                     w_rot[i][j] = w[kh-1-i][kw-1-j], out dx [ih][iw][c][n]
+ *   backward-weights  in x [ih][iw][n][c], w dy [oh][ow][oc][n],
+ *                     out dw [kh][kw][oc][c] */
+st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *geom, int n,
+                                           st_cpe_conv_pass pass, const void *in, const void *w,
+                                           void *out);
+
+/* Whether the implicit scheme can run the pass; otherwise why. */
+int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *geom, int n, st_cpe_conv_pass pass,
+                              char *why, size_t len);
+
+/* ---- the tensor transformation layer (src/cpe/kernels/layout.c) ---- */
+
+/* count transposes in one launch: for i < count, the rows x cols matrix at
+ * src + i src_stride (rows src_ld floats apart) becomes the cols x rows
+ * matrix at dst + i dst_stride (rows dst_ld apart). Strides may be
+ * negative; dst must not overlap src. */
+typedef struct st_cpe_transpose {
+    const float *src;
+    float *dst;
+    size_t rows, cols, count;
+    size_t src_ld, dst_ld;
+    ptrdiff_t src_stride, dst_stride;
+} st_cpe_transpose;
+
+st_status st_cpe_transpose_batched(st_cpe_cluster *cg, const st_cpe_transpose *t,
+                                   const char *name, st_cpe_counters *out, st_error *err);
+
+/* Activation layouts of n samples of c x h x w floats: NCHW; swDNN's, the
+ * batch innermost, [h][w][c][n]; the backward-weights input's,
+ * [h][w][n][c]; and the batch-folded GEMM's [c][n][h][w]. */
+typedef enum st_cpe_layout { ST_CPE_NCHW, ST_CPE_HWCN, ST_CPE_HWNC, ST_CPE_CNHW } st_cpe_layout;
+
+const char *st_cpe_layout_name(st_cpe_layout l);
+
+/* dst (layout to) = src (layout from), one launch named FROM_to_TO; from
+ * must differ from to (CNHW only to and from NCHW), and dst must not
+ * overlap src. */
+st_status st_cpe_relayout(st_cpe_cluster *cg, int n, int c, int h, int w, st_cpe_layout from,
+                          const float *src, st_cpe_layout to, float *dst, st_cpe_counters *out,
+                          st_error *err);
+
+/* Weights [oc][c][kh][kw] -> swDNN's [kh][kw][oc][c], or (rotated) the
+ * backward-data pass's [kh][kw][c][oc] with position (i, j) taken from
+ * (kh-1-i, kw-1-j), which needs scratch of oc c kh kw floats (two
+ * launches). And back from [kh][kw][oc][c]. */
+st_status st_cpe_weights_to_swdnn(st_cpe_cluster *cg, int oc, int c, int kh, int kw,
+                                  const float *w, float *dst, float *scratch, int rotated,
+                                  st_cpe_counters *out, st_error *err);
+st_status st_cpe_weights_from_swdnn(st_cpe_cluster *cg, int oc, int c, int kh, int kw,
+                                    const float *src, float *w, st_cpe_counters *out,
+                                    st_error *err);
+
+/* ---- streaming kernels: pooling, elementwise, layout, parameter server ----
+ * Each processes a whole batch (or range) in one launch, the work split
+ * over the 64 CPEs and streamed through LDM in chunks, double-buffered, so
+ * any size works. Arguments are checked on the host (ST_EINPUT with a
+ * message naming the kernel); *out (if not NULL) gets the launch's
+ * counters. Results equal the reference backend's bit for bit except where
+ * a comment says otherwise. */
+
+/* Pooling over NCHW floats, with st_pool_desc's semantics (windows reaching
+ * outside the input use the valid positions only; an empty window gives 0);
+ * d's base is not read. src [n, c, ih, iw], dst [n, c, oh, ow]; argmax
+ * [n, c, oh, ow] is the reference backend's max-pooling workspace: the
+ * input offset within the plane of each output's maximum (the first one in
+ * row-major order among equals), -1 for an empty window. Forward writes it
+ * when not NULL (max only; ignored for average). One launch
+ * ("pool_forward"). */
+st_status st_cpe_pool_forward(st_cpe_cluster *cg, const st_pool_desc *d, int n, const float *src,
+                              float *dst, int *argmax, st_cpe_counters *out, st_error *err);
+
+/* diff_src [n, c, ih, iw] (+)= pooling^T(diff_dst [n, c, oh, ow]): max
+ * routes each gradient to its argmax (required), average spreads
+ * diff_dst / (valid positions) over the window. Overwrites diff_src, or adds
+ * to it when accumulate is nonzero (st_kargs). One launch
+ * ("pool_backward"). */
+st_status st_cpe_pool_backward(st_cpe_cluster *cg, const st_pool_desc *d, int n,
+                               const float *diff_dst, const int *argmax, float *diff_src,
+                               int accumulate, st_cpe_counters *out, st_error *err);
+
+/* dst [count] = act(src [count]), st_act_forward's formulas; src may equal
+ * dst (linear in place launches nothing). One launch ("act_forward"). */
+st_status st_cpe_act_forward(st_cpe_cluster *cg, st_act act, size_t count, const float *src,
+                             float *dst, st_cpe_counters *out, st_error *err);
+
+/* diff_src [count] (+)= diff_dst [count] * act'(dst [count]), as
+ * st_act_backward; added when accumulate is nonzero. diff_src may equal
+ * diff_dst (linear in place without accumulate launches nothing). One
+ * launch ("act_backward"). */
+st_status st_cpe_act_backward(st_cpe_cluster *cg, st_act act, size_t count, const float *dst,
+                              const float *diff_dst, float *diff_src, int accumulate,
+                              st_cpe_counters *out, st_error *err);
+
+/* y [n, c, per_channel]: y[s, ch, i] += bias[ch] (bias [c], NULL: none),
+ * then y = act(y), in place. One launch ("bias_act"). */
+st_status st_cpe_bias_act(st_cpe_cluster *cg, int n, int c, size_t per_channel,
+                          const float *bias, st_act act, float *y, st_cpe_counters *out,
+                          st_error *err);
+
+/* db [c] = sum over s and i of dy [n, c, per_channel] [s, ch, i], summed in
+ * double and overwriting db. Bitwise the reference's sample-then-position
+ * order when the CPEs split by channel ranges; when they split channels'
+ * sums (few channels), partial sums are added in double: within 1e-6
+ * relative. One launch ("bias_grad"). */
+st_status st_cpe_bias_grad(st_cpe_cluster *cg, int n, int c, size_t per_channel, const float *dy,
+                           float *db, st_cpe_counters *out, st_error *err);
+
+/* Most gradient buffers st_cpe_grad_sum adds. */
+#define ST_CPE_GRAD_SUM_MAX_SOURCES 1024
+
+/* The sliced aggregation's sum, bitwise as st_ps_reduce_range: for i in
+ * [begin, end), grads[0][i] = scale * (grads[0][i] + grads[1][i] + ... +
+ * grads[n_grads - 1][i]), added in float in that order, scaled last.
+ * grads is an array of n_grads pointers to gradient arenas (main memory);
+ * grads[1..] are only read and must not overlap grads[0]'s range. One
+ * launch ("grad_sum"). */
+st_status st_cpe_grad_sum(st_cpe_cluster *cg, float *const *grads, int n_grads, size_t begin,
+                          size_t end, float scale, st_cpe_counters *out, st_error *err);
+
+/* st_solver_update on the CPEs, bitwise the same: step's update (rule,
+ * tensor table sorted by offset as st_params_add makes it, lr, iteration)
+ * of arena floats [begin, end): weights w, state planes stride floats apart
+ * (st_solver_state_per_param of them), gradient g. One launch
+ * ("solver_update"). */
+st_status st_cpe_solver_update(st_cpe_cluster *cg, const st_solver_step *step, size_t begin,
+                               size_t end, float *w, float *state, size_t stride, const float *g,
+                               st_cpe_counters *out, st_error *err);
+
+#endif

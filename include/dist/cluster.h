@@ -1,0 +1,131 @@
+/* The multi-node mode: one process per node under mpirun (MPICH), every
+ * node training on its share of each global mini-batch. This module is the
+ * only caller of MPI outside src/dist/allreduce/, and its header does not need
+ * mpi.h, so the rest of the trainer builds without it.
+ *
+ * A node's BSP iteration: its workers compute their shards and reduce
+ * their gradient slices inside the node (ps.h); then worker r all-reduces
+ * slice r of the packed gradient across the nodes on a communicator of its
+ * own (MPI_THREAD_MULTIPLE), so the T slices travel at once and each
+ * worker does the arithmetic of its slice; then worker r applies the
+ * solver to slice r. Before that, each worker also sums a few control
+ * values over the nodes (failures, stop requests, the loss), so every node
+ * takes the same decision to stop at the same iteration and none waits
+ * for a peer that left. */
+#ifndef ST_CLUSTER_H
+#define ST_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct st_cluster st_cluster;
+
+/* What every node must agree on before training: named values (numbers,
+ * the bits of floats, hashes of strings and arrays), filled by the trainer
+ * (st_trainer_fingerprint says which). Only the values are compared; every
+ * rank runs the same program, so entry i means the same on every rank. */
+#define ST_CLUSTER_FP_MAX 64
+typedef struct st_cluster_fingerprint {
+    int n;
+    uint64_t value[ST_CLUSTER_FP_MAX];
+    const char *name[ST_CLUSTER_FP_MAX]; /* for the message: "the batch (-b)" */
+} st_cluster_fingerprint;
+
+/* Append a value; one beyond ST_CLUSTER_FP_MAX is a broken invariant
+ * (abort()). */
+void st_cluster_fp_add(st_cluster_fingerprint *fp, const char *name, uint64_t value);
+void st_cluster_fp_add_double(st_cluster_fingerprint *fp, const char *name, double value);
+
+typedef struct st_cluster_opts {
+    const char *algorithm;     /* --allreduce NAME or "auto" */
+    int supernode_size;        /* --supernode-size Q; 0 = none */
+    double sim_cross_bandwidth;/* --sim-cross-bandwidth F; 0 = off */
+    int probe_iterations;      /* auto: iterations timed per candidate */
+    const char *granularity;   /* auto: "model" (one choice for the whole gradient, the
+                                  default) or "layer" (each slice or bucket its own) */
+} st_cluster_opts;
+
+/* Whether this process was started by mpirun (MPICH's PMI environment)
+ * as one of several ranks. */
+int st_cluster_launched(void);
+
+/* MPI_Init_thread (MPI_THREAD_MULTIPLE); NULL in *out when not launched by
+ * mpirun with more than one rank. */
+st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err);
+
+/* MPI_Finalize and free; NULL is fine. */
+void st_cluster_free(st_cluster *c);
+
+/* After a failure the others cannot see (they would wait for this rank):
+ * print err's message naming this rank and end every rank at once
+ * (MPI_Abort, exit code 1). */
+void st_cluster_abort(st_cluster *c, const st_error *err);
+
+/* How long a rank waits for the others at a meeting point (the set-up
+ * agreement, an iteration's control sum and all-reduce) before it ends
+ * every rank with a message: --peer-timeout; 0 waits forever. */
+void st_cluster_set_timeout(st_cluster *c, double seconds);
+
+int st_cluster_rank(const st_cluster *c);
+int st_cluster_size(const st_cluster *c);
+
+/* Parse the options (no MPI calls): an unknown algorithm is ST_EUSAGE. With
+ * c NULL (one node) the options are only checked. */
+st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
+                               st_error *err);
+
+/* Collective: every rank passes how its set-up went (local) and, if it
+ * went well, its fingerprint. Fails on every rank when any rank failed
+ * (its own message stays on that rank; the others name it) or when the
+ * fingerprints differ (naming the rank and the first value that differs). */
+st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
+                           st_error *err);
+
+/* Collective, at the end of a run that every rank began: every rank
+ * passes how it ended (local, with err's message, and *signal, the signal
+ * that stopped it or came after its last iteration, or 0). Afterwards
+ * *signal is the same on every rank (SIGINT if any rank had it, else any
+ * other), and a rank that failed only because another did (ST_EPEER) or
+ * did not fail gets the first failing rank's status and message ("rank R
+ * of P failed: ..."), so every rank exits alike. Ranks other than 0 wait
+ * without the timeout (rank 0 may still be testing). */
+st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_error *err);
+
+/* Collective, after st_cluster_agree: one communicator (channel) per
+ * worker, and one more for --overlap's thread; the pacing calibration of
+ * --sim-cross-bandwidth. */
+st_status st_cluster_start_workers(st_cluster *c, int channels, st_error *err);
+
+/* Collective, in set-up: rank 0's text (NUL-ended; ok: rank 0's set-up went
+ * well so far) to every other rank, into *text (malloc'd; the caller frees
+ * it). On rank 0 *text is read, on the others written; a rank other than
+ * 0 gets ST_EPEER when rank 0 failed. One rank (c NULL): nothing. */
+st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err);
+
+/* Collective: rank 0's x [n] to every rank. */
+st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);
+
+/* Worker w's per-iteration control sum over the ranks: values [n] summed
+ * in place (failures, stop requests, loss, images). Bound by the timeout
+ * unless patient (a wait that may span rank 0's test phase or snapshot). */
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int patient,
+                             st_error *err);
+
+/* Worker w's all-reduce of its gradient slice buf [n] (in place, the sum
+ * over ranks) with the chosen algorithm; iteration it drives `auto`'s
+ * probing (every candidate for probe_iterations iterations, then the one
+ * whose slowest rank was fastest: on this channel's messages with layer
+ * granularity; with model granularity on the slowest channel's, so that
+ * every channel picks the same). */
+st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
+                               st_error *err);
+
+/* Log lines: the algorithm(s) in use, auto's probe table, the bytes sent
+ * and crossing supernodes per iteration. */
+typedef void (*st_cluster_print_fn)(void *ctx, const char *line);
+void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
+                       void *ctx);
+
+#endif

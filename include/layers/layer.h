@@ -1,0 +1,175 @@
+/* The layer interface: one file per layer type, each a small ops table.
+ *
+ * A layer is built once per network from its cfg section (shapes, parameters,
+ * options; immutable afterwards and shared by all workers) and set up once
+ * per worker replica (its kernels and workspace, in a per-type state struct
+ * the layer file defines). Layers know nothing about threads: forward and
+ * backward get everything through st_pass.
+ *
+ * Concrete layers embed st_layer as their first member, are allocated with
+ * st_layer_alloc and own no other memory: the network frees them with free(). */
+#ifndef ST_LAYER_H
+#define ST_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "backends/backend.h"
+#include "base/cfg.h"
+#include "base/log.h"
+#include "base/shape.h"
+#include "ops/params.h"
+#include "base/status.h"
+
+#define ST_MAX_SRC 16 /* inputs of one route layer */
+
+/* Added to the batch variance before the square root by every batch
+ * normalization (oneDNN and Caffe use 1e-5; Darknet .weights convert it). */
+#define ST_BN_EPS 1e-5f
+
+typedef struct st_layer st_layer;
+typedef struct st_layer_ops st_layer_ops;
+
+struct st_layer {
+    const st_layer_ops *ops;
+    int index;            /* position in the network, from 0 */
+    int line;             /* cfg line of the section header */
+    st_shape in, out;     /* one sample; `in` is src[0]'s output */
+    int n_src;
+    int src[ST_MAX_SRC];  /* producing layers; -1 is the network input */
+    double flops;         /* forward flops per sample: 2 per multiply-add of
+                           * convolutions and inner products, 0 elsewhere */
+    int is_loss;          /* produces a loss from the labels */
+};
+
+/* The network under construction, as a layer's build function sees it. */
+typedef struct st_build {
+    st_cfg *cfg;
+    st_cfg_section *sec;
+    const st_log *log;
+    int index;                   /* of the layer being built */
+    st_shape in;                 /* output of the previous layer / input */
+    st_layer *const *layers;     /* layers 0 .. index-1 */
+    st_param_table *params;
+} st_build;
+
+/* A replica under construction: one worker's kernels and arena plan, and
+ * the layouts flowing between its layers (see backend.h). */
+typedef struct st_setup {
+    const st_backend *backend;
+    st_bctx *bctx;
+    int n;                        /* samples per call, at most */
+    const int *batch_sizes;       /* every sample count a call will use */
+    int n_batch_sizes;
+    int training;                 /* backward will run */
+    int src_grad;                 /* backward computes the gradient at the first input */
+    st_arena *arena;              /* reserve workspace here */
+    const void *const *in_layout; /* [n_src] layouts of the inputs (NULL: plain) */
+    const size_t *in_bytes;       /* [n_src] their buffers for n samples */
+    int dst_plain;                /* a consumer needs this layer's output plain */
+    /* Set by the layer's setup; the network presets plain, n x out values. */
+    const void *out_layout;
+    size_t out_bytes;
+} st_setup;
+
+/* Seconds spent in one layer, when a replica is asked to time its layers. */
+typedef struct st_layer_time {
+    double forward, backward_data, backward_weights;
+} st_layer_time;
+
+/* One forward or backward call of one layer in one worker. */
+typedef struct st_pass {
+    int n;
+    int training;
+    const float *params;        /* the shared weights arena */
+    float *grads;               /* this worker's gradient arena (training) */
+    const st_arena *arena;      /* this worker's activation arena */
+    const float *const *src;    /* [n_src] producers' outputs [n, ...] */
+    float *const *diff_src;     /* [n_src] their gradients; NULL: not needed */
+    const int *accumulate;      /* [n_src] add into diff_src[k] */
+    float *dst;                 /* [n, out] */
+    float *diff_dst;            /* [n, out]; the layer may overwrite it */
+    const int *labels;          /* [n] class of each sample, or NULL */
+    double *loss;               /* loss layers add their sum over samples */
+    uint64_t seed;              /* with iteration and sample0: dropout masks */
+    long iteration;
+    long sample0;               /* global index of this shard's first sample */
+    st_layer_time *time;        /* NULL, or where kernels add backward_weights time */
+} st_pass;
+
+struct st_layer_ops {
+    const char *type;                 /* section name, e.g. "convolutional" */
+    const char *short_name;           /* for the layer table, e.g. "conv" */
+    const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
+    int plain_input;                  /* computes in plain C on plain NCHW input */
+    int keeps_layout;                 /* output in its input's layout (elementwise) */
+    /* Bytes per output value the layer reads and writes in plain C in each
+     * training pass (forward, and backward), beyond its kernels: the work a
+     * backend is told of (st_backend.host_work); 0 for none. */
+    double host_bytes;
+    /* Read the section, infer the output shape, register parameters. */
+    st_status (*build)(st_build *b, st_layer **out, st_error *err);
+    /* Create this worker's kernels and reserve its workspace; NULL for layers
+     * that need neither (their state is NULL). */
+    st_status (*setup)(const st_layer *l, st_setup *s, void **state, st_error *err);
+    st_status (*forward)(const st_layer *l, void *state, const st_pass *p, st_error *err);
+    st_status (*backward)(const st_layer *l, void *state, const st_pass *p, st_error *err);
+    void (*release)(void *state); /* NULL when setup is */
+    /* One line for the layer table (after the index), Darknet's columns. */
+    void (*describe)(const st_layer *l, char *buf, size_t size);
+};
+
+/* All layer types, for the cfg reader. */
+const st_layer_ops *st_layer_find(const char *section_type);
+const char *st_layer_type_list(void);
+
+/* A kernel and the workspace it keeps in the worker's arena. */
+typedef struct st_kslot {
+    st_kernel *k;
+    size_t ws_off;
+} st_kslot;
+
+/* Create a kernel for d: its base is filled in from the setup (sample
+ * counts, whether backward runs) and the arguments (src layout; on_input:
+ * src is the layer's first input, whose gradient only some layers need,
+ * s->src_grad; whether dst must be plain; the name "<layer>.<kernel>"). */
+st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int on_input,
+                          int dst_plain, const char *name, st_kslot *slot, st_error *err);
+void st_kslot_release(st_kslot *slot);
+
+/* Run a kernel with its workspace and the arena's scratch filled in. */
+st_status st_kslot_forward(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                           st_error *err);
+st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                                 st_error *err);
+st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
+                                    st_error *err);
+
+/* Helpers for layer builders. */
+st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
+                         st_error *err);
+st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Register a parameter tensor; *offset is where it lives in every arena. */
+st_status st_layer_param(st_build *b, const char *role, size_t count, st_param_kind kind,
+                         st_init_kind init, float scale, size_t *offset, st_error *err);
+
+/* Resolve a Darknet layer reference (negative: relative to this layer) for
+ * the option `key`; it must name an earlier layer. */
+st_status st_layer_ref(st_build *b, const char *key, int value, int *index, st_error *err);
+
+/* Reject an option whose value differs from the only one singletrain
+ * implements (e.g. xnor=1): "key=value is not supported". */
+st_status st_layer_only(st_build *b, const char *key, const char *supported, st_error *err);
+
+/* Reserve count floats of per-worker workspace; *off is its arena offset. */
+st_status st_setup_floats(st_setup *s, const st_layer *l, const char *role, size_t count,
+                          size_t *off, st_error *err);
+
+/* The per-type ops tables. */
+extern const st_layer_ops st_conv_ops, st_connected_ops, st_maxpool_ops, st_avgpool_ops,
+    st_dropout_ops, st_softmax_ops, st_cost_ops, st_batchnorm_ops, st_lrn_ops,
+    st_shortcut_ops, st_route_ops, st_crop_ops;
+
+#endif

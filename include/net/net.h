@@ -1,0 +1,139 @@
+/* Networks: the layers built from a cfg (shared, immutable once built) and
+ * replicas (one per worker: kernels, activations and gradients of its shard).
+ *
+ * A replica's activation arena holds, for every layer, its output and (when
+ * training) the gradient at its output, both [n, out] in the layout the
+ * backend chose for that output, plus the layers' workspace views and one
+ * shared scratch region. An output is plain NCHW when a consumer computes
+ * in plain C, and for the last layer and the class scores. The weights and the
+ * gradient arenas are not the replica's: forward reads the one shared
+ * weights arena, backward writes the gradient arena it is given. */
+#ifndef ST_NET_H
+#define ST_NET_H
+
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "backends/backend.h"
+#include "base/cfg.h"
+#include "net/hparams.h"
+#include "layers/layer.h"
+#include "base/log.h"
+#include "ops/params.h"
+#include "base/status.h"
+
+typedef struct st_net {
+    st_layer **layers;
+    int n_layers;
+    st_shape input;       /* one sample */
+    int output_layer;     /* the last layer that is not [cost]: class scores */
+    int classes;          /* values per sample of output_layer */
+    st_param_table params;
+    double flops;         /* forward flops per sample (see st_layer) */
+} st_net;
+
+/* Build from every section after the first ([net]) of cfg; input is the
+ * sample shape from [net]. Unknown sections and keys are errors. */
+st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *log,
+                       st_error *err);
+void st_net_free(st_net *net);
+
+/* Load the cfg file at path, read its [net] section into hp and build the
+ * layers: the steps every user of a cfg takes. On failure nothing is left
+ * allocated. */
+st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net,
+                      const st_log *log, st_error *err);
+
+/* Darknet's layer table. */
+void st_net_print(const st_net *net, const st_log *log);
+
+/* What one pass of layer i does for n samples, for the roofline of
+ * --profile: flops (forward, backward-data, backward-weights: 2 per
+ * multiply-add of convolutions and inner products) and the bytes it must
+ * move at least: forward reads its inputs and weights and writes its
+ * output; backward-data reads the output's gradient and the weights (layers
+ * without weights: the saved input instead) and writes the input's gradient;
+ * backward-weights reads the input and the output's gradient and writes the
+ * weights' gradient. */
+typedef struct st_pass_work {
+    double flops[3], bytes[3];
+} st_pass_work;
+st_pass_work st_net_pass_work(const st_net *net, int i, int n);
+
+/* A hash of the layer types, shapes and parameter layout: two nets with the
+ * same hash can exchange weights. */
+uint64_t st_net_hash(const st_net *net);
+
+/* Whether every float of an arena [net->params.count] (weights, or a plane
+ * of solver state) is finite; if not, where the first non-finite one is
+ * goes to buf: "layer 2 [connected] (cfg line 20): 2.biases[0] is nan". */
+int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size);
+
+typedef struct st_replica {
+    const st_net *net;
+    const st_backend *backend;
+    st_bctx *bctx;
+    int n;                  /* samples per call, at most */
+    int training;
+    st_arena arena;
+    void **state;           /* [n_layers] per-layer state */
+    size_t *out_off;        /* [n_layers] outputs [n, out] */
+    size_t *delta_off;      /* [n_layers] gradients at the outputs (training) */
+    size_t input_delta_off; /* gradient at the network input, if asked for */
+    int input_delta;
+    int *accumulate;        /* [n_layers * ST_MAX_SRC] see st_pass */
+    unsigned char *consumed;/* [n_layers] some later layer reads the output */
+    /* Called after layer i's backward pass, its parameter gradients final
+     * (multi-node overlap); NULL: none. */
+    void (*layer_done)(void *ctx, int layer);
+    void *layer_done_ctx;
+    const void **out_layout;/* [n_layers] backend layout of each output */
+    size_t *out_bytes;      /* [n_layers] each output buffer */
+    st_layer_time *time;    /* [n_layers] when timing, else NULL */
+} st_replica;
+
+typedef struct st_replica_opts {
+    int n;                 /* samples per call, at most */
+    const int *batch_sizes;/* every sample count calls will use; NULL: just n */
+    int n_batch_sizes;
+    int training;          /* allocate gradients and backward kernels */
+    int input_delta;       /* also compute the gradient at the network input */
+    int timing;            /* keep per-layer times (st_replica.time) */
+    st_backend_opts backend;
+} st_replica_opts;
+
+st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, st_error *err);
+void st_replica_free(st_replica *r);
+
+/* One shard: its inputs (read in place), labels and where it sits. */
+typedef struct st_shard {
+    int n;
+    const float *x;        /* [n, C, H, W] */
+    const int *labels;     /* [n], or NULL */
+    long sample0;          /* global index of the first sample (dropout) */
+} st_shard;
+
+typedef struct st_step_info {
+    int training;
+    uint64_t seed;
+    long iteration;
+} st_step_info;
+
+/* Forward over the shard; *loss gets the sum of the loss layers' losses. */
+st_status st_replica_forward(st_replica *r, const float *weights, const st_shard *s,
+                             const st_step_info *info, double *loss, st_error *err);
+
+/* Backward after a training forward of the same shard; writes every
+ * parameter gradient into grads (an arena of net->params.count floats).
+ * diff_out: an extra gradient at the last layer's output [n, out], or NULL. */
+st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
+                              const st_shard *s, const st_step_info *info,
+                              const float *diff_out, st_error *err);
+
+/* Output of layer i [n, out], after forward. */
+float *st_replica_output(const st_replica *r, int layer);
+/* Gradient at the network input [n, C, H, W] (input_delta replicas). */
+float *st_replica_input_delta(const st_replica *r);
+
+#endif

@@ -1,0 +1,109 @@
+/* Update rules and learning-rate policies, applied to one slice of the
+ * parameter arena at a time (see ps.h).
+ *
+ * Every rule is elementwise, so any split of the arena into slices gives
+ * the same result bit for bit. g is the batch-averaged gradient; for
+ * ST_PARAM_WEIGHT tensors the rules below see gd = g + decay * w (L2 weight
+ * decay), for ST_PARAM_BIAS tensors (biases, batch-norm scales) gd = g.
+ * State planes start at zero; plane k of a float at arena offset i is
+ * state[k * stride + i].
+ *
+ *   sgd (Darknet; 1 plane m):  m = momentum * m + gd;  w -= lr * m
+ *   nesterov (Caffe; 1 plane v):  v_prev = v;  v = momentum * v + lr * gd;
+ *                              w -= (1 + momentum) * v - momentum * v_prev
+ *   adagrad (Caffe; 1 plane h):  h += gd^2;  w -= lr * gd / (sqrt(h) + delta)
+ *   rmsprop (Caffe; 1 plane h):  h = rms_decay * h + (1 - rms_decay) * gd^2;
+ *                              w -= lr * gd / (sqrt(h) + delta)
+ *   adadelta (Caffe; planes h, h2):  h = momentum * h + (1 - momentum) * gd^2;
+ *                              u = gd * sqrt((h2 + delta) / (h + delta));
+ *                              h2 = momentum * h2 + (1 - momentum) * u^2;
+ *                              w -= lr * u
+ *   adam (Caffe / Darknet; planes m, v):  m = B1 * m + (1 - B1) * gd;
+ *                              v = B2 * v + (1 - B2) * gd^2;
+ *                              w -= lr * sqrt(1 - B2^t) / (1 - B1^t)
+ *                                      * m / (sqrt(v) + eps),  t = iter + 1
+ *
+ * Running batch-norm statistics (ST_PARAM_STAT) are not learned, whatever
+ * the rule: running = 0.99 running + 0.01 batch average. */
+#ifndef ST_SOLVER_H
+#define ST_SOLVER_H
+
+#include <stddef.h>
+
+#include "ops/params.h"
+
+#define ST_MAX_STEPS 64
+
+typedef enum st_lr_policy {
+    ST_LR_CONSTANT, /* lr */
+    ST_LR_STEP,     /* lr * scale^(iter / step) */
+    ST_LR_STEPS,    /* lr * product of scales[i] for steps[i] <= iter */
+    ST_LR_EXP,      /* lr * gamma^iter */
+    ST_LR_POLY,     /* lr * (1 - iter / max_batches)^power */
+    ST_LR_INV,      /* lr * (1 + gamma * iter)^-power (Caffe) */
+} st_lr_policy;
+
+extern const char *const st_lr_policy_names[]; /* cfg names, NULL-terminated */
+
+typedef struct st_lr_schedule {
+    float learning_rate;
+    st_lr_policy policy;
+    float gamma, power, scale;
+    int step;
+    int n_steps;
+    int steps[ST_MAX_STEPS];
+    float scales[ST_MAX_STEPS];
+    int burn_in;       /* iterations ramping up as (iter / burn_in)^power */
+    long max_batches;  /* for poly */
+} st_lr_schedule;
+
+/* The update rules, in the order of st_solver_rule_names (solver= in
+ * [net]). */
+typedef enum st_solver_rule {
+    ST_SOLVER_SGD,
+    ST_SOLVER_NESTEROV,
+    ST_SOLVER_ADAGRAD,
+    ST_SOLVER_RMSPROP,
+    ST_SOLVER_ADADELTA,
+    ST_SOLVER_ADAM,
+} st_solver_rule;
+
+extern const char *const st_solver_rule_names[]; /* cfg names, NULL-terminated */
+
+typedef struct st_solver_cfg {
+    st_lr_schedule lr;
+    st_solver_rule rule;
+    float momentum;  /* sgd, nesterov; adadelta's history decay */
+    float decay;     /* L2 weight decay on ST_PARAM_WEIGHT tensors */
+    float beta1;     /* adam: B1= */
+    float beta2;     /* adam: B2= */
+    float eps;       /* adam: eps= */
+    float rms_decay; /* rmsprop */
+    float delta;     /* adagrad, rmsprop, adadelta: Caffe's delta= */
+} st_solver_cfg;
+
+/* Learning rate of iteration iter (from 0), Darknet's get_current_rate. */
+float st_lr_at(const st_lr_schedule *s, long iter);
+
+/* Planes of solver state, each as long as the parameter arena: 1 for sgd,
+ * nesterov, adagrad and rmsprop, 2 for adadelta and adam. */
+int st_solver_state_per_param(const st_solver_cfg *c);
+
+/* Apply the update of iteration iter (from 0) to arena floats [begin, end)
+ * of the parameters in t: weights w, solver state (planes stride floats
+ * apart, st_solver_state_per_param of them), and g the batch-averaged
+ * gradient. Writes w[begin, end) and the state planes' [begin, end) only. */
+/* One iteration's update as st_solver_update takes it, for code that runs it
+ * elsewhere (the cpe backend's core group). */
+typedef struct st_solver_step {
+    const st_solver_cfg *cfg;
+    const st_param_table *table;
+    float lr;
+    long iter;
+} st_solver_step;
+
+void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+                      size_t begin, size_t end, float *w, float *state, size_t stride,
+                      const float *g);
+
+#endif

@@ -1,0 +1,64 @@
+/* Multi-node overlap: all-reduce gradients while backward still runs.
+ *
+ * The parameter arena is cut into buckets of whole layers, in backward
+ * order (output layers first), each at least `bucket_bytes` long (the last
+ * may be shorter). Workers report each layer as its backward pass finishes
+ * (net.h's layer_done); once every worker of the node has finished every
+ * layer of a bucket, a communication thread sums the bucket over the
+ * workers (the parameter server's arithmetic, ps.h) and all-reduces it
+ * across the nodes on a communicator of its own, while the workers go on
+ * with the layers below. Buckets go out strictly in order, so every rank
+ * issues the same collectives in the same order. After backward the
+ * workers wait for the last bucket, then apply the solver to their slices
+ * as usual.
+ *
+ * Every worker reports every layer of every iteration exactly once (a
+ * worker that failed, had no samples or met a stop batch reports the rest
+ * at once with st_overlap_worker_end), so the collectives of an iteration
+ * always complete on every rank and the stop decision stays the
+ * scheduler's. With two ranks the sums are those of the non-overlapped
+ * run bit for bit (the sum of two floats does not depend on their order);
+ * with more, they differ only by the order of the additions. */
+#ifndef ST_OVERLAP_H
+#define ST_OVERLAP_H
+
+#include <stddef.h>
+
+#include "dist/cluster.h"
+#include "net/net.h"
+#include "parallel/ps.h"
+#include "base/status.h"
+
+typedef struct st_overlap st_overlap;
+
+/* Plan the buckets and start the communication thread, which all-reduces
+ * on the cluster's channel `channel` (st_cluster_start_workers must have
+ * made it). */
+st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
+                            int channel, int workers, size_t bucket_bytes, st_error *err);
+
+/* Stop and join the thread (it must be idle: between BSP runs). */
+void st_overlap_free(st_overlap *o);
+
+/* A BSP run's first iteration, before the workers start. */
+void st_overlap_start(st_overlap *o, long first);
+
+/* Worker 0, before its compute of iteration it: the factor the node's
+ * gradient sum is scaled by (1 / the images of the iteration on every
+ * node). */
+void st_overlap_begin(st_overlap *o, long it, float scale);
+
+/* Worker w finished layer's backward pass. */
+void st_overlap_layer_done(st_overlap *o, int w, int layer);
+
+/* Worker w is done with the iteration's compute: layers it did not report
+ * count as done now. */
+void st_overlap_worker_end(st_overlap *o, int w);
+
+/* Until iteration it's buckets are all reduced. */
+void st_overlap_wait(st_overlap *o, long it);
+
+/* Buckets and bytes, for the log. */
+int st_overlap_buckets(const st_overlap *o);
+
+#endif

@@ -1,0 +1,68 @@
+/* The shared-memory parameter server: one copy of the weights and solver
+ * state, one gradient arena per worker, and the fixed slices the workers
+ * aggregate and update.
+ *
+ * Slice r is a contiguous, cache-line aligned range of the parameter arena.
+ * After backward, worker r sums slice r of every worker's gradient (always
+ * in worker order 0..T-1, so the result does not depend on timing), scales
+ * it, and applies the solver to slice r of the weights and solver state. The
+ * summed gradient lands in worker 0's arena.
+ *
+ * Without a global barrier (bounded staleness, asynchronous), each worker
+ * applies its own gradient to every slice in turn, holding that slice's
+ * lock, so updates of one slice never interleave. */
+#ifndef ST_PS_H
+#define ST_PS_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "ops/params.h"
+#include "ops/solver.h"
+#include "base/status.h"
+
+typedef struct st_ps {
+    const st_param_table *table;
+    size_t count;        /* floats per arena */
+    float *weights;      /* [count], shared by every worker */
+    float *state;        /* [state_planes * count] solver state, plane k at k * count */
+    int state_planes;
+    int n_workers;
+    float **grads;       /* [n_workers][count] */
+    size_t *slice;       /* [n_workers + 1] slice boundaries */
+    pthread_mutex_t *slice_lock; /* [n_workers] for st_ps_apply_own */
+} st_ps;
+
+st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
+                     st_error *err);
+void st_ps_free(st_ps *ps);
+
+/* grads[0][slice r] = scale * sum over workers of grads[w][slice r], on
+ * `threads` threads of the calling worker (its intra-op threads). The work
+ * is elementwise, so the result does not depend on threads. */
+void st_ps_reduce(st_ps *ps, int r, float scale, int threads);
+
+/* The same arithmetic on arena floats [b, e), on the calling thread: the
+ * multi-node overlap reduces layer buckets as backward produces them. */
+void st_ps_reduce_range(st_ps *ps, size_t b, size_t e, float scale);
+
+/* st_ps_reduce, the finiteness check and st_ps_apply of slice r in one
+ * pass over memory, chunk by chunk (each chunk's sums still in cache when
+ * the solver reads them): the same floats as the three separate passes.
+ * Returns whether the slice's reduced gradient is finite; the chunks from
+ * the first non-finite one on are not applied (the weights stay finite;
+ * the run is to stop, as after the separate check). */
+int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, float lr,
+                       long iter, int threads);
+
+/* Apply the solver's update of iteration iter (from 0; Adam's bias
+ * correction uses it) to slice r with the reduced gradient, on `threads`. */
+void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);
+
+/* Scale worker w's own gradient and apply it, as the update of iteration
+ * iter, to every slice, each under its lock (bounded-staleness and
+ * asynchronous training). */
+void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
+                     long iter, int threads);
+
+#endif

@@ -1,0 +1,148 @@
+/* The scheduler and its workers (SingleCaffe's design; DESIGN.md, "One
+ * iteration").
+ *
+ * T worker threads are created once and live for the whole run. Each owns a
+ * model replica (its activations for its shard, its kernels and backend
+ * context, created in its own thread) and writes only its own gradient
+ * arena; all read the one shared copy of the weights (ps.h). The calling
+ * thread is the scheduler: it hands out work and waits.
+ *
+ * Bulk-synchronous (BSP) iteration: the batch is split into T shards whose
+ * sizes differ by at most one; every worker runs forward and backward on
+ * its shard; barrier; worker r sums and scales slice r of all gradients and
+ * applies the solver to slice r; barrier. With T = 1 this is exactly the
+ * single-worker computation; with more workers it differs only by the
+ * order of the batch sum. The workers drive the iterations themselves,
+ * taking batch i from a ring (batchq.h) that the prefetcher (prefetch.h)
+ * fills ahead of them, so between iterations the workers meet only each
+ * other, at the barrier.
+ *
+ * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
+ * worker takes its shard of every iteration at its own pace, reading its own
+ * data, and applies its own gradient, divided by the whole batch size, to
+ * every slice under the slice's lock: the T partial updates of an iteration
+ * add up to the BSP step. SSP lets a worker start iteration i only when
+ * every worker has finished iteration i - S - 1; ASP never waits. They trade
+ * exactness for the time workers would spend at barriers: gradients are
+ * computed on weights other workers are updating meanwhile (stale by up to
+ * S iterations under SSP, unbounded under ASP; Hogwild-style, the reads of
+ * the forward pass race with the updates by design), and momentum acts on
+ * each partial update rather than on the iteration's sum. Only BSP
+ * reproduces single-worker training. */
+#ifndef ST_SCHEDULER_H
+#define ST_SCHEDULER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "data/batchq.h"
+#include "dist/cluster.h"
+#include "data/data.h"
+#include "net/net.h"
+#include "parallel/ps.h"
+#include "ops/solver.h"
+#include "base/status.h"
+
+typedef enum st_sync_mode { ST_SYNC_BSP, ST_SYNC_SSP, ST_SYNC_ASP } st_sync_mode;
+
+/* Where iteration time goes, in seconds (means over workers). */
+typedef struct st_time_split {
+    double data;      /* waiting for the batch */
+    double compute;   /* forward and backward */
+    double barrier;   /* waiting for the other workers */
+    double aggregate; /* summing gradient slices */
+    double update;    /* the solver */
+    double communicate; /* multi-node: control sums and all-reduce across nodes (0 on one) */
+} st_time_split;
+
+typedef struct st_sched_opts {
+    int threads;             /* workers */
+    int intra;               /* intra-op threads per worker */
+    st_sync_mode sync;
+    int staleness;           /* ssp:S */
+    int batch;               /* images per iteration */
+    int timing;              /* per-layer times in the replicas */
+    const st_backend *backend;
+    const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
+    st_choices *choices;     /* the process's kernel choices, shared by the workers */
+    const st_solver_cfg *solver;
+    uint64_t seed;
+    const st_source *train;  /* SSP / ASP workers read their own shards */
+    long test_count;         /* images of the test set, 0 if none */
+    const st_transform *transform; /* records to inputs (test, SSP / ASP) */
+    size_t record_bytes;     /* largest record of the train and test sources */
+    st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
+    int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
+    size_t bucket_bytes;     /* its minimum bucket */
+    const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
+                                the reason), the workers stop cleanly before the next
+                                iteration they have not begun; NULL: never */
+} st_sched_opts;
+
+typedef struct st_sched st_sched;
+
+/* Start the workers and build their replicas. */
+st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
+                          const st_sched_opts *o, st_error *err);
+
+/* Stop and join the workers, free everything. */
+void st_sched_free(st_sched *s);
+
+/* What one BSP iteration did (over every node in multi-node mode). */
+typedef struct st_iteration {
+    long iteration;
+    int images;
+    double loss;         /* summed over the batch */
+    st_time_split time;  /* means over workers */
+} st_iteration;
+
+typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
+
+/* BSP iterations [first, last), the batches taken from q (filled by a
+ * producer on another thread); this thread calls done() for each finished
+ * iteration, in order. Stops at the first failure or a batch marked stop,
+ * and at an iteration whose loss or gradient is not finite (ST_EDIVERGED,
+ * naming the iteration and the first layer whose output or gradient went
+ * non-finite; the weights are then not to be kept); then q is closed, so
+ * the producer gives up. In multi-node mode a failure on another node
+ * stops every node at the same iteration: ST_EPEER on the others. When
+ * the stop flag (st_sched_opts) is set, the workers stop cleanly before
+ * the next iteration they have not begun:
+ * ST_OK, done() having been called for every iteration finished, and
+ * st_sched_stop_reason says why. In multi-node mode the flags of every
+ * node are summed with the iteration's control values, so every node
+ * stops at the same iteration, the reason being SIGINT if any node had
+ * SIGINT, else SIGTERM. */
+st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
+                           st_iteration_fn done, void *ctx, st_error *err);
+
+/* After a run that returned ST_OK: the signal that stopped it early (the
+ * stop flag's value, agreed over the nodes), or 0 if it ran to its end. */
+int st_sched_stop_reason(const st_sched *s);
+
+/* The test set split over the workers; correct answers and loss summed. */
+st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,
+                        st_error *err);
+
+/* SSP / ASP: iterations [first, last) on every worker. progress(ctx, done,
+ * loss, images) is called by the scheduler thread each time every worker
+ * has finished `every` more iterations (done counts iterations all
+ * finished; loss and images are summed since the previous call). A worker's
+ * failure stops every worker; so does a non-finite loss or gradient of a
+ * worker's shard, found before that worker's update (ST_EDIVERGED, naming
+ * the iteration, the first layer whose output or gradient went non-finite
+ * and the worker), as in BSP. When the stop flag is set, each worker stops
+ * before its next iteration (an SSP worker waiting for slower ones stops
+ * waiting); *finished gets the iterations every worker finished (last
+ * unless stopped). */
+typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
+st_status st_sched_run_async(st_sched *s, long first, long last, long every,
+                             st_progress_fn progress, void *ctx, st_time_split *time,
+                             long *finished, st_error *err);
+
+/* Worker 0's replica (layer timing, class scores). */
+const st_replica *st_sched_replica(const st_sched *s, int worker);
+int st_sched_workers(const st_sched *s);
+
+#endif

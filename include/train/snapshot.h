@@ -1,0 +1,61 @@
+/* Snapshots: everything a run needs to continue exactly where it stopped.
+ * The weights (plain layouts, whatever the backend) and the solver state
+ * (every plane of moments), behind a header with a magic number, a format
+ * version, the network's hash, the iteration reached and the settings that
+ * fix what comes next (seed, batch, workers, the cfg's hyper-parameters
+ * as text, st_hparams_settings, and the kernel choices, choices.h), a CRC-32 of the header and the settings
+ * and one of the payload: no byte is outside a checksum.
+ *
+ * Nothing else is needed to resume: the learning rate is a function of the
+ * iteration, the data order a function of (seed, epoch), dropout masks and
+ * transforms of (seed, iteration, sample), so the iteration is the position
+ * of every random stream. Written atomically (fileio.h): a crash while
+ * writing leaves the previous file under the final name. Non-finite
+ * weights or state are neither written nor read. */
+#ifndef ST_SNAPSHOT_H
+#define ST_SNAPSHOT_H
+
+#include <stdint.h>
+
+#include "net/net.h"
+#include "base/status.h"
+
+#define ST_SNAPSHOT_VERSION 3
+
+/* The settings text a snapshot holds at most (a cfg is at most 16 MB). */
+#define ST_SNAPSHOT_SETTINGS_MAX (64u << 20)
+
+/* What a snapshot records besides the arenas. */
+typedef struct st_snapshot_meta {
+    long iteration;    /* iterations done: the next one to run */
+    uint64_t seed;
+    int batch;         /* images per iteration */
+    int workers;       /* BSP workers: the order of the gradient sum */
+    int state_planes;  /* solver state planes of net->params.count floats */
+    char solver[16];   /* the update rule's name */
+    char *settings;    /* the cfg's settings (st_hparams_settings), NUL-ended;
+                          st_snapshot_save reads it (NULL: none), and
+                          st_snapshot_resume allocates it: the caller frees it */
+    char *choices;     /* the kernel choices in text form (st_choices_text), NUL-ended,
+                          or NULL: none; st_snapshot_resume points it into the
+                          settings' allocation (NULL in snapshots without) */
+} st_snapshot_meta;
+
+/* weights [net->params.count]; state [meta->state_planes * params.count]. */
+st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
+                           const float *state, const st_snapshot_meta *meta, st_error *err);
+
+/* The weights alone into weights [net->params.count] (inference, export, a
+ * starting point); *iteration if not NULL. A file of another network, a
+ * truncated or corrupt file is ST_EINPUT naming the file and the problem. */
+st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
+                           long *iteration, st_error *err);
+
+/* Everything, to resume: the header and the settings into meta, then
+ * weights and state [planes * count], planes being this run's; a snapshot
+ * with another number of planes is an error naming the file and its
+ * solver. On success free(meta->settings) when done. */
+st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
+                             int planes, st_snapshot_meta *meta, st_error *err);
+
+#endif

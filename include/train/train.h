@@ -1,0 +1,121 @@
+/* Training a network from a cfg: data, schedule, the iteration loop, test
+ * phases, logging and the final snapshot. */
+#ifndef ST_TRAIN_H
+#define ST_TRAIN_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "dist/cluster.h"
+#include "base/log.h"
+#include "net/net.h"
+#include "parallel/scheduler.h"
+#include "base/status.h"
+
+typedef struct st_train_opts {
+    int threads;             /* workers (-t); 0: chosen, see st_trainer_create */
+    int intra;               /* intra-op threads per worker (--intra); 0: chosen */
+    st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
+    int staleness;           /* S of ssp:S */
+    int batch;               /* images per update; 0: batch= from [net] */
+    long iters;              /* 0: from --epochs or max_batches */
+    long epochs;
+    uint64_t seed;
+    const char *backend;     /* "ref", "dnnl", "cpe" */
+    const char *conv_impl;   /* --conv-impl: "auto" or one of the backend's conv_impls;
+                                NULL: auto where the backend has several */
+    const char *kernel_choices;      /* --kernel-choices FILE to use, or NULL */
+    const char *save_kernel_choices; /* --save-kernel-choices FILE to write, or NULL */
+    const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
+    const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
+    int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
+    const char *metrics;     /* --metrics FILE the caller writes (progress.h), or NULL:
+                                checked against the inputs and the other outputs */
+    const char *data;        /* --data file, "synthetic", or NULL */
+    const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
+    long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */
+    const char *resume;      /* a snapshot to continue from, or NULL */
+    const char *weights;     /* initial weights (snapshot or Darknet .weights), or NULL */
+    long train_images;       /* 0: all (synthetic: default count) */
+    long test_images;
+    int io_threads;          /* readers of the prefetcher (--io-threads) */
+    int skip_bad_images;     /* image lists: skip and count unreadable images */
+    int no_verify;           /* stores: skip the block checksums at open */
+    long test_interval;      /* 0: every epoch and at the end */
+    int no_test;             /* never run the test phase */
+    long log_every;          /* iterations per progress line */
+    long warmup;             /* first iterations left out of speed figures */
+    int profile;             /* print per-layer times and the time split */
+    double fma_peak;         /* --profile's FMA peak, GFLOP/s per core; 0: measured */
+    double *loss_trace;      /* NULL, or [iterations]: loss per image of each */
+    st_cluster *cluster;     /* multi-node (mpirun), or NULL */
+    const char *allreduce;   /* --allreduce NAME, or "auto" */
+    const char *allreduce_granularity; /* auto: "model" or "layer" */
+    int supernode_size;      /* --supernode-size Q; 0 = none */
+    double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
+    int overlap;             /* --overlap: all-reduce during backward */
+    size_t bucket_bytes;     /* --bucket-size */
+    const atomic_int *stop;  /* nonzero (a signal) asks the run to stop cleanly; NULL:
+                                never (main passes signals.h's flag) */
+    long peer_timeout;       /* multi-node: seconds a rank waits for the others at a
+                                meeting point before ending every rank; 0: forever */
+} st_train_opts;
+
+/* The defaults the CLI starts from. */
+st_train_opts st_train_defaults(void);
+
+typedef struct st_train_result {
+    long iterations;
+    double seconds;          /* training time after warm-up, test phases excluded */
+    double images_per_s;     /* after warm-up */
+    double gflops;           /* training GFLOP/s: 3 x forward conv/fc flops */
+    st_time_split split;     /* after warm-up, summed over iterations */
+    double first_loss;       /* loss per image of the first iteration */
+    double last_loss;        /* mean loss per image over the last log window */
+    double test_accuracy;    /* last test phase, -1 if none ran */
+    double test_loss;
+    double best_accuracy;    /* best test phase, -1 if none ran */
+    double peak_memory;      /* bytes: the process's peak resident set */
+    long skipped_images;     /* unreadable images skipped (--skip-bad-images) */
+    int signal;              /* the stop flag's signal that stopped the run early (on any
+                                node), or 0 */
+} st_train_result;
+
+typedef struct st_trainer st_trainer;
+
+/* Load the cfg, build the network, open the data, allocate everything.
+ * Threads left at 0 are chosen for the cores this process may use: without
+ * -t and --intra one worker per core, except that a network with more than
+ * 16M parameters gets one worker with every core as intra-op threads (it
+ * runs as fast and needs no second copy of its large gradient); -t alone
+ * means one intra-op thread per worker; --intra alone, cores / intra
+ * workers. */
+st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
+                            const st_log *log, st_error *err);
+
+/* The progress display and metrics file training reports to (st_log's),
+ * opened after st_trainer_create has checked the --metrics path. */
+void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
+
+/* Run the whole schedule (from a --resume snapshot's iteration on). When the
+ * stop flag (o.stop) is set, the run stops after the iteration in flight
+ * (every node at the same one), snapshots (when a directory is known) and
+ * returns ST_OK with res->signal set; set after the last iteration, it
+ * changes nothing (the caller sees it). */
+st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
+
+/* Multi-node: what every rank must agree on (st_cluster_agree): every
+ * option and cfg key that changes the computation; see train.c for those
+ * deliberately left out (output, rank 0's test phases and snapshots). */
+void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp);
+
+/* Multi-node: the communication channels its run needs (st_cluster_start_workers). */
+int st_trainer_channels(const st_trainer *t);
+
+const st_net *st_trainer_net(const st_trainer *t);
+/* The shared weights arena [st_trainer_net(t)->params.count]. */
+const float *st_trainer_weights(const st_trainer *t);
+
+void st_trainer_free(st_trainer *t);
+
+#endif

@@ -1,0 +1,178 @@
+/* What the oneDNN backend's files share (dnnl.c: memory descriptors,
+ * primitives, the kernel record and every kernel but convolution;
+ * dnnl_conv.c: convolution and the measured choice of its implementation).
+ * Nothing outside src/backends/dnnl*.c includes this. */
+#ifndef ST_DNNL_INTERNAL_H
+#define ST_DNNL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "backends/backend.h"
+#include "backends/choices.h"
+
+#define MAX_VARIANTS 8 /* distinct batch sizes per kernel */
+#define MAX_ARGS 12
+#define NONE SIZE_MAX  /* absent workspace view */
+
+struct st_bctx {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    int worker;
+    int limited;           /* the address space is limited: see BUILD_HEADROOM */
+    const char *conv_impl; /* st_backend_opts.conv_impl */
+    st_choices *choices;   /* st_backend_opts.choices */
+};
+
+#define DN(call, what)                                                                    \
+    do {                                                                                  \
+        dnnl_status_t dn_s_ = (call);                                                     \
+        if (dn_s_ != dnnl_success)                                                        \
+            return dn_fail(err, what, dn_s_);                                             \
+    } while (0)
+
+#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
+
+typedef struct dn_exec {
+    dnnl_primitive_t prim;
+    int nargs;
+    dnnl_exec_arg_t args[MAX_ARGS];
+    void *bound[MAX_ARGS];
+} dn_exec;
+
+/* How a convolution runs: the layout family of its activations (the
+ * format tag its forward is created with) and, per pass, the name of the
+ * oneDNN implementation (impl_info_str; empty: oneDNN's first for those
+ * layouts; gemm_only: the first GEMM-based one). */
+enum { DN_PASS_FWD, DN_PASS_BWD_DATA, DN_PASS_BWD_WEIGHTS, DN_PASSES };
+typedef enum dn_family { DN_FAMILY_BLOCKED, DN_FAMILY_NHWC, DN_FAMILY_NCHW, DN_FAMILIES } dn_family;
+
+typedef struct dn_conv_plan {
+    dn_family family;
+    int gemm_only;
+    char impl[DN_PASSES][64];
+} dn_conv_plan;
+
+/* The primitives of one batch size. */
+typedef struct dn_variant {
+    int n;
+    dn_exec fwd;       /* forward (training) */
+    dn_exec fwd_inf;   /* batch norm with the running statistics */
+    dn_exec post;      /* eltwise after batch norm (act), or 1/T before softmax */
+    dn_exec bwd_data;
+    dn_exec bwd_weights;
+    dn_exec src_in;    /* edges: user src -> primitive src */
+    dn_exec dst_out;   /*        primitive dst -> plain dst */
+    dn_exec ddst_in;   /*        plain diff_dst -> primitive diff_dst */
+    dn_exec dsrc_out;  /*        primitive diff_src -> user diff_src */
+    dn_exec dsrc_add;  /*        the same, adding to it */
+} dn_variant;
+
+#define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
+
+typedef union dn_desc {
+    st_kdesc base;
+    st_conv_desc conv;
+    st_fc_desc fc;
+    st_pool_desc pool;
+    st_bnorm_desc bn;
+    st_lrn_desc lrn;
+    st_act_desc act;
+    st_softmax_desc softmax;
+} dn_desc;
+
+typedef struct dn_kernel {
+    st_kernel base;
+    st_bctx *ctx;
+    dn_desc d;
+    int n_var;
+    dn_variant *v;  /* [the batch sizes declared]: n_var of them built */
+    /* Layouts the primitives chose at the largest batch size; the other
+     * batch sizes are built with the same ones. Convolution weights: pw for
+     * forward, pwd for backward data, pww for the weight gradient. */
+    dnnl_memory_desc_t psrc, pdst, pw, pwd, pww;
+    int src_edge, dst_edge;
+    int w_edge, wd_edge, dw_edge; /* the weights layouts differ from plain */
+    dn_exec w_in, wd_in, dw_out;  /* their reorders from / to plain */
+    /* workspace views, byte offsets (NONE when absent) */
+    size_t ws_src, ws_dst, ws_ddst, ws_prim, ws_w, ws_wd, ws_dw;
+    size_t ws_prim_bytes;
+    size_t scratchpad;     /* largest primitive scratchpad */
+    size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
+    size_t dst_t_off;      /* then the inner product's dst^T at this offset */
+    dn_conv_plan plan;     /* convolution: the implementation of every pass */
+} dn_kernel;
+
+/* The primitive descriptors of a layer's passes; NULL where a pass is not
+ * a primitive. */
+typedef struct dn_pass_pds {
+    dnnl_primitive_desc_t fwd, bwd_data, bwd_weights;
+} dn_pass_pds;
+
+st_status dn_fail(st_error *err, const char *what, dnnl_status_t s);
+
+/* ---- memory descriptors ---- */
+st_status dn_md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
+st_status dn_md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
+int dn_md_is_plain(const dnnl_memory_desc_t *md);
+/* The same layout for n samples (layouts with the sample index outermost,
+ * dn_n_outermost, differ only in that dimension). */
+dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n);
+int dn_n_outermost(const dnnl_memory_desc_t *md);
+
+/* ---- primitives with their argument memories ---- */
+void dn_exec_free(dn_exec *e);
+/* The primitive of pd and one memory per listed argument whose descriptor
+ * is not empty; pd stays the caller's. */
+st_status dn_exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t pd,
+                       const int *arg_ids, int n_ids, st_error *err);
+/* Point argument arg at ptr (an argument the primitive does not take is
+ * ignored). */
+st_status dn_exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err);
+st_status dn_exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err);
+size_t dn_scratchpad_bytes(const_dnnl_primitive_desc_t pd);
+const dnnl_memory_desc_t *dn_pd_md(const_dnnl_primitive_desc_t pd, int arg);
+/* Attributes: user scratchpad, and an eltwise post-op unless post_alg is 0. */
+st_status dn_make_attr(dnnl_primitive_attr_t *attr, int post_alg, float alpha, st_error *err);
+/* oneDNN's first implementation of op_desc. */
+st_status dn_make_pd(st_bctx *c, dnnl_primitive_desc_t *pd, const void *op_desc,
+                     const_dnnl_primitive_desc_t hint, int post_alg, float alpha,
+                     const char *what, st_error *err);
+/* A reorder from one layout to another (accumulate: adding to the target);
+ * its scratchpad raises *scratch. */
+st_status dn_make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *from,
+                          const dnnl_memory_desc_t *to, int accumulate, size_t *scratch,
+                          st_error *err);
+st_status dn_run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, void *scratch,
+                         st_error *err);
+
+/* ---- kernels ---- */
+dn_variant *dn_variant_of(dn_kernel *k, int n, st_error *err);
+/* base + off, NULL for NONE */
+void *dn_at(void *base, size_t off);
+/* Reserve bytes of the kernel's workspace; returns their offset. */
+size_t dn_ws_take(dn_kernel *k, size_t bytes);
+void dn_need_scratchpad(dn_kernel *k, const_dnnl_primitive_desc_t pd);
+/* Logical dims of the kernel's src and dst for n samples; return ndims. */
+int dn_src_dims(const dn_desc *d, int n, dnnl_dims_t dims);
+int dn_dst_dims(const dn_desc *d, int n, dnnl_dims_t dims);
+/* The layout src arrives in, for n samples. */
+st_status dn_user_src_md(const dn_kernel *k, int n, dnnl_memory_desc_t *md, st_error *err);
+dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward);
+/* The common end of a layer's build, given the status so far: the passes'
+ * execs, the edges between the user and the primitives' layouts (usrc,
+ * psrc, pdst), and the descriptors destroyed, also on failure. */
+st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
+                          const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
+                          const dnnl_memory_desc_t *pdst, int first, st_error *err);
+
+/* ---- convolution (dnnl_conv.c) ---- */
+/* The primitives of variant v (first: the largest batch size, which also
+ * decides the kernel's implementation, see dnnl_conv.c). */
+st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err);
+/* The names st_backend_opts.conv_impl may take besides "auto". */
+extern const char *const dn_conv_impls[];
+
+#endif

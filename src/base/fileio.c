@@ -1,0 +1,380 @@
+/* Regular input files, atomic file replacement and exclusive temporaries;
+ * see fileio.h. */
+#include "base/fileio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* What a file of mode m is, when it is not a regular file. */
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISFIFO(m))
+        return "a FIFO (named pipe)";
+    if (S_ISSOCK(m))
+        return "a socket";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    return "a special file";
+}
+
+/* The reason for a file of mode m (stat's), or for errno e when stat failed. */
+static void why_not_regular(int e, mode_t m, char *why, size_t why_len)
+{
+    char buf[128];
+    if (e)
+        snprintf(why, why_len, "%s", strerror_r(e, buf, sizeof buf));
+    else
+        snprintf(why, why_len, "%s, not a regular file", file_kind(m));
+}
+
+void st_regular_why(const char *path, char *why, size_t why_len)
+{
+    struct stat sb;
+    why[0] = '\0';
+    if (stat(path, &sb) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    else if (!S_ISREG(sb.st_mode))
+        why_not_regular(0, sb.st_mode, why, why_len);
+    else if (access(path, R_OK) != 0)
+        why_not_regular(errno, 0, why, why_len);
+}
+
+int st_open_regular(const char *path, char *why, size_t why_len)
+{
+    /* stat first: opening a socket fails with the unhelpful ENXIO */
+    st_regular_why(path, why, why_len);
+    if (why[0])
+        return -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        why_not_regular(errno, 0, why, why_len);
+        return -1;
+    }
+    struct stat sb;
+    int flags;
+    if (fstat(fd, &sb) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    else if (!S_ISREG(sb.st_mode)) /* swapped since the stat */
+        why_not_regular(0, sb.st_mode, why, why_len);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        why_not_regular(errno, 0, why, why_len);
+    if (why[0]) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
+                         st_error *err)
+{
+    char why[160];
+    *f = NULL;
+    int fd = st_open_regular(path, why, sizeof why);
+    if (fd >= 0 && !(*f = fdopen(fd, mode))) {
+        why_not_regular(errno, 0, why, sizeof why);
+        close(fd);
+    }
+    if (!*f)
+        return st_fail(err, ST_EINPUT, "%s: cannot open %s: %s", path, what, why);
+    return ST_OK;
+}
+
+st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
+                       size_t *len, st_error *err)
+{
+    FILE *f;
+    *text = NULL;
+    st_status st = st_fopen_input(path, "rb", what, &f, err);
+    if (st != ST_OK)
+        return st;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
+                break;
+            }
+            buf = b;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n > max_bytes) {
+            st = st_fail(err, ST_EINPUT, "%s: larger than %zu bytes: not a %s", path,
+                         max_bytes, what);
+            break;
+        }
+        if (got == 0)
+            break;
+    }
+    if (st == ST_OK && ferror(f))
+        st = st_fail(err, ST_EINPUT, "%s: read error: %s", path, strerror(errno));
+    fclose(f);
+    if (st != ST_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    if (len)
+        *len = n;
+    return ST_OK;
+}
+
+st_status st_check_dir_writable(const char *what, const char *dir, st_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return st_fail(err, ST_EUSAGE, "%s %s: %s", what, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return st_fail(err, ST_EUSAGE, "%s %s: not a directory", what, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return st_fail(err, ST_EUSAGE, "%s %s: not writable: %s", what, dir, strerror(errno));
+    return ST_OK;
+}
+
+long st_name_max(const char *dir)
+{
+    long n = pathconf(dir, _PC_NAME_MAX);
+    return n > 0 ? n : 255;
+}
+
+st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err)
+{
+    *created = 0;
+    char *path = strdup(dir);
+    if (!path)
+        return st_fail(err, ST_ENOMEM, "out of memory creating %s", dir);
+    st_status st = ST_OK;
+    /* each prefix ending before a '/', then the whole: parents first */
+    for (char *p = path + 1; st == ST_OK; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            if (mkdir(path, 0777) == 0)
+                *created = 1;
+            else if (errno != EEXIST)
+                st = st_fail(err, ST_EUSAGE, "%s %s: cannot create %s: %s", what, dir, path,
+                             strerror(errno));
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(path);
+    return st == ST_OK ? st_check_dir_writable(what, dir, err) : st;
+}
+
+st_status st_check_output_path(const char *what, const char *path, st_error *err)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return st_fail(err, ST_EUSAGE, "%s %s: is a directory, expected a file name", what,
+                       path);
+    char *copy = strdup(path);
+    if (!copy)
+        return st_fail(err, ST_ENOMEM, "out of memory checking %s", path);
+    const char *dir = dirname(copy);
+    st_status st = ST_OK;
+    if (stat(dir, &sb) != 0)
+        st = st_fail(err, ST_EUSAGE, "%s %s: directory %s: %s", what, path, dir,
+                     strerror(errno));
+    else if (!S_ISDIR(sb.st_mode))
+        st = st_fail(err, ST_EUSAGE, "%s %s: %s is not a directory", what, path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        st = st_fail(err, ST_EUSAGE, "%s %s: directory %s is not writable: %s", what, path, dir,
+                     strerror(errno));
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t len = strlen(base) + ST_TEMP_SUFFIX_MAX;
+    if (st == ST_OK && (long)len > st_name_max(dir))
+        st = st_fail(err, ST_EUSAGE, "%s %s: the file name is too long: with the suffix of its "
+                     "temporary (.tmp.PID) it takes up to %zu bytes, over the limit of %ld of "
+                     "%s", what, path, len, st_name_max(dir), dir);
+    free(copy);
+    return st;
+}
+
+/* Whether a and b, two paths of files that do not exist, are the same name
+ * in the same directory. */
+static int same_name_same_dir(const char *a, const char *b)
+{
+    char *a_dir = strdup(a), *b_dir = strdup(b), *a_base = strdup(a), *b_base = strdup(b);
+    struct stat sa, sb;
+    int same = a_dir && b_dir && a_base && b_base &&
+               strcmp(basename(a_base), basename(b_base)) == 0 &&
+               stat(dirname(a_dir), &sa) == 0 && stat(dirname(b_dir), &sb) == 0 &&
+               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    free(a_dir);
+    free(b_dir);
+    free(a_base);
+    free(b_base);
+    return same;
+}
+
+int st_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int a_exists = stat(a, &sa) == 0, b_exists = stat(b, &sb) == 0;
+    if (a_exists && b_exists)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !a_exists && !b_exists && same_name_same_dir(a, b);
+}
+
+static int given(const st_named_path *p)
+{
+    return p->path && p->path[0];
+}
+
+st_status st_check_distinct(const st_named_path *outputs, int n_out,
+                            const st_named_path *inputs, int n_in, st_error *err)
+{
+    for (int i = 0; i < n_out; i++) {
+        const st_named_path *o = &outputs[i];
+        for (int j = 0; given(o) && j < n_in; j++)
+            if (given(&inputs[j]) && st_same_file(o->path, inputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: writing it would destroy that "
+                               "input; give another file", o->what, o->path, inputs[j].what,
+                               inputs[j].path);
+        for (int j = 0; given(o) && j < i; j++)
+            if (given(&outputs[j]) && st_same_file(o->path, outputs[j].path))
+                return st_fail(err, ST_EUSAGE, "%s %s is %s %s: two outputs cannot be one "
+                               "file; give another", o->what, o->path, outputs[j].what,
+                               outputs[j].path);
+    }
+    return ST_OK;
+}
+
+st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
+{
+    if (bytes && fwrite(data, 1, bytes, f) != bytes)
+        return st_fail(err, ST_EIO, "%s: write failed: %s", path, strerror(errno));
+    return ST_OK;
+}
+
+/* The length of NAME's stem if NAME is "STEM.tmp.PID" and process PID no
+ * longer exists, else 0. */
+static size_t stale_stem(const char *name)
+{
+    const char *mark = NULL;
+    for (const char *p = strstr(name, ".tmp."); p; p = strstr(p + 1, ".tmp."))
+        mark = p;
+    if (!mark || mark == name)
+        return 0;
+    const char *digits = mark + 5;
+    if (!*digits || digits[strspn(digits, "0123456789")] != '\0' || strlen(digits) > 9)
+        return 0;
+    long pid = strtol(digits, NULL, 10);
+    if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    return (size_t)(mark - name);
+}
+
+int st_remove_stale_temporaries(const char *dir, const char *prefix, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t prefix_len = strlen(prefix), suffix_len = suffix ? strlen(suffix) : 0;
+    int removed = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        size_t stem = stale_stem(e->d_name);
+        if (stem < prefix_len + suffix_len || memcmp(e->d_name, prefix, prefix_len) != 0)
+            continue;
+        if (suffix ? memcmp(e->d_name + stem - suffix_len, suffix, suffix_len) != 0
+                   : stem != prefix_len)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+/* PATH's own leftovers: its directory and base name split off a copy. */
+static void remove_stale_temporaries_of(const char *path)
+{
+    char *dir_copy = strdup(path), *base_copy = strdup(path);
+    if (dir_copy && base_copy)
+        st_remove_stale_temporaries(dirname(dir_copy), basename(base_copy), NULL);
+    free(dir_copy);
+    free(base_copy);
+}
+
+static void sync_directory_of(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+FILE *st_create_exclusive(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+    }
+    return f;
+}
+
+st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err)
+{
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (!tmp)
+        return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    remove_stale_temporaries_of(path);
+    FILE *f = st_create_exclusive(tmp);
+    if (!f) {
+        st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,
+                               strerror(errno));
+        free(tmp);
+        return st;
+    }
+    st_status st = write(f, ctx, err);
+    if (st == ST_OK && fflush(f) != 0)
+        st = st_fail(err, ST_EIO, "%s: write failed (as %s): %s", path, tmp, strerror(errno));
+    if (st == ST_OK && fsync(fileno(f)) != 0)
+        st = st_fail(err, ST_EIO, "%s: fsync failed (as %s): %s", path, tmp, strerror(errno));
+    if (fclose(f) != 0 && st == ST_OK)
+        st = st_fail(err, ST_EIO, "%s: close failed (as %s): %s", path, tmp, strerror(errno));
+    if (st == ST_OK && rename(tmp, path) != 0)
+        st = st_fail(err, ST_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != ST_OK)
+        unlink(tmp);
+    else
+        sync_directory_of(path);
+    free(tmp);
+    return st;
+}

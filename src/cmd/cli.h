@@ -1,0 +1,30 @@
+/* The command line: one option table drives parsing and --help. */
+#ifndef ST_CLI_H
+#define ST_CLI_H
+
+#include "base/log.h"
+#include "base/progress.h"
+#include "base/status.h"
+#include "train/train.h"
+
+typedef struct st_cli {
+    st_train_opts train;
+    st_log_level level;
+    const char *cfg_path;
+    const char *sync;   /* --sync text */
+    const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
+    const char *fma_peak;            /* --fma-peak text */
+    const char *log_format; /* --log-format text, or NULL: live on a terminal, else text */
+    st_progress_format format; /* --log-format parsed (when given) */
+    const char *metrics;    /* --metrics FILE, or NULL */
+    int quiet, verbose;
+    int help, version;
+    int dry_run; /* check the cfg, print the layer table, stop */
+} st_cli;
+
+/* Parse argv; errors are ST_EUSAGE naming the option and what it expects. */
+st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err);
+
+void st_cli_help(FILE *out);
+
+#endif

@@ -1,0 +1,396 @@
+/* GEMM as a CPE program: C = alpha op(A) op(B) + beta C, row-major, float
+ * or double, op(X) = X or X^T, for one product or a batch of them in one
+ * launch (the explicit convolution's images, folded into the blocking).
+ *
+ * Algorithm: the 8x8 block distribution with register communication of
+ * swCaffe and of Jiang et al., "Towards highly efficient DGEMM on the
+ * emerging SW26010 many-core processor" (ICPP 2017). C is cut into tiles of
+ * (8 bm) x (8 bn) and K into panels of 8 bk. CPE (r, c) holds C's block of
+ * tile rows c bm.. and tile columns r bn.., and fetches by DMA the blocks it
+ * owns of each panel: A's rows of its C block and K slice r, B's K slice c
+ * and columns of its C block. The mesh GEMM (st_cpe_mesh_gemm_step: A
+ * travels down the columns one scalar per message, B along the rows one
+ * vector per message) then adds the panel's product to every C block;
+ * after the last panel each C block goes back to main memory. A batch
+ * without reduce runs its products' tiles one after another; with reduce,
+ * the panels of one tile run over every product, so C is fetched and
+ * stored once.
+ *
+ * Double buffering: the next panel's blocks are fetched while the current
+ * one is multiplied, and a tile's C block goes out while the next tile is
+ * computed. Transposes: a transposed A block is fetched as it is
+ * stored and read transposed by the mesh (its scalars are loaded one at a
+ * time anyway); a transposed B block must be rows of the SIMD dimension,
+ * so it is transposed in LDM after it arrives (declared as a vector
+ * shuffle loop).
+ *
+ * Blocking (host, gemm_plan): every (bm, bn, bk) whose buffers fit the LDM
+ * is costed with the cost model (each panel the larger of its DMA and its
+ * mesh steps, the C transfers sharing the channel) and the cheapest taken: small K wants
+ * tall C blocks, small M or N narrow ones, and strided DMA of short rows is
+ * slow, so no fixed shape serves every product the networks need.
+ *
+ * Precision: each step's products are summed in double and added to C in
+ * its type (the mesh GEMM's arithmetic). alpha is applied at the end
+ * (C is scaled by beta / alpha when it is fetched). */
+#include <string.h>
+
+#include "kernel_common.h"
+
+/* K iterations per loop branch of the multiply (st_cpe_mesh_gemm.unroll):
+ * swCaffe's explicit convolution calls the vendor BLAS, whose code is not
+ * published; a tuned DGEMM unrolls its K loop (Jiang et al. reach 95% of
+ * peak, which a loop paying its counter and branch every iteration on the
+ * busier pipeline cannot), and 4 is this model's assumption. */
+#define GEMM_UNROLL 4
+
+typedef struct gemm_args {
+    st_cpe_gemm_desc d;
+    size_t bm, bn, bk;     /* block sides: C bm x bn, A bm x bk, B bk x bn */
+    size_t items;          /* products run one after another: batch, or 1 with reduce */
+    size_t k_panels;       /* panels of 8 bk per product */
+} gemm_args;
+
+/* One CPE's LDM buffers. */
+typedef struct gemm_buffers {
+    void *own_a[2], *own_b[2]; /* this CPE's blocks of the current and next panel */
+    void *b_step;              /* a transposed B block, rows of the SIMD dimension */
+    void *c_buf[2], *c;        /* C blocks of two tiles in turn; c: the current one */
+    st_cpe_reply c_put[2];
+    int c_cur;
+    st_cpe_reply reply[2];     /* one per own-buffer pair */
+} gemm_buffers;
+
+/* The extents of this CPE's blocks for one panel. */
+typedef struct gemm_panel {
+    size_t item;       /* product of the batch */
+    size_t ka0, ka;    /* A's K slice: this CPE's row */
+    size_t kb0, kb;    /* B's K slice: this CPE's column */
+} gemm_panel;
+
+static size_t extent(size_t total, size_t start, size_t block)
+{
+    if (start >= total)
+        return 0;
+    return total - start < block ? total - start : block;
+}
+
+static size_t align_ldm(size_t bytes)
+{
+    return (bytes + ST_CPE_LDM_ALIGN - 1) / ST_CPE_LDM_ALIGN * ST_CPE_LDM_ALIGN;
+}
+
+static size_t gemm_ldm_bytes(size_t elt, size_t bm, size_t bn, size_t bk, int trans_b)
+{
+    return align_ldm(sizeof(gemm_args)) + 2 * align_ldm(bm * bk * elt) +
+           (2 + (trans_b ? 1 : 0)) * align_ldm(bk * bn * elt) + 2 * align_ldm(bm * bn * elt) +
+           CPE_KERNEL_LDM_SLACK;
+}
+
+static const unsigned char *at_item(const void *base, size_t item, size_t stride, size_t elt)
+{
+    return (const unsigned char *)base + item * stride * elt;
+}
+
+/* ---- the CPE program ---- */
+
+/* Panel q of a tile: which product and K slices (q runs over the products
+ * first with reduce). */
+static gemm_panel panel_at(const gemm_args *g, size_t item, size_t q, size_t row, size_t col)
+{
+    gemm_panel p;
+    p.item = g->d.reduce ? q / g->k_panels : item;
+    size_t k0 = (q % g->k_panels) * ST_CPE_COLS * g->bk;
+    p.ka0 = k0 + row * g->bk;
+    p.ka = extent(g->d.k, p.ka0, g->bk);
+    p.kb0 = k0 + col * g->bk;
+    p.kb = extent(g->d.k, p.kb0, g->bk);
+    return p;
+}
+
+/* Issue the DMA of this CPE's A and B blocks of panel p into pair `pair`:
+ * A's rows [m0, m0 + mr) (op(A)), B's columns [n0, n0 + nc). */
+static void gemm_load_panel(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf,
+                            const gemm_panel *p, size_t m0, size_t mr, size_t n0, size_t nc,
+                            int pair)
+{
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type);
+    st_cpe_reply *reply = &buf->reply[pair];
+    cpe_reply_reset(reply);
+    const unsigned char *a = at_item(d->a, p->item, d->stride_a, elt);
+    const unsigned char *b = at_item(d->b, p->item, d->stride_b, elt);
+    if (mr > 0 && p->ka > 0) {
+        if (d->trans_a) /* stored k x m: ka rows of mr */
+            cpe_get_rows(cpe, buf->own_a[pair], a + (p->ka0 * d->lda + m0) * elt, mr * elt,
+                         d->lda * elt, p->ka, reply);
+        else
+            cpe_get_rows(cpe, buf->own_a[pair], a + (m0 * d->lda + p->ka0) * elt, p->ka * elt,
+                         d->lda * elt, mr, reply);
+    }
+    if (nc > 0 && p->kb > 0) {
+        if (d->trans_b) /* stored n x k: nc rows of kb */
+            cpe_get_rows(cpe, buf->own_b[pair], b + (n0 * d->ldb + p->kb0) * elt, p->kb * elt,
+                         d->ldb * elt, nc, reply);
+        else
+            cpe_get_rows(cpe, buf->own_b[pair], b + (p->kb0 * d->ldb + n0) * elt, nc * elt,
+                         d->ldb * elt, p->kb, reply);
+    }
+}
+
+/* dst (rows x cols) = src^T (src cols x rows, packed), in LDM. */
+static void gemm_transpose(st_cpe *cpe, void *dst, const void *src, size_t rows, size_t cols,
+                           st_cpe_dtype type)
+{
+    cpe_vector_loop(cpe, rows * cols, 2.0, 2.0, 0.0);
+    if (st_cpe_cost_only(cpe))
+        return;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            if (type == ST_CPE_F64)
+                ((double *)dst)[r * cols + c] = ((const double *)src)[c * rows + r];
+            else
+                ((float *)dst)[r * cols + c] = ((const float *)src)[c * rows + r];
+        }
+}
+
+/* c[i] *= factor for count values of type. */
+static void gemm_scale(st_cpe *cpe, void *c, size_t count, double factor, st_cpe_dtype type)
+{
+    cpe_vector_loop(cpe, count, 1.0, 2.0, 1.0);
+    if (st_cpe_cost_only(cpe))
+        return;
+    for (size_t i = 0; i < count; i++) {
+        if (type == ST_CPE_F64)
+            ((double *)c)[i] *= factor;
+        else
+            ((float *)c)[i] = (float)(factor * ((float *)c)[i]);
+    }
+}
+
+/* This CPE's C block: fetched and scaled by beta / alpha, or zeroed. */
+static void gemm_load_c(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, unsigned char *c,
+                        size_t m0, size_t mr, size_t n0, size_t nc)
+{
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type), count = mr * nc;
+    if (count == 0)
+        return;
+    if (d->beta == 0.0 || d->alpha == 0.0) {
+        cpe_vector_loop(cpe, count, 0.0, 1.0, 0.0);
+        if (!st_cpe_cost_only(cpe))
+            memset(buf->c, 0, count * elt);
+        if (d->alpha == 0.0 && d->beta == 0.0)
+            return;
+    }
+    if (d->beta == 0.0)
+        return;
+    st_cpe_reply reply = {0};
+    cpe_get_rows(cpe, buf->c, c + (m0 * d->ldc + n0) * elt, nc * elt, d->ldc * elt, mr, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
+    double factor = d->alpha == 0.0 ? d->beta : d->beta / d->alpha;
+    if (factor != 1.0)
+        gemm_scale(cpe, buf->c, count, factor, d->type);
+}
+
+/* One tile of product `item`: C rows [m0, m0 + mr), columns [n0, n0 + nc)
+ * of this CPE. */
+static void gemm_tile(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, size_t item, size_t m0,
+                      size_t mr, size_t n0, size_t nc)
+{
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type);
+    size_t row = (size_t)st_cpe_row(cpe), col = (size_t)st_cpe_col(cpe);
+    unsigned char *c = (unsigned char *)d->c + (d->reduce ? 0 : item * d->stride_c * elt);
+    /* The other C buffer's put (the tile before the last) is done. */
+    buf->c_cur = !buf->c_cur;
+    buf->c = buf->c_buf[buf->c_cur];
+    st_cpe_dma_wait(cpe, &buf->c_put[buf->c_cur], buf->c_put[buf->c_cur].count);
+    gemm_load_c(cpe, g, buf, c, m0, mr, n0, nc);
+    size_t panels = g->k_panels * (d->reduce ? d->batch : 1);
+    if (panels > 0) {
+        gemm_panel p = panel_at(g, item, 0, row, col);
+        gemm_load_panel(cpe, g, buf, &p, m0, mr, n0, nc, 0);
+    }
+    for (size_t q = 0; q < panels; q++) {
+        int pair = (int)(q & 1);
+        gemm_panel p = panel_at(g, item, q, row, col);
+        if (q + 1 < panels) {
+            gemm_panel next = panel_at(g, item, q + 1, row, col);
+            gemm_load_panel(cpe, g, buf, &next, m0, mr, n0, nc, !pair);
+        }
+        st_cpe_dma_wait(cpe, &buf->reply[pair], buf->reply[pair].count);
+        const void *b_rows = buf->own_b[pair];
+        if (d->trans_b && nc > 0 && p.kb > 0) {
+            gemm_transpose(cpe, buf->b_step, buf->own_b[pair], p.kb, nc, d->type);
+            b_rows = buf->b_step;
+        }
+        st_cpe_mesh_gemm op = {
+            .type = d->type,
+            .c = buf->c, .ni = mr, .nj = nc, .ldc = nc ? nc : 1,
+            .col_op = buf->own_a[pair], .col_nk = p.ka,
+            .ld_col = d->trans_a ? (mr ? mr : 1) : (p.ka ? p.ka : 1),
+            .col_trans = d->trans_a,
+            .row_op = b_rows, .row_nk = p.kb, .ld_row = nc ? nc : 1,
+            .unroll = GEMM_UNROLL,
+        };
+        st_cpe_mesh_gemm_step(cpe, &op);
+    }
+    if (mr * nc == 0)
+        return;
+    if (d->alpha != 1.0 && d->alpha != 0.0)
+        gemm_scale(cpe, buf->c, mr * nc, d->alpha, d->type);
+    st_cpe_reply *put = &buf->c_put[buf->c_cur];
+    cpe_reply_reset(put);
+    cpe_put_rows(cpe, c + (m0 * d->ldc + n0) * elt, buf->c, nc * elt, d->ldc * elt, mr, put);
+}
+
+static void gemm_kernel(st_cpe *cpe, void *args)
+{
+    const gemm_args *g = cpe_kernel_args(cpe, args, sizeof(gemm_args));
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type);
+    size_t a_bytes = g->bm * g->bk * elt, b_bytes = g->bk * g->bn * elt;
+    gemm_buffers buf;
+    memset(&buf, 0, sizeof buf);
+    buf.own_a[0] = st_cpe_ldm_alloc(cpe, a_bytes, "A block");
+    buf.own_a[1] = st_cpe_ldm_alloc(cpe, a_bytes, "next A block");
+    buf.own_b[0] = st_cpe_ldm_alloc(cpe, b_bytes, "B block");
+    buf.own_b[1] = st_cpe_ldm_alloc(cpe, b_bytes, "next B block");
+    if (d->trans_b)
+        buf.b_step = st_cpe_ldm_alloc(cpe, b_bytes, "transposed B block");
+    buf.c_buf[0] = st_cpe_ldm_alloc(cpe, g->bm * g->bn * elt, "C block");
+    buf.c_buf[1] = st_cpe_ldm_alloc(cpe, g->bm * g->bn * elt, "next C block");
+    size_t row = (size_t)st_cpe_row(cpe), col = (size_t)st_cpe_col(cpe);
+    size_t tile_m = ST_CPE_COLS * g->bm, tile_n = ST_CPE_ROWS * g->bn;
+    for (size_t item = 0; item < g->items; item++)
+        for (size_t tm0 = 0; tm0 < d->m; tm0 += tile_m)
+            for (size_t tn0 = 0; tn0 < d->n; tn0 += tile_n) {
+                size_t m0 = tm0 + col * g->bm, n0 = tn0 + row * g->bn;
+                gemm_tile(cpe, g, &buf, item, m0, extent(d->m, m0, g->bm), n0,
+                          extent(d->n, n0, g->bn));
+            }
+    for (int b = 0; b < 2; b++)
+        st_cpe_dma_wait(cpe, &buf.c_put[b], buf.c_put[b].count);
+}
+
+/* ---- the host side ---- */
+
+static size_t div_up(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Occupancy cycles of fetching rows x cols elements of a matrix whose rows
+ * are ld apart (one block when the rows are adjacent). */
+static double rows_cycles(const st_cpe_cost_params *p, int put, size_t rows, size_t cols,
+                          size_t ld, size_t elt)
+{
+    if (rows == 0 || cols == 0)
+        return 0.0;
+    if (rows == 1 || cols == ld)
+        return st_cpe_dma_occupancy_cycles(p, put, rows * cols * elt, 1);
+    return st_cpe_dma_occupancy_cycles(p, put, cols * elt, rows);
+}
+
+/* The cost model's estimate of a plan, in cycles. */
+static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_t bm, size_t bn,
+                          size_t bk)
+{
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type);
+    double fp;
+    double mesh = ST_CPE_COLS * st_cpe_mesh_step_cycles(p, bm, div_up(bn, 4), bk, GEMM_UNROLL, &fp);
+    if (d->trans_b)
+        mesh += p->loop_entry_cycles + (double)div_up(bk * bn, 4) * 2.0;
+    double dma = p->dma_get_latency_cycles +
+                 (d->trans_a ? rows_cycles(p, 0, bk, bm, d->lda, elt)
+                             : rows_cycles(p, 0, bm, bk, d->lda, elt)) +
+                 (d->trans_b ? rows_cycles(p, 0, bn, bk, d->ldb, elt)
+                             : rows_cycles(p, 0, bk, bn, d->ldb, elt));
+    /* The C put overlaps the next tile's panels but occupies the channel. */
+    double c_get = d->beta != 0.0
+                       ? rows_cycles(p, 0, bm, bn, d->ldc, elt) + p->dma_get_latency_cycles
+                       : 0.0;
+    double panels = (double)div_up(d->k, ST_CPE_COLS * bk) * (d->reduce ? (double)d->batch : 1.0);
+    double channel = panels * dma + rows_cycles(p, 1, bm, bn, d->ldc, elt);
+    double compute = panels * mesh;
+    double tiles = (double)(div_up(d->m, ST_CPE_COLS * bm) * div_up(d->n, ST_CPE_ROWS * bn));
+    return (double)g->items * tiles * (c_get + dma + (channel > compute ? channel : compute));
+}
+
+/* The cheapest blocking that fits the LDM (see the header comment). */
+static void gemm_plan(const st_cpe_cost_params *p, gemm_args *g)
+{
+    static const size_t mn_sides[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+    static const size_t k_sides[] = {4, 8, 16, 32, 64, 128, 256};
+    const st_cpe_gemm_desc *d = &g->d;
+    size_t elt = st_cpe_dtype_size(d->type);
+    size_t bm_max = div_up(d->m, ST_CPE_COLS), bn_max = div_up(d->n, ST_CPE_ROWS);
+    size_t bk_max = div_up(d->k ? d->k : 1, ST_CPE_COLS);
+    double best = -1.0;
+    g->bm = g->bn = g->bk = 1;
+    for (size_t i = 0; i < sizeof mn_sides / sizeof mn_sides[0]; i++)
+        for (size_t j = 0; j < sizeof mn_sides / sizeof mn_sides[0]; j++)
+            for (size_t l = 0; l < sizeof k_sides / sizeof k_sides[0]; l++) {
+                size_t bm = mn_sides[i] < bm_max ? mn_sides[i] : bm_max;
+                size_t bn = mn_sides[j] < bn_max ? mn_sides[j] : bn_max;
+                size_t bk = k_sides[l] < bk_max ? k_sides[l] : bk_max;
+                if (gemm_ldm_bytes(elt, bm, bn, bk, d->trans_b) > ST_CPE_LDM_BYTES)
+                    continue;
+                double cycles = plan_cycles(p, g, bm, bn, bk);
+                if (best < 0.0 || cycles < best) {
+                    best = cycles;
+                    g->bm = bm;
+                    g->bn = bn;
+                    g->bk = bk;
+                }
+            }
+}
+
+st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
+                              st_cpe_counters *out, st_error *err)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    const st_cpe_gemm_desc *d = desc;
+    if (d->type != ST_CPE_F32 && d->type != ST_CPE_F64)
+        return st_fail(err, ST_EINPUT, "st_cpe_gemm: unknown element type %d", (int)d->type);
+    size_t a_row = d->trans_a ? d->m : d->k, b_row = d->trans_b ? d->k : d->n;
+    if (d->lda < a_row || d->ldb < b_row || d->ldc < d->n)
+        return st_fail(err, ST_EINPUT,
+                       "st_cpe_gemm: row pitches lda %zu, ldb %zu, ldc %zu are smaller than the "
+                       "stored rows of A (%zu), B (%zu) and C (%zu) of a %zux%zux%zu product",
+                       d->lda, d->ldb, d->ldc, a_row, b_row, d->n, d->m, d->n, d->k);
+    if (d->m == 0 || d->n == 0)
+        return ST_OK;
+    if (!d->c || (d->k > 0 && (!d->a || !d->b)))
+        return st_fail(err, ST_EINPUT, "st_cpe_gemm: matrix %s is NULL",
+                       !d->c ? "C" : !d->a ? "A" : "B");
+    gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.d = *d;
+    if (g.d.batch == 0)
+        g.d.batch = 1;
+    g.items = g.d.reduce ? 1 : g.d.batch;
+    /* alpha 0: C = beta C, and A and B are not read (as in BLAS); the
+     * mesh would otherwise add the products unscaled. */
+    if (g.d.alpha == 0.0)
+        g.d.k = 0;
+    gemm_plan(st_cpe_cluster_cost_params(cg), &g);
+    g.k_panels = div_up(g.d.k, ST_CPE_COLS * g.bk);
+    return st_cpe_launch(cg, "gemm", gemm_kernel, &g, out, err);
+}
+
+st_status st_cpe_gemm(st_cpe_cluster *cg, st_cpe_dtype type, int trans_a, int trans_b, size_t m,
+                      size_t n, size_t k, double alpha, const void *a, size_t lda, const void *b,
+                      size_t ldb, double beta, void *c, size_t ldc, st_cpe_counters *out,
+                      st_error *err)
+{
+    st_cpe_gemm_desc d = {
+        .type = type, .trans_a = trans_a != 0, .trans_b = trans_b != 0,
+        .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+        .a = a, .lda = lda, .b = b, .ldb = ldb, .c = c, .ldc = ldc, .batch = 1,
+    };
+    return st_cpe_gemm_batched(cg, &d, out, err);
+}

@@ -1,0 +1,126 @@
+/* Batches from a source through the transform, opening a source by its
+ * content, and the seeded epoch order. */
+#include "data/data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/fileio.h"
+#include "base/rng.h"
+#include "data/store.h"
+
+void st_source_close(st_source *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+st_status st_source_batch(const st_source *s, const st_transform *t, const long *indices,
+                          int n, float *x, int *labels, int training, long sample0,
+                          unsigned char *pixels, st_error *err)
+{
+    size_t per = st_shape_count(t->input);
+    for (int i = 0; i < n; i++) {
+        st_status st = s->ops->read(s, indices[i], pixels, &labels[i], err);
+        if (st != ST_OK)
+            return st;
+        st_transform_apply(t, s->shape, pixels, x + (size_t)i * per, training, sample0 + i);
+    }
+    return ST_OK;
+}
+
+/* The first bytes of a file, through zlib (which reads plain files too);
+ * returns how many it got, or -1 with zlib's reason in why when a gzip file
+ * does not decompress (corrupt, or cut short before its first bytes). */
+static int file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
+{
+    char unreadable[160];
+    int fd = st_open_regular(path, unreadable, sizeof unreadable);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return 0; /* the reader's opener says why */
+    }
+    int got = gzread(f, buf, (unsigned)len), zerr = Z_OK;
+    const char *msg = st_zlib_message(gzerror(f, &zerr));
+    if (got <= 0 && zerr != Z_OK && zerr != Z_ERRNO)
+        snprintf(why, why_len, "%s", msg);
+    gzclose(f);
+    if (got <= 0) /* -1: a decompression error; 0: empty, or unreadable (the opener says) */
+        return why[0] ? -1 : 0;
+    return got;
+}
+
+const char *st_zlib_message(const char *msg)
+{
+    const char *end = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+    return end ? end + 3 : msg;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *err)
+{
+    size_t first = strcspn(sp->path, ",");
+    if (ends_with(sp->path, first, ".bin"))
+        return st_cifar_open(out, sp->path, sp->limit, sp->classes, err);
+    char why[160];
+    st_regular_why(sp->path, why, sizeof why);
+    if (why[0])
+        return st_fail(err, ST_EINPUT, "%s: cannot open data: %s", sp->path, why);
+    unsigned char head[512] = {0}; /* enough to tell text from binary */
+    int got = file_head(sp->path, head, (int)sizeof head, why, sizeof why);
+    if (got < 0)
+        return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
+                       "or truncated)", sp->path, why);
+    if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
+        return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify, err);
+    if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
+        (head[3] == 1 || head[3] == 3)) {
+        if (!sp->labels || !sp->labels[0])
+            return st_fail(err, ST_EINPUT, "%s: IDX images need their labels file "
+                           "(train_labels= or test_labels=)", sp->path);
+        return st_idx_open(out, sp->path, sp->labels, sp->limit, sp->classes, err);
+    }
+    if (got > 0 && memchr(head, '\0', (size_t)got))
+        return st_fail(err, ST_EINPUT, "%s: not a data file singletrain knows: expected a packed "
+                       "store, IDX images (magic 0x00000803), CIFAR-10 batches (.bin) or an "
+                       "image list (text)", sp->path);
+    return st_images_open(out, sp->path, sp->names, sp->limit, sp->classes, &sp->images, err);
+}
+
+st_status st_order_init(st_order *o, long n, uint64_t seed, st_error *err)
+{
+    o->n = n;
+    o->seed = seed;
+    o->perm = st_calloc((size_t)n, sizeof *o->perm, "epoch order", err);
+    return o->perm ? ST_OK : ST_ENOMEM;
+}
+
+void st_order_shuffle(st_order *o, long epoch)
+{
+    st_rng rng;
+    st_rng_seed(&rng, o->seed, 0x2000u + (uint64_t)epoch);
+    for (long i = 0; i < o->n; i++)
+        o->perm[i] = i;
+    for (long i = o->n - 1; i > 0; i--) {
+        long j = (long)st_rng_below(&rng, (uint64_t)i + 1);
+        long t = o->perm[i];
+        o->perm[i] = o->perm[j];
+        o->perm[j] = t;
+    }
+}
+
+void st_order_free(st_order *o)
+{
+    free(o->perm);
+    memset(o, 0, sizeof *o);
+}

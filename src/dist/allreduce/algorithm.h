@@ -1,0 +1,65 @@
+/* Pieces every all-reduce algorithm uses: the per-call state (stats,
+ * scratch, timing), counted and paced point-to-point exchanges, the sum
+ * hook, and the split of n floats into blocks. */
+#ifndef ST_ALLREDUCE_COMMON_H
+#define ST_ALLREDUCE_COMMON_H
+
+#include "dist/allreduce.h"
+
+/* One call of one algorithm. */
+typedef struct ar_call {
+    const char *algo;           /* name in messages */
+    const st_comm *c;
+    st_allreduce_stats *stats;  /* the caller's, or own_stats when it gave NULL */
+    st_allreduce_stats own_stats;
+    float *scratch;             /* [scratch_count]: the caller's, or owned_scratch */
+    size_t scratch_count;
+    float *owned_scratch;       /* allocated by ar_begin when the caller's is too small */
+    double start;               /* MPI_Wtime at ar_begin */
+    st_error *err;
+} ar_call;
+
+/* Start a call that needs scratch_count floats of scratch: checks n
+ * against MPI's int counts and takes the caller's scratch or allocates. */
+st_status ar_begin(ar_call *call, const char *algo, size_t n, size_t scratch_count,
+                   const st_comm *c, st_allreduce_stats *stats, st_error *err);
+
+/* Finish the call: free owned scratch, add the wall time; returns st. */
+st_status ar_end(ar_call *call, st_status st);
+
+/* Send send[send_n] to physical rank dst while receiving recv[recv_n] from
+ * physical rank src (MPI_Sendrecv). An empty side is skipped (the peer
+ * skips its side too, as both compute the same sizes), so a one-way
+ * transfer is an exchange with one empty side. Counts the bytes sent and
+ * those crossing supernodes, and paces crossing messages. */
+st_status ar_exchange(ar_call *call, const float *send, size_t send_n, int dst, float *recv,
+                      size_t recv_n, int src);
+
+/* st_comm_wait with the communicator's timeout. */
+int ar_wait(const st_comm *c, int count, MPI_Request *requests);
+
+/* Whether calls on c post their messages and poll them (st_comm_wait)
+ * rather than block in MPI: when ranks share cores or a timeout is set. */
+int ar_polled(const st_comm *c);
+
+/* An MPI failure (or ST_COMM_TIMEOUT) of `what` on c, recorded in err. */
+st_status ar_mpi_failed(const st_comm *c, st_error *err, int rc, const char *what);
+
+/* dst[i] += src[i] with the communicator's sum hook. */
+void ar_sum(const ar_call *call, float *dst, const float *src, size_t n);
+
+/* Floats [start, start + count) of the buffer. */
+typedef struct ar_range {
+    size_t start, count;
+} ar_range;
+
+/* Blocks first..first+nblocks-1 of n floats cut into `blocks` equal parts:
+ * block b starts at floor(n b / blocks), so sizes differ by at most one and
+ * some blocks are empty when n < blocks. */
+ar_range ar_blocks(size_t n, int blocks, int first, int nblocks);
+
+/* Recursive halving then recursive doubling over the ranks listed in
+ * order: logical rank l is physical rank order[l] (rhd.c). */
+st_status ar_rhd_ordered(ar_call *call, float *buf, size_t n, const int *order);
+
+#endif

@@ -1,0 +1,28 @@
+/* The all-reduce algorithms' names and the lookup by name, free of MPI so
+ * that every build checks --allreduce NAME; see allreduce_algos.h. */
+#include "dist/allreduce_algos.h"
+
+#include <string.h>
+
+#define NAME_OF(fn, name, summary) name,
+const char *const st_allreduce_names[] = {ST_ALLREDUCE_ALGOS(NAME_OF)};
+#undef NAME_OF
+
+const size_t st_allreduce_count = sizeof st_allreduce_names / sizeof st_allreduce_names[0];
+
+st_status st_allreduce_index(const char *name, int *index, st_error *err)
+{
+    for (size_t i = 0; i < st_allreduce_count; i++)
+        if (strcmp(name, st_allreduce_names[i]) == 0) {
+            *index = (int)i;
+            return ST_OK;
+        }
+    char names[256] = "";
+    for (size_t i = 0; i < st_allreduce_count; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == st_allreduce_count ? " or " : ", ";
+        strncat(names, sep, sizeof names - strlen(names) - 1);
+        strncat(names, st_allreduce_names[i], sizeof names - strlen(names) - 1);
+    }
+    return st_fail(err, ST_EUSAGE, "--allreduce %s: unknown algorithm (expected %s)", name,
+                   names);
+}

@@ -1,0 +1,12 @@
+/* What the two implementations of cluster.h (cluster_mpi.c over MPICH,
+ * cluster_single.c for one node without MPI) share. */
+#ifndef ST_CLUSTER_INTERNAL_H
+#define ST_CLUSTER_INTERNAL_H
+
+#include "dist/cluster.h"
+
+/* Check the options without any MPI call: the algorithm's index in the
+ * table of allreduce_algos.h (-1 for auto), or ST_EUSAGE naming the option. */
+st_status st_cluster_check_opts(const st_cluster_opts *o, int *algorithm, st_error *err);
+
+#endif

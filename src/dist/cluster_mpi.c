@@ -1,0 +1,470 @@
+/* The multi-node mode over MPICH; see cluster.h. Linked into the binary
+ * that mpirun starts; single-node builds link cluster_single.c instead. */
+#include "dist/cluster.h"
+
+#include <float.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/allreduce.h"
+#include "base/cores.h"
+#include "cluster_internal.h"
+
+/* Tags and probing: every candidate runs this many iterations under auto
+ * unless told otherwise. */
+#define DEFAULT_PROBE_ITERATIONS 3
+#define MAX_WORKERS 4096
+/* Waiting ranks poll and sleep this long between polls when the node's
+ * ranks x workers outnumber its cores (spinning would take the core from
+ * the peer being waited for: a 4 KB all-reduce took 50 ms that way). */
+#define OVERSUBSCRIBED_SLEEP_US 20
+
+/* One worker's view: its communicator, the algorithm it uses, the probe. */
+typedef struct cluster_worker {
+    MPI_Comm comm;
+    st_comm c;
+    int algorithm;               /* index in st_allreduce_algos; -1 while probing */
+    long probe_first;            /* first iteration it saw, or -1 */
+    double probe_best[16];       /* fastest call of each candidate, seconds */
+    st_allreduce_stats stats;
+} cluster_worker;
+
+struct st_cluster {
+    int rank, size;
+    double timeout;              /* --peer-timeout, seconds; 0: none */
+    st_comm world;               /* MPI_COMM_WORLD, for waiting on its requests */
+    st_cluster_opts o;
+    int algorithm;               /* chosen index, -1 for auto */
+    int workers;
+    cluster_worker *w;           /* [workers] */
+    double probe_table[16];      /* auto: slowest rank's fastest call, worker 0 */
+    int probed;
+    int per_layer;               /* auto decides per channel */
+};
+
+static double now_seconds(void)
+{
+    return MPI_Wtime();
+}
+
+st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err)
+{
+    *out = NULL;
+    if (!st_cluster_launched())
+        return ST_OK;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "MPI_Init_thread failed");
+    if (provided < MPI_THREAD_MULTIPLE) {
+        MPI_Finalize();
+        return st_fail(err, ST_EIO, "the MPI library gives thread level %d, the workers need "
+                       "MPI_THREAD_MULTIPLE (%d)", provided, MPI_THREAD_MULTIPLE);
+    }
+    st_cluster *c = st_calloc(1, sizeof *c, "cluster", err);
+    if (!c) {
+        MPI_Finalize();
+        return ST_ENOMEM;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    c->algorithm = -1;
+    c->world.comm = MPI_COMM_WORLD;
+    c->world.rank = c->rank;
+    c->world.size = c->size;
+    *out = c;
+    return ST_OK;
+}
+
+void st_cluster_set_timeout(st_cluster *c, double seconds)
+{
+    if (c)
+        c->timeout = c->world.timeout_seconds = seconds;
+}
+
+/* Complete a collective request of comm (c's world or a worker's): polled
+ * with back-off (st_comm_wait), given up after the timeout unless patient. */
+static st_status wait_peers(const st_cluster *c, const st_comm *comm, MPI_Request *request,
+                            int patient, const char *what, st_error *err)
+{
+    int rc = st_comm_wait(comm, 1, request, patient ? 0.0 : c->timeout);
+    if (rc == ST_COMM_TIMEOUT)
+        return st_fail(err, ST_EIO, "%s: no word from the other ranks for %g s (a rank "
+                       "stopped, hung or is lost; --peer-timeout sets how long to wait): "
+                       "ending every rank", what, c->timeout);
+    if (rc != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "%s failed (MPI error %d)", what, rc);
+    return ST_OK;
+}
+
+void st_cluster_free(st_cluster *c)
+{
+    if (!c)
+        return;
+    for (int w = 0; w < c->workers && c->w; w++)
+        if (c->w[w].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&c->w[w].comm);
+    free(c->w);
+    free(c);
+    MPI_Finalize();
+}
+
+void st_cluster_abort(st_cluster *c, const st_error *err)
+{
+    if (!c)
+        return;
+    fprintf(stderr, "singletrain: rank %d: %s\n", c->rank, err->msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+int st_cluster_rank(const st_cluster *c)
+{
+    return c ? c->rank : 0;
+}
+
+int st_cluster_size(const st_cluster *c)
+{
+    return c ? c->size : 1;
+}
+
+st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
+                               st_error *err)
+{
+    st_status st = st_cluster_check_opts(o, algorithm, err);
+    if (st != ST_OK || !c)
+        return st;
+    if (st_allreduce_count > sizeof c->probe_table / sizeof c->probe_table[0])
+        return st_fail(err, ST_EINTERNAL, "more all-reduce algorithms than probe slots");
+    c->o = *o;
+    if (c->o.probe_iterations <= 0)
+        c->o.probe_iterations = DEFAULT_PROBE_ITERATIONS;
+    c->algorithm = *algorithm;
+    c->per_layer = o->granularity && strcmp(o->granularity, "layer") == 0;
+    return ST_OK;
+}
+
+/* What the first value where rank 0's fingerprint a and b differ is, or
+ * NULL. */
+static const char *fingerprint_differs(const st_cluster_fingerprint *mine,
+                                       const st_cluster_fingerprint *a,
+                                       const st_cluster_fingerprint *b)
+{
+    if (a->n != b->n)
+        return "the program (its fingerprint has another length)";
+    for (int i = 0; i < a->n && i < ST_CLUSTER_FP_MAX; i++)
+        if (a->value[i] != b->value[i])
+            return mine->name[i];
+    return NULL;
+}
+
+/* What each rank contributes to the agreement. */
+typedef struct agreement {
+    int status;
+    int pad;
+    st_cluster_fingerprint fp;
+} agreement;
+
+st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
+                           st_error *err)
+{
+    agreement mine;
+    memset(&mine, 0, sizeof mine);
+    mine.status = local;
+    if (local == ST_OK)
+        mine.fp = *fp;
+    agreement *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) {
+        st_error oom = {0};
+        st_fail(&oom, ST_ENOMEM, "out of memory agreeing with the other ranks");
+        st_cluster_abort(c, &oom);
+        return ST_ENOMEM;
+    }
+    MPI_Request request;
+    st_error wait_err = {0};
+    st_status st;
+    if (MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                       MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        st = st_fail(&wait_err, ST_EIO, "MPI_Iallgather failed agreeing on the set-up");
+    else
+        st = wait_peers(c, &c->world, &request, 0, "agreeing on the set-up", &wait_err);
+    if (st != ST_OK) {
+        free(all);
+        st_cluster_abort(c, &wait_err); /* the others may wait for this rank */
+        return st;
+    }
+    st = local;
+    for (int r = 0; r < c->size && st == ST_OK; r++) {
+        if (all[r].status != ST_OK) {
+            st = st_fail(err, (st_status)all[r].status, "rank %d of %d failed to set up (its "
+                         "message says why): stopping every rank", r, c->size);
+            break;
+        }
+        const char *what = fingerprint_differs(fp, &all[0].fp, &all[r].fp);
+        if (what)
+            st = st_fail(err, ST_EUSAGE, "rank %d of %d differs from rank 0 in %s: every rank "
+                         "must run the same cfg with the same options", r, c->size, what);
+    }
+    free(all);
+    return st;
+}
+
+/* What each rank contributes to the outcome: how its run ended. */
+typedef struct outcome {
+    int status;
+    int signal;
+    char msg[sizeof ((st_error *)0)->msg];
+} outcome;
+
+st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_error *err)
+{
+    outcome mine;
+    memset(&mine, 0, sizeof mine);
+    mine.status = local;
+    mine.signal = *signal;
+    if (local != ST_OK)
+        snprintf(mine.msg, sizeof mine.msg, "%s", err->msg);
+    outcome *all = calloc((size_t)c->size, sizeof *all);
+    MPI_Request request;
+    st_error wait_err = {0};
+    st_status st = ST_OK;
+    if (!all)
+        st = st_fail(&wait_err, ST_ENOMEM, "out of memory for the ranks' outcomes");
+    else if (MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                            MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        st = st_fail(&wait_err, ST_EIO, "MPI_Iallgather of the outcomes failed");
+    else
+        st = wait_peers(c, &c->world, &request, c->rank != 0, "gathering how the ranks ended",
+                        &wait_err);
+    if (st != ST_OK) {
+        st_cluster_abort(c, &wait_err);
+        free(all);
+        return st;
+    }
+    *signal = 0;
+    for (int r = 0; r < c->size; r++)
+        if (all[r].signal && *signal != SIGINT)
+            *signal = all[r].signal;
+    st = local;
+    for (int r = 0; r < c->size && (local == ST_OK || local == ST_EPEER); r++)
+        if (all[r].status != ST_OK && all[r].status != ST_EPEER) {
+            st_error_clear(err);
+            st = st_fail(err, (st_status)all[r].status, "rank %d of %d failed: %s", r, c->size,
+                         all[r].msg);
+            break;
+        }
+    free(all);
+    return st;
+}
+
+st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
+{
+    if (workers < 1 || workers > MAX_WORKERS)
+        return st_fail(err, ST_EUSAGE, "%d workers: expected 1 to %d", workers, MAX_WORKERS);
+    c->w = calloc((size_t)workers, sizeof *c->w);
+    if (!c->w)
+        return st_fail(err, ST_ENOMEM, "out of memory for the workers' communicators");
+    c->workers = workers;
+    for (int w = 0; w < workers; w++)
+        c->w[w].comm = MPI_COMM_NULL;
+    MPI_Comm node;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+    }
+    int sleep_us = local * workers > st_usable_cores() ? OVERSUBSCRIBED_SLEEP_US : 0;
+    for (int w = 0; w < workers; w++) {
+        cluster_worker *cw = &c->w[w];
+        if (MPI_Comm_dup(MPI_COMM_WORLD, &cw->comm) != MPI_SUCCESS)
+            return st_fail(err, ST_EIO, "MPI_Comm_dup failed for worker %d", w);
+        st_status st = st_comm_init(&cw->c, cw->comm, c->o.supernode_size,
+                                    c->o.sim_cross_bandwidth, err);
+        if (st != ST_OK)
+            return st;
+        cw->c.idle_sleep_us = sleep_us;
+        cw->c.timeout_seconds = c->timeout;
+        cw->algorithm = c->algorithm;
+        cw->probe_first = -1;
+        for (size_t a = 0; a < st_allreduce_count; a++)
+            cw->probe_best[a] = DBL_MAX;
+    }
+    return ST_OK;
+}
+
+/* One Ibcast from rank 0 of bytes [n] (n below 2^31), waited for with the timeout. */
+static st_status bcast_bytes(st_cluster *c, void *bytes, size_t n, const char *what,
+                             st_error *err)
+{
+    MPI_Request request;
+    if (MPI_Ibcast(bytes, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "MPI_Ibcast of %s failed", what);
+    return wait_peers(c, &c->world, &request, 0, what, err);
+}
+
+st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err)
+{
+    if (!c || c->size == 1)
+        return ST_OK;
+    uint64_t head[2] = {(uint64_t)ok, c->rank == 0 && ok && *text ? strlen(*text) : 0};
+    st_error wait_err = {0};
+    st_status st = bcast_bytes(c, head, sizeof head, "rank 0's kernel choices", &wait_err);
+    if (st == ST_OK && head[1] > (1u << 30))
+        st = st_fail(&wait_err, ST_EIO, "rank 0's kernel choices: %llu bytes",
+                     (unsigned long long)head[1]);
+    char *buf = NULL;
+    if (st == ST_OK && head[1] && c->rank != 0) {
+        buf = calloc((size_t)head[1] + 1, 1);
+        if (!buf)
+            st = st_fail(&wait_err, ST_ENOMEM, "out of memory receiving rank 0's kernel "
+                         "choices");
+    }
+    if (st == ST_OK && head[1])
+        st = bcast_bytes(c, c->rank == 0 ? *text : buf, (size_t)head[1],
+                         "rank 0's kernel choices", &wait_err);
+    if (st != ST_OK) {
+        free(buf);
+        st_fail(err, wait_err.code, "%s", wait_err.msg);
+        st_cluster_abort(c, &wait_err); /* the others may wait for this rank */
+        return st;
+    }
+    if (c->rank == 0)
+        return ST_OK;
+    if (!head[0]) {
+        free(buf);
+        return st_fail(err, ST_EPEER, "rank 0 of %d failed to set up (its message says why): "
+                       "stopping every rank", c->size);
+    }
+    *text = buf;
+    return ST_OK;
+}
+
+st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
+{
+    for (size_t at = 0; at < n;) {
+        int k = n - at > (size_t)(1 << 30) ? 1 << 30 : (int)(n - at);
+        MPI_Request request;
+        if (MPI_Ibcast(x + at, k, MPI_FLOAT, 0, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+            return st_fail(err, ST_EIO, "MPI_Ibcast of the initial weights failed");
+        st_status st = wait_peers(c, &c->world, &request, 0, "the initial weights' broadcast",
+                                  err);
+        if (st != ST_OK)
+            st_cluster_abort(c, err);
+        at += (size_t)k;
+    }
+    return ST_OK;
+}
+
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int patient,
+                             st_error *err)
+{
+    MPI_Request request;
+    if (MPI_Iallreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, c->w[w].comm, &request) !=
+        MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Iallreduce of the iteration's control "
+                       "values failed", w);
+    char what[64];
+    snprintf(what, sizeof what, "worker %d, the iteration's control sum", w);
+    return wait_peers(c, &c->w[w].c, &request, patient, what, err);
+}
+
+/* auto: after every candidate's probe iterations, the slowest rank's
+ * fastest call decides (the same figures reach every rank, so every rank
+ * picks the same). With model granularity the node's figure is its
+ * slowest channel's (among those that sent: with --overlap the workers'
+ * channels are idle); the channels' probes all ended an iteration ago,
+ * behind the barriers since, so reading them here is safe. */
+static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
+{
+    double local[16], slowest[16];
+    memcpy(local, cw->probe_best, sizeof local);
+    for (int k = 0; !c->per_layer && k < c->workers; k++)
+        for (size_t a = 0; a < st_allreduce_count; a++) {
+            double t = c->w[k].probe_best[a];
+            if (t < DBL_MAX && (local[a] == DBL_MAX || t > local[a]))
+                local[a] = t;
+        }
+    MPI_Request request;
+    if (MPI_Iallreduce(local, slowest, (int)st_allreduce_count, MPI_DOUBLE, MPI_MAX, cw->comm,
+                       &request) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Iallreduce of the probe times failed", w);
+    st_status st = wait_peers(c, &cw->c, &request, 0, "the all-reduce probe's times", err);
+    if (st != ST_OK)
+        return st;
+    int best = 0;
+    for (size_t a = 1; a < st_allreduce_count; a++)
+        if (slowest[a] < slowest[best])
+            best = (int)a;
+    cw->algorithm = best;
+    if (w == 0) {
+        memcpy(c->probe_table, slowest, st_allreduce_count * sizeof slowest[0]);
+        c->probed = 1;
+    }
+    return ST_OK;
+}
+
+st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
+                               st_error *err)
+{
+    cluster_worker *cw = &c->w[w];
+    int algorithm = cw->algorithm;
+    long probe = c->o.probe_iterations;
+    if (algorithm < 0) {
+        if (cw->probe_first < 0)
+            cw->probe_first = it;
+        long k = (it - cw->probe_first) / probe;
+        if (k >= (long)st_allreduce_count) {
+            st_status st = decide(c, cw, w, err);
+            if (st != ST_OK)
+                return st;
+            algorithm = cw->algorithm;
+        } else {
+            algorithm = (int)k;
+        }
+    }
+    double t0 = now_seconds();
+    st_status st = st_allreduce_algos[algorithm].run(buf, n, &cw->c, &cw->stats, err);
+    double t = now_seconds() - t0;
+    if (st == ST_OK && cw->algorithm < 0 && t < cw->probe_best[algorithm])
+        cw->probe_best[algorithm] = t;
+    if (st != ST_OK)
+        st_error_prefix(err, "worker %d, --allreduce %s: ", w, st_allreduce_algos[algorithm].name);
+    return st;
+}
+
+void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
+                       void *ctx)
+{
+    char line[512];
+    if (c->probed) {
+        int len = snprintf(line, sizeof line, "all-reduce probe, slowest rank's fastest call "
+                           "on worker 0's slice, ms:");
+        for (size_t a = 0; a < st_allreduce_count && len < (int)sizeof line; a++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f",
+                            st_allreduce_algos[a].name, 1e3 * c->probe_table[a]);
+        print(ctx, line);
+    }
+    uint64_t sent = 0, crossing = 0;
+    double seconds = 0.0;
+    int len = snprintf(line, sizeof line, "all-reduce:");
+    for (int w = 0; w < c->workers; w++) {
+        const cluster_worker *cw = &c->w[w];
+        sent += cw->stats.bytes_sent;
+        crossing += cw->stats.bytes_crossing;
+        seconds += cw->stats.seconds;
+        if (len < (int)sizeof line && (w < 4 || w == c->workers - 1))
+            len += snprintf(line + len, sizeof line - (size_t)len, " worker %d %s%s", w,
+                            cw->algorithm >= 0 ? st_allreduce_algos[cw->algorithm].name
+                                               : "(still probing)",
+                            w + 1 < c->workers ? "," : "");
+    }
+    print(ctx, line);
+    double per = iterations > 0 ? (double)iterations : 1.0;
+    snprintf(line, sizeof line, "all-reduce on rank %d: %.3f MB sent per iteration, %.3f MB of "
+             "it across supernodes; %.3f ms per iteration per worker", c->rank,
+             (double)sent / per / 1e6, (double)crossing / per / 1e6,
+             1e3 * seconds / per / (c->workers ? c->workers : 1));
+    print(ctx, line);
+}

@@ -1,0 +1,48 @@
+/* The options and the set-up fingerprint of cluster.h, the same with or
+ * without MPI: a mistyped --allreduce is an error on one node too. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster_internal.h"
+#include "dist/allreduce_algos.h"
+
+st_status st_cluster_check_opts(const st_cluster_opts *o, int *algorithm, st_error *err)
+{
+    *algorithm = -1;
+    const char *g = o->granularity ? o->granularity : "model";
+    if (strcmp(g, "model") != 0 && strcmp(g, "layer") != 0)
+        return st_fail(err, ST_EUSAGE, "--allreduce-granularity %s: expected model or layer", g);
+    if (strcmp(o->algorithm, "auto") != 0) {
+        st_status st = st_allreduce_index(o->algorithm, algorithm, err);
+        if (st != ST_OK)
+            return st;
+    }
+    if (o->supernode_size < 0)
+        return st_fail(err, ST_EUSAGE, "--supernode-size %d: expected ranks per supernode "
+                       ">= 1, or 0 for none", o->supernode_size);
+    if (!(o->sim_cross_bandwidth >= 0.0 && o->sim_cross_bandwidth <= 1.0))
+        return st_fail(err, ST_EUSAGE, "--sim-cross-bandwidth %g: expected a fraction in (0, "
+                       "1], or 0 for off", o->sim_cross_bandwidth);
+    return ST_OK;
+}
+
+void st_cluster_fp_add(st_cluster_fingerprint *fp, const char *name, uint64_t value)
+{
+    if (fp->n >= ST_CLUSTER_FP_MAX)
+        abort();
+    fp->name[fp->n] = name;
+    fp->value[fp->n++] = value;
+}
+
+void st_cluster_fp_add_double(st_cluster_fingerprint *fp, const char *name, double value)
+{
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    st_cluster_fp_add(fp, name, bits);
+}
+
+int st_cluster_launched(void)
+{
+    const char *size = getenv("PMI_SIZE");
+    return size && atoi(size) > 1;
+}

@@ -1,0 +1,90 @@
+/* cluster.h on one node without MPI, as libuv builds a stub where a
+ * platform lacks a feature: the trainer, the scheduler and their tests link
+ * this file and no MPI library. There is never a cluster object (st_cluster
+ * NULL is one node), so the calls that move data have nothing to move; the
+ * options are checked as in cluster_mpi.c. The binary links cluster_mpi.c. */
+#include <stdlib.h>
+
+#include "cluster_internal.h"
+
+st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err)
+{
+    *out = NULL;
+    if (st_cluster_launched())
+        return st_fail(err, ST_EUSAGE, "started as one of %s ranks (mpirun), but this program "
+                       "is built without MPI: run the singletrain binary", getenv("PMI_SIZE"));
+    return ST_OK;
+}
+
+void st_cluster_free(st_cluster *c)
+{
+}
+
+void st_cluster_abort(st_cluster *c, const st_error *err)
+{
+}
+
+void st_cluster_set_timeout(st_cluster *c, double seconds)
+{
+}
+
+int st_cluster_rank(const st_cluster *c)
+{
+    return 0;
+}
+
+int st_cluster_size(const st_cluster *c)
+{
+    return 1;
+}
+
+st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
+                               st_error *err)
+{
+    return st_cluster_check_opts(o, algorithm, err);
+}
+
+st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
+                           st_error *err)
+{
+    return local;
+}
+
+st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_error *err)
+{
+    return local;
+}
+
+/* One rank: the data calls below leave their buffers as they are (the sum
+ * and the broadcast over one rank), as cluster_mpi.c does for c NULL. */
+st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
+{
+    return ST_OK;
+}
+
+st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err)
+{
+    return ST_OK;
+}
+
+st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
+{
+    return ST_OK;
+}
+
+st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int patient,
+                             st_error *err)
+{
+    return ST_OK;
+}
+
+st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
+                               st_error *err)
+{
+    return ST_OK;
+}
+
+void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
+                       void *ctx)
+{
+}

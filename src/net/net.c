@@ -1,0 +1,517 @@
+/* Networks and replicas: building layers from cfg sections, Darknet's layer
+ * table, and running a worker's forward and backward passes. */
+#include "net/net.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/hash.h"
+
+/* Largest values per sample of one layer output; keeps every index of the
+ * kernels inside int range with room for the batch dimension elsewhere. */
+#define MAX_LAYER_VALUES (1L << 28)
+
+static st_status net_add_layer(st_net *net, st_layer *l, st_error *err)
+{
+    st_layer **layers = realloc(net->layers, (size_t)(net->n_layers + 1) * sizeof *layers);
+    if (!layers)
+        return st_fail(err, ST_ENOMEM, "out of memory building the network");
+    net->layers = layers;
+    layers[net->n_layers++] = l;
+    return ST_OK;
+}
+
+static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec,
+                                   const st_log *log, st_error *err)
+{
+    if (strcmp(sec->type, "net") == 0 || strcmp(sec->type, "network") == 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] may only be the first section", cfg->path,
+                       sec->line, sec->type);
+    const st_layer_ops *ops = st_layer_find(sec->type);
+    if (!ops)
+        return st_fail(err, ST_EINPUT, "%s:%d: unknown section [%s] (expected one of %s)",
+                       cfg->path, sec->line, sec->type, st_layer_type_list());
+    st_build b = {
+        .cfg = cfg, .sec = sec, .log = log, .index = net->n_layers,
+        .in = net->n_layers ? net->layers[net->n_layers - 1]->out : net->input,
+        .layers = net->layers, .params = &net->params,
+    };
+    st_layer *l = NULL;
+    st_status st = ops->build(&b, &l, err);
+    if (l && net_add_layer(net, l, err) != ST_OK) {
+        free(l);
+        return ST_ENOMEM;
+    }
+    if (st != ST_OK)
+        return st;
+    st = st_cfg_finish_section(cfg, sec, ops->type, ops->ignored_keys, log, err);
+    if (st != ST_OK)
+        return st;
+    long values = (long)l->out.c * l->out.h * l->out.w;
+    if (l->out.c < 1 || l->out.h < 1 || l->out.w < 1 || values > MAX_LAYER_VALUES)
+        return st_layer_bad_shape(&b, err, "output %d x %d x %d is empty or larger than %ld "
+                                  "values per sample", l->out.w, l->out.h, l->out.c,
+                                  MAX_LAYER_VALUES);
+    net->flops += l->flops;
+    return ST_OK;
+}
+
+st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *log,
+                       st_error *err)
+{
+    memset(net, 0, sizeof *net);
+    net->input = input;
+    st_status st = ST_OK;
+    for (int i = 1; i < cfg->n_secs && st == ST_OK; i++)
+        st = net_build_section(net, cfg, &cfg->secs[i], log, err);
+    if (st == ST_OK && net->n_layers == 0)
+        st = st_fail(err, ST_EINPUT, "%s: no layers after [%s]: expected at least one layer "
+                     "section", cfg->path, cfg->secs[0].type);
+    if (st != ST_OK) {
+        st_net_free(net);
+        return st;
+    }
+    int out = net->n_layers - 1;
+    while (out > 0 && net->layers[out]->ops == &st_cost_ops)
+        out--;
+    net->output_layer = out;
+    net->classes = (int)st_shape_count(net->layers[out]->out);
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        if (l->is_loss && st_shape_count(l->out) != (size_t)net->classes) {
+            st_fail(err, ST_EINPUT, "%s:%d: [%s] has %zu outputs but the network has %d "
+                    "classes: a loss layer must see the class scores", cfg->path, l->line,
+                    l->ops->type, st_shape_count(l->out), net->classes);
+            st_net_free(net);
+            return ST_EINPUT;
+        }
+    }
+    return ST_OK;
+}
+
+st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net,
+                      const st_log *log, st_error *err)
+{
+    memset(net, 0, sizeof *net);
+    st_status st = st_cfg_load(cfg, path, err);
+    if (st != ST_OK)
+        return st;
+    st = st_hparams_parse(cfg, hp, log, err);
+    if (st == ST_OK)
+        st = st_net_build(net, cfg, hp->input, log, err);
+    if (st != ST_OK)
+        st_cfg_free(cfg);
+    return st;
+}
+
+void st_net_free(st_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++)
+        free(net->layers[i]);
+    free(net->layers);
+    st_params_free(&net->params);
+    memset(net, 0, sizeof *net);
+}
+
+void st_net_print(const st_net *net, const st_log *log)
+{
+    st_info(log, "layer     filters    size              input                output");
+    for (int i = 0; i < net->n_layers; i++) {
+        char line[256];
+        net->layers[i]->ops->describe(net->layers[i], line, sizeof line);
+        st_info(log, "%5d %s", i, line);
+    }
+    st_info(log, "%zu parameters, %.3f GFLOP forward per image", st_params_learned(&net->params),
+             net->flops / 1e9);
+}
+
+st_pass_work st_net_pass_work(const st_net *net, int i, int n)
+{
+    const st_layer *l = net->layers[i];
+    double in = 0.0, weights = 0.0;
+    for (int k = 0; k < l->n_src; k++)
+        in += (double)st_shape_count(l->src[k] < 0 ? net->input : net->layers[l->src[k]]->out);
+    for (int p = 0; p < net->params.n; p++)
+        if (net->params.p[p].layer == i)
+            weights += (double)net->params.p[p].count;
+    double f = (double)sizeof(float), x = f * n * in, y = f * n * (double)st_shape_count(l->out);
+    double w = f * weights, flops = n * l->flops;
+    st_pass_work work = {{flops, flops, flops},
+                         {x + y + w, y + x + (w > 0 ? w : x), x + y + w}};
+    return work;
+}
+
+uint64_t st_net_hash(const st_net *net)
+{
+    uint64_t h = ST_HASH_START;
+    h = st_hash_bytes(h, &net->input, sizeof net->input);
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        h = st_hash_bytes(h, l->ops->type, strlen(l->ops->type));
+        h = st_hash_bytes(h, &l->out, sizeof l->out);
+        h = st_hash_bytes(h, &l->n_src, sizeof l->n_src);
+        h = st_hash_bytes(h, l->src, sizeof l->src[0] * (size_t)l->n_src);
+    }
+    for (int i = 0; i < net->params.n; i++) {
+        const st_param *p = &net->params.p[i];
+        h = st_hash_bytes(h, p->name, strlen(p->name));
+        h = st_hash_bytes(h, &p->count, sizeof p->count);
+        h = st_hash_bytes(h, &p->kind, sizeof p->kind);
+    }
+    return h;
+}
+
+int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size)
+{
+    size_t at;
+    const st_param *p = st_params_nonfinite(&net->params, arena, &at);
+    if (!p)
+        return 1;
+    const st_layer *l = net->layers[p->layer];
+    snprintf(buf, size, "layer %d [%s] (cfg line %d): %s[%zu] is %g", p->layer, l->ops->type,
+             l->line, p->name, at, (double)arena[p->offset + at]);
+    return 0;
+}
+
+/* ---- replicas ---- */
+
+void st_replica_free(st_replica *r)
+{
+    if (r->state)
+        for (int i = 0; i < r->net->n_layers; i++)
+            if (r->net->layers[i]->ops->release)
+                r->net->layers[i]->ops->release(r->state[i]);
+    if (r->bctx)
+        r->backend->ctx_destroy(r->bctx);
+    st_arena_free(&r->arena);
+    free(r->state);
+    free(r->out_off);
+    free(r->delta_off);
+    free(r->accumulate);
+    free(r->consumed);
+    free(r->out_layout);
+    free(r->out_bytes);
+    free(r->time);
+    memset(r, 0, sizeof *r);
+}
+
+/* Backward runs from the last layer down; the first consumer of an output to
+ * run backward overwrites its gradient, later ones add to it. */
+static void replica_plan_accumulation(st_replica *r)
+{
+    int nl = r->net->n_layers;
+    unsigned char seen_input = 0;
+    memset(r->consumed, 0, (size_t)nl);
+    for (int i = nl - 1; i >= 0; i--) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++) {
+            int p = l->src[k];
+            unsigned char *seen = p < 0 ? &seen_input : &r->consumed[p];
+            r->accumulate[i * ST_MAX_SRC + k] = *seen;
+            *seen = 1;
+        }
+    }
+}
+
+/* Whether each layer's output must be plain, into plain [n_layers]: a
+ * consumer computes in plain C, or keeps its input's layout and must
+ * itself be plain, or it is the last layer or the class scores (read by
+ * the trainer). One pass from the last layer down: a layer's consumers come
+ * after it, so they are settled when it is reached. */
+static void plan_plain_outputs(const st_net *net, unsigned char *plain)
+{
+    int nl = net->n_layers;
+    memset(plain, 0, (size_t)nl);
+    for (int j = nl - 1; j >= 0; j--) {
+        const st_layer *l = net->layers[j];
+        if (j == nl - 1 || j == net->output_layer)
+            plain[j] = 1;
+        for (int k = 0; k < l->n_src; k++)
+            if (l->src[k] >= 0 && (l->ops->plain_input || (l->ops->keeps_layout && plain[j])))
+                plain[l->src[k]] = 1;
+    }
+}
+
+static st_status replica_setup_layer(st_replica *r, int i, const int *batch_sizes,
+                                     int n_batch_sizes, int dst_plain, st_error *err)
+{
+    const st_net *net = r->net;
+    const st_layer *l = net->layers[i];
+    const void *in_layout[ST_MAX_SRC];
+    size_t in_bytes[ST_MAX_SRC];
+    for (int k = 0; k < l->n_src; k++) {
+        int from = l->src[k];
+        in_layout[k] = from < 0 ? NULL : r->out_layout[from];
+        in_bytes[k] = from < 0 ? (size_t)r->n * st_shape_count(net->input) * sizeof(float)
+                               : r->out_bytes[from];
+    }
+    st_setup s = {
+        .backend = r->backend, .bctx = r->bctx, .n = r->n, .batch_sizes = batch_sizes,
+        .n_batch_sizes = n_batch_sizes, .training = r->training,
+        .src_grad = r->training && l->n_src > 0 && (l->src[0] >= 0 || r->input_delta),
+        .arena = &r->arena,
+        .in_layout = in_layout, .in_bytes = in_bytes,
+        .dst_plain = dst_plain,
+        .out_layout = NULL,
+        .out_bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float),
+    };
+    st_status st = l->ops->setup ? l->ops->setup(l, &s, &r->state[i], err) : ST_OK;
+    if (st == ST_OK && s.dst_plain && s.out_layout)
+        st = st_fail(err, ST_EINTERNAL, "the backend did not give the plain output asked for");
+    if (st != ST_OK)
+        return st;
+    r->out_layout[i] = s.out_layout;
+    r->out_bytes[i] = s.out_bytes;
+    char name[48];
+    snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
+    return st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
+}
+
+/* The gradients at the layers' outputs share memory where their lifetimes
+ * allow. Backward runs layer n-1 down to 0; the gradient at layer p's output
+ * is live from the step of its last consumer (or the start, without one)
+ * down to step p, when p reads it. Two gradients may share a slot when one
+ * is last read at a step before the other is first written. Slots are
+ * handed out greedily, the earliest-written gradient first. */
+static st_status replica_plan_deltas(st_replica *r, st_error *err)
+{
+    int nl = r->net->n_layers;
+    int *first_step = st_calloc((size_t)nl, sizeof *first_step, "delta plan", err);
+    int *slot_of = st_calloc((size_t)nl, sizeof *slot_of, "delta plan", err);
+    size_t *slot_bytes = st_calloc((size_t)nl, sizeof *slot_bytes, "delta plan", err);
+    int *slot_free_after = st_calloc((size_t)nl, sizeof *slot_free_after, "delta plan", err);
+    int *first_at = st_calloc((size_t)nl + 1, sizeof *first_at, "delta plan", err);
+    int *next = st_calloc((size_t)nl, sizeof *next, "delta plan", err);
+    st_status st = first_step && slot_of && slot_bytes && slot_free_after && first_at && next
+                       ? ST_OK : ST_ENOMEM;
+    int n_slots = 0;
+    /* the step of p's last consumer, nl without one (live from the start) */
+    for (int p = 0; p < nl && st == ST_OK; p++)
+        first_step[p] = nl;
+    for (int c = 0; c < nl && st == ST_OK; c++)
+        for (int k = 0; k < r->net->layers[c]->n_src; k++) {
+            int p = r->net->layers[c]->src[k];
+            if (p >= 0 && (first_step[p] == nl || first_step[p] < c))
+                first_step[p] = c;
+        }
+    /* the gradients first written at each step, the highest layer first:
+     * lists through next[] from first_at[step] (-1 ends them) */
+    for (int step = 0; step <= nl && st == ST_OK; step++)
+        first_at[step] = -1;
+    for (int p = 0; p < nl && st == ST_OK; p++) {
+        next[p] = first_at[first_step[p]];
+        first_at[first_step[p]] = p;
+    }
+    for (int step = nl; step >= 0 && st == ST_OK; step--)
+        for (int p = first_at[step]; p >= 0; p = next[p]) {
+            /* a free slot: its gradient was last read at a step after this one */
+            int pick = -1;
+            for (int k = 0; k < n_slots; k++) {
+                if (slot_free_after[k] <= step)
+                    continue;
+                if (pick < 0 || (slot_bytes[pick] < r->out_bytes[p] &&
+                                 slot_bytes[k] > slot_bytes[pick]))
+                    pick = k;
+            }
+            if (pick < 0)
+                pick = n_slots++;
+            if (slot_bytes[pick] < r->out_bytes[p])
+                slot_bytes[pick] = r->out_bytes[p];
+            slot_free_after[pick] = p;
+            slot_of[p] = pick;
+        }
+    size_t *slot_off = st_calloc((size_t)nl, sizeof *slot_off, "delta plan", err);
+    if (!slot_off)
+        st = ST_ENOMEM;
+    for (int k = 0; k < n_slots && st == ST_OK; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "delta.slot%d", k);
+        st = st_arena_reserve(&r->arena, name, slot_bytes[k], &slot_off[k], err);
+    }
+    for (int p = 0; p < nl && st == ST_OK; p++)
+        r->delta_off[p] = slot_off[slot_of[p]];
+    free(slot_off);
+    free(first_at);
+    free(next);
+    free(first_step);
+    free(slot_of);
+    free(slot_bytes);
+    free(slot_free_after);
+    return st;
+}
+
+st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, st_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->net = net;
+    r->backend = backend;
+    r->n = o->n;
+    r->training = o->training;
+    r->input_delta = o->input_delta;
+    int nl = net->n_layers;
+    r->state = st_calloc((size_t)nl, sizeof *r->state, "replica state", err);
+    r->out_off = st_calloc((size_t)nl, sizeof *r->out_off, "replica views", err);
+    r->delta_off = st_calloc((size_t)nl, sizeof *r->delta_off, "replica views", err);
+    r->accumulate = st_calloc((size_t)nl * ST_MAX_SRC, sizeof *r->accumulate, "replica", err);
+    r->consumed = st_calloc((size_t)nl, 1, "replica", err);
+    r->out_layout = st_calloc((size_t)nl, sizeof *r->out_layout, "replica layouts", err);
+    r->out_bytes = st_calloc((size_t)nl, sizeof *r->out_bytes, "replica layouts", err);
+    if (o->timing)
+        r->time = st_calloc((size_t)nl, sizeof *r->time, "layer times", err);
+    st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
+                    r->out_layout && r->out_bytes && (r->time || !o->timing))
+                       ? ST_OK : ST_ENOMEM;
+    if (st == ST_OK)
+        st = backend->ctx_create(&o->backend, &r->bctx, err);
+    const int *sizes = o->batch_sizes ? o->batch_sizes : &r->n;
+    int n_sizes = o->batch_sizes ? o->n_batch_sizes : 1;
+    unsigned char *plain = NULL;
+    if (st == ST_OK) {
+        plain = st_calloc((size_t)nl, 1, "replica layouts", err);
+        st = plain ? ST_OK : ST_ENOMEM;
+    }
+    if (st == ST_OK)
+        plan_plain_outputs(net, plain);
+    for (int i = 0; i < nl && st == ST_OK; i++) {
+        st = replica_setup_layer(r, i, sizes, n_sizes, plain[i], err);
+        if (st != ST_OK)
+            st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
+    }
+    free(plain);
+    if (st == ST_OK && r->training)
+        st = replica_plan_deltas(r, err);
+    if (st == ST_OK && r->input_delta)
+        st = st_arena_reserve(&r->arena, "input.delta",
+                              (size_t)r->n * st_shape_count(net->input) * sizeof(float),
+                              &r->input_delta_off, err);
+    if (st == ST_OK)
+        st = st_arena_alloc(&r->arena, "worker activations", err);
+    if (st != ST_OK) {
+        st_replica_free(r);
+        return st;
+    }
+    replica_plan_accumulation(r);
+    return ST_OK;
+}
+
+float *st_replica_output(const st_replica *r, int layer)
+{
+    return st_arena_at(&r->arena, r->out_off[layer]);
+}
+
+float *st_replica_input_delta(const st_replica *r)
+{
+    return r->input_delta ? st_arena_at(&r->arena, r->input_delta_off) : NULL;
+}
+
+/* Tell the backend of layer i's work in plain C in a training pass. */
+static void replica_host_work(const st_replica *r, int i, int pass, int n, int training)
+{
+    const st_layer *l = r->net->layers[i];
+    if (training && l->ops->host_bytes > 0 && r->backend->host_work)
+        r->backend->host_work(r->bctx, i, l->ops->short_name, pass,
+                              l->ops->host_bytes * n * (double)st_shape_count(l->out));
+}
+
+static st_pass replica_pass(const st_replica *r, const float *weights, const st_shard *s,
+                            const st_step_info *info)
+{
+    st_pass p = {
+        .n = s->n, .training = info->training, .params = weights, .arena = &r->arena,
+        .labels = s->labels, .seed = info->seed, .iteration = info->iteration,
+        .sample0 = s->sample0,
+    };
+    return p;
+}
+
+st_status st_replica_forward(st_replica *r, const float *weights, const st_shard *s,
+                             const st_step_info *info, double *loss, st_error *err)
+{
+    if (s->n < 1 || s->n > r->n)
+        return st_fail(err, ST_EINTERNAL, "forward of %d samples on a replica built for %d",
+                       s->n, r->n);
+    if (info->training && !r->training)
+        return st_fail(err, ST_EINTERNAL, "training forward on an inference replica");
+    double sum = 0.0;
+    st_pass p = replica_pass(r, weights, s, info);
+    p.loss = &sum;
+    /* The data layer copies the batch into the network's input. */
+    if (info->training && r->backend->host_work)
+        r->backend->host_work(r->bctx, -1, "data", 0,
+                              2.0 * sizeof(float) * s->n * (double)st_shape_count(r->net->input));
+    const float *src[ST_MAX_SRC];
+    p.src = src;
+    for (int i = 0; i < r->net->n_layers; i++) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++)
+            src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
+        p.dst = st_replica_output(r, i);
+        double t0 = r->time ? st_now() : 0.0;
+        st_status st = l->ops->forward(l, r->state[i], &p, err);
+        if (st != ST_OK) {
+            st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
+            return st;
+        }
+        if (r->time)
+            r->time[i].forward += st_now() - t0;
+        replica_host_work(r, i, 0, s->n, info->training);
+    }
+    if (loss)
+        *loss = sum;
+    return ST_OK;
+}
+
+st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
+                              const st_shard *s, const st_step_info *info,
+                              const float *diff_out, st_error *err)
+{
+    if (!r->training)
+        return st_fail(err, ST_EINTERNAL, "backward on an inference replica");
+    int nl = r->net->n_layers;
+    for (int i = 0; i < nl; i++)
+        if (!r->consumed[i])
+            memset(st_arena_at(&r->arena, r->delta_off[i]), 0, r->out_bytes[i]);
+    if (diff_out) {
+        float *d = st_arena_at(&r->arena, r->delta_off[nl - 1]);
+        size_t count = (size_t)s->n * st_shape_count(r->net->layers[nl - 1]->out);
+        for (size_t j = 0; j < count; j++)
+            d[j] += diff_out[j];
+    }
+    st_pass p = replica_pass(r, weights, s, info);
+    p.grads = grads;
+    const float *src[ST_MAX_SRC];
+    float *dsrc[ST_MAX_SRC];
+    p.src = src;
+    p.diff_src = dsrc;
+    for (int i = nl - 1; i >= 0; i--) {
+        const st_layer *l = r->net->layers[i];
+        for (int k = 0; k < l->n_src; k++) {
+            int from = l->src[k];
+            src[k] = from < 0 ? s->x : st_replica_output(r, from);
+            dsrc[k] = from < 0 ? st_replica_input_delta(r)
+                               : (float *)st_arena_at(&r->arena, r->delta_off[from]);
+        }
+        p.accumulate = &r->accumulate[i * ST_MAX_SRC];
+        p.dst = st_replica_output(r, i);
+        p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
+        p.time = r->time ? &r->time[i] : NULL;
+        double t0 = r->time ? st_now() : 0.0;
+        double weights_before = r->time ? r->time[i].backward_weights : 0.0;
+        st_status st = l->ops->backward(l, r->state[i], &p, err);
+        if (st != ST_OK) {
+            st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
+            return st;
+        }
+        if (r->time)
+            r->time[i].backward_data +=
+                st_now() - t0 - (r->time[i].backward_weights - weights_before);
+        replica_host_work(r, i, 1, s->n, 1);
+        if (r->layer_done)
+            r->layer_done(r->layer_done_ctx, i);
+    }
+    return ST_OK;
+}

@@ -1,0 +1,236 @@
+/* Gradient buckets all-reduced during backward; see overlap.h. */
+#include "parallel/overlap.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Iterations whose scale factors are kept; the workers are never more
+ * than one iteration ahead of the communication thread. */
+#define SCALES 8
+
+struct st_overlap {
+    const st_net *net;
+    st_ps *ps;
+    st_cluster *cluster;
+    int channel, workers;
+    int n_buckets;
+    size_t *lo, *hi;            /* [n_buckets] arena range, backward order */
+    int *layers_in;             /* [n_buckets] layers with parameters in it */
+    int *bucket_of;             /* [n_layers] its bucket, -1 without parameters */
+    atomic_int *remaining;      /* [n_buckets] layers not yet done by every worker */
+    atomic_int *layer_count;    /* [n_layers] workers done with it this iteration */
+    unsigned char *reported;    /* [workers * n_layers] */
+    float scale[SCALES];
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t moved;
+    /* under lock */
+    unsigned char *ready;       /* [n_buckets] */
+    long iteration;             /* the one being reduced */
+    long done;                  /* the last one reduced, or first - 1 */
+    int quit;
+};
+
+/* The layer of each parameter tensor is known; a layer's tensors are
+ * contiguous in the arena and layers come in arena order. */
+static st_status plan(st_overlap *o, size_t bucket_bytes, st_error *err)
+{
+    const st_param_table *t = &o->net->params;
+    int nl = o->net->n_layers;
+    size_t *lo = calloc((size_t)nl, sizeof *lo), *hi = calloc((size_t)nl, sizeof *hi);
+    if (!lo || !hi) {
+        free(lo);
+        free(hi);
+        return st_fail(err, ST_ENOMEM, "out of memory planning the overlap buckets");
+    }
+    for (int i = 0; i < nl; i++)
+        lo[i] = (size_t)-1;
+    for (int k = 0; k < t->n; k++) {
+        const st_param *p = &t->p[k];
+        if (p->offset < lo[p->layer])
+            lo[p->layer] = p->offset;
+        if (p->offset + p->count > hi[p->layer])
+            hi[p->layer] = p->offset + p->count;
+    }
+    for (int i = nl - 1; i >= 0; i--) {
+        o->bucket_of[i] = -1;
+        if (lo[i] == (size_t)-1)
+            continue;
+        int b = o->n_buckets;
+        int open = b > 0 && (o->hi[b - 1] - o->lo[b - 1]) * sizeof(float) < bucket_bytes;
+        if (open) { /* extend the last bucket downwards */
+            o->lo[b - 1] = lo[i];
+            o->layers_in[b - 1]++;
+            o->bucket_of[i] = b - 1;
+        } else {
+            o->lo[b] = lo[i];
+            o->hi[b] = b > 0 ? o->lo[b - 1] : o->ps->count;
+            o->layers_in[b] = 1;
+            o->bucket_of[i] = b;
+            o->n_buckets++;
+        }
+    }
+    if (o->n_buckets > 0) /* the first bucket starts at the arena's start */
+        o->lo[o->n_buckets - 1] = 0;
+    free(lo);
+    free(hi);
+    return ST_OK;
+}
+
+static void *communicate(void *arg)
+{
+    st_overlap *o = arg;
+    st_error err = {0};
+    for (;;) {
+        long it = 0;
+        for (int b = 0; b < o->n_buckets; b++) {
+            pthread_mutex_lock(&o->lock);
+            while (!o->ready[b] && !o->quit)
+                pthread_cond_wait(&o->moved, &o->lock);
+            if (o->quit) {
+                pthread_mutex_unlock(&o->lock);
+                return NULL;
+            }
+            o->ready[b] = 0;
+            it = o->iteration;
+            pthread_mutex_unlock(&o->lock);
+            st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
+            if (st_cluster_allreduce(o->cluster, o->channel, it, o->ps->grads[0] + o->lo[b],
+                                     o->hi[b] - o->lo[b], &err) != ST_OK) {
+                st_error_prefix(&err, "overlap: ");
+                st_cluster_abort(o->cluster, &err);
+            }
+            atomic_store(&o->remaining[b], o->layers_in[b]);
+        }
+        pthread_mutex_lock(&o->lock);
+        o->done = it;
+        o->iteration = it + 1;
+        pthread_cond_broadcast(&o->moved);
+        pthread_mutex_unlock(&o->lock);
+    }
+}
+
+void st_overlap_free(st_overlap *o)
+{
+    if (!o)
+        return;
+    if (o->thread_started) {
+        pthread_mutex_lock(&o->lock);
+        o->quit = 1;
+        pthread_cond_broadcast(&o->moved);
+        pthread_mutex_unlock(&o->lock);
+        pthread_join(o->thread, NULL);
+    }
+    pthread_mutex_destroy(&o->lock);
+    pthread_cond_destroy(&o->moved);
+    free(o->lo);
+    free(o->hi);
+    free(o->layers_in);
+    free(o->bucket_of);
+    free(o->remaining);
+    free(o->layer_count);
+    free(o->reported);
+    free(o->ready);
+    free(o);
+}
+
+st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
+                            int channel, int workers, size_t bucket_bytes, st_error *err)
+{
+    *out = NULL;
+    st_overlap *o = st_calloc(1, sizeof *o, "overlap", err);
+    if (!o)
+        return ST_ENOMEM;
+    int nl = net->n_layers;
+    o->net = net;
+    o->ps = ps;
+    o->cluster = c;
+    o->channel = channel;
+    o->workers = workers;
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->moved, NULL);
+    o->lo = st_calloc((size_t)nl, sizeof *o->lo, "overlap buckets", err);
+    o->hi = st_calloc((size_t)nl, sizeof *o->hi, "overlap buckets", err);
+    o->layers_in = st_calloc((size_t)nl, sizeof *o->layers_in, "overlap buckets", err);
+    o->bucket_of = st_calloc((size_t)nl, sizeof *o->bucket_of, "overlap buckets", err);
+    o->remaining = st_calloc((size_t)nl, sizeof *o->remaining, "overlap buckets", err);
+    o->layer_count = st_calloc((size_t)nl, sizeof *o->layer_count, "overlap buckets", err);
+    o->reported = st_calloc((size_t)workers * (size_t)nl, 1, "overlap buckets", err);
+    o->ready = st_calloc((size_t)nl, 1, "overlap buckets", err);
+    st_status st = o->lo && o->hi && o->layers_in && o->bucket_of && o->remaining &&
+                           o->layer_count && o->reported && o->ready
+                       ? plan(o, bucket_bytes, err)
+                       : ST_ENOMEM;
+    for (int b = 0; st == ST_OK && b < o->n_buckets; b++)
+        atomic_init(&o->remaining[b], o->layers_in[b]);
+    if (st == ST_OK && o->n_buckets > 0) { /* no parameters: nothing to send */
+        if (pthread_create(&o->thread, NULL, communicate, o) != 0)
+            st = st_fail(err, ST_EINTERNAL, "cannot start the overlap's communication thread");
+        else
+            o->thread_started = 1;
+    }
+    if (st != ST_OK) {
+        st_overlap_free(o);
+        return st;
+    }
+    *out = o;
+    return ST_OK;
+}
+
+void st_overlap_start(st_overlap *o, long first)
+{
+    pthread_mutex_lock(&o->lock);
+    o->iteration = first;
+    o->done = first - 1;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void st_overlap_begin(st_overlap *o, long it, float scale)
+{
+    o->scale[it % SCALES] = scale;
+}
+
+void st_overlap_layer_done(st_overlap *o, int w, int layer)
+{
+    int b = o->bucket_of[layer];
+    unsigned char *mine = &o->reported[(size_t)w * (size_t)o->net->n_layers + (size_t)layer];
+    if (b < 0 || *mine)
+        return;
+    *mine = 1;
+    if (atomic_fetch_add(&o->layer_count[layer], 1) + 1 < o->workers)
+        return;
+    atomic_store(&o->layer_count[layer], 0);
+    if (atomic_fetch_sub(&o->remaining[b], 1) == 1) {
+        pthread_mutex_lock(&o->lock);
+        o->ready[b] = 1;
+        pthread_cond_broadcast(&o->moved);
+        pthread_mutex_unlock(&o->lock);
+    }
+}
+
+void st_overlap_worker_end(st_overlap *o, int w)
+{
+    int nl = o->net->n_layers;
+    for (int i = nl - 1; i >= 0; i--)
+        st_overlap_layer_done(o, w, i);
+    memset(&o->reported[(size_t)w * (size_t)nl], 0, (size_t)nl);
+}
+
+void st_overlap_wait(st_overlap *o, long it)
+{
+    if (o->n_buckets == 0)
+        return;
+    pthread_mutex_lock(&o->lock);
+    while (o->done < it)
+        pthread_cond_wait(&o->moved, &o->lock);
+    pthread_mutex_unlock(&o->lock);
+}
+
+int st_overlap_buckets(const st_overlap *o)
+{
+    return o->n_buckets;
+}

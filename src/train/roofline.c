@@ -1,0 +1,134 @@
+/* The roofline --profile compares each layer with: one core's FMA peak,
+ * timed on independent fused multiply-adds in the widest vectors the CPU
+ * has, and memcpy's bandwidth at three working-set sizes (a private cache,
+ * the shared cache, memory). */
+#include "train/roofline.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+
+enum { FMA_CHAINS = 12 }; /* independent accumulators: more than latency x pipes */
+
+/* Flops per second of `iters` rounds of FMA_CHAINS independent
+ * multiply-adds on vectors of `lanes` floats (named registers, so that the
+ * compiler keeps them out of memory). */
+#define FMA_RATE(name, target, vec, lanes, set1, madd, add, store)                      \
+    target static double name(long iters)                                              \
+    {                                                                                  \
+        const vec m = set1(0.999999f), c = set1(1e-7f);                                \
+        vec a0 = set1(0.f), a1 = set1(1.f), a2 = set1(2.f), a3 = set1(3.f);            \
+        vec a4 = set1(4.f), a5 = set1(5.f), a6 = set1(6.f), a7 = set1(7.f);            \
+        vec a8 = set1(8.f), a9 = set1(9.f), a10 = set1(10.f), a11 = set1(11.f);        \
+        double t0 = st_now();                                                          \
+        for (long i = 0; i < iters; i++) {                                             \
+            a0 = madd(a0, m, c), a1 = madd(a1, m, c), a2 = madd(a2, m, c);             \
+            a3 = madd(a3, m, c), a4 = madd(a4, m, c), a5 = madd(a5, m, c);             \
+            a6 = madd(a6, m, c), a7 = madd(a7, m, c), a8 = madd(a8, m, c);             \
+            a9 = madd(a9, m, c), a10 = madd(a10, m, c), a11 = madd(a11, m, c);         \
+            __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4),     \
+                             "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),         \
+                             "+x"(a10), "+x"(a11));                                    \
+        }                                                                              \
+        double dt = st_now() - t0;                                                     \
+        float sink[lanes];                                                             \
+        store(sink, add(add(add(add(a0, a1), add(a2, a3)), add(add(a4, a5), add(a6, a7))), \
+                        add(add(a8, a9), add(a10, a11))));                             \
+        __asm__ volatile("" : : "r"(sink) : "memory");                                 \
+        return 2.0 * (lanes) * FMA_CHAINS * (double)iters / dt;                        \
+    }
+
+#define SSE_MADD(a, m, c) _mm_add_ps(_mm_mul_ps(a, m), c)
+FMA_RATE(fma_rate_avx512, __attribute__((target("avx512f"))), __m512, 16, _mm512_set1_ps,
+         _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps)
+FMA_RATE(fma_rate_avx2, __attribute__((target("avx2,fma"))), __m256, 8, _mm256_set1_ps,
+         _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps)
+FMA_RATE(fma_rate_sse, , __m128, 4, _mm_set1_ps, SSE_MADD, _mm_add_ps, _mm_storeu_ps)
+
+/* Best of a few rounds of about 40 ms (the first warms the clock up). */
+static double best_fma_rate(double (*rate)(long))
+{
+    double best = 0.0;
+    long iters = 1 << 16;
+    for (int round = 0; round < 4; round++) {
+        double r = rate(iters);
+        if (r > best)
+            best = r;
+        iters = (long)(0.04 * r / (2.0 * 4 * FMA_CHAINS)) / 4 + 1;
+    }
+    return best;
+}
+
+/* Bytes read and written per second by repeated memcpy of `size` bytes. */
+static double copy_rate(char *a, char *b, size_t size)
+{
+    double best = 0.0;
+    int reps = 1;
+    for (int round = 0; round < 4; round++) {
+        double t0 = st_now();
+        for (int i = 0; i < reps; i++) {
+            memcpy(i & 1 ? a : b, i & 1 ? b : a, size);
+            __asm__ volatile("" : : "r"(a), "r"(b) : "memory");
+        }
+        double dt = st_now() - t0, r = 2.0 * (double)size * reps / dt;
+        if (r > best)
+            best = r;
+        reps = (int)(0.02 * r / (2.0 * (double)size)) + 1;
+    }
+    return best;
+}
+
+void st_roofline_measure(st_roofline *r, double fma_gflops)
+{
+    memset(r, 0, sizeof *r);
+    __builtin_cpu_init();
+    if (fma_gflops > 0) {
+        r->fma_gflops = fma_gflops;
+        r->isa = "given";
+    } else {
+        double (*rate)(long) = fma_rate_sse;
+        r->isa = "sse (no fma)";
+        if (__builtin_cpu_supports("avx512f")) {
+            rate = fma_rate_avx512;
+            r->isa = "avx512 fma";
+        } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+            rate = fma_rate_avx2;
+            r->isa = "avx2 fma";
+        }
+        r->fma_gflops = best_fma_rate(rate) / 1e9;
+        r->fma_measured = 1;
+    }
+    const size_t copy[ST_ROOFLINE_LEVELS] = {256u << 10, 8u << 20, 64u << 20};
+    char *a = malloc(copy[ST_ROOFLINE_LEVELS - 1]), *b = malloc(copy[ST_ROOFLINE_LEVELS - 1]);
+    for (int i = 0; i < ST_ROOFLINE_LEVELS; i++) {
+        r->set_bytes[i] = 2 * copy[i];
+        if (a && b) {
+            memset(a, 1, copy[i]);
+            memset(b, 2, copy[i]);
+            r->copy_gbs[i] = copy_rate(a, b, copy[i]) / 1e9;
+        }
+    }
+    free(a);
+    free(b);
+}
+
+/* Bandwidth (GB/s) for a pass that moves `bytes`. */
+static double copy_gbs(const st_roofline *r, double bytes)
+{
+    int i = 0;
+    while (i < ST_ROOFLINE_LEVELS - 1 && bytes > (double)r->set_bytes[i])
+        i++;
+    return r->copy_gbs[i];
+}
+
+double st_roofline_bound(const st_roofline *r, int cores, double flops, double bytes,
+                         int *compute_bound)
+{
+    double compute = r->fma_gflops > 0 ? flops / (1e9 * r->fma_gflops * cores) : 0.0;
+    double gbs = copy_gbs(r, bytes);
+    double memory = gbs > 0 ? bytes / (1e9 * gbs) : 0.0;
+    *compute_bound = compute >= memory;
+    return *compute_bound ? compute : memory;
+}

@@ -1,0 +1,287 @@
+/* Snapshot files: header + settings + weights + solver state; see
+ * snapshot.h.
+ *
+ * Layout (little-endian): magic "STSNAPSH", u32 version, u32 header bytes
+ * (88), u64 network hash, u64 iteration, u64 float count, u64 seed, u32
+ * batch, u32 workers, u32 state planes, u32 settings bytes, char
+ * solver[16], u32 CRC-32 of the payload, u32 CRC-32 of the header's first
+ * 84 bytes followed by the settings; then the settings text (settings
+ * bytes: the cfg's settings, then, when the run kept kernel choices, a NUL
+ * and their text), count floats of weights and state planes x count floats
+ * of solver state. Every byte is under one of the two checksums. Readers
+ * that predate the choices see the settings up to the NUL, and snapshots
+ * that predate them have none, so both still read each other's files. */
+#include "train/snapshot.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "base/fileio.h"
+
+static const char MAGIC[8] = {'S', 'T', 'S', 'N', 'A', 'P', 'S', 'H'};
+
+typedef struct snapshot_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;
+    uint64_t net_hash;
+    uint64_t iteration;
+    uint64_t count;
+    uint64_t seed;
+    uint32_t batch;
+    uint32_t workers;
+    uint32_t state_planes;
+    uint32_t settings_bytes;
+    char solver[16];
+    uint32_t crc;        /* of the weights and the state */
+    uint32_t header_crc; /* of everything before it, then the settings */
+} snapshot_header;
+
+typedef struct snapshot_out {
+    const char *path;
+    snapshot_header h;
+    char *settings; /* the settings, and the choices after a NUL */
+    const float *weights;
+    const float *state;
+} snapshot_out;
+
+/* Floats per chunk when reading a payload that is not kept. */
+#define CHUNK 4096
+
+static uint32_t crc_add(uint32_t crc, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    while (bytes) {
+        uInt chunk = bytes > (1u << 30) ? (1u << 30) : (uInt)bytes;
+        crc = (uint32_t)crc32(crc, p, chunk);
+        p += chunk;
+        bytes -= chunk;
+    }
+    return crc;
+}
+
+static uint32_t header_crc(const snapshot_header *h, const char *settings)
+{
+    uint32_t crc = crc_add((uint32_t)crc32(0L, Z_NULL, 0), h,
+                           offsetof(snapshot_header, header_crc));
+    return crc_add(crc, settings, h->settings_bytes);
+}
+
+/* Whether the weights and the planes of solver state [planes * count]
+ * (state NULL: the weights alone) are finite; if not, where in buf. */
+static int arenas_finite(const st_net *net, const float *weights, const float *state,
+                         int planes, char *buf, size_t size)
+{
+    if (!st_net_arena_finite(net, weights, buf, size))
+        return 0;
+    for (int k = 0; state && k < planes; k++)
+        if (!st_net_arena_finite(net, state + (size_t)k * net->params.count, buf, size)) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, size - len, " in plane %d of the solver state", k);
+            return 0;
+        }
+    return 1;
+}
+
+static st_status write_snapshot(FILE *f, void *ctx, st_error *err)
+{
+    snapshot_out *o = ctx;
+    size_t count = (size_t)o->h.count;
+    st_status st = st_fwrite(f, &o->h, sizeof o->h, o->path, err);
+    if (st == ST_OK)
+        st = st_fwrite(f, o->settings, o->h.settings_bytes, o->path, err);
+    if (st == ST_OK)
+        st = st_fwrite(f, o->weights, count * sizeof(float), o->path, err);
+    if (st == ST_OK && o->h.state_planes)
+        st = st_fwrite(f, o->state, count * o->h.state_planes * sizeof(float), o->path, err);
+    return st;
+}
+
+st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
+                           const float *state, const st_snapshot_meta *meta, st_error *err)
+{
+    size_t count = net->params.count;
+    size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
+    size_t settings = cfg_settings + (meta->choices ? 1 + strlen(meta->choices) : 0);
+    if (settings > ST_SNAPSHOT_SETTINGS_MAX)
+        return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
+                       "more than a snapshot holds (%u)", path, settings,
+                       ST_SNAPSHOT_SETTINGS_MAX);
+    char where[256];
+    if (!arenas_finite(net, weights, state, meta->state_planes, where, sizeof where))
+        return st_fail(err, ST_EDIVERGED, "%s: not saved: %s: expected finite weights and "
+                       "solver state", path, where);
+    snapshot_out o = {.path = path, .weights = weights, .state = state};
+    o.settings = st_calloc(settings + 1, 1, "a snapshot's settings", err);
+    if (!o.settings)
+        return ST_ENOMEM;
+    if (cfg_settings)
+        memcpy(o.settings, meta->settings, cfg_settings);
+    if (meta->choices)
+        memcpy(o.settings + cfg_settings + 1, meta->choices, settings - cfg_settings - 1);
+    memcpy(o.h.magic, MAGIC, sizeof MAGIC);
+    o.h.version = ST_SNAPSHOT_VERSION;
+    o.h.header_bytes = sizeof o.h;
+    o.h.net_hash = st_net_hash(net);
+    o.h.iteration = (uint64_t)meta->iteration;
+    o.h.count = count;
+    o.h.seed = meta->seed;
+    o.h.batch = (uint32_t)meta->batch;
+    o.h.workers = (uint32_t)meta->workers;
+    o.h.state_planes = (uint32_t)meta->state_planes;
+    o.h.settings_bytes = (uint32_t)settings;
+    memcpy(o.h.solver, meta->solver, sizeof o.h.solver);
+    o.h.solver[sizeof o.h.solver - 1] = '\0';
+    uint32_t crc = crc_add((uint32_t)crc32(0L, Z_NULL, 0), weights, count * sizeof(float));
+    o.h.crc = crc_add(crc, state, count * (size_t)meta->state_planes * sizeof(float));
+    o.h.header_crc = header_crc(&o.h, o.settings);
+    st_status st = st_write_atomic(path, write_snapshot, &o, err);
+    free(o.settings);
+    return st;
+}
+
+/* Read n floats into dst (or, dst NULL, through a scratch chunk), adding
+ * them to *crc. */
+static int read_floats(FILE *f, float *dst, size_t n, uint32_t *crc)
+{
+    float scratch[CHUNK];
+    while (n) {
+        size_t k = dst ? n : (n < CHUNK ? n : CHUNK);
+        float *to = dst ? dst : scratch;
+        if (fread(to, sizeof(float), k, f) != k)
+            return -1;
+        *crc = crc_add(*crc, to, k * sizeof(float));
+        n -= k;
+        if (dst)
+            dst += k;
+    }
+    return 0;
+}
+
+/* The fixed header and the settings (malloc'd into *settings, NUL-ended),
+ * both checked against the header's checksum. Fields are looked at only
+ * after that, but the version and the settings length, which say what to
+ * read; the length must fit the file. */
+static st_status read_header(FILE *f, const char *path, snapshot_header *h, char **settings,
+                             st_error *err)
+{
+    struct stat sb;
+    *settings = NULL;
+    if (fread(h, sizeof *h, 1, f) != 1)
+        return st_fail(err, ST_EINPUT, "%s: truncated snapshot header", path);
+    if (memcmp(h->magic, MAGIC, sizeof MAGIC) != 0)
+        return st_fail(err, ST_EINPUT, "%s: not a singletrain snapshot (bad magic)", path);
+    if (h->version != ST_SNAPSHOT_VERSION || h->header_bytes != sizeof *h)
+        return st_fail(err, ST_EINPUT, "%s: snapshot format version %u, expected %u%s", path,
+                       h->version, ST_SNAPSHOT_VERSION,
+                       h->version < ST_SNAPSHOT_VERSION ? " (written by an older singletrain)"
+                                                        : "");
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
+        return st_fail(err, ST_EINPUT, "%s: not a regular file: expected a snapshot", path);
+    if (h->settings_bytes > ST_SNAPSHOT_SETTINGS_MAX)
+        return st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (settings of %u bytes)",
+                       path, h->settings_bytes);
+    if ((unsigned long long)h->settings_bytes > (unsigned long long)sb.st_size - sizeof *h)
+        return st_fail(err, ST_EINPUT, "%s: truncated snapshot (or a corrupt header): its "
+                       "settings of %u bytes go past the end of the file", path,
+                       h->settings_bytes);
+    *settings = st_calloc((size_t)h->settings_bytes + 1, 1, "a snapshot's settings", err);
+    if (!*settings)
+        return ST_ENOMEM;
+    if (fread(*settings, 1, h->settings_bytes, f) != h->settings_bytes)
+        return st_fail(err, ST_EINPUT, "%s: truncated snapshot header", path);
+    if (header_crc(h, *settings) != h->header_crc)
+        return st_fail(err, ST_EINPUT, "%s: snapshot header checksum mismatch: the file is "
+                       "corrupt", path);
+    return ST_OK;
+}
+
+/* The header's fields against net and this run's planes (state NULL: the
+ * weights alone are read). */
+static st_status check_header(const snapshot_header *h, const st_net *net, const float *state,
+                              int planes, const char *path, st_error *err)
+{
+    if (h->net_hash != st_net_hash(net) || h->count != net->params.count)
+        return st_fail(err, ST_EINPUT, "%s: snapshot of a different network (hash %016llx, "
+                       "this network %016llx)", path, (unsigned long long)h->net_hash,
+                       (unsigned long long)st_net_hash(net));
+    if (h->solver[sizeof h->solver - 1] != '\0' || h->state_planes > 16 ||
+        h->iteration > (uint64_t)LONG_MAX || h->batch == 0 || h->workers == 0)
+        return st_fail(err, ST_EINPUT, "%s: corrupt snapshot header", path);
+    if (state && (int)h->state_planes != planes)
+        return st_fail(err, ST_EINPUT, "%s: the snapshot holds %u plane%s of %s solver state; "
+                       "this run's solver keeps %d: resume with the snapshot's solver", path,
+                       h->state_planes, h->state_planes == 1 ? "" : "s", h->solver, planes);
+    return ST_OK;
+}
+
+/* Open, check the header against net, read the weights and the state (into
+ * state, or only through the checksum when state is NULL). *settings (NULL
+ * when not wanted) gets the settings, malloc'd. */
+static st_status load(const char *path, const st_net *net, float *weights, float *state,
+                      int planes, snapshot_header *h, char **settings, st_error *err)
+{
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "snapshot", &f, err);
+    if (st != ST_OK)
+        return st;
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    char *text = NULL;
+    st = read_header(f, path, h, &text, err);
+    if (st == ST_OK)
+        st = check_header(h, net, state, planes, path, err);
+    if (st == ST_OK && (read_floats(f, weights, (size_t)h->count, &crc) != 0 ||
+                        read_floats(f, state, (size_t)h->count * h->state_planes, &crc) != 0))
+        st = st_fail(err, ST_EINPUT, "%s: truncated snapshot: expected %llu floats", path,
+                     (unsigned long long)(h->count * (1 + h->state_planes)));
+    if (st == ST_OK && fgetc(f) != EOF)
+        st = st_fail(err, ST_EINPUT, "%s: trailing bytes after the snapshot", path);
+    if (st == ST_OK && crc != h->crc)
+        st = st_fail(err, ST_EINPUT, "%s: snapshot checksum mismatch: the file is corrupt",
+                     path);
+    char where[256];
+    if (st == ST_OK && !arenas_finite(net, weights, state, planes, where, sizeof where))
+        st = st_fail(err, ST_EINPUT, "%s: %s: expected finite weights%s (a snapshot of a run "
+                     "that diverged?)", path, where, state ? " and solver state" : "");
+    fclose(f);
+    if (st == ST_OK && settings)
+        *settings = text;
+    else
+        free(text);
+    return st;
+}
+
+st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
+                           long *iteration, st_error *err)
+{
+    snapshot_header h;
+    st_status st = load(path, net, weights, NULL, 0, &h, NULL, err);
+    if (st == ST_OK && iteration)
+        *iteration = (long)h.iteration;
+    return st;
+}
+
+st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
+                             int planes, st_snapshot_meta *meta, st_error *err)
+{
+    snapshot_header h;
+    char *settings = NULL;
+    st_status st = load(path, net, weights, state, planes, &h, &settings, err);
+    if (st != ST_OK)
+        return st;
+    meta->iteration = (long)h.iteration;
+    meta->seed = h.seed;
+    meta->batch = (int)h.batch;
+    meta->workers = (int)h.workers;
+    meta->state_planes = (int)h.state_planes;
+    memcpy(meta->solver, h.solver, sizeof meta->solver);
+    meta->settings = settings;
+    size_t cfg_settings = strlen(settings);
+    meta->choices = cfg_settings < h.settings_bytes ? settings + cfg_settings + 1 : NULL;
+    return ST_OK;
+}

@@ -1,0 +1,131 @@
+#!/bin/sh
+# The cpe backend (emulated SW26010 core group) against the reference
+# backend, and what it predicts:
+#   - LeNet-5 on Fashion-MNIST, 50 iterations of batch 32: the losses follow
+#     the reference within 1e-3 relative at every iteration; its
+#     convolutions run explicitly, each pass naming why swDNN's implicit
+#     kernel cannot take it (32 images give each CPE row 4, not a 4 x 4
+#     register block's 16); pooling, activations, the gradient sum and the
+#     update run on the CPEs, softmax on the MPE, the data layer and the
+#     loss are costed on the MPE;
+#   - tests/fixtures/cpe-implicit.cfg at batch 128 (synthetic data): the
+#     losses follow the reference; every pass both strategies can run chose
+#     the faster trial, counting its layout transformations (from the
+#     --cpe-report CSV); the passes the implicit kernel cannot take name
+#     why; the transformations at the implicit run's edges are costed;
+#   - the same run in cost-only mode predicts exactly the same seconds for
+#     every kernel, pass and strategy (the emulated control flow, DMA and
+#     messages are the same; only the arithmetic is skipped);
+#   - two workers with Adam (the gradient sum adds two arenas, each worker
+#     updates its slice on its own core group) follow the reference, and
+#     --cpe-trace has a row per kernel, transformation, host work and
+#     iteration. (At batch 8 LeNet's two backends drift apart by a few
+#     percent after 30 iterations: small batches amplify the different
+#     rounding of the GEMM's sums.)
+# usage: sh tests/e2e/test_cpe_backend.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../../lib/check.sh"
+suite_start "$@"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+cd "$root" || exit 2
+
+# losses RUN_OUTPUT ITERATIONS > FILE: "iteration loss" lines.
+losses() {
+    sed -n "s/^iter \([0-9]*\)\/$2 .* loss \([0-9.]*\) .*/\1 \2/p" "$1"
+}
+
+# worst REF CPE: the largest relative loss difference, %.2e.
+worst() {
+    paste "$1" "$2" | awk 'BEGIN { w = 0 } { d = $2 - $4; if (d < 0) d = -d;
+        r = d / $2; if (r > w) w = r } END { printf "%.2e", w }'
+}
+
+run="-t 1 -b 32 --iters 50 --train-images 2000 --no-test --log-every 1 data/lenet.cfg"
+check "reference backend" out 0 "done: 50 iterations" -- "$bin" --backend ref $run
+losses "$tmp/stdout" 50 >"$tmp/ref"
+check "cpe backend" out 0 "done: 50 iterations" "one SW26010 (4 core groups" -- \
+    "$bin" --backend cpe $run
+losses "$tmp/stdout" 50 >"$tmp/cpe"
+expect "50 losses from each" [ "$(wc -l <"$tmp/ref")" -eq 50 -a "$(wc -l <"$tmp/cpe")" -eq 50 ]
+w=$(worst "$tmp/ref" "$tmp/cpe")
+echo "     largest relative loss difference over 50 iterations: $w"
+expect "cpe follows ref's loss within 1e-3 relative ($w)" awk -v w="$w" 'BEGIN { exit !(w <= 1e-3) }'
+out="$tmp/stdout"
+conv2=$(grep "conv 5x5/1 20->50 8x8" "$out")
+expect "LeNet's conv 20->50 runs each pass explicitly, naming why" \
+    [ "$(echo "$conv2" | grep -o "[a-z_]* explicit (implicit: 32 images: each CPE row gets 4, not whole 4 x 4 register blocks of 16" | wc -l)" -eq 2 ]
+expect "its backward-weights pass names its SIMD dimension, the 20 input channels" \
+    grep -q "bwd_weights explicit (implicit: 20 input channels: each CPE row gets 2" "$out"
+expect "pooling (2 layers), activations, gradient sum and update run on the CPEs" \
+    [ "$(grep -c "max pool .* CPEs \|relu x500 .* CPEs \|gradient sum + solver update .*CPEs" "$out")" -eq 4 ]
+expect "softmax runs on the MPE" grep -q "softmax 10 .* MPE " "$out"
+expect "the data layer and the loss are costed on the MPE" \
+    [ "$(grep -c "cpe: data  .* MPE \|cpe: softmax (layer 6) .* MPE " "$out")" -eq 2 ]
+
+# The implicit scheme: losses, choices, reasons and transformations.
+net=tests/fixtures/cpe-implicit.cfg
+run="-t 1 --iters 4 --data synthetic --train-images 512 --no-test --log-every 1 $net"
+check "reference backend, implicit-capable network" out 0 "done: 4 iterations" -- \
+    "$bin" --backend ref $run
+losses "$tmp/stdout" 4 >"$tmp/ref"
+check "cpe backend, implicit-capable network, --cpe-report" out 0 "done: 4 iterations" -- \
+    "$bin" --backend cpe --cpe-report "$tmp/full.csv" $run
+losses "$tmp/stdout" 4 >"$tmp/cpe"
+cp "$tmp/stdout" "$tmp/implicit.out"
+w=$(worst "$tmp/ref" "$tmp/cpe")
+expect "4 losses each, cpe within 1e-3 relative of ref ($w)" \
+    sh -c '[ "$(wc -l <"$1")" -eq 4 ] && [ "$(wc -l <"$2")" -eq 4 ] && awk -v w="$3" "BEGIN { exit !(w <= 1e-3) }"' \
+    sh "$tmp/ref" "$tmp/cpe" "$w"
+expect "the report has a header and no partial file is left" \
+    sh -c '[ "$(head -1 "$1")" = "section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note" ] && [ ! -e "$1.partial" ]' sh "$tmp/full.csv"
+# conv 128->32: every pass runs both ways, the chosen one is the faster
+# (kernel + transformations) of the two trials.
+awk -F, '$1 == "kernel" && $3 ~ /128->32/ && $7 == 1 { t[$5 "," $6] = $8 + $9; c[$5 "," $6] = $10 }
+    END { for (p in t) { split(p, k, ","); n[k[1]]++ }
+          for (q in n) { e = t[q ",explicit"]; i = t[q ",implicit"];
+              if (n[q] != 2 || (c[q ",implicit"] == 1) != (i < e) || c[q ",implicit"] + c[q ",explicit"] != 1) bad = 1; m++ }
+          exit bad || m != 3 }' "$tmp/full.csv"
+expect "conv 128->32: all three passes ran both strategies and kept the faster" [ $? -eq 0 ]
+expect "conv 16->128's backward-weights cannot run implicitly: its 16 input channels give each CPE row 2" \
+    grep -q "kernel,0,\"conv 3x3/1 16->128 8x8\",CPEs,bwd_weights,implicit,0,,,0,\"16 input channels: each CPE row gets 2" "$tmp/full.csv"
+expect "the transformations at the implicit run's edges are costed" \
+    [ "$(grep -c "layout transformations" "$tmp/implicit.out")" -ge 2 ]
+expect "the processor's images/s is in the summary" \
+    grep -q "^summary,,processor_img_s,,,,,[0-9]" "$tmp/full.csv"
+
+# Cost-only mode predicts the same seconds for every row.
+check "cpe backend, cost-only" out 0 "done: 4 iterations" "cost-only emulation" -- \
+    "$bin" --backend cpe --cpe-cost-only --cpe-report "$tmp/cost.csv" $run
+expect "cost-only and full emulation predict identical times ($(wc -l <"$tmp/full.csv") rows)" \
+    cmp -s "$tmp/full.csv" "$tmp/cost.csv"
+
+# Two workers (the gradient sum adds two arenas; each worker updates its
+# slice on its own core group) with Adam (two state planes): the same
+# losses as the reference backend for 10 iterations.
+sed 's/^\[net\]/[net]\nsolver=adam/' data/lenet.cfg >"$tmp/adam.cfg"
+run2="-t 2 -b 32 --iters 10 --train-images 2000 --no-test --log-every 1 $tmp/adam.cfg"
+check "reference backend, 2 workers, adam" out 0 "done: 10 iterations" -- "$bin" --backend ref $run2
+losses "$tmp/stdout" 10 >"$tmp/ref2"
+check "cpe backend, 2 workers, adam, --cpe-trace" out 0 "done: 10 iterations" -- \
+    "$bin" --backend cpe --cpe-trace "$tmp/trace.csv" $run2
+losses "$tmp/stdout" 10 >"$tmp/cpe2"
+expect "10 losses each" [ "$(wc -l <"$tmp/ref2")" -eq 10 -a "$(wc -l <"$tmp/cpe2")" -eq 10 ]
+w=$(worst "$tmp/ref2" "$tmp/cpe2")
+expect "2 workers, adam: cpe follows ref within 1e-3 relative ($w)" awk -v w="$w" 'BEGIN { exit !(w <= 1e-3) }'
+# Per iteration: 8 kernels, a transformation row for each kernel that can
+# meet another layout (the 2 convolutions and the 2 pools after them), 2
+# host rows (data, the loss) and the gradient sum + update.
+expect "the trace has a row per kernel, transformation, host work and iteration (10 x 15) and a header" \
+    [ "$(wc -l <"$tmp/trace.csv")" -eq 151 -a "$(head -1 "$tmp/trace.csv")" = "iteration,kernel,forward_ms,bwd_data_ms,bwd_weights_ms" ]
+expect "no partial trace is left" [ ! -e "$tmp/trace.csv.partial" ]
+
+# A run that fails leaves no half-written trace.
+sed 's/^learning_rate=.*/learning_rate=1000/' data/lenet.cfg >"$tmp/diverge.cfg"
+check "a diverging run with --cpe-trace" err 1 "training diverged" -- \
+    "$bin" --backend cpe --cpe-trace "$tmp/diverge.csv" -t 1 -b 32 --iters 10 --train-images 2000 \
+    --no-test "$tmp/diverge.cfg"
+expect "it leaves neither the trace nor its partial file" \
+    sh -c '[ ! -e "$1" ] && [ ! -e "$1.partial" ]' sh "$tmp/diverge.csv"
+
+finish test_cpe_backend.sh

@@ -1,0 +1,93 @@
+#!/bin/sh
+# scripts/predict-sw26010.sh turns the cpe backend's reports into the three
+# CSVs: from hand-made reports (--from-reports, no emulation), the rows of
+# layers.csv (VGG names, each strategy's seconds with its layout
+# transformations, the chosen flag), networks.csv (the processor's
+# images/s) and scaling.csv against values worked out by hand from the
+# model in the script's header (the all-reduce's alpha-beta-gamma cost, the
+# I/O beyond the iteration); and its option errors.
+# usage: sh tests/e2e/test_predict_sw26010.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../../lib/check.sh"
+suite_start "$@"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+script="$root/scripts/predict-sw26010.sh"
+export SINGLETRAIN="$bin"
+mkdir -p "$tmp/in/reports"
+
+# A network report whose processor iteration takes 1 s, whose CPEs add
+# two buffers at 4e-10 s per float, with img_s IMG_S.
+network_report() {
+    cat <<CSV
+section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note
+kernel,0,"fc 10->10",CPEs,fwd,-,1,0.001,0,1,
+summary,,images_per_core_group,,,,,$2,,,
+summary,,core_group_iteration_seconds,,,,,0.9,,,
+summary,,cg0_sum_of_4_seconds,,,,,0.05,,,
+summary,,update_seconds,,,,,0.05,,,
+summary,,processor_iteration_seconds,,,,,1,,,
+summary,,processor_img_s,,,,,$1,,,
+summary,,cpe_sum_of_2_seconds_per_float,,,,,4e-10,,,
+CSV
+}
+for r in alexnet-bn-256:256 vgg16-64:64 vgg19-64:64 resnet50-32:32 googlenet-128:128 \
+         alexnet-bn-64:64 alexnet-bn-128:128 resnet50-64:64; do
+    network_report "$(echo "${r#*:} * 3" | bc)" $((${r#*:} / 4)) >"$tmp/in/reports/${r%%:*}.csv"
+done
+# VGG's first two convolutions: the first one explicit only, the second
+# both ways (implicit chosen: 2 + 0.5 < 3 + 0).
+cat >"$tmp/in/reports/vgg16-layers.csv" <<'CSV'
+section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note
+kernel,0,"conv 3x3/1 3->64 224x224",CPEs,fwd,explicit,1,0.75,0,1,""
+kernel,0,"conv 3x3/1 3->64 224x224",CPEs,fwd,implicit,0,,,0,"3 input channels do not split"
+kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,explicit,1,3,0,0,""
+kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,implicit,1,2,0.5,1,""
+kernel,3,"max pool 2x2/2 64x112x112",CPEs,fwd,-,1,0.3,0,1,
+kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,implicit,1,1.25,0,1,""
+kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,explicit,1,1.5,0.25,0,""
+CSV
+
+check "the CSVs from hand-made reports" out 0 "CSVs in" -- \
+    sh "$script" --from-reports "$tmp/in" --csv "$tmp/out"
+expect "layers.csv: a header and a row per layer, pass and runnable strategy" [ "$(cat "$tmp/out/layers.csv")" = "net,layer,ni,no,image,pass,strategy,seconds,chosen
+vgg16,conv1_1,3,64,224,fwd,explicit,0.750000,1
+vgg16,conv1_2,64,64,224,fwd,explicit,3.000000,0
+vgg16,conv1_2,64,64,224,fwd,implicit,2.500000,1
+vgg16,conv2_1,64,128,112,bwd_data,implicit,1.250000,1
+vgg16,conv2_1,64,128,112,bwd_data,explicit,1.750000,0" ]
+expect "networks.csv: each network's images/s at its batch" [ "$(cat "$tmp/out/networks.csv")" = "net,batch,img_s
+alexnet-bn,256,768.000
+vgg16,64,192.000
+vgg19,64,192.000
+resnet50,32,96.000
+googlenet,128,384.000" ]
+# AlexNet-BN (60,965,576 parameters: n = 243,862,304 bytes) at 64 per node,
+# t1 = 1 s, alpha 1e-6 s, beta = 1 / 12e9 s per byte, gamma = 1e-10 s per
+# byte, supernodes of 256, 4x across, I/O 64 GB/s of 227 x 227 x 3 bytes:
+#   P = 2:    comm = 2 * 1 * 1e-6 + 1 * n beta + 1/2 * n gamma = 0.0325170 s,
+#             I/O 3.1e-4 s < t1: speed-up 2 / 1.0325170 = 1.937, share 0.0315
+#   P = 512:  2 * 9 * 1e-6 + 2 (512 - 2)/512 n beta + 2 (2 - 1)/512 n 4 beta
+#             + 511/512 n gamma = 0.0651591 s: 480.679, share 0.0612
+#   P = 1024: 0.0653437 s: 961.192, share 0.0613
+expect "scaling.csv: AlexNet-BN at 64 per node, 1, 2, 512 and 1024 nodes worked out by hand" \
+    sh -c 'grep -q "^alexnet-bn,64,1,1.000,0.0000$" "$1" && grep -q "^alexnet-bn,64,2,1.937,0.0315$" "$1" &&
+           grep -q "^alexnet-bn,64,512,480.679,0.0612$" "$1" && grep -q "^alexnet-bn,64,1024,961.192,0.0613$" "$1"' \
+    sh "$tmp/out/scaling.csv"
+expect "scaling.csv: 11 node counts for each of 5 (net, batch), and a header" \
+    [ "$(wc -l <"$tmp/out/scaling.csv")" -eq 56 ]
+# With the store at 1 GB/s, 128 nodes read 128 * 64 * 154,587 bytes in
+# 1.2664 s, 0.2664 s more than the iteration: comm 0.0645359 s, speed-up
+# 128 / (1 + 0.0645359 + 0.2663767) = 96.175.
+check "a slow store shows in the speed-up" out 0 "CSVs in" -- \
+    env IO_GBPS=1 sh "$script" --from-reports "$tmp/in" --csv "$tmp/slow" --only scaling
+expect "128 nodes at 1 GB/s of I/O: 96.175 (worked out by hand)" \
+    grep -q "^alexnet-bn,64,128,96.175,0.0485$" "$tmp/slow/scaling.csv"
+check "an unknown option" err 2 "unknown option '--bogus'" -- sh "$script" --bogus
+check "--only with a bad part" err 2 "--only takes layers, networks or scaling, not 'all'" -- \
+    sh "$script" --only all
+check "reports missing" err 2 "no reports to make the CSVs from" -- \
+    sh "$script" --from-reports "$tmp/nothing"
+check "a constant that is not a number" err 2 "the model constants are numbers, not 'fast'" -- \
+    env IO_GBPS=fast sh "$script" --from-reports "$tmp/in"
+
+finish test_predict_sw26010.sh

@@ -1,0 +1,257 @@
+#!/bin/sh
+# Training across nodes under mpirun: 2 ranks x 2 workers x batch 12 end
+# 20 iterations of LeNet-5 (dropout included) with the weights of 4
+# workers x batch 24 on one node, within 1e-5 of each tensor's scale, for
+# every all-reduce algorithm and auto, and with --overlap; a fixed
+# algorithm gives the same bytes twice; the crossing-bytes count follows
+# --supernode-size; ranks that differ or fail at set-up stop every rank
+# with a message, no hang, and so does a rank that differs in any setting
+# that changes the computation (momentum, decay, policy, data, backend).
+# Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
+# same iteration, rank 0 snapshots, the metrics file is completed and every
+# rank exits 128 + the signal; a rank failing in training is named with its
+# reason by rank 0; a stopped rank (SIGSTOP) ends the run after
+# --peer-timeout, the others waiting without spinning meanwhile.
+# Prints SKIP and passes when mpirun is missing.
+# usage: sh tests/mpi/test_multinode.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../../lib/check.sh"
+suite_start "$@"
+snapdiff=$(dirname "$bin")/tools/snapdiff
+[ -x "$snapdiff" ] || { echo "test_multinode.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIP: mpirun not installed"
+    exit 0
+fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cfg=$root/data/lenet.cfg
+
+cd "$root" || exit 2
+# The runs compared below use one convolution implementation: by default
+# each run measures its own (rank 0 for all ranks), and implementations
+# order their sums differently, which decides ties between values of max
+# pooling's windows that are equal in exact arithmetic (LeNet's convolution
+# outputs over the images' blank background): runs that chose differently
+# route some gradients through other positions and end far more than 1e-5
+# apart.
+common="--train-images 2000 --no-test --iters 20 -q --conv-impl blocked"
+mkdir "$tmp/one"
+check "one node: -t 4 -b 24" err 0 "" -- \
+    "$bin" -t 4 -b 24 $common --snapshot-dir "$tmp/one" "$cfg"
+for algo in mpi ring rhd rhd-supernode binomial ps auto; do
+    mkdir "$tmp/$algo"
+    check "mpirun -np 2 -t 2 -b 12 --allreduce $algo" err 0 "" -- \
+        mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --supernode-size 1 \
+        --snapshot-dir "$tmp/$algo" "$cfg"
+    check "$algo: the weights of one node with 4 workers, to 1e-5" out 0 "largest relative difference" -- \
+        "$snapdiff" "$cfg" "$tmp/one/lenet_final.snap" "$tmp/$algo/lenet_final.snap" 1e-5
+done
+# Without --conv-impl, rank 0 measures and every rank runs rank 0's choices:
+# the same ranks given the choices rank 0 saved make the same run, bitwise
+# (a rank running its own measured choices would differ whenever they
+# differ from rank 0's).
+mkdir "$tmp/auto-mn" "$tmp/auto-given"
+auto="-t 2 -b 12 --train-images 2000 --no-test --iters 20 -q --supernode-size 1"
+check "mpirun -np 2, kernel choices measured by rank 0 and saved" err 0 "" -- \
+    mpirun -np 2 "$bin" $auto --snapshot-dir "$tmp/auto-mn" \
+    --save-kernel-choices "$tmp/auto-choices" "$cfg"
+check "mpirun -np 2 given rank 0's choices" err 0 "" -- \
+    mpirun -np 2 "$bin" $auto --snapshot-dir "$tmp/auto-given" \
+    --kernel-choices "$tmp/auto-choices" "$cfg"
+expect "rank 0's choices measured or given: byte-identical snapshots" \
+    cmp -s "$tmp/auto-mn/lenet_final.snap" "$tmp/auto-given/lenet_final.snap"
+mkdir "$tmp/again"
+check "rhd again" err 0 "" -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce rhd --supernode-size 1 \
+    --snapshot-dir "$tmp/again" "$cfg"
+expect "rhd twice: byte-identical snapshots" cmp -s "$tmp/rhd/lenet_final.snap" "$tmp/again/lenet_final.snap"
+
+# auto's granularity: one algorithm for the whole gradient, or one per slice.
+check "auto, model granularity" out 0 "all-reduce probe" -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto "$cfg"
+picked=$(sed -n 's/^all-reduce: worker 0 \([a-z-]*\), worker 1 \([a-z-]*\)$/\1 \2/p' "$tmp/stdout")
+expect "auto, model granularity: both slices use one algorithm ($picked)" \
+    [ -n "$picked" -a "${picked% *}" = "${picked#* }" ]
+check "auto, layer granularity" out 0 "all-reduce: worker 0 " -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto \
+    --allreduce-granularity layer "$cfg"
+check "a bad granularity" err 2 "--allreduce-granularity slab: expected model or layer" -- \
+    mpirun -np 2 "$bin" -t 2 --allreduce auto --allreduce-granularity slab --data synthetic \
+    --iters 5 "$cfg"
+
+# --overlap: buckets all-reduced during backward. With two ranks the sums
+# are the same floats in either order: byte-identical to the plain run.
+for algo in rhd auto; do
+    mkdir "$tmp/overlap-$algo"
+    check "--overlap --allreduce $algo (64K buckets)" err 0 "" -- \
+        mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --overlap --bucket-size 64K \
+        --snapshot-dir "$tmp/overlap-$algo" "$cfg"
+    expect "--overlap $algo: byte-identical to the run without it" \
+        cmp -s "$tmp/rhd/lenet_final.snap" "$tmp/overlap-$algo/lenet_final.snap"
+done
+mkdir "$tmp/three" "$tmp/one3"
+check "three ranks with --overlap" err 0 "" -- \
+    mpirun -np 3 "$bin" -t 1 -b 8 $common --overlap --bucket-size 16K --snapshot-dir "$tmp/three" "$cfg"
+check "one node: -t 3 -b 24" err 0 "" -- "$bin" -t 3 -b 24 $common --snapshot-dir "$tmp/one3" "$cfg"
+check "three ranks with --overlap: the weights of one node, to 1e-5" out 0 "largest relative difference" -- \
+    "$snapdiff" "$cfg" "$tmp/one3/lenet_final.snap" "$tmp/three/lenet_final.snap" 1e-5
+check "--overlap on one node" err 2 "--overlap: overlapping the all-reduce with backward needs several nodes" -- \
+    "$bin" --overlap --data synthetic --iters 5 "$cfg"
+
+# The log: global batch, and bytes across supernodes (all of them with one
+# rank per supernode, none with both ranks in one).
+check "the log gives the global batch" out 0 "nodes: 2 ranks x batch 12 = a global batch of 24" -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 3 --allreduce rhd \
+    --supernode-size 1 "$cfg"
+line=$(grep "all-reduce on rank 0" "$tmp/stdout")
+sent=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) MB sent per iteration, \([0-9.]*\) MB of it.*/\1/p')
+cross=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) MB sent per iteration, \([0-9.]*\) MB of it.*/\2/p')
+expect "Q=1: every byte sent crosses ($sent MB, $cross MB)" \
+    [ -n "$sent" -a "$sent" = "$cross" -a "$sent" != "0.000" ]
+check "Q=2: nothing crosses" out 0 "MB sent per iteration, 0.000 MB of it across supernodes" -- \
+    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 3 --allreduce rhd \
+    --supernode-size 2 "$cfg"
+
+# Set-up failures stop every rank.
+check "ranks with different batches" err 2 "rank 1 of 2 differs from rank 0 in the batch (-b)" -- \
+    mpirun -np 1 "$bin" -t 2 -b 12 --data synthetic --iters 5 "$cfg" : \
+    -np 1 "$bin" -t 2 -b 16 --data synthetic --iters 5 "$cfg"
+check "ranks with different networks" err 2 "differs from rank 0 in the network (cfg hash)" -- \
+    mpirun -np 1 "$bin" -t 2 --data synthetic --iters 5 "$cfg" : \
+    -np 1 "$bin" -t 2 --data synthetic --iters 5 data/cifar-alexnet.cfg
+check "a rank that cannot set up" err 2 "rank 1 of 2 failed to set up" "$tmp/none.cfg: cannot open" -- \
+    mpirun -np 1 "$bin" -t 2 --data synthetic --iters 5 "$cfg" : \
+    -np 1 "$bin" -t 2 --data synthetic --iters 5 "$tmp/none.cfg"
+check "--sync asp across nodes" err 2 "training across nodes (mpirun) is bulk-synchronous only" -- \
+    mpirun -np 2 "$bin" -t 2 --sync asp --data synthetic --iters 5 "$cfg"
+check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial or ps)" -- \
+    mpirun -np 2 "$bin" -t 2 --allreduce tree --data synthetic --iters 5 "$cfg"
+
+# Every setting that changes the computation is compared (rank 1 differs).
+tiny=$tmp/tiny.cfg
+cp "$fixtures/tiny.cfg" "$tiny"
+differ() { # NAME WHAT RANK0_ARGS -- RANK1_ARGS
+    _name=$1 _what=$2
+    shift 2
+    _r0=
+    while [ "$1" != -- ]; do _r0="$_r0 $1"; shift; done
+    shift
+    # shellcheck disable=SC2086
+    check "ranks that differ in $_name" err 2 "rank 1 of 2 differs from rank 0 in $_what" -- \
+        mpirun -np 1 "$bin" -q -t 1 --iters 3 --no-test $_r0 : -np 1 "$bin" -q -t 1 --iters 3 \
+        --no-test "$@"
+}
+sed 's/^momentum=0.9/momentum=0.8/' "$tiny" >"$tmp/momentum.cfg"
+sed 's/^momentum=0.9/momentum=0.9\ndecay=0.001/' "$tiny" >"$tmp/decay.cfg"
+sed 's/^momentum=0.9/momentum=0.9\npolicy=steps\nsteps=5\nscales=0.5/' "$tiny" >"$tmp/policy.cfg"
+sed 's/^activation=relu/activation=leaky/' "$tiny" >"$tmp/leaky.cfg"
+differ "momentum=" "the momentum (momentum= in [net])" --data synthetic "$tiny" -- \
+    --data synthetic "$tmp/momentum.cfg"
+differ "decay=" "the weight decay (decay= in [net])" --data synthetic "$tiny" -- \
+    --data synthetic "$tmp/decay.cfg"
+differ "policy=" "the learning-rate policy (policy= in [net])" --data synthetic "$tiny" -- \
+    --data synthetic "$tmp/policy.cfg"
+differ "a layer's activation=" "a key of the cfg" --data synthetic "$tiny" -- \
+    --data synthetic "$tmp/leaky.cfg"
+differ "--data synthetic" "the training data's kind" "$cfg" -- --data synthetic "$cfg"
+differ "--train-images" "the number of training records (--train-images" --data synthetic \
+    "$tiny" -- --data synthetic --train-images 512 "$tiny"
+differ "--backend ref" "the backend (--backend)" --data synthetic "$tiny" -- \
+    --data synthetic --backend ref "$tiny"
+check "ranks that differ only in output and test options run" err 0 "" -- \
+    mpirun -np 1 "$bin" -q -t 1 --iters 3 --data synthetic "$tiny" : -np 1 "$bin" -q -t 1 \
+    --iters 3 --data synthetic --log-every 1 --test-images 10 --io-threads 2 "$tiny"
+
+# Signals. Each rank runs under a shell that records its exit code (and
+# ignores the signals itself: the rank blocks and takes them); mpirun's own
+# code after SIGTERM is its own business (MPICH's hydra returns 0).
+ranks_of() { # DIR: the pids of the ranks writing into DIR (not their shells)
+    pgrep -f -- "^$bin -t 1 .*--snapshot-dir $1 "
+}
+signal_run() { # DIR [options]: 2 ranks, each recording its code in DIR/rc.RANK
+    _d=$1
+    shift
+    mkdir "$_d"
+    RC_DIR=$_d mpirun -np 2 sh -c 'trap "" INT TERM; "$@"; echo $? >"$RC_DIR/rc.$PMI_RANK"' sh \
+        "$bin" -t 1 --data synthetic --iters 100000000 --log-every 100 --no-test \
+        --snapshot-dir "$_d" "$@" "$tiny" >"$_d/out" 2>"$_d/err" &
+    run_pid=$!
+    wait_for "$_d/out" "iter 300/"
+    # a run that does not stop fails the checks instead of hanging the suite
+    (sleep 90 && kill -9 $(ranks_of "$_d")) 2>/dev/null &
+    watchdog=$!
+}
+signal_end() { # the run's end: its watchdog is no longer needed
+    wait $run_pid
+    kill $watchdog 2>/dev/null
+}
+signal_checks() { # NAME DIR CODE
+    n=$(ls "$2" | sed -n 's/^tiny_\([0-9]*\)\.snap$/\1/p')
+    expect "$1: every rank exits $3 ($(cat "$2"/rc.* 2>/dev/null | tr '\n' ' '))" \
+        [ "$(cat "$2"/rc.0 "$2"/rc.1 2>/dev/null | tr '\n' ' ')" = "$3 $3 " ]
+    expect "$1: rank 0 saved a snapshot (${n:-none})" [ -n "$n" ]
+    expect "$1: both ranks stopped after iteration ${n:-?}" \
+        [ "$(grep -c "interrupted at iteration $n of" "$2/err")" -eq 2 ]
+}
+signal_run "$tmp/sigterm" --metrics "$tmp/sigterm/m.csv" --allreduce ring
+start=$(($(date +%s%N) / 1000000))
+kill -TERM $run_pid
+signal_end
+echo "     (SIGTERM to mpirun: every rank ended $(($(date +%s%N) / 1000000 - start)) ms later)"
+signal_checks "SIGTERM to mpirun" "$tmp/sigterm" 143
+expect "SIGTERM to mpirun: the metrics file is complete, no .partial" \
+    [ -s "$tmp/sigterm/m.csv" ] && [ ! -e "$tmp/sigterm/m.csv.partial" ]
+signal_run "$tmp/sigint"
+kill -INT $(ranks_of "$tmp/sigint" | tail -1)
+signal_end
+signal_checks "SIGINT to one rank" "$tmp/sigint" 130
+expect "SIGINT to one rank: the other says why it stops" \
+    grep -q "Interrupt on another rank: every rank stops" "$tmp/sigint/err"
+
+# A rank failing in training: rank 1's image list has a cut image.
+mkdir "$tmp/img"
+i=0
+while [ $i -lt 32 ]; do
+    { printf 'P5\n8 8\n255\n'; head -c 64 /dev/urandom; } >"$tmp/img/$i.pgm"
+    echo "$tmp/img/$i.pgm $((i % 3))"
+    i=$((i + 1))
+done >"$tmp/good.txt"
+{ printf 'P5\n8 8\n255\n'; head -c 10 /dev/urandom; } >"$tmp/img/cut.pgm"
+sed "17s|.*|$tmp/img/cut.pgm 1|" "$tmp/good.txt" >"$tmp/bad.txt"
+echo "train=$tmp/good.txt" >"$tmp/good.data"
+echo "train=$tmp/bad.txt" >"$tmp/bad.data"
+check "a rank failing in training: rank 0 names it and its reason" err 2 \
+    "rank 0: rank 1 of 2 failed: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
+    mpirun -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/good.data" "$tiny" : \
+    -np 1 "$bin" -q -t 1 --iters 50 --no-test --data "$tmp/bad.data" "$tiny"
+# Rank 0 tests alone while the others go on: its test set failing mid-run
+# ends every rank at once with its message (not after --peer-timeout).
+printf 'train=%s\ntest=%s\n' "$tmp/good.txt" "$tmp/bad.txt" >"$tmp/badtest.data"
+check "rank 0's test phase failing mid-run ends every rank at once" err 1 \
+    "rank 0: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
+    mpirun -np 2 "$bin" -q -t 1 --iters 50 --test-interval 5 --data "$tmp/badtest.data" "$tiny"
+
+# A stopped rank: the other waits without spinning, then ends the run.
+signal_run "$tmp/stop" --peer-timeout 5
+set -- $(ranks_of "$tmp/stop") - -
+expect "a stopped rank: two ranks run ($1 $2)" [ "$2" != - ]
+start=$(($(date +%s%N) / 1000000))
+[ "$2" = - ] || kill -STOP "$2"
+sleep 1.5
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+a=$(ticks "$1")
+sleep 1
+b=$(ticks "$1")
+wait $run_pid
+rc=$?
+ms=$(($(date +%s%N) / 1000000 - start))
+kill $watchdog 2>/dev/null
+[ "$2" = - ] || kill -9 "$2" 2>/dev/null
+expect "a stopped rank: the other uses little CPU while it waits ($((b - a)) of $(getconf CLK_TCK) ticks in 1 s)" \
+    [ $((b - a)) -lt $(($(getconf CLK_TCK) / 3)) ]
+expect "a stopped rank: the run ends with a failure after --peer-timeout ($ms ms, exit $rc)" \
+    [ "$rc" -ne 0 ] && [ "$ms" -lt 80000 ]
+expect "a stopped rank: the message says it" grep -q "a rank stopped, hung or is lost" \
+    "$tmp/stop/err"
+
+finish test_multinode.sh
