@@ -133,7 +133,9 @@ typedef struct st_backend {
  * what is available. */
 st_status st_backend_find(const char *name, const st_backend **out, st_error *err);
 
-/* Names of the backends built into this binary, comma-separated. */
-const char *st_backend_list(void);
+/* The backends' names into buf [size], from the registry's table: those
+ * built into this binary (built_only) or all known, the last after
+ * last_sep (", " or " or "). */
+void st_backend_list(char *buf, size_t size, int built_only, const char *last_sep);
 
 #endif

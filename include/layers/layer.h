@@ -120,9 +120,11 @@ struct st_layer_ops {
     void (*describe)(const st_layer *l, char *buf, size_t size);
 };
 
-/* All layer types, for the cfg reader. */
+/* All layer types, for the cfg reader (registry.c): the ops of a section
+ * name or NULL, and the names in a message ("convolutional, connected, ...")
+ * written into buf [size]. */
 const st_layer_ops *st_layer_find(const char *section_type);
-const char *st_layer_type_list(void);
+void st_layer_type_list(char *buf, size_t size);
 
 /* A kernel and the workspace it keeps in the worker's arena. */
 typedef struct st_kslot {

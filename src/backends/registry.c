@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "base/strlist.h"
 
 extern const st_backend st_backend_ref;
 extern const st_backend st_backend_dnnl;
@@ -19,23 +20,31 @@ static const struct {
 
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
 
-const char *st_backend_list(void)
+void st_backend_list(char *buf, size_t size, int built_only, const char *last_sep)
 {
-    static const char list[] = "ref, dnnl, cpe";
-    return list;
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        n += !built_only || backends[i].backend;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (!built_only || backends[i].backend)
+            st_strlist_append(buf, size, backends[i].name, k++, n, last_sep);
 }
 
 st_status st_backend_find(const char *name, const st_backend **out, st_error *err)
 {
+    char known[128], built[128];
+    st_backend_list(built, sizeof built, 1, ", ");
     for (size_t i = 0; i < N_BACKENDS; i++) {
         if (strcmp(name, backends[i].name) != 0)
             continue;
         if (!backends[i].backend)
             return st_fail(err, ST_EUSAGE, "--backend %s: not built into this binary "
-                           "(available: %s)", name, st_backend_list());
+                           "(available: %s)", name, built);
         *out = backends[i].backend;
         return ST_OK;
     }
-    return st_fail(err, ST_EUSAGE, "--backend %s: unknown backend (expected ref, dnnl or cpe; "
-                   "available in this binary: %s)", name, st_backend_list());
+    st_backend_list(known, sizeof known, 0, " or ");
+    return st_fail(err, ST_EUSAGE, "--backend %s: unknown backend (expected %s; available in "
+                   "this binary: %s)", name, known, built);
 }

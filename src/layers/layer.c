@@ -1,5 +1,4 @@
-/* Shared layer machinery: the section-name registry, kernel slots, and the
- * helpers layer builders use. */
+/* Shared layer machinery: kernel slots and the helpers layer builders use. */
 #include "layers/layer.h"
 
 #include <stdarg.h>
@@ -9,38 +8,6 @@
 #include <time.h>
 
 #include "base/clock.h"
-
-static const struct {
-    const char *name;
-    const st_layer_ops *ops;
-} layer_types[] = {
-    {"convolutional", &st_conv_ops}, {"conv", &st_conv_ops},
-    {"connected", &st_connected_ops}, {"conn", &st_connected_ops},
-    {"maxpool", &st_maxpool_ops}, {"max", &st_maxpool_ops},
-    {"avgpool", &st_avgpool_ops}, {"avg", &st_avgpool_ops},
-    {"dropout", &st_dropout_ops},
-    {"softmax", &st_softmax_ops}, {"soft", &st_softmax_ops},
-    {"cost", &st_cost_ops},
-    {"batchnorm", &st_batchnorm_ops},
-    {"lrn", &st_lrn_ops},
-    {"shortcut", &st_shortcut_ops},
-    {"route", &st_route_ops},
-    {"crop", &st_crop_ops},
-};
-
-const st_layer_ops *st_layer_find(const char *section_type)
-{
-    for (size_t i = 0; i < sizeof layer_types / sizeof layer_types[0]; i++)
-        if (strcmp(layer_types[i].name, section_type) == 0)
-            return layer_types[i].ops;
-    return NULL;
-}
-
-const char *st_layer_type_list(void)
-{
-    return "convolutional, connected, maxpool, avgpool, dropout, softmax, cost, batchnorm, "
-           "lrn, shortcut, route, crop";
-}
 
 st_status st_kslot_create(st_setup *s, st_kdesc *d, const void *src_layout, int on_input,
                           int dst_plain, const char *name, st_kslot *slot, st_error *err)

@@ -31,9 +31,12 @@ static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec
         return st_fail(err, ST_EINPUT, "%s:%d: [%s] may only be the first section", cfg->path,
                        sec->line, sec->type);
     const st_layer_ops *ops = st_layer_find(sec->type);
-    if (!ops)
+    if (!ops) {
+        char types[256];
+        st_layer_type_list(types, sizeof types);
         return st_fail(err, ST_EINPUT, "%s:%d: unknown section [%s] (expected one of %s)",
-                       cfg->path, sec->line, sec->type, st_layer_type_list());
+                       cfg->path, sec->line, sec->type, types);
+    }
     st_build b = {
         .cfg = cfg, .sec = sec, .log = log, .index = net->n_layers,
         .in = net->n_layers ? net->layers[net->n_layers - 1]->out : net->input,

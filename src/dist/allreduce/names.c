@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "base/strlist.h"
+
 #define NAME_OF(fn, name, summary) name,
 const char *const st_allreduce_names[] = {ST_ALLREDUCE_ALGOS(NAME_OF)};
 #undef NAME_OF
@@ -18,11 +20,9 @@ st_status st_allreduce_index(const char *name, int *index, st_error *err)
             return ST_OK;
         }
     char names[256] = "";
-    for (size_t i = 0; i < st_allreduce_count; i++) {
-        const char *sep = i == 0 ? "" : i + 1 == st_allreduce_count ? " or " : ", ";
-        strncat(names, sep, sizeof names - strlen(names) - 1);
-        strncat(names, st_allreduce_names[i], sizeof names - strlen(names) - 1);
-    }
+    for (size_t i = 0; i < st_allreduce_count; i++)
+        st_strlist_append(names, sizeof names, st_allreduce_names[i], i, st_allreduce_count,
+                          " or ");
     return st_fail(err, ST_EUSAGE, "--allreduce %s: unknown algorithm (expected %s)", name,
                    names);
 }

@@ -1,0 +1,14 @@
+/* Names listed in a message ("ref, dnnl or cpe"), built from the table
+ * that holds them, so that no list is written out by hand beside it. */
+#ifndef ST_STRLIST_H
+#define ST_STRLIST_H
+
+#include <stddef.h>
+
+/* Append name, the i-th of n, to the string buf [size] (truncated, always
+ * terminated): after ", " if i > 0, or after last_sep (" or ", ", ") if it
+ * is the last of n > 1. */
+void st_strlist_append(char *buf, size_t size, const char *name, size_t i, size_t n,
+                       const char *last_sep);
+
+#endif
