@@ -7,7 +7,7 @@
  * backward get everything through st_pass.
  *
  * Concrete layers embed st_layer as their first member, are allocated with
- * st_layer_alloc and own no other memory: the network frees them with free(). */
+ * st_layer_new and own no other memory: the network frees them with free(). */
 #ifndef ST_LAYER_H
 #define ST_LAYER_H
 
@@ -148,9 +148,12 @@ st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_karg
 st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
                                     st_error *err);
 
-/* Helpers for layer builders. */
-st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
-                         st_error *err);
+/* Helpers for layer builders. st_layer_new: a zeroed layer of size bytes
+ * (the type's struct, st_layer first) with b's index, line and input shape
+ * (output = input, one source: the layer before), also stored in *out; NULL
+ * when out of memory (err says so). */
+void *st_layer_new(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
+                   st_error *err);
 st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Register a parameter tensor; *offset is where it lives in every arena. */

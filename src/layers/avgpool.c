@@ -6,12 +6,10 @@
 
 static st_status avgpool_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_avgpool_ops, sizeof(st_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    *out = base;
-    base->out = (st_shape){b->in.c, 1, 1};
+    st_layer *l = st_layer_new(b, &st_avgpool_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    l->out = (st_shape){b->in.c, 1, 1};
     return ST_OK;
 }
 

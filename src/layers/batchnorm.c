@@ -12,12 +12,8 @@ typedef struct batchnorm_layer {
 
 static st_status batchnorm_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_batchnorm_ops, sizeof(batchnorm_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    *out = base;
-    return bn_add_params(b, b->in.c, &((batchnorm_layer *)base)->bn, err);
+    batchnorm_layer *l = st_layer_new(b, &st_batchnorm_ops, sizeof *l, out, err);
+    return l ? bn_add_params(b, b->in.c, &l->bn, err) : ST_ENOMEM;
 }
 
 static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state,

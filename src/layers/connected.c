@@ -15,12 +15,11 @@ typedef struct connected_layer {
 
 static st_status connected_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_connected_ops, sizeof(connected_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    connected_layer *l = (connected_layer *)base;
-    *out = base;
+    connected_layer *l = st_layer_new(b, &st_connected_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "output", 1, 1, 1 << 24, &l->outputs, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "batch_normalize", 0, 0, 1, &l->wp.batch_normalize,
                          err)) ||

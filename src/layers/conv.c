@@ -20,12 +20,11 @@ static const char *const conv_ignored[] = {"flipped", "dot", "stopbackward", NUL
 
 static st_status conv_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_conv_ops, sizeof(conv_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    conv_layer *l = (conv_layer *)base;
-    *out = base;
+    conv_layer *l = st_layer_new(b, &st_conv_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     int pad;
     if ((st = st_cfg_int(b->cfg, b->sec, "filters", 1, 1, 1 << 16, &l->filters, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "size", 1, 1, 1 << 12, &l->size, err)) ||

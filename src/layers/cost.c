@@ -17,12 +17,12 @@ static const char *const cost_ignored[] = {"ratio", "noobject_scale", "thresh", 
 
 static st_status cost_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_cost_ops, sizeof(cost_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    *out = base;
+    cost_layer *l = st_layer_new(b, &st_cost_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
     base->is_loss = 1;
+    st_status st;
     if ((st = st_layer_only(b, "type", "sse", err)))
         return st;
     return st_cfg_float(b->cfg, b->sec, "scale", 1.0f, 0.0f, 1e6f,

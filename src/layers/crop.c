@@ -25,12 +25,11 @@ static const char *const crop_ignored[] = {"angle", "saturation", "exposure", "s
 
 static st_status crop_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_crop_ops, sizeof(crop_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    crop_layer *l = (crop_layer *)base;
-    *out = base;
+    crop_layer *l = st_layer_new(b, &st_crop_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "crop_height", 1, 1, 1 << 16, &base->out.h, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "crop_width", 1, 1, 1 << 16, &base->out.w, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "flip", 0, 0, 1, &l->flip, err)) ||

@@ -24,13 +24,10 @@ typedef struct dropout_state {
 
 static st_status dropout_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_dropout_ops, sizeof(dropout_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    *out = base;
-    return st_cfg_float(b->cfg, b->sec, "probability", 0.5f, 0.0f, 0.99f,
-                        &((dropout_layer *)base)->probability, err);
+    dropout_layer *l = st_layer_new(b, &st_dropout_ops, sizeof *l, out, err);
+    return l ? st_cfg_float(b->cfg, b->sec, "probability", 0.5f, 0.0f, 0.99f, &l->probability,
+                            err)
+             : ST_ENOMEM;
 }
 
 static st_status dropout_setup(const st_layer *base, st_setup *s, void **state, st_error *err)

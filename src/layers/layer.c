@@ -72,12 +72,12 @@ st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_k
     return st;
 }
 
-st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
-                         st_error *err)
+void *st_layer_new(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
+                   st_error *err)
 {
     st_layer *l = st_calloc(1, size, "layer", err);
     if (!l)
-        return ST_ENOMEM;
+        return NULL;
     l->ops = ops;
     l->index = b->index;
     l->line = b->sec->line;
@@ -86,7 +86,7 @@ st_status st_layer_alloc(st_build *b, const st_layer_ops *ops, size_t size, st_l
     l->n_src = 1;
     l->src[0] = b->index - 1;
     *out = l;
-    return ST_OK;
+    return l;
 }
 
 st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)

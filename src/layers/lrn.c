@@ -14,12 +14,10 @@ typedef struct lrn_layer {
 
 static st_status lrn_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_lrn_ops, sizeof(lrn_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    lrn_layer *l = (lrn_layer *)base;
-    *out = base;
+    lrn_layer *l = st_layer_new(b, &st_lrn_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "size", 5, 1, 1 << 12, &l->size, err)) ||
         (st = st_cfg_float(b->cfg, b->sec, "alpha", 1e-4f, 0.0f, 1e3f, &l->alpha, err)) ||
         (st = st_cfg_float(b->cfg, b->sec, "beta", 0.75f, 0.0f, 1e3f, &l->beta, err)) ||

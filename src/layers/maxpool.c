@@ -14,12 +14,11 @@ typedef struct maxpool_layer {
 
 static st_status maxpool_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_maxpool_ops, sizeof(maxpool_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    maxpool_layer *l = (maxpool_layer *)base;
-    *out = base;
+    maxpool_layer *l = st_layer_new(b, &st_maxpool_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "stride", 1, 1, 1 << 12, &l->stride, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "size", l->stride, 1, 1 << 12, &l->size, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "padding", l->size - 1, 0, 1 << 12, &l->padding, err)))

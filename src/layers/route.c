@@ -14,12 +14,11 @@ typedef struct route_layer {
 
 static st_status route_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_route_ops, sizeof(route_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    route_layer *l = (route_layer *)base;
-    *out = base;
+    route_layer *l = st_layer_new(b, &st_route_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     int refs[ST_MAX_SRC], n;
     if ((st = st_cfg_int_list(b->cfg, b->sec, "layers", refs, ST_MAX_SRC, &n, err)))
         return st;
@@ -50,39 +49,41 @@ static st_status route_build(st_build *b, st_layer **out, st_error *err)
     return ST_OK;
 }
 
+/* Forward: each sample's output is its sources' samples one after another.
+ * Backward: the output's gradient cut back into the sources' (added where
+ * accumulate says, skipped where a source needs none). */
+static void route_copy(const route_layer *l, const st_pass *p, int backward)
+{
+    const st_layer *base = &l->base;
+    size_t out_n = st_shape_count(base->out);
+    for (int n = 0; n < p->n; n++) {
+        size_t at = (size_t)n * out_n;
+        for (int k = 0; k < base->n_src; k++) {
+            size_t part = l->part[k];
+            if (!backward) {
+                memcpy(p->dst + at, p->src[k] + (size_t)n * part, part * sizeof(float));
+            } else if (p->diff_src[k]) {
+                const float *dy = p->diff_dst + at;
+                float *dx = p->diff_src[k] + (size_t)n * part;
+                for (size_t i = 0; i < part; i++)
+                    dx[i] = p->accumulate[k] ? dx[i] + dy[i] : dy[i];
+            }
+            at += part;
+        }
+    }
+}
+
 static st_status route_forward(const st_layer *base, void *state, const st_pass *p,
                                st_error *err)
 {
-    (void)state;
-    (void)err;
-    const route_layer *l = (const route_layer *)base;
-    size_t out_n = st_shape_count(base->out);
-    for (int n = 0; n < p->n; n++) {
-        float *y = p->dst + (size_t)n * out_n;
-        for (int k = 0; k < base->n_src; k++) {
-            memcpy(y, p->src[k] + (size_t)n * l->part[k], l->part[k] * sizeof *y);
-            y += l->part[k];
-        }
-    }
+    route_copy((const route_layer *)base, p, 0);
     return ST_OK;
 }
 
 static st_status route_backward(const st_layer *base, void *state, const st_pass *p,
                                 st_error *err)
 {
-    (void)state;
-    (void)err;
-    const route_layer *l = (const route_layer *)base;
-    size_t out_n = st_shape_count(base->out);
-    for (int n = 0; n < p->n; n++) {
-        const float *dy = p->diff_dst + (size_t)n * out_n;
-        for (int k = 0; k < base->n_src; k++) {
-            float *dx = p->diff_src[k] ? p->diff_src[k] + (size_t)n * l->part[k] : NULL;
-            for (size_t i = 0; dx && i < l->part[k]; i++)
-                dx[i] = p->accumulate[k] ? dx[i] + dy[i] : dy[i];
-            dy += l->part[k];
-        }
-    }
+    route_copy((const route_layer *)base, p, 1);
     return ST_OK;
 }
 

@@ -19,12 +19,11 @@ typedef struct shortcut_layer {
 
 static st_status shortcut_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_shortcut_ops, sizeof(shortcut_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    shortcut_layer *l = (shortcut_layer *)base;
-    *out = base;
+    shortcut_layer *l = st_layer_new(b, &st_shortcut_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     int from, act;
     if (!st_cfg_find(b->sec, "from"))
         return st_fail(err, ST_EINPUT, "%s:%d: [shortcut] needs from=LAYER", b->cfg->path,

@@ -21,12 +21,11 @@ typedef struct softmax_layer {
 
 static st_status softmax_build(st_build *b, st_layer **out, st_error *err)
 {
-    st_layer *base;
-    st_status st = st_layer_alloc(b, &st_softmax_ops, sizeof(softmax_layer), &base, err);
-    if (st != ST_OK)
-        return st;
-    softmax_layer *l = (softmax_layer *)base;
-    *out = base;
+    softmax_layer *l = st_layer_new(b, &st_softmax_ops, sizeof *l, out, err);
+    if (!l)
+        return ST_ENOMEM;
+    st_layer *base = &l->base;
+    st_status st;
     base->is_loss = 1;
     if ((st = st_cfg_int(b->cfg, b->sec, "groups", 1, 1, 1 << 24, &l->groups, err)) ||
         (st = st_cfg_float(b->cfg, b->sec, "temperature", 1.0f, 1e-3f, 1e3f, &l->temperature,
