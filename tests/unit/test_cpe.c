@@ -35,6 +35,7 @@
 
 #include "cpe_testlib.h"
 
+#include "base/clock.h"
 #include "cpe/cpe.h"
 #include "../../src/cpe/cpe_internal.h"
 
@@ -1265,13 +1266,6 @@ static void test_cost_counts(void **state)
 
 /* ---- benchmark: emulated GEMM against a triple loop ---- */
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int bench(void)
 {
     enum { N = 256, REPEATS = 3 };
@@ -1290,7 +1284,7 @@ static int bench(void)
     }
     double loop_best = 1e30, emu_best = 1e30;
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = now_seconds();
+        double t0 = st_now();
         for (int i = 0; i < N; i++)
             for (int j = 0; j < N; j++) {
                 float sum = 0.0f;
@@ -1298,18 +1292,18 @@ static int bench(void)
                     sum += a[i * N + k] * b[k * N + j];
                 ref[i * N + j] = sum;
             }
-        double t1 = now_seconds();
+        double t1 = st_now();
         if (t1 - t0 < loop_best)
             loop_best = t1 - t0;
     }
     st_cpe_counters n;
     for (int r = 0; r < REPEATS; r++) {
-        double t0 = now_seconds();
+        double t0 = st_now();
         if (st_cpe_gemm(cg, ST_CPE_F32, 0, 0, N, N, N, 1.0, a, N, b, N, 0.0, c, N, &n, &err)) {
             fprintf(stderr, "bench: %s\n", err.msg);
             return 1;
         }
-        double t1 = now_seconds();
+        double t1 = st_now();
         if (t1 - t0 < emu_best)
             emu_best = t1 - t0;
     }
