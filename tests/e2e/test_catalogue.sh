@@ -25,7 +25,7 @@
 # store_as PATH (copies the fixture store there).
 # usage: sh tests/e2e/test_catalogue.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 table=$(cd "$(dirname "$0")" && pwd)/catalogue.tsv
 [ -f "$table" ] || { echo "no $table" >&2; exit 2; }

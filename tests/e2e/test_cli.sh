@@ -4,7 +4,7 @@
 # binary, then compares the exit code and a substring of stderr (or stdout).
 # usage: sh tests/e2e/test_cli.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 fmnist=/usr/share/datasets/fashion-mnist
 

@@ -17,7 +17,7 @@
 # Without the darknet binary this prints a SKIP notice and exits 0.
 # usage: sh tests/e2e/test_darknet_weights.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 if ! command -v darknet >/dev/null 2>&1; then
     echo "SKIP: darknet not installed"

@@ -14,7 +14,7 @@
 # tests/e2e/test_resume.sh has the snapshot errors and SIGINT / SIGTERM.
 # usage: sh tests/e2e/test_faults.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 fmnist=/usr/share/datasets/fashion-mnist
 # The snapshot loader without training: tools/snapdiff next to the binary

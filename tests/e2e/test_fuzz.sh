@@ -11,7 +11,7 @@
 # `make fuzz FUZZ_SECONDS=N`.
 # usage: sh tests/e2e/test_fuzz.sh PATH_TO_SINGLETRAIN (only checked, not used)
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 cd "$(dirname "$0")/../.." || exit 2
 targets=$(ls fuzz/corpus) # one seed directory per target

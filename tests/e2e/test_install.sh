@@ -8,7 +8,7 @@
 # make install runs with BUILD=BUILD_DIR and takes the binary as it is
 # (make -o): it installs the binary under test and never rebuilds it.
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(dirname "$bin")

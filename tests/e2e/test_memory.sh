@@ -12,7 +12,7 @@
 # of a run of 2,000 layers accounts for their set-up overheads.
 # usage: sh tests/e2e/test_memory.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 here=$(cd "$(dirname "$0")" && pwd)
 fmnist=/usr/share/datasets/fashion-mnist

@@ -9,7 +9,7 @@
 # check fails.
 # usage: sh tests/e2e/test_networks.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 data=$(cd "$(dirname "$0")/../../data" && pwd)
 

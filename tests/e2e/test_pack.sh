@@ -7,7 +7,7 @@
 # stderr (or stdout). Inputs are made here, in a temporary directory.
 # usage: sh tests/e2e/test_pack.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 fmnist=/usr/share/datasets/fashion-mnist
 

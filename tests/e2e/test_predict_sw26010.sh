@@ -8,7 +8,7 @@
 # I/O beyond the iteration); and its option errors.
 # usage: sh tests/e2e/test_predict_sw26010.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 script="$root/scripts/predict-sw26010.sh"

@@ -15,7 +15,7 @@
 # an indented code block (it would escape this test).
 # usage: sh tests/e2e/test_readme.sh BUILD_DIR/singletrain
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 readme=$root/README.md

@@ -8,7 +8,7 @@
 # keeps its last good snapshot.
 # usage: sh tests/e2e/test_resume.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 
 # A small network with dropout (a random stream that must continue) on

@@ -12,7 +12,7 @@
 # with a generous limit rather than sleeping a fixed time.
 # usage: sh tests/e2e/test_signals.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cp "$fixtures/tiny.cfg" "$tmp/tiny.cfg"

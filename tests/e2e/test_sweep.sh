@@ -11,7 +11,7 @@
 # plot.sh writes the four PNG figures.
 # usage: sh tests/e2e/test_sweep.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 sweep=$root/scripts/sweep.sh

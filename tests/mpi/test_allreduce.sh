@@ -25,7 +25,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_allreduce.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' HUP INT PIPE TERM
 
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 # One P may not take the whole budget (exit 124 when it times out).
 limit=
 command -v timeout >/dev/null 2>&1 && limit="timeout 45"

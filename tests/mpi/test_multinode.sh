@@ -15,7 +15,7 @@
 # Prints SKIP and passes when mpirun is missing.
 # usage: sh tests/mpi/test_multinode.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_multinode.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
