@@ -207,27 +207,25 @@ static void first_nonfinite(const st_sched *s, int r0, int r1, const int *images
                             size_t len)
 {
     const st_net *net = s->net;
-    for (int i = 0; i < net->n_layers; i++) {
-        const st_layer *l = net->layers[i];
+    char layer[128];
+    for (int i = 0; i < net->n_layers; i++)
         for (int r = r0; r < r1; r++) {
             const st_replica *rep = &s->w[r].replica;
             size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
             if (!st_all_finite(st_replica_output(rep, i), per * (size_t)images[r - r0])) {
-                snprintf(buf, len, "the output of layer %d [%s] (line %d) is not finite", i,
-                         l->ops->type, l->line);
+                snprintf(buf, len, "the output of %s is not finite",
+                         st_net_layer_label(net, i, layer, sizeof layer));
                 return;
             }
         }
-    }
     const st_param_table *t = &net->params;
     for (int i = net->n_layers - 1; i >= 0; i--)
         for (int k = 0; k < t->n; k++) {
             const st_param *p = &t->p[k];
             for (int r = r0; r < r1 && p->layer == i; r++)
                 if (!st_all_finite(s->ps->grads[r] + p->offset, p->count)) {
-                    snprintf(buf, len, "the gradient of %s, layer %d [%s] (line %d), is not "
-                             "finite", p->name, i, net->layers[i]->ops->type,
-                             net->layers[i]->line);
+                    snprintf(buf, len, "the gradient of %s, %s, is not finite", p->name,
+                             st_net_layer_label(net, i, layer, sizeof layer));
                     return;
                 }
         }
