@@ -69,6 +69,11 @@ uint64_t st_net_hash(const st_net *net);
  * goes to buf: "layer 2 [connected] (cfg line 20): 2.biases[0] is nan". */
 int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t size);
 
+/* Layer i as the scheduler's messages about a training step name it, so
+ * that code above net/ never reads the layers themselves: "layer 2
+ * [connected] (line 20)" into buf; returns buf. */
+const char *st_net_layer_label(const st_net *net, int i, char *buf, size_t size);
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;

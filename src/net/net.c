@@ -179,6 +179,13 @@ int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t
     return 0;
 }
 
+const char *st_net_layer_label(const st_net *net, int i, char *buf, size_t size)
+{
+    const st_layer *l = net->layers[i];
+    snprintf(buf, size, "layer %d [%s] (line %d)", i, l->ops->type, l->line);
+    return buf;
+}
+
 /* ---- replicas ---- */
 
 void st_replica_free(st_replica *r)

@@ -1,0 +1,281 @@
+/* Bulk-synchronous (BSP) runs: st_sched_run_bsp and the workers' loop of
+ * scheduler.h's "Bulk-synchronous" paragraph. A BSP run is one command: the
+ * workers loop over its iterations on their own, meeting at `mid` (after
+ * backward) and `iter_end` (after the update) only among themselves, and
+ * leave a record per iteration in a ring the scheduler thread reads. */
+#include "parallel/scheduler.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "sched_internal.h"
+
+/* Forward and backward of this worker's shard of a BSP batch; a worker
+ * without samples contributes a zero gradient. */
+static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, double *loss,
+                             int *images)
+{
+    st_sched *s = w->s;
+    int first, count;
+    st_shard_of(b->n, s->T, w->id, &first, &count);
+    *loss = 0.0;
+    *images = count;
+    if (count == 0) {
+        memset(s->ps->grads[w->id], 0, s->ps->count * sizeof(float));
+        return ST_OK;
+    }
+    size_t per = st_shape_count(s->net->input);
+    st_shard shard = {count, b->x + (size_t)first * per, b->labels + first, b->sample0 + first};
+    st_step_info info = {1, s->o.seed, it};
+    st_status st = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, loss, &w->err);
+    if (st == ST_OK)
+        st = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[w->id], &shard,
+                                 &info, NULL, &w->err);
+    return st;
+}
+
+/* Worker w's slice of the sliced aggregation and of the solver update: on
+ * the backend's device when it has one for them (the cpe backend's core
+ * group), else on the host's intra-op threads. */
+static st_status slice_reduce(st_worker *w, float scale)
+{
+    st_sched *s = w->s;
+    const st_backend *be = w->replica.backend;
+    if (!be->slice_reduce) {
+        st_ps_reduce(s->ps, w->id, scale, s->o.intra);
+        return ST_OK;
+    }
+    return be->slice_reduce(w->replica.bctx, s->ps->grads, s->ps->n_workers,
+                            s->ps->slice[w->id], s->ps->slice[w->id + 1], scale, &w->err);
+}
+
+static st_status slice_apply(st_worker *w, long it)
+{
+    st_sched *s = w->s;
+    const st_backend *be = w->replica.backend;
+    float lr = st_lr_at(&s->o.solver->lr, it);
+    if (!be->slice_apply) {
+        st_ps_apply(s->ps, w->id, s->o.solver, lr, it, s->o.intra);
+        return ST_OK;
+    }
+    st_solver_step step = {s->o.solver, s->ps->table, lr, it};
+    return be->slice_apply(w->replica.bctx, &step, s->ps->slice[w->id], s->ps->slice[w->id + 1],
+                           s->ps->weights, s->ps->state, s->ps->count, s->ps->grads[0], &w->err);
+}
+
+/* Multi-node: sum this node's view of iteration it over the nodes, on
+ * worker r's communicator (every worker of a node passes the same values
+ * and gets the same sums): failures, stop requests (counted per signal:
+ * SIGINT, and any other), loss, images. A failing MPI call or a peer that
+ * does not answer within the timeout leaves the others waiting, so it
+ * aborts every rank; the first iteration of a command waits patiently on
+ * ranks other than 0, which may be testing or writing a snapshot. */
+static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed, int *stop,
+                           double *loss, int *images)
+{
+    st_sched *s = w->s;
+    double v[5] = {*failed, *stop == SIGINT, *stop != 0 && *stop != SIGINT, *loss, *images};
+    int patient = it == s->first && st_cluster_rank(s->o.cluster) != 0;
+    if (st_cluster_control(s->o.cluster, w->id, v, 5, patient, &w->err) != ST_OK) {
+        st_error_prefix(&w->err, "iteration %ld: ", it);
+        st_cluster_abort(s->o.cluster, &w->err);
+    }
+    *failed = v[0] > 0;
+    *stop = v[1] > 0 ? SIGINT : v[2] > 0 ? (*stop ? *stop : SIGTERM) : 0;
+    *loss = v[3];
+    *images = (int)v[4];
+    if (w->id == 0) {
+        rec->nodes_loss = v[3];
+        rec->nodes_images = v[4];
+    }
+}
+
+/* Stop after the workers' first failure or stop batch, before anyone
+ * updates a slice; called by every worker with the same arguments. */
+static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
+{
+    if (r != 0)
+        return;
+    s->stopped_at = it;
+    s->stop_status = why;
+    s->stop_reason = reason;
+    atomic_store(&s->stopping, 1);
+    st_batchq_close(s->q);
+}
+
+/* Worker r's BSP loop over [first, last). After `mid` every worker sees the
+ * same records, so all take the same decision to stop (a failure, a stop
+ * batch, a non-finite loss, a stop request) before anyone updates a slice.
+ * A non-finite gradient is seen only after the reduction, each worker
+ * checking its slice and not applying it if so; the workers then stop
+ * together after `iter_end`, the iteration unfinished (the weights stay
+ * finite, but other slices were updated: they are not to be kept). */
+void sched_worker_bsp(st_worker *w)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    for (long it = s->first; it < s->last; it++) {
+        iter_record *rec = &s->rec[it % RECORDS];
+        double t0 = st_now();
+        const st_batch_slot *b = st_batchq_wait(s->q, it);
+        double t1 = st_now();
+        if (s->overlap && r == 0)
+            st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
+        st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+        if (s->overlap)
+            st_overlap_worker_end(s->overlap, r);
+        rec->status[r] = st;
+        if (st != ST_OK)
+            w->status = st;
+        if (r == 0)
+            rec->stop_request = sched_stop_flag(s);
+        double t2 = st_now();
+        st_barrier_wait(&s->mid);
+        double t3 = st_now();
+        double loss = 0.0;
+        int failed = b->stop, images = 0, stop = rec->stop_request;
+        for (int k = 0; k < s->T; k++) {
+            loss += rec->loss[k];
+            images += rec->images[k];
+            failed |= rec->status[k] != ST_OK;
+        }
+        int failed_here = failed;
+        if (s->o.cluster)
+            sum_over_nodes(w, it, rec, &failed, &stop, &loss, &images);
+        if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
+            st_overlap_wait(s->overlap, it);
+        double comm = s->o.cluster ? st_now() - t3 : 0.0;
+        if (failed || !isfinite(loss) || stop) {
+            stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
+                                          : stop ? ST_OK : ST_EDIVERGED, stop);
+            break;
+        }
+        float *slice = s->ps->grads[0] + s->ps->slice[r];
+        size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
+        st_status dst = ST_OK;
+        const st_backend *be = w->replica.backend;
+        /* One node, on the host: sum, check and update in one pass over
+         * memory (its time counts as aggregation). */
+        int fused = !s->overlap && !s->o.cluster && !be->slice_reduce && !be->slice_apply;
+        if (fused)
+            rec->grad_bad[r] = !st_ps_reduce_apply(s->ps, r, 1.0f / (float)images, s->o.solver,
+                                                   st_lr_at(&s->o.solver->lr, it), it,
+                                                   s->o.intra);
+        else if (!s->overlap)
+            dst = slice_reduce(w, 1.0f / (float)images);
+        if (s->o.cluster && !s->overlap) {
+            double c0 = st_now();
+            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK)
+                st_cluster_abort(s->o.cluster, &w->err);
+            comm += st_now() - c0;
+        }
+        if (!fused)
+            rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
+        double t4 = st_now();
+        if (!fused && dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
+            dst = slice_apply(w, it);
+        if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
+            w->status = dst;
+            rec->grad_bad[r] = 1;
+        }
+        if (w->replica.backend->iteration_end)
+            w->replica.backend->iteration_end(w->replica.bctx, it);
+        double t5 = st_now();
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm, t5 - t4, comm};
+        st_barrier_wait(&s->iter_end);
+        int grad_bad = 0;
+        for (int k = 0; k < s->T; k++)
+            grad_bad |= rec->grad_bad[k];
+        if (grad_bad) {
+            stop_workers(s, r, it, ST_EDIVERGED, 0);
+            break;
+        }
+        if (r == 0) {
+            st_batchq_release(s->q, it);
+            pthread_mutex_lock(&s->clock_lock);
+            atomic_store(&s->completed, it + 1);
+            pthread_cond_broadcast(&s->clock_moved);
+            pthread_mutex_unlock(&s->clock_lock);
+        }
+    }
+    if (r == 0) { /* wake the scheduler if it waits for more */
+        pthread_mutex_lock(&s->clock_lock);
+        pthread_cond_broadcast(&s->clock_moved);
+        pthread_mutex_unlock(&s->clock_lock);
+    }
+}
+
+/* Report finished iterations [*reported, completed) through done(). */
+static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
+{
+    long completed = atomic_load(&s->completed);
+    for (; *reported < completed; (*reported)++) {
+        const iter_record *rec = &s->rec[*reported % RECORDS];
+        st_iteration it = {.iteration = *reported};
+        for (int r = 0; r < s->T; r++) {
+            it.images += rec->images[r];
+            it.loss += rec->loss[r];
+            it.time.data += rec->time[r].data / s->T;
+            it.time.compute += rec->time[r].compute / s->T;
+            it.time.barrier += rec->time[r].barrier / s->T;
+            it.time.aggregate += rec->time[r].aggregate / s->T;
+            it.time.update += rec->time[r].update / s->T;
+            it.time.communicate += rec->time[r].communicate / s->T;
+        }
+        if (s->o.cluster) { /* the iteration over every node, not this one's share */
+            it.images = (int)rec->nodes_images;
+            it.loss = rec->nodes_loss;
+        }
+        done(ctx, &it);
+    }
+}
+
+static int bsp_running(st_sched *s, long last)
+{
+    return atomic_load(&s->completed) < last && !atomic_load(&s->stopping);
+}
+
+st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
+                           st_iteration_fn done, void *ctx, st_error *err)
+{
+    if (q->depth + 2 > RECORDS)
+        return st_fail(err, ST_EINTERNAL, "batch ring deeper than the iteration records");
+    s->q = q;
+    s->first = first;
+    s->last = last;
+    s->stopped_at = -1;
+    atomic_store(&s->stopping, 0);
+    s->stop_reason = 0;
+    atomic_store(&s->completed, first);
+    if (s->overlap)
+        st_overlap_start(s->overlap, first);
+    s->cmd = CMD_BSP;
+    st_barrier_wait(&s->start);
+    long reported = first;
+    while (bsp_running(s, last)) {
+        pthread_mutex_lock(&s->clock_lock);
+        while (bsp_running(s, last) && atomic_load(&s->completed) == reported)
+            pthread_cond_wait(&s->clock_moved, &s->clock_lock);
+        pthread_mutex_unlock(&s->clock_lock);
+        report(s, &reported, done, ctx);
+    }
+    st_barrier_wait(&s->end);
+    report(s, &reported, done, ctx);
+    if (s->stopped_at < 0 || s->stop_status == ST_OK)
+        return ST_OK;
+    st_status wst = sched_collect_status(s, err);
+    if (wst != ST_OK)
+        return wst;
+    if (s->stop_status == ST_EDIVERGED) {
+        char where[256];
+        sched_first_nonfinite(s, 0, s->T, s->rec[s->stopped_at % RECORDS].images, where,
+                              sizeof where);
+        return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
+                       "learning_rate)", s->stopped_at, where);
+    }
+    if (s->stop_status == ST_EPEER)
+        return st_fail(err, ST_EPEER, "iteration %ld: another rank failed", s->stopped_at);
+    return st_fail(err, ST_EIO, "iteration %ld: the input pipeline stopped", s->stopped_at);
+}

@@ -1,0 +1,116 @@
+/* What the scheduler's three files share: scheduler.c (creating and
+ * freeing the scheduler, the worker threads' main loop, the test phase),
+ * sched_bsp.c (bulk-synchronous runs) and sched_async.c (SSP and ASP runs).
+ * The run modes are split by file but not by data: one struct holds the
+ * scheduler's state and one each worker's, and a worker thread created in
+ * scheduler.c runs whichever command the scheduler thread hands it.
+ *
+ * Commands go out through the `start` barrier (the scheduler and all
+ * workers) and complete at the `end` barrier; the scheduler thread writes
+ * the command and its arguments into st_sched before `start`. */
+#ifndef ST_SCHED_INTERNAL_H
+#define ST_SCHED_INTERNAL_H
+
+#include <pthread.h>
+
+#include "base/barrier.h"
+#include "parallel/overlap.h"
+#include "parallel/scheduler.h"
+
+enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
+
+#define MAX_SIZES 8
+/* Iteration records kept; the workers are at most the batch ring's depth
+ * ahead of the scheduler thread, which reads records after every batch. */
+#define RECORDS 64
+
+typedef struct st_worker {
+    st_sched *s;
+    int id;
+    pthread_t thread;
+    st_replica replica;
+    int sizes[MAX_SIZES];  /* every shard size it will see */
+    int n_sizes, cap;
+    float *x;              /* its own shard buffer [cap, C, H, W] (test, async) */
+    int *labels;
+    long *indices;
+    unsigned char *pixels; /* one record */
+    st_order order;        /* async: its copy of the epoch order */
+    long order_epoch;
+    /* results of the last test / async command */
+    double loss;
+    long correct;
+    st_time_split time;
+    st_status status;
+    st_error err;
+    /* async progress, under s->clock_lock */
+    long clock;            /* iterations it has finished */
+    double clock_loss;
+    long clock_images;
+} st_worker;
+
+/* One BSP iteration as each worker saw it: written before the barriers
+ * that order it with its readers. */
+typedef struct iter_record {
+    double *loss;          /* [T] */
+    int *images;           /* [T] */
+    st_time_split *time;   /* [T] */
+    st_status *status;     /* [T] */
+    int *grad_bad;         /* [T] its reduced gradient slice is not finite */
+    int stop_request;      /* the stop flag as worker 0 saw it before `mid` */
+    double nodes_loss;     /* multi-node: loss and images over every node */
+    double nodes_images;
+} iter_record;
+
+struct st_sched {
+    st_sched_opts o;
+    const st_net *net;
+    st_ps *ps;
+    int T;
+    st_worker *w;
+    st_barrier start, end;          /* the scheduler and the workers */
+    st_barrier mid, iter_end;       /* the workers */
+    int barriers_ready;
+    st_overlap *overlap;            /* multi-node overlap, or NULL */
+    /* the command; written by the scheduler before `start` */
+    int cmd;
+    st_batchq *q;
+    long first, last;
+    const st_source *test;
+    /* BSP progress */
+    iter_record rec[RECORDS];
+    atomic_long completed;          /* iterations finished (records readable) */
+    atomic_int stopping;            /* the workers stop before `last` (a failure, a stop) */
+    long stopped_at;                /* first iteration not finished, or -1 */
+    st_status stop_status;
+    int stop_reason;                /* the signal of a clean stop, or 0 */
+    int async_running;              /* async: workers still in the command; under
+                                       clock_lock */
+    /* clocks (async) and launch; under clock_lock */
+    pthread_mutex_t clock_lock;
+    pthread_cond_t clock_moved;
+    int launch;                     /* 0 wait, 1 go, -1 cancelled */
+};
+
+/* The stop flag's value now: 0, or the signal asking to stop. */
+int sched_stop_flag(const st_sched *s);
+
+/* The first worker failure, copied to err. */
+st_status sched_collect_status(st_sched *s, st_error *err);
+
+/* Which layer went non-finite first among workers r0 .. r1 - 1 (images[k]
+ * the samples worker r0 + k ran): the outputs in forward order, then the
+ * parameter gradients in backward order (a layer's gradient is computed
+ * before those of the layers below it). The gradients at layer outputs
+ * share buffers, so by now they are overwritten; the parameter gradients
+ * are not. The description ("the output of layer 1 [connected] (line 10)
+ * is not finite") goes to buf. */
+void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images, char *buf,
+                           size_t len);
+
+/* The commands' loops, run by worker w's thread between `start` and `end`:
+ * a BSP run (sched_bsp.c) and an SSP / ASP run (sched_async.c). */
+void sched_worker_bsp(st_worker *w);
+void sched_worker_async(st_worker *w);
+
+#endif
