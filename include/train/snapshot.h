@@ -20,6 +20,12 @@
 #include "net/net.h"
 #include "base/status.h"
 
+/* A snapshot file's first bytes (without the string's NUL), then its u32
+ * format version: what snapshot.c writes and checks, and how
+ * darknet_weights.h's st_weights_load_any tells a snapshot from a Darknet
+ * .weights file. */
+#define ST_SNAPSHOT_MAGIC "STSNAPSH"
+#define ST_SNAPSHOT_MAGIC_BYTES (sizeof ST_SNAPSHOT_MAGIC - 1)
 #define ST_SNAPSHOT_VERSION 3
 
 /* The settings text a snapshot holds at most (a cfg is at most 16 MB). */

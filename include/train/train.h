@@ -105,7 +105,7 @@ void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
 
 /* Multi-node: what every rank must agree on (st_cluster_agree): every
- * option and cfg key that changes the computation; see train.c for those
+ * option and cfg key that changes the computation; see fingerprint.c for those
  * deliberately left out (output, rank 0's test phases and snapshots). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp);
 

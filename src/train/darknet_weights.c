@@ -23,8 +23,6 @@
 #define DW_OLD_HEADER_BYTES 16 /* when seen is an int32 */
 #define DW_DARKNET_BN_EPS 1e-6 /* Darknet: (x - mean) / (sqrt(var) + .000001f) */
 
-static const char SNAPSHOT_MAGIC[8] = {'S', 'T', 'S', 'N', 'A', 'P', 'S', 'H'};
-
 typedef enum dw_form {
     DW_AS_IS,     /* the same floats in the same order */
     DW_VARIANCE,  /* running variance, converted between the two BN formulas */
@@ -392,9 +390,9 @@ st_status st_weights_load_seen(const char *path, const st_net *net, int batch, f
     st_status st = st_fopen_input(path, "rb", "weights", &f, err);
     if (st != ST_OK)
         return st;
-    char magic[sizeof SNAPSHOT_MAGIC];
+    char magic[ST_SNAPSHOT_MAGIC_BYTES];
     int snapshot = fread(magic, 1, sizeof magic, f) == sizeof magic &&
-                   memcmp(magic, SNAPSHOT_MAGIC, sizeof magic) == 0;
+                   memcmp(magic, ST_SNAPSHOT_MAGIC, sizeof magic) == 0;
     fclose(f);
     if (!snapshot)
         return st_darknet_weights_load(path, net, weights, seen, err);

@@ -23,10 +23,8 @@
 
 #include "base/fileio.h"
 
-static const char MAGIC[8] = {'S', 'T', 'S', 'N', 'A', 'P', 'S', 'H'};
-
 typedef struct snapshot_header {
-    char magic[8];
+    char magic[ST_SNAPSHOT_MAGIC_BYTES];
     uint32_t version;
     uint32_t header_bytes;
     uint64_t net_hash;
@@ -124,7 +122,7 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
         memcpy(o.settings, meta->settings, cfg_settings);
     if (meta->choices)
         memcpy(o.settings + cfg_settings + 1, meta->choices, settings - cfg_settings - 1);
-    memcpy(o.h.magic, MAGIC, sizeof MAGIC);
+    memcpy(o.h.magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
     o.h.net_hash = st_net_hash(net);
@@ -174,7 +172,7 @@ static st_status read_header(FILE *f, const char *path, snapshot_header *h, char
     *settings = NULL;
     if (fread(h, sizeof *h, 1, f) != 1)
         return st_fail(err, ST_EINPUT, "%s: truncated snapshot header", path);
-    if (memcmp(h->magic, MAGIC, sizeof MAGIC) != 0)
+    if (memcmp(h->magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES) != 0)
         return st_fail(err, ST_EINPUT, "%s: not a singletrain snapshot (bad magic)", path);
     if (h->version != ST_SNAPSHOT_VERSION || h->header_bytes != sizeof *h)
         return st_fail(err, ST_EINPUT, "%s: snapshot format version %u, expected %u%s", path,

@@ -2,7 +2,7 @@
  * back in layer order, malformed files refused naming the line, a key
  * measured by exactly one of the workers asking for it at once while the
  * others wait for its value, abandoned and rejected keys measured again,
- * and the counts and origins train.c reports.
+ * and the counts and origins the trainer reports (src/train/setup.c).
  *
  * Also run under ThreadSanitizer (@tsan): it starts threads. */
 #include "testlib.h"

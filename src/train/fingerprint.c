@@ -1,0 +1,115 @@
+/* Multi-node: what every rank must agree on before training together
+ * (st_trainer_fingerprint, compared by st_cluster_agree) and the
+ * communication channels its run needs. */
+#include "trainer_internal.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "base/hash.h"
+
+/* Whether key names data in [net] (train=, test=, ...): the data's paths
+ * may differ between nodes, its content is compared instead. */
+static int is_data_key(const char *key)
+{
+    static const char *const keys[] = {"train", "train_labels", "test", "valid",
+                                       "test_labels", "names", "labels", "classes", NULL};
+    for (int i = 0; keys[i]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every section, key and value of the cfg but the data keys of [net]. */
+static uint64_t cfg_hash(const st_cfg *cfg)
+{
+    uint64_t h = ST_HASH_START;
+    for (int s = 0; s < cfg->n_secs; s++) {
+        const st_cfg_section *sec = &cfg->secs[s];
+        h = st_hash_string(h, sec->type);
+        for (int k = 0; k < sec->n_opts; k++)
+            if (s > 0 || !is_data_key(sec->opts[k].key)) {
+                h = st_hash_string(h, sec->opts[k].key);
+                h = st_hash_string(h, sec->opts[k].val);
+            }
+    }
+    return h;
+}
+
+static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
+{
+    uint64_t h = st_hash_bytes(ST_HASH_START, lr->steps, (size_t)lr->n_steps * sizeof(int));
+    h = st_hash_bytes(h, lr->scales, (size_t)lr->n_steps * sizeof(float));
+    double rest[] = {lr->gamma, lr->power, lr->scale, lr->step, lr->burn_in,
+                     (double)lr->max_batches};
+    return st_hash_bytes(h, rest, sizeof rest);
+}
+
+/* What changes the computation, in the order it is compared (the first
+ * difference is named). Deliberately left out, free to differ: the output
+ * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace),
+ * what rank 0 alone does (the test set, --test-interval, --no-test,
+ * --test-images, --snapshot-dir, --snapshot-every), how fast data is read
+ * (--io-threads, --no-verify), --warmup (speed figures only),
+ * --peer-timeout, and the data's paths (their content is compared). */
+void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
+{
+    const st_solver_cfg *sv = &t->hp.solver;
+    const st_source *train = t->train;
+    memset(fp, 0, sizeof *fp);
+    st_cluster_fp_add(fp, "the network (cfg hash)", st_net_hash(&t->net));
+    st_cluster_fp_add(fp, "the batch (-b)", (uint64_t)t->batch);
+    st_cluster_fp_add(fp, "the worker count (-t)", (uint64_t)t->o.threads);
+    st_cluster_fp_add(fp, "the intra-op threads (--intra)", (uint64_t)t->o.intra);
+    st_cluster_fp_add(fp, "the seed (--seed)", t->o.seed);
+    st_cluster_fp_add(fp, "the schedule (iterations)", (uint64_t)t->iterations);
+    st_cluster_fp_add(fp, "the solver (solver=)", (uint64_t)sv->rule);
+    st_cluster_fp_add(fp, "the synchronisation (--sync)", (uint64_t)t->o.sync);
+    st_cluster_fp_add(fp, "the all-reduce algorithm (--allreduce)", (uint64_t)t->allreduce);
+    st_cluster_fp_add(fp, "--overlap", (uint64_t)t->o.overlap);
+    st_cluster_fp_add(fp, "--allreduce-granularity", t->o.allreduce_granularity &&
+                      strcmp(t->o.allreduce_granularity, "layer") == 0);
+    st_cluster_fp_add(fp, "--bucket-size", t->o.bucket_bytes);
+    st_cluster_fp_add(fp, "--supernode-size", (uint64_t)t->o.supernode_size);
+    st_cluster_fp_add_double(fp, "--sim-cross-bandwidth", t->o.sim_cross_bandwidth);
+    st_cluster_fp_add(fp, "the backend (--backend)", st_hash_string(ST_HASH_START,
+                                                                    t->backend->name));
+    st_cluster_fp_add_double(fp, "the learning rate (learning_rate= in [net])",
+                             sv->lr.learning_rate);
+    st_cluster_fp_add(fp, "the learning-rate policy (policy= in [net])", sv->lr.policy);
+    st_cluster_fp_add(fp, "the learning-rate schedule (steps=, scales=, step=, scale=, "
+                      "gamma=, power=, burn_in=, max_batches= in [net])",
+                      lr_schedule_hash(&sv->lr));
+    st_cluster_fp_add_double(fp, "the momentum (momentum= in [net])", sv->momentum);
+    st_cluster_fp_add_double(fp, "the weight decay (decay= in [net])", sv->decay);
+    double rule[] = {sv->beta1, sv->beta2, sv->eps, sv->rms_decay, sv->delta};
+    st_cluster_fp_add(fp, "the update rule's settings (B1=, B2=, eps=, rms_decay=, delta= in "
+                      "[net])", st_hash_bytes(ST_HASH_START, rule, sizeof rule));
+    double transform[ST_MAX_CHANNELS + 3];
+    for (int c = 0; c < ST_MAX_CHANNELS; c++)
+        transform[c] = t->transform.mean[c];
+    transform[ST_MAX_CHANNELS] = t->transform.scale;
+    transform[ST_MAX_CHANNELS + 1] = t->transform.crop;
+    transform[ST_MAX_CHANNELS + 2] = t->transform.mirror;
+    st_cluster_fp_add(fp, "the input transform (input_mean=, input_scale=, crop=, mirror= in "
+                      "[net])", st_hash_bytes(ST_HASH_START, transform, sizeof transform));
+    st_cluster_fp_add(fp, "a key of the cfg (the cfgs differ beyond the data paths)",
+                      cfg_hash(&t->cfg));
+    st_cluster_fp_add(fp, "the training data's kind (--data synthetic, or files)",
+                      strcmp(train->name, "synthetic") == 0);
+    st_cluster_fp_add(fp, "the number of training records (--train-images, the data)",
+                      (uint64_t)train->count);
+    int shape[] = {train->shape.c, train->shape.h, train->shape.w, train->classes};
+    st_cluster_fp_add(fp, "the training records' shape or classes (the data, image_size=)",
+                      st_hash_bytes(ST_HASH_START, shape, sizeof shape));
+    st_cluster_fp_add(fp, "--skip-bad-images", (uint64_t)t->o.skip_bad_images);
+    st_cluster_fp_add(fp, "the first iteration (--resume)", (uint64_t)t->start);
+    uint64_t h = st_hash_bytes(ST_HASH_START, t->ps.weights, t->ps.count * sizeof(float));
+    h = st_hash_bytes(h, t->ps.state, t->ps.count * (size_t)t->ps.state_planes * sizeof(float));
+    st_cluster_fp_add(fp, "the initial weights or solver state (--weights, --resume)", h);
+}
+
+int st_trainer_channels(const st_trainer *t)
+{
+    return t->o.threads + t->o.overlap;
+}

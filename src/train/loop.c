@@ -1,0 +1,409 @@
+/* The trainer's run (train.h's st_trainer_run): the iteration loop with
+ * test phases, progress lines and snapshots, and stopping on a signal. The
+ * set-up is setup.c's, the report at the end report.c's.
+ *
+ * BSP iteration: the scheduler thread (this one) reads the next mini-batch
+ * of the epoch's permutation (the last one of an epoch may be smaller) and
+ * hands it to the workers, which split it, run forward and backward, and
+ * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
+ * ASP hand the workers the whole run instead.
+ *
+ * Stopping: the stop flag of the options (set by main's signal thread,
+ * signals.h) is read by the workers at every iteration boundary, agreed
+ * over the nodes with the iteration's control values; the run then saves a
+ * snapshot of the iterations finished and returns with res->signal set. */
+#include "trainer_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/memory.h"
+#include "base/progress.h"
+#include "data/prefetch.h"
+
+/* What the BSP iterations have done so far, for progress lines and the
+ * result. */
+typedef struct bsp_progress {
+    st_trainer *t;
+    st_train_result *res;
+    double window_start, window_loss;
+    long window_images, window_iters, images;
+    long done;              /* iterations finished */
+    st_time_split window;
+} bsp_progress;
+
+/* The weights after `done` iterations, checked before they are tested or
+ * saved: an update can overflow finite gradients into an infinity, which
+ * the iterations' checks see only at the next forward pass. */
+static st_status check_weights(const st_trainer *t, long done, st_error *err)
+{
+    char where[256];
+    if (st_net_arena_finite(&t->net, t->ps.weights, where, sizeof where))
+        return ST_OK;
+    return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the weights are not "
+                   "finite: %s (try a lower learning_rate)", done, where);
+}
+
+/* The test phase; in multi-node mode rank 0 alone tests (the weights are
+ * the same everywhere) while the others go on to the next iteration's
+ * all-reduce and wait for it there. */
+static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
+{
+    if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
+        return ST_OK;
+    long correct;
+    double loss, t0 = st_now();
+    st_status st = check_weights(t, it, err);
+    if (st == ST_OK)
+        st = st_sched_test(t->sched, t->test, &correct, &loss, err);
+    t->test_seconds += st_now() - t0;
+    if (st == ST_OK && !isfinite(loss))
+        st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
+                     "not finite (try a lower learning_rate)", it);
+    if (st != ST_OK)
+        return st;
+    res->test_accuracy = (double)correct / (double)t->test->count;
+    res->test_loss = loss / (double)t->test->count;
+    if (res->test_accuracy > res->best_accuracy) {
+        res->best_accuracy = res->test_accuracy;
+        t->best_iteration = it;
+    }
+    st_progress_test(t->log.progress, it, res->test_accuracy, res->test_loss);
+    st_info(&t->log, "test  iter %ld  accuracy %.2f%%  loss %.4f  (%ld images)", it,
+            100.0 * res->test_accuracy, res->test_loss, t->test->count);
+    return ST_OK;
+}
+
+void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->iteration = iteration;
+    m->seed = t->o.seed;
+    m->batch = t->batch;
+    m->workers = t->o.threads;
+    m->state_planes = t->ps.state_planes;
+    snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
+    m->settings = t->settings;
+    m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
+}
+
+/* Snapshot the state after `iteration` iterations as DIR/NAME_TAG.snap
+ * (TAG: "final" at the end, else the iteration). */
+static st_status save_snapshot(st_trainer *t, long iteration, int final, st_error *err)
+{
+    if (!t->o.snapshot_dir)
+        return ST_OK;
+    char path[sizeof t->snapshot_path], tag[32];
+    snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
+    int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir,
+                       t->snapshot_name, tag);
+    if (len < 0 || (size_t)len >= sizeof path)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshot's path would be "
+                       "longer than %zu bytes", t->o.snapshot_dir, sizeof path - 1);
+    st_snapshot_meta m;
+    trainer_snapshot_meta(t, iteration, &m);
+    st_status st = check_weights(t, iteration, err);
+    if (st != ST_OK)
+        return st;
+    if (st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on every rank */
+        st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--snapshot-dir: ");
+        return st;
+    }
+    memcpy(t->snapshot_path, path, sizeof path);
+    t->snapshot_iter = iteration;
+    if (final)
+        st_info(&t->log, "weights saved to %s", path);
+    else
+        st_info(&t->log, "snapshot at iteration %ld saved to %s", iteration, path);
+    return ST_OK;
+}
+
+/* The stop flag's value: 0, or the signal asking to stop. */
+static int stop_asked(const st_trainer *t)
+{
+    return t->o.stop ? atomic_load(t->o.stop) : 0;
+}
+
+/* Say once that this process was asked to stop (the workers see the flag
+ * themselves). */
+static void announce_stop(st_trainer *t)
+{
+    int sig = stop_asked(t);
+    if (!sig || t->stop_announced)
+        return;
+    t->stop_announced = 1;
+    st_warn(&t->log, "%s: stopping after the iteration in flight%s (again to quit at once)",
+            strsignal(sig), t->o.snapshot_dir ? " and saving a snapshot" : "");
+}
+
+/* A logged window ending at iteration `done`: the "iter" line (and the
+ * split of BSP windows) in plain text, the CSV row for --log-format csv
+ * and --metrics. */
+static void log_progress(const st_trainer *t, long done, double loss, long images,
+                         double seconds, const st_time_split *window, long window_iters)
+{
+    double lr = st_lr_at(&t->hp.solver.lr, done - 1);
+    st_progress_row row = {.iteration = done, .loss = loss / (double)images, .lr = lr,
+                           .images_per_s = seconds > 0 ? (double)images / seconds : 0.0};
+    st_info_progress(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
+                     t->iterations, (double)done / (double)t->iters_per_epoch, row.loss, lr,
+                     row.images_per_s);
+    if (window && window_iters > 0) {
+        double ms = 1e3 / (double)window_iters;
+        row.has_split = 1;
+        row.data_ms = ms * window->data;
+        row.compute_ms = ms * window->compute;
+        row.barrier_ms = ms * window->barrier;
+        row.aggregation_ms = ms * window->aggregate;
+        row.update_ms = ms * window->update;
+        row.communication_ms = ms * window->communicate;
+        if (t->o.threads > 1 || t->log.level >= ST_LOG_DEBUG)
+            trainer_log_split(t, 1, "  split,", window, (double)window_iters);
+    }
+    st_progress_train(t->log.progress, &row);
+}
+
+static void split_add(st_time_split *sum, const st_time_split *s)
+{
+    sum->data += s->data;
+    sum->compute += s->compute;
+    sum->barrier += s->barrier;
+    sum->aggregate += s->aggregate;
+    sum->update += s->update;
+    sum->communicate += s->communicate;
+}
+
+static void bsp_iteration_done(void *ctx, const st_iteration *it)
+{
+    bsp_progress *p = ctx;
+    st_trainer *t = p->t;
+    double per_image = it->loss / it->images;
+    announce_stop(t);
+    p->done = it->iteration + 1;
+    if (it->iteration == t->start)
+        p->res->first_loss = per_image;
+    if (t->o.loss_trace)
+        t->o.loss_trace[it->iteration] = per_image;
+    if (it->iteration >= t->warm_end) {
+        split_add(&p->res->split, &it->time);
+        p->images += it->images;
+    }
+    split_add(&p->window, &it->time);
+    p->window_loss += it->loss;
+    p->window_images += it->images;
+    p->window_iters++;
+    long done = it->iteration + 1;
+    st_progress_step(t->log.progress, done, it->loss, it->images);
+    if (done % t->o.log_every && done != t->iterations)
+        return;
+    double now = st_now();
+    p->res->last_loss = p->window_loss / (double)p->window_images;
+    log_progress(t, done, p->window_loss, p->window_images, now - p->window_start, &p->window,
+                 p->window_iters);
+    p->window_start = now;
+    p->window_loss = 0.0;
+    p->window_images = p->window_iters = 0;
+    memset(&p->window, 0, sizeof p->window);
+}
+
+/* The end of the BSP segment that starts at `first`: the next test phase,
+ * the end of the warm-up (where the layer timings restart), the next
+ * snapshot, or the end. */
+static long segment_end(const st_trainer *t, long first, long test_every)
+{
+    long last = (first / test_every + 1) * test_every;
+    if (first < t->warm_end && last > t->warm_end)
+        last = t->warm_end;
+    long every = t->o.snapshot_every;
+    if (every && (first / every + 1) * every < last)
+        last = (first / every + 1) * every;
+    return last < t->iterations ? last : t->iterations;
+}
+
+/* BSP in segments (segment_end) while the prefetcher reads ahead; a stop
+ * (the stop flag) ends the run after the iteration in flight, with a
+ * snapshot. On one node a stop asked during a test phase or a snapshot ends
+ * it at the segment's end; across nodes only the iteration's control sum
+ * decides, so that every rank stops at the same iteration. */
+static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
+{
+    long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
+    bsp_progress p = {.t = t, .res = res, .window_start = st_now(), .done = t->start};
+    double timed_start = 0.0;
+    for (long first = t->start; first < t->iterations;) {
+        long last = segment_end(t, first, test_every);
+        if (first == t->warm_end) {
+            timed_start = st_now();
+            for (int w = 0; t->o.profile && w < t->o.threads; w++)
+                memset(st_sched_replica(t->sched, w)->time, 0,
+                       (size_t)t->net.n_layers * sizeof(st_layer_time));
+        }
+        double seg_start = st_now();
+        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last,
+                                        bsp_iteration_done, &p, err);
+        if (st != ST_OK)
+            return st;
+        if (p.done > t->warm_end)
+            res->seconds += st_now() - (first >= t->warm_end ? seg_start : timed_start);
+        int reason = st_sched_stop_reason(t->sched);
+        if (!reason && !t->o.cluster && last < t->iterations)
+            reason = stop_asked(t);
+        if (reason) {
+            announce_stop(t); /* no iteration may have finished since the signal */
+            res->iterations = p.done;
+            res->signal = reason;
+            return save_snapshot(t, p.done, 0, err);
+        }
+        if (last % test_every == 0 || last == t->iterations)
+            st = run_test(t, last, res, err);
+        if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
+            last < t->iterations)
+            st = save_snapshot(t, last, 0, err);
+        if (st != ST_OK && t->o.cluster && last < t->iterations)
+            st_cluster_abort(t->o.cluster, err); /* rank 0's alone: the others wait for it */
+        if (st != ST_OK)
+            return st;
+        first = last;
+    }
+    res->iterations = t->iterations;
+    res->images_per_s = res->seconds > 0 ? (double)p.images / res->seconds : 0.0;
+    return ST_OK;
+}
+
+static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+{
+    st_prefetch_opts po = {.source = t->train, .transform = &t->transform, .batch = t->batch,
+                           .rank = st_cluster_rank(t->o.cluster),
+                           .ranks = st_cluster_size(t->o.cluster), .seed = t->o.seed,
+                           .io_threads = t->o.io_threads, .q = &t->batches};
+    st_prefetch *pf;
+    st_status st = st_prefetch_start(&pf, &po, t->start, t->iterations, err);
+    if (st != ST_OK)
+        return st;
+    st_error run_err = {0};
+    st = run_segments(t, res, &run_err);
+    if (st != ST_OK || res->signal)
+        st_batchq_close(&t->batches); /* the prefetcher gives up */
+    st_status pst = st_prefetch_stop(pf, err); /* its failure is the cause */
+    if (pst == ST_OK && st != ST_OK)
+        st_fail(err, st, "%s", run_err.msg);
+    return pst != ST_OK ? pst : st;
+}
+
+typedef struct async_progress {
+    st_trainer *t;
+    st_train_result *res;
+    double last_time;
+    long last_done;
+} async_progress;
+
+static void async_log(void *ctx, long done, double loss, long images)
+{
+    async_progress *p = ctx;
+    announce_stop(p->t);
+    double now = st_now();
+    p->res->last_loss = images ? loss / (double)images : 0.0;
+    if (p->last_done == 0)
+        p->res->first_loss = p->res->last_loss;
+    st_progress_step(p->t->log.progress, done, loss, images);
+    log_progress(p->t, done, loss, images, now - p->last_time, NULL, 0);
+    p->last_time = now;
+    p->last_done = done;
+}
+
+/* SSP / ASP: the workers run the whole schedule; one test at the end. A
+ * stop ends each worker before its next iteration; the snapshot then holds
+ * the weights as they are, named after the iterations every worker
+ * finished (the faster ones' partial updates are in it too). */
+static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
+{
+    async_progress p = {t, res, st_now(), 0};
+    st_time_split wt;
+    long finished;
+    double t0 = st_now();
+    st_status st = st_sched_run_async(t->sched, 0, t->iterations, t->o.log_every, async_log, &p,
+                                      &wt, &finished, err);
+    if (st != ST_OK)
+        return st;
+    res->seconds = st_now() - t0;
+    res->images_per_s = res->seconds > 0 ? (double)finished * t->batch / res->seconds : 0.0;
+    res->split = wt;
+    int reason = st_sched_stop_reason(t->sched);
+    if (reason) {
+        announce_stop(t);
+        res->iterations = finished;
+        res->signal = reason;
+        return save_snapshot(t, finished, 0, err);
+    }
+    return run_test(t, t->iterations, res, err);
+}
+
+st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->test_accuracy = res->best_accuracy = -1.0;
+    char sync[32];
+    snprintf(sync, sizeof sync, t->o.sync == ST_SYNC_SSP ? "%s:%d" : "%s",
+             trainer_sync_names[t->o.sync], t->o.staleness);
+    st_info(&t->log, "training: %ld iterations of batch %d (%ld per epoch), %d worker%s x %d "
+            "thread%s, %s, backend %s, solver %s, seed %llu", t->iterations, t->batch,
+            t->iters_per_epoch, t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra,
+            t->o.intra > 1 ? "s" : "", sync, t->backend->name,
+            st_solver_rule_names[t->hp.solver.rule], (unsigned long long)t->o.seed);
+    if (t->o.cluster)
+        st_info(&t->log, "nodes: %d ranks x batch %d = a global batch of %d images per "
+                "iteration; all-reduce %s", st_cluster_size(t->o.cluster), t->batch,
+                st_cluster_size(t->o.cluster) * t->batch,
+                t->allreduce < 0 ? "auto (probing each algorithm first)" : t->o.allreduce);
+    if (t->o.overlap)
+        st_info(&t->log, "overlap: gradients all-reduced during backward in buckets of at "
+                "least %zu bytes", t->o.bucket_bytes);
+    st_status st = ST_OK;
+    if (t->o.cluster) /* every rank starts from rank 0's weights */
+        st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
+    t->began = st_now();
+    st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
+    if (st == ST_OK)
+        st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_OK && !res->signal)
+        st = check_weights(t, t->iterations, err);
+    if (t->o.cluster)
+        st_cluster_report(t->o.cluster, res->iterations - t->start, trainer_log_line, &t->log);
+    if (st == ST_EDIVERGED && t->snapshot_iter >= 0)
+        st_info(&t->log, "the last good snapshot, iteration %ld, is %s", t->snapshot_iter,
+                t->snapshot_path);
+    if (st != ST_OK)
+        return st;
+    if (res->signal) {
+        if (!stop_asked(t))
+            st_warn(&t->log, "%s on another rank: every rank stops after iteration %ld",
+                    strsignal(res->signal), res->iterations);
+        if (t->snapshot_iter == res->iterations && t->o.sync != ST_SYNC_BSP)
+            st_warn(&t->log, "interrupted at iteration %ld of %ld (the slowest worker's); "
+                    "start from %s with --weights (SSP and ASP runs cannot be resumed "
+                    "exactly)", res->iterations, t->iterations, t->snapshot_path);
+        else if (t->snapshot_iter == res->iterations)
+            st_warn(&t->log, "interrupted at iteration %ld of %ld; continue with --resume %s",
+                    res->iterations, t->iterations, t->snapshot_path);
+        else
+            st_warn(&t->log, "interrupted at iteration %ld of %ld; nothing saved (no "
+                    "--snapshot-dir)", res->iterations, t->iterations);
+        return ST_OK;
+    }
+    res->iterations = t->iterations;
+    res->gflops = res->images_per_s * 3.0 * t->net.flops / 1e9;
+    res->peak_memory = (double)st_peak_rss();
+    res->skipped_images = t->skipped;
+    st = trainer_report(t, res, err);
+    if (st == ST_OK)
+        st = save_snapshot(t, t->iterations, 1, err);
+    if (st == ST_OK && !t->o.snapshot_dir) {
+        st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
+                "DIR/%s_final.snap", t->snapshot_name);
+    }
+    return st;
+}

@@ -1,0 +1,161 @@
+/* The trainer's report at the end of a run that finished (loop.c calls
+ * it before the final snapshot): the "done:" line, the time split, the test
+ * accuracy and the summary of where the time went; with --profile the
+ * per-layer times, each pass against the roofline and the kernel choices;
+ * then the backend's own report (its run_report capability). */
+#include "trainer_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/signals.h"
+#include "train/roofline.h"
+
+/* Each layer's passes in worker 0 against the roofline: its GFLOP/s and
+ * share of the FMA peak, the bytes it must move and their rate, and the
+ * share of its time the roofline says it cannot do without (100%: at the
+ * ceiling; little: far from it, whichever limit binds). */
+static void print_roofline(const st_trainer *t, double iters)
+{
+    st_roofline ceilings; /* measured now: the run's figures and peak memory are taken */
+    st_roofline_measure(&ceilings, t->o.fma_peak);
+    const st_roofline *rl = &ceilings;
+    const st_net *net = &t->net;
+    const st_replica *r = st_sched_replica(t->sched, 0);
+    int n = (t->batch + t->o.threads - 1) / t->o.threads, cores = t->o.intra > 0 ? t->o.intra : 1;
+    st_info(&t->log, "roofline of worker 0 (%d image%s, %d core%s): FMA peak %.1f GFLOP/s per "
+            "core (%s%s), memcpy %.0f GB/s to %zu kB, %.0f GB/s to %zu MB, %.0f GB/s beyond",
+            n, n > 1 ? "s" : "", cores, cores > 1 ? "s" : "", rl->fma_gflops, rl->isa,
+            rl->fma_measured ? ", measured after training" : " by --fma-peak", rl->copy_gbs[0],
+            rl->set_bytes[0] >> 10, rl->copy_gbs[1], rl->set_bytes[1] >> 20, rl->copy_gbs[2]);
+    st_info(&t->log, "layer  type      pass               ms   GFLOP/s  of peak        MB     "
+            "GB/s  bound    of bound");
+    static const char *const pass_names[3] = {"forward", "backward-data", "backward-weights"};
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer_time *lt = &r->time[i];
+        const double ms[3] = {1e3 * lt->forward / iters, 1e3 * lt->backward_data / iters,
+                              1e3 * lt->backward_weights / iters};
+        st_pass_work w = st_net_pass_work(net, i, n);
+        const st_layer *l = net->layers[i];
+        int on_input = l->n_src == 0 || l->src[0] < 0; /* no input gradient (as net.c) */
+        for (int p = 0; p < 3; p++) {
+            if (ms[p] <= 0.0 || (p == 1 && on_input) || (p == 2 && l->flops == 0.0))
+                continue;
+            double flops = w.flops[p], bytes = w.bytes[p], s = ms[p] / 1e3;
+            int compute_bound;
+            double bound = st_roofline_bound(rl, cores, flops, bytes, &compute_bound);
+            st_info(&t->log, "%5d  %-9s %-16s %8.3f %9.1f %7.1f%% %9.3f %8.1f  %-8s %7.1f%%", i,
+                    l->ops->short_name, pass_names[p], ms[p], flops / s / 1e9,
+                    100.0 * flops / s / (1e9 * rl->fma_gflops * cores), bytes / 1e6,
+                    bytes / s / 1e9, compute_bound ? "compute" : "memory", 100.0 * bound / s);
+        }
+    }
+}
+
+/* --profile: per-layer milliseconds per iteration (worker 0), the
+ * throughput, each pass against the roofline and the kernel choices. */
+static void print_profile(const st_trainer *t, const st_train_result *res, long timed)
+{
+    const st_net *net = &t->net;
+    const st_replica *r = st_sched_replica(t->sched, 0);
+    double iters = (double)(timed > 0 ? timed : 1), total = 0.0;
+    for (int i = 0; i < net->n_layers; i++)
+        total += r->time[i].forward + r->time[i].backward_data + r->time[i].backward_weights;
+    st_info(&t->log, "profile: ms per iteration over %ld iterations (after %ld warm-up), "
+            "worker 0 of %d", timed, t->o.warmup, t->o.threads);
+    st_info(&t->log, "layer  type        forward  bwd-data  bwd-weights    total  share");
+    for (int i = 0; i < net->n_layers; i++) {
+        const st_layer_time *lt = &r->time[i];
+        double sum = lt->forward + lt->backward_data + lt->backward_weights;
+        st_info(&t->log, "%5d  %-9s %9.3f %9.3f %12.3f %8.3f %5.1f%%", i,
+                net->layers[i]->ops->short_name, 1e3 * lt->forward / iters,
+                1e3 * lt->backward_data / iters, 1e3 * lt->backward_weights / iters,
+                1e3 * sum / iters, total > 0 ? 100.0 * sum / total : 0.0);
+    }
+    st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
+            res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
+    print_roofline(t, iters);
+    char *choices = t->choices ? st_choices_text(t->choices, ST_CHOICES_VALUES |
+                                                  ST_CHOICES_TRIALS | ST_CHOICES_NOTES, NULL)
+                               : NULL;
+    if (choices && *choices) {
+        st_info(&t->log, "kernel choices (KEY = VALUE; then what was timed: ms per call of "
+                "each candidate layout, its passes' fastest implementations and the edges' "
+                "reorders):");
+        for (char *line = strtok(choices, "\n"); line; line = strtok(NULL, "\n"))
+            st_info(&t->log, "  %s", line);
+    }
+    free(choices);
+}
+
+/* The time split of n iterations: a progress line ("  split,", plain text
+ * progress only) or a summary line ("time split,"). */
+void trainer_log_split(const st_trainer *t, int progress, const char *what,
+                       const st_time_split *s, double n)
+{
+    char line[256];
+    snprintf(line, sizeof line, "%s ms per iteration: data %.3f, compute %.3f, barrier %.3f, "
+             "aggregation %.3f, update %.3f", what, 1e3 * s->data / n, 1e3 * s->compute / n,
+             1e3 * s->barrier / n, 1e3 * s->aggregate / n, 1e3 * s->update / n);
+    if (progress)
+        st_info_progress(&t->log, "%s", line);
+    else
+        st_info(&t->log, "%s", line);
+}
+
+/* The summary's lines after "done:", "time split" and "test accuracy":
+ * the best test phase, communication across nodes, where the time went. */
+static void log_summary(const st_trainer *t, const st_train_result *res, long timed)
+{
+    if (res->best_accuracy >= 0)
+        st_info(&t->log, "best test accuracy %.2f%% after iteration %ld (epoch %.2f)",
+                100.0 * res->best_accuracy, t->best_iteration,
+                (double)t->best_iteration / (double)t->iters_per_epoch);
+    if (t->o.cluster)
+        st_info(&t->log, "communication ms per iteration: %.3f (control sums and all-reduce "
+                "across nodes, outside the time split above)",
+                1e3 * res->split.communicate / (double)(timed > 0 ? timed : 1));
+    double now = st_now();
+    st_info(&t->log, "total time %.1f s: set-up %.1f s, training %.1f s, test phases %.1f s",
+            now - t->created, t->began - t->created, now - t->began - t->test_seconds,
+            t->test_seconds);
+}
+
+void trainer_log_line(void *ctx, const char *line)
+{
+    st_info(ctx, "%s", line);
+}
+
+st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err)
+{
+    long timed = t->o.sync == ST_SYNC_BSP ? t->iterations - t->warm_end : t->iterations;
+    st_info(&t->log, "done: %ld iterations in %.1f s, %.0f img/s%s, peak memory %.1f MB",
+            t->iterations - t->start, res->seconds, res->images_per_s,
+            t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
+            res->peak_memory / 1e6);
+    trainer_log_split(t, 0, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
+    if (res->best_accuracy >= 0)
+        st_info(&t->log, "test accuracy: final %.2f%%, best %.2f%%", 100.0 * res->test_accuracy,
+                100.0 * res->best_accuracy);
+    log_summary(t, res, timed);
+    if (t->skipped)
+        st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);
+    if (t->o.profile)
+        print_profile(t, res, timed);
+    st_status st = ST_OK;
+    if (t->backend->run_report) {
+        st_bctx *bctx0 = st_sched_replica(t->sched, 0)->bctx;
+        st = t->backend->run_report(bctx0, (t->batch + t->o.threads - 1) / t->o.threads,
+                                    t->o.threads, t->ps.count, trainer_log_line, &t->log, err);
+        if (st == ST_OK && t->backend->trace_finish)
+            st = t->backend->trace_finish(bctx0, err);
+        if (t->o.cpe_trace) {
+            char partial[ST_PATH_MAX + 16];
+            snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+            st_signals_keep(partial);
+        }
+    }
+    return st;
+}

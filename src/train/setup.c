@@ -1,0 +1,666 @@
+/* The trainer's set-up (train.h's st_trainer_create): the options checked
+ * against each other and the cfg, the network, the data and the schedule,
+ * the threads, the kernel choices, the paths of the outputs and snapshots,
+ * the starting point (--resume, --weights) and the workers, with a line on
+ * the memory they hold. Also st_train_defaults, st_trainer_free and the
+ * accessors. The run is loop.c's. */
+#include "trainer_internal.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/cores.h"
+#include "base/fileio.h"
+#include "base/memory.h"
+#include "base/signals.h"
+#include "train/darknet_weights.h"
+
+/* Synthetic data when no files are given: records per split by default. */
+#define SYNTHETIC_TRAIN 1024
+#define SYNTHETIC_TEST 256
+
+/* Batches read ahead of the workers. */
+#define BATCH_RING 2
+
+const char *const trainer_sync_names[] = {"bsp", "ssp", "asp"};
+
+st_train_opts st_train_defaults(void)
+{
+    st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
+                       .backend = "dnnl", .log_every = 100, .io_threads = 1,
+                       .allreduce = "rhd", .bucket_bytes = 512u << 10,
+                       .peer_timeout = 600};
+    return o;
+}
+
+void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
+{
+    t->log.progress = progress;
+}
+
+const st_net *st_trainer_net(const st_trainer *t)
+{
+    return &t->net;
+}
+
+const float *st_trainer_weights(const st_trainer *t)
+{
+    return t->ps.weights;
+}
+
+void st_trainer_free(st_trainer *t)
+{
+    if (!t)
+        return;
+    st_sched_free(t->sched);
+    st_batchq_free(&t->batches);
+    st_ps_free(&t->ps);
+    st_source_close(t->train);
+    st_source_close(t->test);
+    st_net_free(&t->net);
+    st_cfg_free(&t->cfg);
+    free(t->settings);
+    st_choices_free(t->choices);
+    free(t->choices_text);
+    free(t);
+}
+
+/* One split; errors say which file and key named it. */
+static st_status open_split(st_trainer *t, const char *where, const char *key, const char *path,
+                            const char *labels, const char *names, long limit, st_source **out,
+                            st_error *err)
+{
+    st_source_spec spec = {
+        .path = path, .labels = labels, .names = names[0] ? names : NULL, .limit = limit,
+        .classes = t->net.classes, .verify = !t->o.no_verify,
+        .images = {.shape = t->hp.image_size, .skip_bad = t->o.skip_bad_images,
+                   .skipped = &t->skipped},
+    };
+    char net_where[ST_PATH_MAX + 32];
+    snprintf(net_where, sizeof net_where, "%s:%d [net]", t->cfg.path, t->cfg.secs[0].line);
+    st_status st = st_source_open(out, &spec, err);
+    if (st == ST_OK)
+        st = st_transform_check(&t->transform, *out, net_where, err);
+    if (st != ST_OK)
+        st_error_prefix(err, "%s: %s=: ", where, key);
+    return st;
+}
+
+/* The data files: --data's, else [net]'s (none for --data synthetic). */
+static st_status find_data(st_trainer *t, st_error *err)
+{
+    int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
+    if (!t->o.data)
+        t->data = t->hp.data;
+    if (!t->o.data || synthetic)
+        return ST_OK;
+    return st_data_paths_load(t->o.data, &t->data, &t->log, err);
+}
+
+static st_status open_data(st_trainer *t, st_error *err)
+{
+    const st_data_paths *d = &t->data;
+    int synthetic = t->o.data && strcmp(t->o.data, "synthetic") == 0;
+    const char *where = t->o.data && !synthetic ? t->o.data : t->cfg.path;
+    if (d->classes && d->classes != t->net.classes)
+        return st_fail(err, ST_EINPUT, "%s: classes=%d but the network has %d outputs", where,
+                       d->classes, t->net.classes);
+    if (synthetic || (!d->train[0] && !d->test[0])) {
+        long ntrain = t->o.train_images ? t->o.train_images : SYNTHETIC_TRAIN;
+        long ntest = t->o.test_images ? t->o.test_images : SYNTHETIC_TEST;
+        st_info(&t->log, "no data given: training on %ld synthetic images of %d x %d x %d, "
+                "%d classes (testing on %ld more)", ntrain, t->hp.image_size.w,
+                t->hp.image_size.h, t->net.input.c, t->net.classes, ntest);
+        st_status st = st_synthetic_open(&t->train, t->hp.image_size, t->net.classes, ntrain,
+                                         t->o.seed, 0, err);
+        if (st == ST_OK) /* new samples of the same classes */
+            st = st_synthetic_open(&t->test, t->hp.image_size, t->net.classes, ntest,
+                                   t->o.seed, ST_SYNTHETIC_TEST_FIRST, err);
+        return st;
+    }
+    if (!d->train[0])
+        return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
+    st_status st = open_split(t, where, "train", d->train, d->train_labels, d->names,
+                              t->o.train_images, &t->train, err);
+    if (st == ST_OK && d->test[0])
+        st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
+                        &t->test, err);
+    if (st == ST_OK)
+        st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
+                t->train->count, t->train->name, t->test ? t->test->count : 0L,
+                t->test ? " from " : "", t->test ? t->test->name : "");
+    return st;
+}
+
+static st_status plan_schedule(st_trainer *t, st_error *err)
+{
+    long global = (long)t->batch * st_cluster_size(t->o.cluster);
+    t->iters_per_epoch = (t->train->count + global - 1) / global;
+    if (t->o.iters && t->o.epochs)
+        return st_fail(err, ST_EUSAGE, "--iters %ld and --epochs %ld: give one (the run's "
+                       "length in iterations, or in passes over the training set)", t->o.iters,
+                       t->o.epochs);
+    if (t->o.iters)
+        t->iterations = t->o.iters;
+    else if (t->o.epochs)
+        t->iterations = t->o.epochs * t->iters_per_epoch;
+    else if (t->hp.max_batches)
+        t->iterations = t->hp.max_batches;
+    else
+        return st_fail(err, ST_EUSAGE, "%s: no schedule: give --iters, --epochs or "
+                       "max_batches= in [net]", t->cfg.path);
+    if (!t->hp.solver.lr.max_batches)
+        t->hp.solver.lr.max_batches = t->iterations;
+    return ST_OK;
+}
+
+static st_status check_trainable(const st_trainer *t, st_error *err)
+{
+    const st_layer *last = t->net.layers[t->net.n_layers - 1];
+    if (last->is_loss)
+        return ST_OK;
+    return st_fail(err, ST_EINPUT, "%s:%d: the last layer is [%s]: training needs a loss "
+                   "layer ([softmax] or [cost]) at the end", t->cfg.path, last->line,
+                   last->ops->type);
+}
+
+/* Above this many parameters one worker with intra-op threads replaces
+ * several workers: measured on 2 cores, AlexNet (62M) trains as fast with
+ * -t 1 --intra 2 as with -t 2 and saves a 250 MB gradient buffer; LeNet-5
+ * and cifar-alexnet (5.9M) are as fast either way. */
+#define MANY_PARAMETERS (16u << 20)
+
+/* Fill in -t / --intra left at 0 (see train.h). */
+static void choose_threads(st_trainer *t)
+{
+    int cores = st_usable_cores();
+    const char *why = NULL;
+    if (t->o.threads == 0 && t->o.intra == 0) {
+        if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
+            t->o.threads = 1;
+            t->o.intra = cores;
+            why = "one worker using every core: the network has more than 16M parameters";
+        } else {
+            t->o.threads = cores < t->batch ? cores : t->batch;
+            t->o.intra = 1;
+            why = "one worker per core";
+        }
+    } else if (t->o.threads == 0) {
+        t->o.threads = cores / t->o.intra > 0 ? cores / t->o.intra : 1;
+        if (t->o.threads > t->batch)
+            t->o.threads = t->batch;
+        why = "cores / --intra workers";
+    } else if (t->o.intra == 0) {
+        t->o.intra = 1;
+    }
+    if (why)
+        st_info(&t->log, "threads: %d worker%s x %d (%s; -t and --intra choose)", t->o.threads,
+                t->o.threads > 1 ? "s" : "", t->o.intra, why);
+}
+
+/* Whether the kernels take their implementations from the choice table
+ * (measured or given), not from --conv-impl NAME. */
+static int kernel_choices_used(const st_trainer *t)
+{
+    return t->choices && (!t->o.conv_impl || strcmp(t->o.conv_impl, "auto") == 0);
+}
+
+/* The kernel choices: --conv-impl checked against the backend's names, the
+ * table the workers share, and the choices --kernel-choices gives. */
+static st_status setup_choices(st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    const char *const *impls = t->backend->conv_impls;
+    const char *given = o->conv_impl ? "--conv-impl" : o->kernel_choices ? "--kernel-choices"
+                      : o->save_kernel_choices ? "--save-kernel-choices" : NULL;
+    if (!impls)
+        return given ? st_fail(err, ST_EUSAGE, "%s: the %s backend has one implementation "
+                               "of each kernel (these options choose among oneDNN's: "
+                               "--backend dnnl)", given, t->backend->name)
+                     : ST_OK;
+    char names[256] = "auto";
+    int known = !o->conv_impl || strcmp(o->conv_impl, "auto") == 0;
+    for (int i = 0; impls[i]; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", impls[i + 1] ? ", " : " or ",
+                 impls[i]);
+        known |= o->conv_impl && strcmp(o->conv_impl, impls[i]) == 0;
+    }
+    if (!known)
+        return st_fail(err, ST_EUSAGE, "--conv-impl %s: expected %s", o->conv_impl, names);
+    if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
+                       "file chooses per kernel, --conv-impl for all)", o->conv_impl);
+    st_status st = st_choices_create(&t->choices, err);
+    char *text = NULL;
+    if (st == ST_OK && o->kernel_choices)
+        st = st_read_text(o->kernel_choices, "kernel choice file", (size_t)16 << 20, &text,
+                          NULL, err);
+    if (st == ST_OK && text)
+        st = st_choices_parse(t->choices, text, o->kernel_choices, err);
+    free(text);
+    if (st != ST_OK && o->kernel_choices)
+        st_error_prefix(err, "--kernel-choices ");
+    return st;
+}
+
+static st_status write_choices(FILE *f, void *ctx, st_error *err)
+{
+    const st_trainer *t = ctx;
+    fprintf(f, "# singletrain kernel choices for %s, %d worker%s of batch %d: KEY = VALUE, "
+            "then what was timed (ms per call); read by --kernel-choices\n", t->cfg_path,
+            t->o.threads, t->o.threads == 1 ? "" : "s", t->batch);
+    char *text = st_choices_text(t->choices, ST_CHOICES_VALUES | ST_CHOICES_TRIALS, NULL);
+    if (!text)
+        return st_fail(err, ST_ENOMEM, "out of memory writing the kernel choices");
+    fputs(text, f);
+    free(text);
+    return ferror(f) ? st_fail(err, ST_EIO, "%s: write failed", t->o.save_kernel_choices)
+                     : ST_OK;
+}
+
+/* After set-up: what was measured and given, the text snapshots keep, and
+ * --save-kernel-choices. */
+static st_status finish_choices(st_trainer *t, st_error *err)
+{
+    if (!t->choices)
+        return ST_OK;
+    int measured, given, unused, count;
+    st_choices_counts(t->choices, &measured, &given, &unused);
+    t->choices_text = st_choices_text(t->choices, ST_CHOICES_VALUES, &count);
+    char *notes = st_choices_text(t->choices, ST_CHOICES_NOTES, NULL);
+    if (!t->choices_text || !notes) {
+        free(notes);
+        return st_fail(err, ST_ENOMEM, "out of memory listing the kernel choices");
+    }
+    for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
+        st_warn(&t->log, "kernel choice %s; measured instead", line + 2);
+    free(notes);
+    if (unused && kernel_choices_used(t))
+        st_warn(&t->log, "%d of the kernel choices given match no kernel of this run (choices "
+                "are per layer, shape and samples per worker: made for another network, batch "
+                "or -t?)", unused);
+    if (count && kernel_choices_used(t))
+        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s", measured, given,
+                t->o.profile ? " (listed with the profile)" : "");
+    st_status st = ST_OK;
+    if (t->o.save_kernel_choices && st_cluster_rank(t->o.cluster) == 0) {
+        st = st_write_atomic(t->o.save_kernel_choices, write_choices, t, err);
+        if (st == ST_OK)
+            st_info(&t->log, "kernel choices saved to %s", t->o.save_kernel_choices);
+        else
+            st_error_prefix(err, "--save-kernel-choices ");
+    }
+    return st;
+}
+
+/* Multi-node: every rank runs rank 0's kernel choices, so that the nodes
+ * run the same implementations (and a run given rank 0's saved choices is
+ * the same run): rank 0 sends them once its kernels exist (local: how its
+ * set-up went), the others take them before building theirs. Every rank
+ * calls this once, whatever its own set-up did. */
+static st_status share_choices(st_trainer *t, st_status local, st_error *err)
+{
+    st_cluster *c = t->o.cluster;
+    char *text = NULL;
+    if (st_cluster_rank(c) == 0 && local == ST_OK && t->choices)
+        text = st_choices_text(t->choices, ST_CHOICES_VALUES, NULL);
+    int ok = local == ST_OK && (st_cluster_rank(c) != 0 || !t->choices || text);
+    st_status st = st_cluster_share_text(c, ok, &text, err);
+    if (st == ST_OK && local == ST_OK && st_cluster_rank(c) != 0 && text && t->choices)
+        st = st_choices_parse(t->choices, text, "rank 0's kernel choices", err);
+    free(text);
+    return local != ST_OK ? local : st;
+}
+
+/* Continue from o.resume: the weights, the solver state and the iteration;
+ * the seed and batch must be the snapshot's, or the data order and random
+ * streams would not continue. */
+static st_status resume(st_trainer *t, st_error *err)
+{
+    const char *path = t->o.resume;
+    st_snapshot_meta m = {.settings = NULL}, mine;
+    trainer_snapshot_meta(t, 0, &mine);
+    st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, t->ps.state,
+                                      t->ps.state_planes, &m, err);
+    char diff[768];
+    if (st == ST_OK && strcmp(m.solver, mine.solver) != 0)
+        st = st_fail(err, ST_EINPUT, "%s: the snapshot's solver is %s, this run's %s: resume "
+                     "with solver=%s", path, m.solver, mine.solver, m.solver);
+    else if (st == ST_OK && st_hparams_settings_differ(&t->cfg, m.settings, strlen(m.settings),
+                                                       "the snapshot", diff, sizeof diff))
+        st = st_fail(err, ST_EINPUT, "%s was taken with another cfg: %s; resume with the cfg "
+                     "it was taken with (or start from its weights with --weights)", path,
+                     diff);
+    if (st == ST_OK && m.choices && t->choices && kernel_choices_used(t))
+        st = st_choices_parse(t->choices, m.choices, path, err);
+    else if (st == ST_OK && m.choices && t->choices)
+        st_warn(&t->log, "%s: the snapshot's kernel choices are not used with --conv-impl %s, "
+                "so the weights will not be bitwise those of an uninterrupted run (leave "
+                "--conv-impl out for that)", path, t->o.conv_impl);
+    free(m.settings);
+    if (st == ST_OK && m.batch != t->batch)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with batch %d, this run has "
+                     "%d: give -b %d", path, m.batch, t->batch, m.batch);
+    if (st == ST_OK && m.seed != t->o.seed)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot was taken with seed %llu, this run has "
+                     "%llu: give --seed %llu", path, (unsigned long long)m.seed,
+                     (unsigned long long)t->o.seed, (unsigned long long)m.seed);
+    if (st == ST_OK && m.iteration >= t->iterations)
+        st = st_fail(err, ST_EUSAGE, "%s: the snapshot is at iteration %ld and this run has %ld: "
+                     "nothing left to do (give more --iters or --epochs)", path, m.iteration,
+                     t->iterations);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--resume ");
+        return st;
+    }
+    if (m.workers != t->o.threads)
+        st_warn(&t->log, "%s was written by %d workers, this run has %d: the gradient sums "
+                "round differently, so the weights will not be bitwise those of an "
+                "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
+                m.workers);
+    t->start = m.iteration;
+    st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,
+            t->iterations, (double)m.iteration / (double)t->iters_per_epoch);
+    return ST_OK;
+}
+
+/* --weights: the weights of a snapshot or a Darknet file; the solver
+ * starts from zero state at iteration 0. */
+static st_status start_from(st_trainer *t, const char *path, st_error *err)
+{
+    st_status st = st_weights_load_any(path, &t->net, t->ps.weights, err);
+    if (st != ST_OK) {
+        st_error_prefix(err, "--weights ");
+        return st;
+    }
+    st_info(&t->log, "starting from the weights in %s", path);
+    return ST_OK;
+}
+
+/* NAME of the snapshots DIR/NAME_TAG.snap: the cfg's file name without its
+ * last extension (exp.a.cfg: exp.a; .hidden.cfg: .hidden). The longest
+ * name, NAME_ITERATION.snap.tmp.PID, must fit the directory's file-name
+ * limit: checked now, not after training. */
+static st_status name_snapshots(st_trainer *t, st_error *err)
+{
+    const char *base = strrchr(t->cfg_path, '/');
+    base = base ? base + 1 : t->cfg_path;
+    const char *dot = strrchr(base, '.');
+    int len = (int)(dot && dot != base ? dot - base : (ptrdiff_t)strlen(base));
+    snprintf(t->snapshot_name, sizeof t->snapshot_name, "%.*s", len, base);
+    if (!t->o.snapshot_dir)
+        return ST_OK;
+    char longest[ST_PATH_MAX + 64];
+    int n = snprintf(longest, sizeof longest, "%s_%ld.snap", t->snapshot_name, LONG_MAX);
+    long name_max = st_name_max(t->o.snapshot_dir);
+    if ((long)n + ST_TEMP_SUFFIX_MAX > name_max)
+        return st_fail(err, ST_EUSAGE, "%s: the snapshots' names would be too long for "
+                       "--snapshot-dir %s: %s.snap.tmp.PID takes up to %d bytes, over its "
+                       "limit of %ld: give the cfg a shorter name", t->cfg_path,
+                       t->o.snapshot_dir, longest, n + ST_TEMP_SUFFIX_MAX, name_max);
+    if (strlen(t->o.snapshot_dir) + 1 + (size_t)n + ST_TEMP_SUFFIX_MAX >= ST_PATH_MAX)
+        return st_fail(err, ST_EUSAGE, "--snapshot-dir %s: the snapshots' paths would be "
+                       "longer than %d bytes", t->o.snapshot_dir, ST_PATH_MAX - 1);
+    return ST_OK;
+}
+
+/* A run killed while writing a snapshot leaves its temporary file
+ * (NAME_TAG.snap.tmp.PID, never the final name): clear those of processes
+ * that are gone. */
+static void remove_killed_snapshot_writes(const st_trainer *t)
+{
+    char prefix[ST_PATH_MAX + 1];
+    snprintf(prefix, sizeof prefix, "%s_", t->snapshot_name);
+    int n = st_remove_stale_temporaries(t->o.snapshot_dir, prefix, ".snap");
+    if (n > 0)
+        st_info(&t->log, "removed %d temporary file%s of snapshot writes that were killed "
+                "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
+}
+
+/* Whether path is a snapshot this run may write: DIR/NAME_final.snap or
+ * DIR/NAME_ITERATION.snap of --snapshot-dir DIR. */
+static int is_snapshot_path(const st_trainer *t, const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t name = strlen(t->snapshot_name), len = strlen(base);
+    if (!t->o.snapshot_dir || len < name + 1 + 5 || strncmp(base, t->snapshot_name, name) != 0 ||
+        base[name] != '_' || strcmp(base + len - 5, ".snap") != 0)
+        return 0;
+    const char *tag = base + name + 1;
+    size_t tag_len = len - name - 1 - 5;
+    int final = tag_len == 5 && strncmp(tag, "final", 5) == 0;
+    if (!final && (tag_len == 0 || strspn(tag, "0123456789") < tag_len))
+        return 0;
+    char dir[ST_PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    return st_same_file(dir, t->o.snapshot_dir);
+}
+
+/* Before any work: no output is a directory or in a directory it cannot be
+ * written to, and none would overwrite an input or another output (the
+ * snapshots may replace the one resumed or started from: that is a run
+ * going on). */
+static st_status check_paths(const st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    const st_data_paths *d = &t->data;
+    char metrics_partial[ST_PATH_MAX + 16] = "", trace_partial[ST_PATH_MAX + 16] = "";
+    char report_partial[ST_PATH_MAX + 16] = "";
+    if (o->metrics)
+        snprintf(metrics_partial, sizeof metrics_partial, "%s.partial", o->metrics);
+    if (o->cpe_trace)
+        snprintf(trace_partial, sizeof trace_partial, "%s.partial", o->cpe_trace);
+    if (o->cpe_report)
+        snprintf(report_partial, sizeof report_partial, "%s.partial", o->cpe_report);
+    const st_named_path outputs[] = {
+        {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
+        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
+        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", report_partial},
+        {"--save-kernel-choices", o->save_kernel_choices},
+    };
+    const st_named_path inputs[] = {
+        {"the network cfg", t->cfg_path}, {"--data", o->data},
+        {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
+        {"test_labels=", d->test_labels}, {"names=", d->names},
+        {"--kernel-choices", o->kernel_choices},
+        {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
+    };
+    enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
+    int n_out = (int)(sizeof outputs / sizeof outputs[0]);
+    int n_in = (int)(sizeof inputs / sizeof inputs[0]);
+    st_status st = ST_OK;
+    if (o->metrics)
+        st = st_check_output_path("--metrics", o->metrics, err);
+    if (st == ST_OK && o->cpe_trace)
+        st = st_check_output_path("--cpe-trace", o->cpe_trace, err);
+    if (st == ST_OK && o->cpe_report)
+        st = st_check_output_path("--cpe-report", o->cpe_report, err);
+    if (st == ST_OK && o->save_kernel_choices)
+        st = st_check_output_path("--save-kernel-choices", o->save_kernel_choices, err);
+    if (st == ST_OK)
+        st = st_check_distinct(outputs, n_out, inputs, n_in, err);
+    for (int i = 0; st == ST_OK && i < n_out + n_in - STARTS; i++) {
+        const st_named_path *p = i < n_out ? &outputs[i] : &inputs[i - n_out];
+        if (p->path && p->path[0] && is_snapshot_path(t, p->path))
+            st = st_fail(err, ST_EUSAGE, "%s %s is one of the snapshots --snapshot-dir %s "
+                         "would write (%s_final.snap, %s_ITERATION.snap): give another file",
+                         p->what, p->path, o->snapshot_dir, t->snapshot_name,
+                         t->snapshot_name);
+    }
+    return st;
+}
+
+/* The memory the run holds: the arenas by their sizes, and what setting
+ * up the workers took besides (measured: kernels, their primitives and
+ * per-layer state, a few kB per layer and worker; what an estimate from the
+ * tensors alone missed, 2.6 MB against 1.4 GB for 20,000 layers). */
+static void log_memory(const st_trainer *t)
+{
+    double mb = 1e-6 * sizeof(float), acts = 0.0, T = t->o.threads;
+    for (int w = 0; w < t->o.threads; w++)
+        acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
+    double weights = mb * (double)t->ps.count, state = weights * t->ps.state_planes;
+    double setup = 1e-6 * (double)t->setup_bytes;
+    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
+            "%.1f MB in all, gradients %.1f MB each, set-up %.1f MB (kernels and buffers, "
+            "measured: %.1f kB per layer and worker); %.1f MB in all", weights, state,
+            t->o.threads, t->o.threads > 1 ? "s" : "", acts, weights, setup,
+            1e3 * setup / T / t->net.n_layers, weights + state + acts + T * weights + setup);
+}
+
+/* --cpe-trace FILE, written as FILE.partial, which the backend creates
+ * exclusively: an old one (a killed run's, a planted symbolic link) is
+ * removed first, not followed. */
+static st_status start_cpe_trace(st_trainer *t, st_error *err)
+{
+    char partial[ST_PATH_MAX + 16];
+    snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+    unlink(partial);
+    st_status st = st_signals_remove_on_exit(partial, err);
+    return st == ST_OK
+               ? t->backend->trace_start(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err)
+               : st;
+}
+
+st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
+                            const st_log *log, st_error *err)
+{
+    *out = NULL;
+    st_trainer *t = st_calloc(1, sizeof *t, "trainer", err);
+    if (!t)
+        return ST_ENOMEM;
+    t->log = *log;
+    t->o = *o;
+    t->created = st_now();
+    snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
+    t->snapshot_iter = -1;
+    if (t->o.snapshot_every && !t->o.snapshot_dir)
+        t->o.snapshot_dir = ".";
+    o = &t->o;
+    st_status st = st_backend_find(o->backend, &t->backend, err);
+    if (st == ST_OK)
+        st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
+    size_t settings_bytes;
+    if (st == ST_OK)
+        st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
+    int created = 0; /* once the cfg is known good: no directory left for a typo */
+    if (st == ST_OK && o->snapshot_dir)
+        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
+    if (st == ST_OK && created)
+        st_info(log, "created the snapshot directory %s", o->snapshot_dir);
+    if (st == ST_OK)
+        st = name_snapshots(t, err);
+    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
+        remove_killed_snapshot_writes(t);
+    if (st == ST_OK)
+        st = check_trainable(t, err);
+    if (st == ST_OK) {
+        t->batch = o->batch ? o->batch : t->hp.batch;
+        if (t->batch < o->threads)
+            st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images "
+                         "(the batch is %d%s)", o->threads, o->threads, t->batch,
+                         o->batch ? "" : ", batch= in [net]; see -b");
+        choose_threads(t);
+        o = &t->o;
+    }
+    if (st == ST_OK)
+        st = find_data(t, err);
+    if (st == ST_OK)
+        st = check_paths(t, err);
+    if (st == ST_OK) {
+        st_net_print(&t->net, log);
+        t->transform = t->hp.transform;
+        t->transform.seed = o->seed;
+        st = open_data(t, err);
+    }
+    if (st == ST_OK && o->sync != ST_SYNC_BSP && (o->snapshot_every || o->resume))
+        st = st_fail(err, ST_EUSAGE, "--%s with --sync %s: periodic snapshots and exact "
+                     "resume need bulk-synchronous training (the workers of SSP and ASP are "
+                     "at different iterations); leave --sync out", o->resume ? "resume" :
+                     "snapshot-every", trainer_sync_names[o->sync]);
+    if (st == ST_OK && o->overlap && !o->cluster)
+        st = st_fail(err, ST_EUSAGE, "--overlap: overlapping the all-reduce with backward needs "
+                     "several nodes (mpirun -np P with P > 1)");
+    if (st == ST_OK && o->cluster && o->sync != ST_SYNC_BSP)
+        st = st_fail(err, ST_EUSAGE, "--sync %s: training across nodes (mpirun) is "
+                     "bulk-synchronous only; leave --sync out", trainer_sync_names[o->sync]);
+    if (st == ST_OK)
+        st = plan_schedule(t, err);
+    if (st == ST_OK) { /* checked on one node too: a mistyped name is an error there */
+        st_cluster_opts co = {o->allreduce, o->supernode_size, o->sim_cross_bandwidth, 0,
+                              o->allreduce_granularity};
+        st = st_cluster_configure(o->cluster, &co, &t->allreduce, err);
+    }
+    if (st == ST_OK)
+        st = setup_choices(t, err);
+    if (st == ST_OK)
+        st = st_ps_init(&t->ps, &t->net.params, o->threads,
+                        st_solver_state_per_param(&t->hp.solver), err);
+    if (st == ST_OK) {
+        st_params_init(&t->net.params, t->ps.weights, o->seed);
+        if (o->resume && o->weights)
+            st = st_fail(err, ST_EUSAGE, "--weights and --resume: give one (a snapshot "
+                         "resumed brings its own weights)");
+        else if (o->resume)
+            st = resume(t, err);
+        else if (o->weights)
+            st = start_from(t, o->weights, err);
+        t->warm_end = t->start + o->warmup;
+    }
+    if (st == ST_OK && o->warmup >= t->iterations - t->start && o->warmup > 0)
+        st = st_fail(err, ST_EUSAGE, "--warmup %ld leaves no iteration to time: the run has "
+                     "%ld%s; give a --warmup below that", o->warmup, t->iterations - t->start,
+                     t->start ? " after the resumed snapshot's" : "");
+    int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
+    if (ranks > 1 && rank > 0)
+        st = share_choices(t, st, err);
+    if (st == ST_OK) {
+        st_sched_opts so = {
+            .threads = o->threads, .intra = o->intra, .sync = o->sync,
+            .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
+            .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
+            .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
+            .choices = t->choices,
+            .train = t->train, .test_count = t->test ? t->test->count : 0,
+            .transform = &t->transform,
+            .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
+                                ? st_record_bytes(t->test) : st_record_bytes(t->train),
+            .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+            .stop = o->stop,
+        };
+        size_t rss = st_current_rss();
+        st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
+        size_t grown = st_current_rss();
+        t->setup_bytes = grown > rss ? grown - rss : 0;
+    }
+    if (ranks > 1 && rank == 0)
+        st = share_choices(t, st, err);
+    if (st == ST_OK)
+        st = finish_choices(t, err);
+    if (st == ST_OK && ((o->cpe_trace && !t->backend->trace_start) ||
+                        ((o->cpe_report || o->cpe_cost_only) && !t->backend->run_begin)))
+        st = st_fail(err, ST_EUSAGE, "--%s needs --backend cpe",
+                     o->cpe_trace ? "cpe-trace" : o->cpe_report ? "cpe-report" : "cpe-cost-only");
+    for (int w = 0; st == ST_OK && t->backend->run_begin && w < o->threads; w++)
+        st = t->backend->run_begin(st_sched_replica(t->sched, w)->bctx, o->cpe_cost_only,
+                                   w == 0 ? o->cpe_report : NULL, err);
+    if (st == ST_OK && o->cpe_trace)
+        st = start_cpe_trace(t, err);
+    if (st == ST_OK)
+        log_memory(t);
+    if (st == ST_OK)
+        st = st_batchq_init(&t->batches, BATCH_RING, t->batch, st_shape_count(t->net.input),
+                            err);
+    if (st != ST_OK) {
+        st_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return ST_OK;
+}
