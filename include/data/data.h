@@ -128,6 +128,14 @@ st_status st_source_open(st_source **out, const st_source_spec *spec, st_error *
  * for a file opened by descriptor (the readers open through fileio.h). */
 const char *st_zlib_message(const char *msg);
 
+/* The first len bytes of the regular file at path into buf, through zlib
+ * (which reads plain files too), as st_source_open looks at them: how many
+ * it got; 0 when it is empty or cannot be opened (the reader's opener says
+ * why); -1 with zlib's reason in why [why_len] (which must hold "" on entry)
+ * when a gzip file does not decompress (corrupt, or cut short before its
+ * first bytes). */
+int st_file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len);
+
 /* ---- transform ---- */
 
 typedef struct st_transform {

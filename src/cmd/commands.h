@@ -4,6 +4,8 @@
 #ifndef ST_COMMANDS_H
 #define ST_COMMANDS_H
 
+#include "base/status.h"
+
 /* singletrain pack SRC OUT: decode a source into a striped store. */
 int st_cmd_pack(int argc, char **argv);
 
@@ -18,5 +20,11 @@ int st_cmd_predict(int argc, char **argv);
 /* singletrain export NET.cfg WEIGHTS OUT.weights: write Darknet's .weights
  * from a snapshot (or re-write a .weights file). */
 int st_cmd_export(int argc, char **argv);
+
+/* The exit code of a command that ended with st (st_exit_code's), after
+ * printing a failure on stderr as "singletrain COMMAND: MESSAGE" (err's
+ * message, else the status's; COMMAND NULL, for training: "singletrain:
+ * MESSAGE"). */
+int st_cmd_exit_code(const char *command, st_status st, const st_error *err);
 
 #endif

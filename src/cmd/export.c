@@ -94,7 +94,5 @@ int st_cmd_export(int argc, char **argv)
                      n_pos, n_pos == 1 ? "" : "s");
     if (st == ST_OK)
         st = run_export(&o, pos[0], pos[1], pos[2], &err);
-    if (st != ST_OK)
-        fprintf(stderr, "singletrain export: %s\n", err.msg[0] ? err.msg : st_strerror(st));
-    return st_exit_code(st);
+    return st_cmd_exit_code("export", st, &err);
 }

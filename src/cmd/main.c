@@ -151,10 +151,8 @@ static int train_command(int argc, char **argv)
     int signal = 0;
     if (st == ST_OK && !cli.dry_run)
         st = train(&cli, &log, &signal, &err);
-    if (st != ST_OK) {
-        fprintf(stderr, "singletrain: %s\n", err.msg[0] ? err.msg : st_strerror(st));
-        return st_exit_code(st);
-    }
+    if (st != ST_OK)
+        return st_cmd_exit_code(NULL, st, &err);
     return signal ? 128 + signal : 0;
 }
 

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "data/data.h"
 #include "base/fileio.h"
@@ -137,15 +136,8 @@ typedef enum src_kind { KIND_STORE, KIND_IDX, KIND_CIFAR, KIND_LIST } src_kind;
 static src_kind source_kind(const char *path)
 {
     unsigned char head[8] = {0};
-    char why[160];
-    int got = 0, fd = st_open_regular(path, why, sizeof why);
-    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    if (f) {
-        got = gzread(f, head, sizeof head);
-        gzclose(f);
-    }
+    char why[160] = "";
+    int got = st_file_head(path, head, (int)sizeof head, why, sizeof why);
     if (got == 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
         return KIND_STORE;
     if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08)
@@ -328,12 +320,11 @@ int st_cmd_pack(int argc, char **argv)
                      n_pos == 1 ? "" : "s");
     if (st == ST_OK)
         st = pack(&cli, pos[0], pos[1], &log, &err);
-    if (st != ST_OK)
-        fprintf(stderr, "singletrain pack: %s\n", err.msg[0] ? err.msg : st_strerror(st));
+    int code = st_cmd_exit_code("pack", st, &err);
     if (st == ST_OK && st_signals_caught())
         st_warn(&log, "%s after the store was complete: %s is whole",
                 strsignal(st_signals_caught()), pos[1]);
     if (st_signals_caught())
         return 128 + st_signals_caught();
-    return st_exit_code(st);
+    return code;
 }

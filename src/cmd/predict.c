@@ -247,8 +247,6 @@ int st_cmd_predict(int argc, char **argv)
                      "[options])", n_pos, n_pos == 1 ? "" : "s");
     if (st == ST_OK)
         st = run_predict(&o, pos, n_pos, &err);
-    if (st != ST_OK)
-        fprintf(stderr, "singletrain predict: %s\n", err.msg[0] ? err.msg : st_strerror(st));
     free(pos);
-    return st_exit_code(st);
+    return st_cmd_exit_code("predict", st, &err);
 }

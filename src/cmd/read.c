@@ -139,7 +139,5 @@ int st_cmd_read(int argc, char **argv)
                      "singletrain read SRC [options])", n_pos);
     if (st == ST_OK)
         st = run_read(&o, pos[0], &err);
-    if (st != ST_OK)
-        fprintf(stderr, "singletrain read: %s\n", err.msg[0] ? err.msg : st_strerror(st));
-    return st_exit_code(st);
+    return st_cmd_exit_code("read", st, &err);
 }

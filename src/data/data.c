@@ -32,10 +32,7 @@ st_status st_source_batch(const st_source *s, const st_transform *t, const long 
     return ST_OK;
 }
 
-/* The first bytes of a file, through zlib (which reads plain files too);
- * returns how many it got, or -1 with zlib's reason in why when a gzip file
- * does not decompress (corrupt, or cut short before its first bytes). */
-static int file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
+int st_file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
 {
     char unreadable[160];
     int fd = st_open_regular(path, unreadable, sizeof unreadable);
@@ -77,7 +74,7 @@ st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *er
     if (why[0])
         return st_fail(err, ST_EINPUT, "%s: cannot open data: %s", sp->path, why);
     unsigned char head[512] = {0}; /* enough to tell text from binary */
-    int got = file_head(sp->path, head, (int)sizeof head, why, sizeof why);
+    int got = st_file_head(sp->path, head, (int)sizeof head, why, sizeof why);
     if (got < 0)
         return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
                        "or truncated)", sp->path, why);

@@ -82,7 +82,7 @@ static uint32_t index_u32(const char *index, long offset)
     return (uint32_t)index_u64(index, offset); /* little-endian: the low half */
 }
 
-/* The index fields this test checks (offsets of store.c's layout). */
+/* The index fields this test checks (offsets of store_format.h's layout). */
 #define IX_GENERATION 16
 #define IX_CLASSES 44
 #define IX_STRIPES 48

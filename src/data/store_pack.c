@@ -1,51 +1,15 @@
-/* The striped record store: writing it (st_store_pack) and reading it
- * (st_store_open); see store.h for the idea.
+/* Packing a striped store (st_store_pack; store_format.h gives its layout).
  *
- * Files. The index OUT and the stripes OUT.<generation>.<k>, where the
- * generation is 16 lower-case hex digits and k = 0 .. N-1 is printed with at
- * least 3 digits (OUT.00c0ffee12345678.000). A record is an int32
- * little-endian label followed by C x H x W pixel bytes (planar). Block b
- * holds records [b R, min((b + 1) R, count)) with R = floor(unit / record)
- * records per block, and lives in stripe b % N at offset (b / N) x unit.
- * Every block but the last of its stripe is padded with zeros to the full
- * unit (the next block starts there); the last block of a stripe is not
- * padded, so stripe k is exactly (n_k - 1) x unit + used(last block) bytes,
- * n_k being its block count; a stripe without blocks (N > blocks) is an
- * empty file. A block's CRC-32 (zlib) covers its used bytes only, never the
- * padding.
- *
- * Index layout (every integer little-endian, no padding; 72-byte header):
- *     0  magic "STSTORE1" (8 bytes)
- *     8  u32 version (ST_STORE_VERSION)
- *    12  u32 header bytes (72)
- *    16  u64 generation (names the stripes)
- *    24  u32 C, 28 u32 H, 32 u32 W (record shape)
- *    36  u64 record count
- *    44  u32 classes (every label is in [0, classes): written as 1 + the
- *        largest label packed)
- *    48  u32 stripes N
- *    52  u64 stripe unit (bytes)
- *    60  u32 records per block R
- *    64  u64 block count B = ceil(count / R)
- *    72  u32 CRC-32 of each block, B of them
- *    72 + 4 B  u32 CRC-32 of every preceding index byte
- *
- * Packing. Stripes are written under their final names (no index refers to
- * a new generation yet), sequentially, io_threads threads reading and
- * decoding the source a chunk ahead of the writer; then fsynced, read back
- * and checked against the block CRCs; then the index is written with
+ * Stripes are written under their final names (no index refers to a new
+ * generation yet), sequentially, io_threads threads reading and decoding
+ * the source a chunk ahead of the writer; then fsynced, read back and
+ * checked against the block CRCs; then the index is written with
  * st_write_atomic (temporary name, fsync, rename over OUT, fsync of the
  * directory): the commit point. After it, every file named
  * OUT.<16 hex digits>.<3 or more digits> of another generation is removed
  * (the old store's stripes and leftovers of crashed packs; OUT.lock keeps
  * a second pack of the same OUT out meanwhile). On a failure or a stop the
- * new stripes are removed and OUT, with the store it names, is untouched.
- *
- * Reading. The index is read and checked whole at open (magic, version,
- * CRC, sizes, a consistent header, each stripe's exact length); verify=1
- * also reads every block back and checks its CRC, min(N, 4) threads each
- * reading whole stripes with pread. A record is one preadv at its computed
- * stripe and offset, so any number of threads may read at once. */
+ * new stripes are removed and OUT, with the store it names, is untouched. */
 #include "data/store.h"
 
 #include <dirent.h>
@@ -60,105 +24,17 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "base/clock.h"
 #include "base/fileio.h"
+#include "store_format.h"
 
-#define HEADER_BYTES 72u
-#define MAX_STRIPES 1024u                      /* also --stripes' bound */
-#define MAX_RECORD ((uint64_t)1 << 30)         /* bytes of one record */
-#define MAX_UNIT ((uint64_t)1 << 40)
-#define MAX_BLOCKS ((uint64_t)1 << 28)         /* a 1 GB index */
 #define DEFAULT_STRIPES 32u
 #define DEFAULT_UNIT ((uint64_t)256 << 20)
 #define CHUNK_BYTES ((size_t)32 << 20)         /* records decoded per round */
-#define VERIFY_THREADS 4
-#define VERIFY_PIECE ((size_t)1 << 20)         /* bytes read per pread */
 #define MAX_IO_THREADS 256
-
-/* ------------------------------------------------------------------ layout */
-
-typedef struct store_layout {
-    uint64_t generation;
-    st_shape shape;
-    uint64_t count;    /* records in the files (a reader's limit is not here) */
-    uint32_t classes;
-    uint32_t stripes;
-    uint64_t unit;
-    uint32_t per_block;
-    uint64_t blocks;
-    uint32_t *crc;     /* [blocks] */
-} store_layout;
-
-static uint64_t record_size(const store_layout *L)
-{
-    return 4 + (uint64_t)st_shape_count(L->shape);
-}
-
-/* Bytes of records in block b. */
-static uint64_t block_used(const store_layout *L, uint64_t b)
-{
-    uint64_t first = b * L->per_block, n = L->count - first;
-    return (n < L->per_block ? n : L->per_block) * record_size(L);
-}
-
-static uint64_t stripe_block_count(const store_layout *L, uint32_t k)
-{
-    return L->blocks > k ? (L->blocks - 1 - k) / L->stripes + 1 : 0;
-}
-
-/* The exact length of stripe k: padded blocks, then the unpadded last one. */
-static uint64_t stripe_bytes(const store_layout *L, uint32_t k)
-{
-    uint64_t n = stripe_block_count(L, k);
-    if (n == 0)
-        return 0;
-    return (n - 1) * L->unit + block_used(L, k + (n - 1) * L->stripes);
-}
-
-static void stripe_name(char *buf, size_t size, const char *index, uint64_t generation,
-                        uint32_t k)
-{
-    snprintf(buf, size, "%s.%016llx.%03u", index, (unsigned long long)generation, k);
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
-static uint32_t crc_update(uint32_t crc, const unsigned char *p, uint64_t bytes)
-{
-    uLong c = crc;
-    while (bytes) {
-        uInt piece = bytes > (1u << 30) ? (1u << 30) : (uInt)bytes;
-        c = crc32(c, p, piece);
-        p += piece;
-        bytes -= piece;
-    }
-    return (uint32_t)c;
-}
 
 /* "12.3 MB" (binary units) */
 static const char *human_bytes(char *buf, size_t size, uint64_t n)
@@ -177,329 +53,6 @@ static const char *human_bytes(char *buf, size_t size, uint64_t n)
     return buf;
 }
 
-/* ------------------------------------------------------------ the stripes */
-
-static void close_fds(int *fds, uint32_t n)
-{
-    for (uint32_t k = 0; fds && k < n; k++)
-        if (fds[k] >= 0) {
-            close(fds[k]);
-            fds[k] = -1;
-        }
-}
-
-/* Open every stripe read-only and check its exact length. fds[] must hold
- * -1s; on failure the opened ones are closed again. */
-static st_status open_stripes(const char *index, const store_layout *L, int *fds,
-                              st_error *err)
-{
-    st_status st = ST_OK;
-    char name[4200], why[160];
-    for (uint32_t k = 0; st == ST_OK && k < L->stripes; k++) {
-        stripe_name(name, sizeof name, index, L->generation, k);
-        fds[k] = st_open_regular(name, why, sizeof why);
-        struct stat sb;
-        uint64_t want = stripe_bytes(L, k);
-        if (fds[k] < 0)
-            st = st_fail(err, ST_EINPUT, "%s: missing stripe %u of %u (%s): %s: the store is "
-                         "incomplete", index, k, L->stripes, name, why);
-        else if (fstat(fds[k], &sb) != 0)
-            st = st_fail(err, ST_EIO, "%s: cannot stat stripe %s: %s", index, name,
-                         strerror(errno));
-        else if ((uint64_t)sb.st_size < want)
-            st = st_fail(err, ST_EINPUT, "%s: truncated stripe %u (%s): %llu bytes, the index "
-                         "says %llu", index, k, name, (unsigned long long)sb.st_size,
-                         (unsigned long long)want);
-        else if ((uint64_t)sb.st_size > want)
-            st = st_fail(err, ST_EINPUT, "%s: stripe %u (%s) has %llu bytes, the index says "
-                         "%llu: the store is corrupt", index, k, name,
-                         (unsigned long long)sb.st_size, (unsigned long long)want);
-    }
-    if (st != ST_OK)
-        close_fds(fds, L->stripes);
-    return st;
-}
-
-typedef struct verify_job {
-    const store_layout *L;
-    const int *fds;
-    const char *index;
-    uint32_t first, step; /* stripes first, first + step, ... */
-    st_status st;
-    st_error err;
-} verify_job;
-
-/* Read every block of this job's stripes and compare its CRC. */
-static void verify_part(verify_job *j)
-{
-    const store_layout *L = j->L;
-    unsigned char *buf = malloc(VERIFY_PIECE);
-    char name[4200];
-    if (!buf)
-        j->st = st_fail(&j->err, ST_ENOMEM, "out of memory verifying %s", j->index);
-    for (uint32_t k = j->first; j->st == ST_OK && k < L->stripes; k += j->step) {
-        uint64_t n = stripe_block_count(L, k);
-        for (uint64_t i = 0; j->st == ST_OK && i < n; i++) {
-            uint64_t b = k + i * L->stripes, used = block_used(L, b), done = 0;
-            uint32_t crc = 0;
-            while (j->st == ST_OK && done < used) {
-                size_t want = used - done < VERIFY_PIECE ? (size_t)(used - done) : VERIFY_PIECE;
-                ssize_t got = pread(j->fds[k], buf, want, (off_t)(i * L->unit + done));
-                if (got < 0 && errno == EINTR)
-                    continue;
-                stripe_name(name, sizeof name, j->index, L->generation, k);
-                if (got < 0)
-                    j->st = st_fail(&j->err, ST_EIO, "%s: reading stripe %u (%s): %s", j->index,
-                                    k, name, strerror(errno));
-                else if (got == 0)
-                    j->st = st_fail(&j->err, ST_EINPUT, "%s: truncated stripe %u (%s): block "
-                                    "%llu ends early", j->index, k, name,
-                                    (unsigned long long)b);
-                else {
-                    crc = crc_update(crc, buf, (uint64_t)got);
-                    done += (uint64_t)got;
-                }
-            }
-            if (j->st == ST_OK && crc != L->crc[b]) {
-                stripe_name(name, sizeof name, j->index, L->generation, k);
-                j->st = st_fail(&j->err, ST_EINPUT, "%s: block %llu in stripe %u: checksum "
-                                "mismatch: the store is corrupt (%s)", j->index,
-                                (unsigned long long)b, k, name);
-            }
-        }
-    }
-    free(buf);
-}
-
-static void *verify_main(void *arg)
-{
-    verify_part(arg);
-    return NULL;
-}
-
-/* Check every block's CRC, min(stripes, 4) threads reading whole stripes.
- * The reported failure is that of the lowest-numbered failing thread. */
-static st_status verify_blocks(const char *index, const store_layout *L, const int *fds,
-                               st_error *err)
-{
-    uint32_t n = L->stripes < VERIFY_THREADS ? L->stripes : VERIFY_THREADS;
-    verify_job jobs[VERIFY_THREADS];
-    pthread_t tid[VERIFY_THREADS];
-    int started[VERIFY_THREADS] = {0};
-    memset(tid, 0, sizeof tid);
-    for (uint32_t t = 0; t < n; t++) {
-        jobs[t] = (verify_job){L, fds, index, t, n, ST_OK, {0}};
-        /* thread 0 is this one; a thread that cannot start runs here too */
-        if (t > 0)
-            started[t] = pthread_create(&tid[t], NULL, verify_main, &jobs[t]) == 0;
-    }
-    for (uint32_t t = 0; t < n; t++)
-        if (!started[t])
-            verify_part(&jobs[t]);
-    for (uint32_t t = 0; t < n; t++)
-        if (started[t])
-            pthread_join(tid[t], NULL);
-    for (uint32_t t = 0; t < n; t++)
-        if (jobs[t].st != ST_OK) {
-            st_fail(err, jobs[t].st, "%s", jobs[t].err.msg);
-            return jobs[t].st;
-        }
-    return ST_OK;
-}
-
-/* ---------------------------------------------------------------- reading */
-
-typedef struct store_source {
-    st_source base;
-    store_layout L;
-    int *fds;          /* [stripes] */
-    char *index;       /* the index path */
-} store_source;
-
-static st_status store_read(const st_source *src, long index, unsigned char *pixels,
-                            int *label, st_error *err)
-{
-    const store_source *s = (const store_source *)src;
-    const store_layout *L = &s->L;
-    if (index < 0 || index >= src->count)
-        return st_fail(err, ST_EINTERNAL, "%s: record %ld does not exist (%ld records)", s->index,
-                       index, src->count);
-    uint64_t rec = record_size(L), b = (uint64_t)index / L->per_block;
-    uint64_t off = (b / L->stripes) * L->unit + ((uint64_t)index % L->per_block) * rec;
-    uint32_t k = (uint32_t)(b % L->stripes);
-    unsigned char lab[4];
-    struct iovec iov[2] = {{lab, 4}, {pixels, (size_t)rec - 4}};
-    ssize_t got;
-    do
-        got = preadv(s->fds[k], iov, 2, (off_t)off);
-    while (got < 0 && errno == EINTR);
-    if (got < 0 || (uint64_t)got != rec) {
-        char name[4200];
-        stripe_name(name, sizeof name, s->index, L->generation, k);
-        if (got < 0)
-            return st_fail(err, ST_EIO, "%s: reading record %ld from stripe %u (%s): %s",
-                           s->index, index, k, name, strerror(errno));
-        return st_fail(err, ST_EINPUT, "%s: truncated stripe %u (%s): record %ld is cut short",
-                       s->index, k, name, index);
-    }
-    int32_t l = (int32_t)get_u32(lab);
-    if (l < 0 || (uint32_t)l >= L->classes)
-        return st_fail(err, ST_EINPUT, "%s: record %ld has label %d, not below the store's %u "
-                       "classes: the store is corrupt", s->index, index, (int)l, L->classes);
-    *label = (int)l;
-    return ST_OK;
-}
-
-static void store_close(st_source *src)
-{
-    store_source *s = (store_source *)src;
-    close_fds(s->fds, s->L.stripes);
-    free(s->fds);
-    free(s->L.crc);
-    free(s->index);
-    free(s);
-}
-
-static const st_source_ops store_ops = {store_read, store_close};
-
-/* Read the whole index file. */
-static st_status read_index_file(const char *path, unsigned char **data, size_t *len,
-                                 st_error *err)
-{
-    FILE *f;
-    st_status st = st_fopen_input(path, "rb", "store index", &f, err);
-    if (st != ST_OK)
-        return st;
-    struct stat sb;
-    unsigned char *buf = NULL;
-    if (fstat(fileno(f), &sb) != 0)
-        st = st_fail(err, ST_EIO, "%s: cannot stat: %s", path, strerror(errno));
-    else if ((uint64_t)sb.st_size > HEADER_BYTES + 4 * MAX_BLOCKS + 4)
-        st = st_fail(err, ST_EINPUT, "%s: %lld bytes: too large for a store index: the index is "
-                     "corrupt", path, (long long)sb.st_size);
-    else if (!(buf = malloc((size_t)sb.st_size + 1)))
-        st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
-    else if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
-        st = st_fail(err, ST_EIO, "%s: read failed: %s", path,
-                     ferror(f) ? strerror(errno) : "the file shrank");
-    fclose(f);
-    if (st != ST_OK) {
-        free(buf);
-        return st;
-    }
-    *data = buf;
-    *len = (size_t)sb.st_size;
-    return ST_OK;
-}
-
-/* Check an index's bytes and fill L (L->crc allocated). */
-static st_status parse_index(const char *path, const unsigned char *d, size_t len,
-                             store_layout *L, st_error *err)
-{
-    size_t magic_len = strlen(ST_STORE_MAGIC);
-    if (memcmp(d, ST_STORE_MAGIC, len < magic_len ? len : magic_len) != 0)
-        return st_fail(err, ST_EINPUT, "%s: not a singletrain store (bad magic; expected \"%s\")",
-                       path, ST_STORE_MAGIC);
-    if (len < 16)
-        return st_fail(err, ST_EINPUT, "%s: truncated index (%zu bytes)", path, len);
-    uint32_t version = get_u32(d + 8), header = get_u32(d + 12);
-    if (version != ST_STORE_VERSION)
-        return st_fail(err, ST_EINPUT, "%s: store format version %u, expected %u (repack it "
-                       "with this singletrain)", path, version, ST_STORE_VERSION);
-    if (header != HEADER_BYTES)
-        return st_fail(err, ST_EINPUT, "%s: index is corrupt: a header of %u bytes, expected %u",
-                       path, header, HEADER_BYTES);
-    if (len < HEADER_BYTES + 4)
-        return st_fail(err, ST_EINPUT, "%s: truncated index (%zu bytes, the header alone is %u)",
-                       path, len, HEADER_BYTES);
-    L->generation = get_u64(d + 16);
-    L->shape = (st_shape){(int)get_u32(d + 24), (int)get_u32(d + 28), (int)get_u32(d + 32)};
-    uint32_t c = get_u32(d + 24), h = get_u32(d + 28), w = get_u32(d + 32);
-    L->count = get_u64(d + 36);
-    L->classes = get_u32(d + 44);
-    L->stripes = get_u32(d + 48);
-    L->unit = get_u64(d + 52);
-    L->per_block = get_u32(d + 60);
-    L->blocks = get_u64(d + 64);
-    uint64_t want = L->blocks <= MAX_BLOCKS ? HEADER_BYTES + 4 * L->blocks + 4 : 0;
-    uint32_t stored = get_u32(d + len - 4), crc = crc_update(0, d, len - 4);
-    if (crc != stored && len < want)
-        return st_fail(err, ST_EINPUT, "%s: truncated index: %zu bytes, the header promises %llu",
-                       path, len, (unsigned long long)want);
-    if (crc != stored)
-        return st_fail(err, ST_EINPUT, "%s: index is corrupt (checksum mismatch)", path);
-    if (len != want)
-        return st_fail(err, ST_EINPUT, "%s: index is corrupt: %zu bytes, the header promises "
-                       "%llu", path, len, (unsigned long long)want);
-    uint64_t rec = 4 + (uint64_t)c * h * w;
-    const char *bad = NULL;
-    if (c < 1 || h < 1 || w < 1 || c > (1u << 20) || h > (1u << 20) || w > (1u << 20) ||
-        rec > MAX_RECORD)
-        bad = "record shape";
-    else if (L->count < 1 || L->classes < 1 || L->classes > (1u << 24))
-        bad = "record or class count";
-    else if (L->stripes < 1 || L->stripes > MAX_STRIPES)
-        bad = "stripe count";
-    else if (L->unit < rec || L->unit > MAX_UNIT || L->per_block != L->unit / rec)
-        bad = "stripe unit or records per block";
-    else if (L->blocks != (L->count - 1) / L->per_block + 1) /* count + R - 1 could wrap */
-        bad = "block count";
-    if (bad)
-        return st_fail(err, ST_EINPUT, "%s: index is corrupt: inconsistent %s", path, bad);
-    L->crc = st_calloc(L->blocks, sizeof *L->crc, "store block checksums", err);
-    if (!L->crc)
-        return ST_ENOMEM;
-    for (uint64_t b = 0; b < L->blocks; b++)
-        L->crc[b] = get_u32(d + HEADER_BYTES + 4 * b);
-    return ST_OK;
-}
-
-st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
-                        st_error *err)
-{
-    unsigned char *data = NULL;
-    size_t len = 0;
-    store_source *s = st_calloc(1, sizeof *s, "store source", err);
-    st_status st = s ? ST_OK : ST_ENOMEM;
-    if (st == ST_OK && !(s->index = strdup(path)))
-        st = st_fail(err, ST_ENOMEM, "out of memory opening %s", path);
-    if (st == ST_OK)
-        st = read_index_file(path, &data, &len, err);
-    if (st == ST_OK)
-        st = parse_index(path, data, len, &s->L, err);
-    if (st == ST_OK && classes > 0 && s->L.classes > (uint32_t)classes)
-        st = st_fail(err, ST_EINPUT, "%s: the store has %u classes but the network has %d "
-                     "outputs", path, s->L.classes, classes);
-    if (st == ST_OK) {
-        s->fds = st_calloc(s->L.stripes, sizeof *s->fds, "store stripe files", err);
-        if (!s->fds)
-            st = ST_ENOMEM;
-        for (uint32_t k = 0; s->fds && k < s->L.stripes; k++)
-            s->fds[k] = -1;
-    }
-    if (st == ST_OK)
-        st = open_stripes(path, &s->L, s->fds, err);
-    if (st == ST_OK && verify)
-        st = verify_blocks(path, &s->L, s->fds, err);
-    free(data);
-    if (st != ST_OK) {
-        if (s)
-            store_close(&s->base);
-        return st;
-    }
-    s->base.ops = &store_ops;
-    s->base.count = (long)s->L.count;
-    if (limit > 0 && limit < s->base.count)
-        s->base.count = limit;
-    s->base.shape = s->L.shape;
-    s->base.classes = (int)s->L.classes;
-    snprintf(s->base.name, sizeof s->base.name, "%s", path);
-    *out = &s->base;
-    return ST_OK;
-}
-
-/* ---------------------------------------------------------------- packing */
-
 /* The default layout (also in `singletrain pack --help`): with record =
  * 4 + C x H x W bytes and N' = --stripes or 32, the unit holds
  * min(floor(256 MB / record), ceil(count / N')) records, at least one, so
@@ -513,7 +66,7 @@ static st_status plan_layout(const st_source *src, const st_pack_opts *o, store_
     if (src->shape.c < 1 || src->shape.h < 1 || src->shape.w < 1)
         return st_fail(err, ST_EINPUT, "%s: records of %d x %d x %d cannot be packed", src->name,
                        src->shape.c, src->shape.h, src->shape.w);
-    uint64_t rec = record_size(L);
+    uint64_t rec = store_record_size(L);
     if (rec > MAX_RECORD)
         return st_fail(err, ST_EINPUT, "%s: records of %llu bytes are too large for a store "
                        "(at most %llu)", src->name, (unsigned long long)rec,
@@ -620,7 +173,7 @@ static void pool_process(pack_pool *p)
                 bad = p->start + i;
                 break;
             }
-            put_u32(r, (uint32_t)label);
+            store_put_u32(r, (uint32_t)label);
             if (label > max_label)
                 max_label = label;
         }
@@ -807,13 +360,13 @@ static st_status create_stripes(packing *pk, st_error *err)
      * is drawn again */
     for (int tries = 0; tries < 16; tries++) {
         L->generation = random_generation();
-        stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, 0);
+        store_stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, 0);
         if (access(pk->name, F_OK) != 0)
             break;
     }
     for (; pk->created < L->stripes; pk->created++) {
         uint32_t k = pk->created;
-        stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, k);
+        store_stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, k);
         int fd = open(pk->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0)
             return st_fail(err, ST_EIO, "%s: cannot create stripe %s: %s", pk->out, pk->name,
@@ -848,7 +401,7 @@ static st_status write_chunk(packing *pk, long start, long n, const unsigned cha
                              st_error *err)
 {
     store_layout *L = &pk->L;
-    uint64_t rec = record_size(L), i = (uint64_t)start, end = (uint64_t)(start + n);
+    uint64_t rec = store_record_size(L), i = (uint64_t)start, end = (uint64_t)(start + n);
     st_status st = ST_OK;
     while (st == ST_OK && i < end) {
         uint64_t b = i / L->per_block, block_end = (b + 1) * L->per_block;
@@ -858,11 +411,11 @@ static st_status write_chunk(packing *pk, long start, long n, const unsigned cha
         uint32_t k = (uint32_t)(b % L->stripes);
         const unsigned char *p = buf + (i - (uint64_t)start) * rec;
         uint64_t bytes = (stop - i) * rec;
-        stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, k);
+        store_stripe_name(pk->name, sizeof pk->name, pk->out, L->generation, k);
         st = st_fwrite(pk->files[k], p, (size_t)bytes, pk->name, err);
-        L->crc[b] = crc_update(L->crc[b], p, bytes);
+        L->crc[b] = store_crc(L->crc[b], p, bytes);
         if (st == ST_OK && stop == block_end && b + L->stripes < L->blocks)
-            st = write_zeros(pk->files[k], L->unit - block_used(L, b), pk->name, err);
+            st = write_zeros(pk->files[k], L->unit - store_block_used(L, b), pk->name, err);
         i = stop;
     }
     return st;
@@ -873,7 +426,7 @@ static st_status write_records(packing *pk, double t0, st_error *err)
 {
     store_layout *L = &pk->L;
     const st_log *log = pk->o->log;
-    size_t rec = (size_t)record_size(L);
+    size_t rec = (size_t)store_record_size(L);
     long count = (long)L->count;
     long chunk = (long)(CHUNK_BYTES / rec);
     if (chunk < 1)
@@ -938,7 +491,7 @@ static st_status close_stripes(packing *pk, st_status st, st_error *err)
         FILE *f = pk->files[k];
         if (!f)
             continue;
-        stripe_name(pk->name, sizeof pk->name, pk->out, pk->L.generation, k);
+        store_stripe_name(pk->name, sizeof pk->name, pk->out, pk->L.generation, k);
         if (st == ST_OK && fflush(f) != 0)
             st = st_fail(err, ST_EIO, "%s: write failed: %s", pk->name, strerror(errno));
         if (st == ST_OK && fsync(fileno(f)) != 0)
@@ -958,12 +511,12 @@ static st_status verify_new(packing *pk, st_error *err)
         return ST_ENOMEM;
     for (uint32_t k = 0; k < pk->L.stripes; k++)
         fds[k] = -1;
-    st_status st = open_stripes(pk->out, &pk->L, fds, err);
+    st_status st = store_stripes_open(pk->out, &pk->L, fds, err);
     if (st == ST_OK)
-        st = verify_blocks(pk->out, &pk->L, fds, err);
+        st = store_blocks_verify(pk->out, &pk->L, fds, err);
     if (st != ST_OK)
         st_error_prefix(err, "verifying what was just written: ");
-    close_fds(fds, pk->L.stripes);
+    store_stripes_close(fds, pk->L.stripes);
     free(fds);
     return st;
 }
@@ -983,31 +536,14 @@ static st_status write_index_bytes(FILE *f, void *ctx, st_error *err)
 /* The commit point: the index, atomically over OUT. */
 static st_status write_index(packing *pk, size_t *bytes, st_error *err)
 {
-    const store_layout *L = &pk->L;
-    size_t len = HEADER_BYTES + 4 * (size_t)L->blocks + 4;
-    unsigned char *d = st_calloc(len, 1, "store index", err);
+    index_out x = {pk->out, NULL, 0};
+    unsigned char *d = store_index_encode(&pk->L, &x.len, err);
     if (!d)
         return ST_ENOMEM;
-    memcpy(d, ST_STORE_MAGIC, 8);
-    put_u32(d + 8, ST_STORE_VERSION);
-    put_u32(d + 12, HEADER_BYTES);
-    put_u64(d + 16, L->generation);
-    put_u32(d + 24, (uint32_t)L->shape.c);
-    put_u32(d + 28, (uint32_t)L->shape.h);
-    put_u32(d + 32, (uint32_t)L->shape.w);
-    put_u64(d + 36, L->count);
-    put_u32(d + 44, L->classes);
-    put_u32(d + 48, L->stripes);
-    put_u64(d + 52, L->unit);
-    put_u32(d + 60, L->per_block);
-    put_u64(d + 64, L->blocks);
-    for (uint64_t b = 0; b < L->blocks; b++)
-        put_u32(d + HEADER_BYTES + 4 * b, L->crc[b]);
-    put_u32(d + len - 4, crc_update(0, d, len - 4));
-    index_out x = {pk->out, d, len};
+    x.data = d;
     st_status st = st_write_atomic(pk->out, write_index_bytes, &x, err);
     free(d);
-    *bytes = len;
+    *bytes = x.len;
     return st;
 }
 
@@ -1121,7 +657,7 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
         remove_old_generations(&pk);
         uint64_t total = index_bytes;
         for (uint32_t k = 0; k < pk.L.stripes; k++)
-            total += stripe_bytes(&pk.L, k);
+            total += store_stripe_bytes(&pk.L, k);
         double secs = st_now() - t0;
         char unit[32], size[32];
         st_info(pk.o->log, "packed %llu records of %d x %d x %d, %u classes, into %u stripes "
@@ -1135,7 +671,7 @@ st_status st_store_pack(const st_source *src, const char *out, const st_pack_opt
             *written = (long)pk.L.count;
     } else {
         for (uint32_t k = 0; k < pk.created; k++) {
-            stripe_name(pk.name, sizeof pk.name, out, pk.L.generation, k);
+            store_stripe_name(pk.name, sizeof pk.name, out, pk.L.generation, k);
             unlink(pk.name);
         }
     }

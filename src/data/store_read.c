@@ -1,0 +1,146 @@
+/* Reading the striped store (store_format.h gives its layout): st_store_open
+ * reads the index and checks it whole (magic, version, CRC, sizes, a
+ * consistent header), then each stripe's exact length; verify=1 also reads
+ * every block back and checks its CRC. The store is then a data source
+ * (data.h) whose record is one preadv at its computed stripe and offset, so
+ * any number of threads may read at once. */
+#include "data/store.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/fileio.h"
+#include "store_format.h"
+
+typedef struct store_source {
+    st_source base;
+    store_layout L;
+    int *fds;          /* [stripes] */
+    char *index;       /* the index path */
+} store_source;
+
+static st_status store_read(const st_source *src, long index, unsigned char *pixels,
+                            int *label, st_error *err)
+{
+    const store_source *s = (const store_source *)src;
+    const store_layout *L = &s->L;
+    if (index < 0 || index >= src->count)
+        return st_fail(err, ST_EINTERNAL, "%s: record %ld does not exist (%ld records)", s->index,
+                       index, src->count);
+    uint64_t rec = store_record_size(L), b = (uint64_t)index / L->per_block;
+    uint64_t off = (b / L->stripes) * L->unit + ((uint64_t)index % L->per_block) * rec;
+    uint32_t k = (uint32_t)(b % L->stripes);
+    unsigned char lab[4];
+    struct iovec iov[2] = {{lab, 4}, {pixels, (size_t)rec - 4}};
+    ssize_t got;
+    do
+        got = preadv(s->fds[k], iov, 2, (off_t)off);
+    while (got < 0 && errno == EINTR);
+    if (got < 0 || (uint64_t)got != rec) {
+        char name[4200];
+        store_stripe_name(name, sizeof name, s->index, L->generation, k);
+        if (got < 0)
+            return st_fail(err, ST_EIO, "%s: reading record %ld from stripe %u (%s): %s",
+                           s->index, index, k, name, strerror(errno));
+        return st_fail(err, ST_EINPUT, "%s: truncated stripe %u (%s): record %ld is cut short",
+                       s->index, k, name, index);
+    }
+    int32_t l = (int32_t)store_get_u32(lab);
+    if (l < 0 || (uint32_t)l >= L->classes)
+        return st_fail(err, ST_EINPUT, "%s: record %ld has label %d, not below the store's %u "
+                       "classes: the store is corrupt", s->index, index, (int)l, L->classes);
+    *label = (int)l;
+    return ST_OK;
+}
+
+static void store_close(st_source *src)
+{
+    store_source *s = (store_source *)src;
+    store_stripes_close(s->fds, s->L.stripes);
+    free(s->fds);
+    free(s->L.crc);
+    free(s->index);
+    free(s);
+}
+
+static const st_source_ops store_ops = {store_read, store_close};
+
+/* Read the whole index file. */
+static st_status read_index_file(const char *path, unsigned char **data, size_t *len,
+                                 st_error *err)
+{
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "store index", &f, err);
+    if (st != ST_OK)
+        return st;
+    struct stat sb;
+    unsigned char *buf = NULL;
+    if (fstat(fileno(f), &sb) != 0)
+        st = st_fail(err, ST_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    else if ((uint64_t)sb.st_size > HEADER_BYTES + 4 * MAX_BLOCKS + 4)
+        st = st_fail(err, ST_EINPUT, "%s: %lld bytes: too large for a store index: the index is "
+                     "corrupt", path, (long long)sb.st_size);
+    else if (!(buf = malloc((size_t)sb.st_size + 1)))
+        st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
+    else if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
+        st = st_fail(err, ST_EIO, "%s: read failed: %s", path,
+                     ferror(f) ? strerror(errno) : "the file shrank");
+    fclose(f);
+    if (st != ST_OK) {
+        free(buf);
+        return st;
+    }
+    *data = buf;
+    *len = (size_t)sb.st_size;
+    return ST_OK;
+}
+
+st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
+                        st_error *err)
+{
+    unsigned char *data = NULL;
+    size_t len = 0;
+    store_source *s = st_calloc(1, sizeof *s, "store source", err);
+    st_status st = s ? ST_OK : ST_ENOMEM;
+    if (st == ST_OK && !(s->index = strdup(path)))
+        st = st_fail(err, ST_ENOMEM, "out of memory opening %s", path);
+    if (st == ST_OK)
+        st = read_index_file(path, &data, &len, err);
+    if (st == ST_OK)
+        st = store_index_parse(path, data, len, &s->L, err);
+    if (st == ST_OK && classes > 0 && s->L.classes > (uint32_t)classes)
+        st = st_fail(err, ST_EINPUT, "%s: the store has %u classes but the network has %d "
+                     "outputs", path, s->L.classes, classes);
+    if (st == ST_OK) {
+        s->fds = st_calloc(s->L.stripes, sizeof *s->fds, "store stripe files", err);
+        if (!s->fds)
+            st = ST_ENOMEM;
+        for (uint32_t k = 0; s->fds && k < s->L.stripes; k++)
+            s->fds[k] = -1;
+    }
+    if (st == ST_OK)
+        st = store_stripes_open(path, &s->L, s->fds, err);
+    if (st == ST_OK && verify)
+        st = store_blocks_verify(path, &s->L, s->fds, err);
+    free(data);
+    if (st != ST_OK) {
+        if (s)
+            store_close(&s->base);
+        return st;
+    }
+    s->base.ops = &store_ops;
+    s->base.count = (long)s->L.count;
+    if (limit > 0 && limit < s->base.count)
+        s->base.count = limit;
+    s->base.shape = s->L.shape;
+    s->base.classes = (int)s->L.classes;
+    snprintf(s->base.name, sizeof s->base.name, "%s", path);
+    *out = &s->base;
+    return ST_OK;
+}
