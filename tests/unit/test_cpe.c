@@ -36,6 +36,7 @@
 #include "cpe_testlib.h"
 
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 #include "../../src/cpe/cpe_internal.h"
 
 #define HZ 1.45e9

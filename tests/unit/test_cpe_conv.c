@@ -33,6 +33,7 @@
 #include "cpe_testlib.h"
 
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* A geometry with the output size of symmetric padding (Darknet's rule). */
 static st_cpe_conv_geom geom_make(int c, int oc, int ih, int iw, int kh, int kw, int sh, int sw,

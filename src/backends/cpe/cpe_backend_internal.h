@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* Passes a kernel accounts for; the slice work puts its gradient sum and
  * its update in the first two. */

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* LDM a kernel leaves for the alignment of its buffers (up to 16 of them),
  * beyond its argument block. */
