@@ -24,7 +24,7 @@
 #     rounding of the GEMM's sums.)
 # usage: sh tests/e2e/test_cpe_backend.sh PATH_TO_SINGLETRAIN
 set -u
-. "$(dirname "$0")/../../lib/check.sh"
+. "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 
