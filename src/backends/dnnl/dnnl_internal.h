@@ -1,7 +1,8 @@
 /* What the oneDNN backend's files share (dnnl.c: memory descriptors,
  * primitives, the kernel record and every kernel but convolution;
- * dnnl_conv.c: convolution and the measured choice of its implementation).
- * Nothing outside src/backends/dnnl*.c includes this. */
+ * dnnl_conv.c: convolution and its plan; dnnl_conv_measure.c: the measured
+ * choice of a plan, with dnnl_conv.h between those two). Nothing outside
+ * src/backends/dnnl/ includes this. */
 #ifndef ST_DNNL_INTERNAL_H
 #define ST_DNNL_INTERNAL_H
 
@@ -168,7 +169,7 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err);
 
-/* ---- convolution (dnnl_conv.c) ---- */
+/* ---- convolution (dnnl_conv.c, dnnl_conv_measure.c) ---- */
 /* The primitives of variant v (first: the largest batch size, which also
  * decides the kernel's implementation, see dnnl_conv.c). */
 st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err);
