@@ -133,6 +133,13 @@ st_status dn_exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t pd,
  * ignored). */
 st_status dn_exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err);
 st_status dn_exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err);
+/* Bind each of the n arguments args, then run e. */
+typedef struct dn_arg {
+    int arg;
+    const void *ptr;
+} dn_arg;
+st_status dn_exec_call(st_bctx *c, dn_exec *e, const dn_arg *args, int n, void *scratch,
+                       st_error *err);
 size_t dn_scratchpad_bytes(const_dnnl_primitive_desc_t pd);
 const dnnl_memory_desc_t *dn_pd_md(const_dnnl_primitive_desc_t pd, int arg);
 /* Attributes: user scratchpad, and an eltwise post-op unless post_alg is 0. */
