@@ -1,5 +1,6 @@
 /* The oneDNN backend (Intel oneDNN 2.x C API): every oneDNN call of
- * singletrain is in this file, so the move to oneDNN 3's API touches nothing
+ * singletrain is in this file or in convolution's two (dnnl_conv.c,
+ * dnnl_conv_measure.c), so the move to oneDNN 3's API touches nothing
  * else.
  *
  * Each worker has its own engine and stream (its st_bctx). A kernel holds,
