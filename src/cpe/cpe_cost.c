@@ -139,11 +139,16 @@ static double curve_at(const st_cpe_dma_curve *c, const double *cycles, double b
     return cycles[i - 1] + (bytes - x0) * (cycles[i] - cycles[i - 1]) / (x1 - x0);
 }
 
+/* The occupancy of one block of bytes, getting or putting. */
+static double block_cycles(const st_cpe_cost_params *p, int put, double bytes)
+{
+    return curve_at(&p->dma, put ? p->dma.put_cycles : p->dma.get_cycles, bytes);
+}
+
 double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
                                    size_t count)
 {
-    const double *cycles = put ? p->dma.put_cycles : p->dma.get_cycles;
-    return (double)count * curve_at(&p->dma, cycles, (double)block_bytes);
+    return (double)count * block_cycles(p, put, (double)block_bytes);
 }
 
 double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put)
@@ -187,9 +192,7 @@ void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, s
                     continue;
                 double mean = (double)cls->bytes / (double)cls->blocks;
                 dma_cycles += (double)cls->transfers * cpe_cost_dma_latency(p, dir) +
-                              (double)cls->blocks *
-                                  curve_at(&p->dma, dir ? p->dma.put_cycles : p->dma.get_cycles,
-                                           mean);
+                              (double)cls->blocks * block_cycles(p, dir, mean);
             }
     double regcomm_cycles =
         (double)(c->msgs_p2p) * cpe_cost_send_cycles(p, 0) +

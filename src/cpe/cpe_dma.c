@@ -79,52 +79,56 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
         reply->done_cycle = done;
 }
 
+/* A transfer of count blocks of block_bytes, pitch_bytes apart in main
+ * memory and packed in LDM: get (put 0: dst is LDM, src main memory) or put
+ * (put 1: the other way). The data moves unless the cluster is cost-only
+ * and copy is 0 (control data moves always). */
+static void dma_transfer(st_cpe *cpe, int put, st_cpe_dma_mode mode, int copy, void *dst,
+                         const void *src, size_t block_bytes, size_t pitch_bytes, size_t count,
+                         st_cpe_reply *reply)
+{
+    static const char *const ops[ST_CPE_DMA_MODES][2] = {{"get", "put"},
+                                                         {"strided get", "strided put"}};
+    dma_check(cpe, ops[mode][put], put ? src : dst, put ? dst : src, block_bytes, pitch_bytes,
+              count);
+    size_t dst_pitch = put ? pitch_bytes : block_bytes, src_pitch = put ? block_bytes : pitch_bytes;
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (size_t i = 0; i < count && (copy || !cpe->cg->cost_only); i++)
+        memcpy(d + i * dst_pitch, s + i * src_pitch, block_bytes);
+    dma_account(cpe, put, mode, block_bytes, count, reply);
+}
+
 void st_cpe_dma_get(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
                     st_cpe_reply *reply)
 {
-    dma_check(cpe, "get", ldm_dst, main_src, bytes, bytes, 1);
-    if (!cpe->cg->cost_only)
-        memcpy(ldm_dst, main_src, bytes);
-    dma_account(cpe, 0, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+    dma_transfer(cpe, 0, ST_CPE_DMA_CONTIGUOUS, 0, ldm_dst, main_src, bytes, bytes, 1, reply);
 }
 
 void st_cpe_dma_get_control(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t bytes,
                             st_cpe_reply *reply)
 {
-    dma_check(cpe, "get", ldm_dst, main_src, bytes, bytes, 1);
-    memcpy(ldm_dst, main_src, bytes);
-    dma_account(cpe, 0, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+    dma_transfer(cpe, 0, ST_CPE_DMA_CONTIGUOUS, 1, ldm_dst, main_src, bytes, bytes, 1, reply);
 }
 
 void st_cpe_dma_put(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t bytes,
                     st_cpe_reply *reply)
 {
-    dma_check(cpe, "put", ldm_src, main_dst, bytes, bytes, 1);
-    if (!cpe->cg->cost_only)
-        memcpy(main_dst, ldm_src, bytes);
-    dma_account(cpe, 1, ST_CPE_DMA_CONTIGUOUS, bytes, 1, reply);
+    dma_transfer(cpe, 1, ST_CPE_DMA_CONTIGUOUS, 0, main_dst, ldm_src, bytes, bytes, 1, reply);
 }
 
 void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, size_t block_bytes,
                             size_t pitch_bytes, size_t count, st_cpe_reply *reply)
 {
-    dma_check(cpe, "strided get", ldm_dst, main_src, block_bytes, pitch_bytes, count);
-    unsigned char *dst = ldm_dst;
-    const unsigned char *src = main_src;
-    for (size_t i = 0; i < count && !cpe->cg->cost_only; i++)
-        memcpy(dst + i * block_bytes, src + i * pitch_bytes, block_bytes);
-    dma_account(cpe, 0, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
+    dma_transfer(cpe, 0, ST_CPE_DMA_STRIDED, 0, ldm_dst, main_src, block_bytes, pitch_bytes,
+                 count, reply);
 }
 
 void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t block_bytes,
                             size_t pitch_bytes, size_t count, st_cpe_reply *reply)
 {
-    dma_check(cpe, "strided put", ldm_src, main_dst, block_bytes, pitch_bytes, count);
-    unsigned char *dst = main_dst;
-    const unsigned char *src = ldm_src;
-    for (size_t i = 0; i < count && !cpe->cg->cost_only; i++)
-        memcpy(dst + i * pitch_bytes, src + i * block_bytes, block_bytes);
-    dma_account(cpe, 1, ST_CPE_DMA_STRIDED, block_bytes, count, reply);
+    dma_transfer(cpe, 1, ST_CPE_DMA_STRIDED, 0, main_dst, ldm_src, block_bytes, pitch_bytes,
+                 count, reply);
 }
 
 void st_cpe_dma_wait(st_cpe *cpe, st_cpe_reply *reply, int n)

@@ -13,6 +13,7 @@
 #include "testlib.h"
 
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 static inline st_cpe_cluster *cluster_new(void)
 {
@@ -170,7 +171,7 @@ static inline void run_and_check_cost_only(st_cpe_cluster *cg, cpe_test_launch l
 /* ---- layouts ---- */
 
 /* The offset of sample s, channel ch, pixel (y, x) of n samples of c x h x
- * w in layout l (include/cpe/cpe.h, st_cpe_layout). */
+ * w in layout l (include/cpe/kernels.h, st_cpe_layout). */
 static inline size_t layout_at(st_cpe_layout l, int n, int c, int h, int w, int s, int ch, int y,
                                int x)
 {

@@ -37,6 +37,7 @@
 
 #include "base/clock.h"
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 #include "../../src/cpe/cpe_internal.h"
 
 #define HZ 1.45e9

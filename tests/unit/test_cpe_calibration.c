@@ -26,6 +26,7 @@
 #include "cpe_testlib.h"
 
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 #define DATA_DIR "data/sw26010/"
 

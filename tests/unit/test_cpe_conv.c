@@ -33,6 +33,7 @@
 #include "cpe_testlib.h"
 
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* A geometry with the output size of symmetric padding (Darknet's rule). */
 static st_cpe_conv_geom geom_make(int c, int oc, int ih, int iw, int kh, int kw, int sh, int sw,
@@ -518,7 +519,7 @@ static void check_pass(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass 
     free(back);
 }
 
-/* The explicit scheme of the cpe backend (src/backends/cpe/cpe_backend.c, one group):
+/* The explicit scheme of the cpe backend (src/backends/cpe/cpe_conv.c, one group):
  * forward im2col with the batch folded into the columns, one GEMM into
  * [oc][n][oh ow], CNHW to NCHW; backward-data NCHW to CNHW, GEMM with A
  * transposed into col, folded col2im; backward-weights folded im2col and a

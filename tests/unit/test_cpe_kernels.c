@@ -1,4 +1,4 @@
-/* The streaming CPE kernels (include/cpe/cpe.h, "streaming kernels") against
+/* The streaming CPE kernels (include/cpe/kernels.h, "streaming kernels") against
  * independent truths: pooling forward and backward against the reference
  * backend's kernels (ref_pool_create), activations against st_act_forward
  * and the reference activation kernel's backward, bias add + activation and
@@ -22,7 +22,7 @@
  * the gradient sum and the solver update (memcmp of whole buffers, so
  * nothing outside the range may change either); 1e-6 relative for the
  * rest, and bitwise for the bias gradient when the CPEs split it by channel
- * range, as cpe.h promises. Max pooling draws integers from -2..2, so
+ * range, as kernels.h promises. Max pooling draws integers from -2..2, so
  * windows have ties and the first-maximum rule is checked. Every result
  * buffer is prefilled with NaN where the kernel must overwrite it.
  *
@@ -44,6 +44,7 @@
 
 #include "backends/ref.h"
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 #include "ops/params.h"
 #include "parallel/ps.h"
 #include "ops/solver.h"

@@ -1,5 +1,8 @@
-/* Internals of the `cpe` backend shared by its two files: cpe.c (the
- * kernels, their strategies and layouts, the accounting) and cpe_report.c
+/* Internals of the `cpe` backend shared by its files: cpe_backend.c (the
+ * backend: contexts, kernel creation, the accounting, the slice and host
+ * work), cpe_layouts.c (the layouts at the kernels' edges), cpe_conv.c
+ * (convolution, its strategies), cpe_kernels.c (bias and activation,
+ * inner product, pooling, activations, the MPE's kernels) and cpe_report.c
  * (the end-of-run report, the per-iteration trace and the report CSV). */
 #ifndef ST_BACKENDS_CPE_INTERNAL_H
 #define ST_BACKENDS_CPE_INTERNAL_H
@@ -8,6 +11,7 @@
 
 #include "backends/backend.h"
 #include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* Passes a kernel accounts for; the slice work puts its gradient sum and
  * its update in the first two. */
@@ -107,14 +111,102 @@ struct st_bctx {
     size_t scratch_floats[SCRATCHES];
 };
 
-/* End of an iteration for a unit of work (cpe.c). */
+/* ---- the backend (cpe_backend.c) ---- */
+
+/* Add a launch's counters c to w's pass when it succeeded (st) during
+ * training; returns st. */
+st_status cpe_charge(cpe_work *w, int pass, const st_cpe_counters *c, int training, st_status st);
+
+/* End of an iteration for a unit of work. */
 void cpe_work_close(cpe_work *w, long iteration);
 
+/* Scratch buffer `which` of ctx, at least floats long (grown once, kept). */
+st_status cpe_scratch(st_bctx *ctx, int which, size_t floats, float **out, st_error *err);
+
+void cpe_kernel_destroy(st_kernel *base);
+
+/* ---- layouts at the kernels' edges (cpe_layouts.c) ---- */
+
+/* Per-sample shape of a tensor whose layout can change. */
+typedef struct cpe_shape {
+    int c, h, w;
+} cpe_shape;
+
+size_t cpe_shape_floats(const cpe_shape *s, int n);
+
+/* t (n samples of shape s, in layout have) in layout want: t itself, or a
+ * copy transformed on the CPEs into scratch slot, charged to k's layout
+ * work of the pass. */
+st_status cpe_layout_view(cpe_kernel *k, int pass, int training, int slot, const cpe_shape *s,
+                          int n, const float *t, st_cpe_layout have, st_cpe_layout want,
+                          const float **out, st_error *err);
+
+/* dst (layout target, n samples of shape s) = result (layout have), or +=
+ * it with accumulate; result is a scratch buffer. */
+st_status cpe_layout_store(cpe_kernel *k, int pass, const cpe_shape *s, int n, float *result,
+                           st_cpe_layout have, float *dst, st_cpe_layout target, int accumulate,
+                           st_error *err);
+
+/* The layout k's input comes in, and the one its output gradient comes in
+ * (its own record's, or plain when its output is plain). */
+st_cpe_layout cpe_src_data_layout(const cpe_kernel *k);
+st_cpe_layout cpe_own_diff_layout(const cpe_kernel *k);
+
+/* The layout a kernel that computes in `natural` writes its input gradient
+ * in: its own choice when it overwrites a gradient that has a record, the
+ * record's when it adds to it, plain without a record. Sets the record. */
+st_cpe_layout cpe_diff_target(cpe_kernel *k, st_cpe_layout natural, int accumulate);
+
+/* For kernels that compute on plain NCHW: their input (a->src, or its
+ * transformed copy). */
+st_status cpe_plain_src(cpe_kernel *k, const st_kargs *a, int pass, int training,
+                        const float **out, st_error *err);
+
+/* Where a kernel computing a plain NCHW input gradient writes it: to,
+ * a->diff_src itself (add: whether to add to it, a->accumulate), or
+ * scratch (stored; add 0) that cpe_plain_diff_finish stores into diff_src
+ * in the layout its record says. */
+typedef struct cpe_plain_diff {
+    float *to;
+    int stored, add;
+} cpe_plain_diff;
+
+st_status cpe_plain_diff_dst(cpe_kernel *k, const st_kargs *a, cpe_plain_diff *dx, st_error *err);
+
+/* After the kernel wrote dx with status st: the store of a scratch
+ * gradient when st is ST_OK; returns the status. */
+st_status cpe_plain_diff_finish(cpe_kernel *k, const st_kargs *a, const cpe_plain_diff *dx,
+                                st_status st, st_error *err);
+
+/* ---- the kernels (cpe_conv.c, cpe_kernels.c) ---- */
+
+/* y [n, channels, per_channel] += bias (NULL: none), then the activation;
+ * charged to k's forward when training. */
+st_status cpe_epilogue(cpe_kernel *k, float *y, const float *bias, int n, int channels,
+                       size_t per_channel, st_act act, int training, st_error *err);
+
+/* db [channels] = sum over samples and positions of dy [n, channels,
+ * per_channel], charged to k's backward-weights. */
+st_status cpe_bias_grad(cpe_kernel *k, float *db, const float *dy, int n, int channels,
+                        size_t per_channel, st_error *err);
+
+extern const st_kernel_ops cpe_conv_ops, cpe_fc_ops, cpe_pool_ops, cpe_act_ops, cpe_mpe_ops;
+
+/* A convolution kernel's descriptor, geometry, strategies and output
+ * layout record, from d (ST_K_CONV). */
+void cpe_conv_setup(cpe_kernel *k, const st_kdesc *d);
+
+/* An MPE kernel's reference kernel (k->mpe) and its costs, from d (batch
+ * norm, LRN, softmax). */
+st_status cpe_mpe_setup(cpe_kernel *k, const st_kdesc *d, st_error *err);
+
+/* ---- the report (cpe_report.c) ---- */
+
 /* Per iteration: the mean of a unit's passes over the steady iterations (or
- * over the trials when the run had no more), in ms (cpe_report.c). */
+ * over the trials when the run had no more), in ms. */
 void cpe_work_ms(const struct st_bctx *ctx, const cpe_work *w, double ms[PASSES]);
 
-/* The trace row of a unit for iteration it (cpe_report.c). */
+/* The trace row of a unit for iteration it. */
 void cpe_trace_row(FILE *f, long it, const char *what, const cpe_work *w);
 
 #endif

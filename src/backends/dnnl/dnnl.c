@@ -1,5 +1,6 @@
 /* The oneDNN backend (Intel oneDNN 2.x C API): every oneDNN call of
- * singletrain is in this file, so the move to oneDNN 3's API touches nothing
+ * singletrain is in this file or in convolution's two (dnnl_conv.c,
+ * dnnl_conv_measure.c), so the move to oneDNN 3's API touches nothing
  * else.
  *
  * Each worker has its own engine and stream (its st_bctx). A kernel holds,
@@ -143,6 +144,17 @@ st_status dn_exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err)
     return ST_OK;
 }
 
+st_status dn_exec_call(st_bctx *c, dn_exec *e, const dn_arg *args, int n, void *scratch,
+                       st_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        st_status st = dn_exec_bind(e, args[i].arg, args[i].ptr, err);
+        if (st != ST_OK)
+            return st;
+    }
+    return dn_exec_run(c, e, scratch, err);
+}
+
 size_t dn_scratchpad_bytes(const_dnnl_primitive_desc_t pd)
 {
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -222,10 +234,8 @@ st_status dn_make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *from
 st_status dn_run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, void *scratch,
                              st_error *err)
 {
-    st_status st = dn_exec_bind(e, DNNL_ARG_FROM, from, err);
-    if (st == ST_OK)
-        st = dn_exec_bind(e, DNNL_ARG_TO, to, err);
-    return st == ST_OK ? dn_exec_run(c, e, scratch, err) : st;
+    const dn_arg args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    return dn_exec_call(c, e, args, N_OF(args), scratch, err);
 }
 
 /* ---- kernels ---- */
@@ -419,6 +429,18 @@ static st_status bwd_ddst(dn_kernel *k, dn_variant *v, const st_kargs *a, const 
     return dn_run_reorder(k->ctx, &v->ddst_in, a->diff_dst, (void *)*ddst, a->scratch, err);
 }
 
+/* The variant for a->n samples, and diff_dst in its primitive's layout:
+ * the start of a backward pass. */
+static st_status bwd_begin(dn_kernel *k, const st_kargs *a, dn_variant **v, const void **ddst,
+                           st_error *err)
+{
+    *ddst = NULL;
+    *v = dn_variant_of(k, a->n, err);
+    if (!*v)
+        return ST_EINTERNAL;
+    return bwd_ddst(k, *v, a, ddst, err);
+}
+
 /* Where the primitive writes diff_src: the user's buffer, or a temporary
  * after the scratchpad when a reorder or an accumulation follows. */
 static void *bwd_dsrc(const dn_kernel *k, const st_kargs *a)
@@ -434,6 +456,17 @@ static st_status bwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_e
         return ST_OK;
     dn_exec *e = a->accumulate ? &v->dsrc_add : &v->dsrc_out;
     return dn_run_reorder(k->ctx, e, bwd_dsrc(k, a), a->diff_src, a->scratch, err);
+}
+
+/* The eltwise after the primitive (v->post, when there is one) from src
+ * to dst. */
+static st_status post_run(dn_kernel *k, dn_variant *v, const void *src, void *dst, void *scratch,
+                          st_error *err)
+{
+    if (!v->post.prim)
+        return ST_OK;
+    const dn_arg args[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
+    return dn_exec_call(k->ctx, &v->post, args, N_OF(args), scratch, err);
 }
 
 static const int FWD_ARGS[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST,
@@ -495,6 +528,23 @@ static st_status take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t p
     return ST_OK;
 }
 
+/* v->post: the eltwise alg (alpha) after the primitive, in place on md
+ * (an activation, softmax's temperature); what names it in errors. */
+static st_status post_build(dn_kernel *k, dn_variant *v, dnnl_alg_kind_t alg, float alpha,
+                            const dnnl_memory_desc_t *md, const char *what, st_error *err)
+{
+    dnnl_eltwise_desc_t ed;
+    dnnl_primitive_desc_t epd = NULL;
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, md, alpha, 0.0f),
+       "eltwise descriptor");
+    st_status st = dn_make_pd(k->ctx, &epd, &ed, NULL, 0, 0, what, err);
+    if (st == ST_OK)
+        st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
+    if (epd)
+        dnnl_primitive_desc_destroy(epd);
+    return st;
+}
+
 /* ---- convolution and inner product ---- */
 
 /* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
@@ -527,19 +577,9 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wei,
                                             d->bias ? &bias : NULL, &dst),
        "inner product forward descriptor");
-    if (post != dnnl_alg_kind_undef) {
-        dnnl_eltwise_desc_t ed;
-        dnnl_primitive_desc_t epd = NULL;
-        DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, post, &dst, alpha, 0.0f),
-           "eltwise descriptor");
-        st = dn_make_pd(c, &epd, &ed, NULL, 0, 0, "inner product activation", err);
-        if (st == ST_OK)
-            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
-        if (epd)
-            dnnl_primitive_desc_destroy(epd);
-        if (st != ST_OK)
-            return st;
-    }
+    if (post != dnnl_alg_kind_undef &&
+        (st = post_build(k, v, post, alpha, &dst, "inner product activation", err)) != ST_OK)
+        return st;
     DN(dnnl_inner_product_backward_data_desc_init(&bdd, &src, &wei, &dst),
        "inner product backward data descriptor");
     DN(dnnl_inner_product_backward_weights_desc_init(&bwd, &src, &wei, d->bias ? &bias : NULL,
@@ -581,10 +621,7 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
         for (int o = 0; o < d->out; o++)
             a->dst[(size_t)i * d->out + o] =
                 dst_t[(size_t)o * a->n + i] + (d->bias ? a->bias[o] : 0.0f);
-    if (v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, a->dst, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
-    return st;
+    return post_run(k, v, a->dst, a->dst, a->scratch, err);
 }
 
 static st_status weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -599,11 +636,10 @@ static st_status weighted_forward(st_kernel *base, const st_kargs *a, st_error *
         w = dn_at(a->workspace, k->ws_w);
         st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
     }
-    if (st == ST_OK && (st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_BIAS, a->bias, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w},
+                           {DNNL_ARG_BIAS, a->bias}, {DNNL_ARG_DST, fwd_dst(k, a)}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->fwd, args, N_OF(args), a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
@@ -611,11 +647,9 @@ static st_status weighted_forward(st_kernel *base, const st_kargs *a, st_error *
 static st_status weighted_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = dn_variant_of(k, a->n, err);
-    if (!v)
-        return ST_EINTERNAL;
+    dn_variant *v;
     const void *ddst;
-    st_status st = bwd_ddst(k, v, a, &ddst, err);
+    st_status st = bwd_begin(k, a, &v, &ddst, err);
     const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : a->weights;
     if (st == ST_OK && k->wd_edge) {
         w = dn_at(a->workspace, k->ws_wd);
@@ -623,28 +657,24 @@ static st_status weighted_backward_data(st_kernel *base, const st_kargs *a, st_e
     } else if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw)) {
         w = a->weights; /* backward data reads plain weights */
     }
-    if (st == ST_OK && (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_WEIGHTS, w, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_data, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->bwd_data, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w},
+                           {DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a)}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->bwd_data, args, N_OF(args), a->scratch, err);
     return st == ST_OK ? bwd_finish(k, v, a, err) : st;
 }
 
 static st_status weighted_backward_weights(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = dn_variant_of(k, a->n, err);
-    if (!v)
-        return ST_EINTERNAL;
+    dn_variant *v;
     const void *ddst;
-    st_status st = bwd_ddst(k, v, a, &ddst, err);
+    st_status st = bwd_begin(k, a, &v, &ddst, err);
     void *dw = k->dw_edge ? dn_at(a->workspace, k->ws_dw) : a->diff_weights;
-    if (st == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_SRC, bwd_src(k, a), err)) == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, dw, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->bwd_weights, DNNL_ARG_DIFF_BIAS, a->diff_bias, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->bwd_weights, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, bwd_src(k, a)}, {DNNL_ARG_DIFF_DST, ddst},
+                           {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->bwd_weights, args, N_OF(args), a->scratch, err);
     if (st == ST_OK && k->dw_edge)
         st = dn_run_reorder(k->ctx, &k->dw_out, dw, a->diff_weights, a->scratch, err);
     return st;
@@ -747,29 +777,23 @@ static st_status data_forward(st_kernel *base, const st_kargs *a, st_error *err)
     dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
-    st_status st;
-    if ((st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, fwd_dst(k, a), err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim), err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, a->src}, {DNNL_ARG_DST, fwd_dst(k, a)},
+                           {DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim)}};
+    st_status st = dn_exec_call(k->ctx, &v->fwd, args, N_OF(args), a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
 static st_status data_backward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
-    dn_variant *v = dn_variant_of(k, a->n, err);
-    if (!v)
-        return ST_EINTERNAL;
+    dn_variant *v;
     const void *ddst;
-    dn_exec *e = &v->bwd_data;
-    st_status st = bwd_ddst(k, v, a, &ddst, err);
-    if (st == ST_OK && (st = dn_exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DST, a->dst, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a), err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim), err)) == ST_OK)
-        st = dn_exec_run(k->ctx, e, a->scratch, err);
+    st_status st = bwd_begin(k, a, &v, &ddst, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, a->src}, {DNNL_ARG_DST, a->dst},
+                           {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, bwd_dsrc(k, a)},
+                           {DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim)}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->bwd_data, args, N_OF(args), a->scratch, err);
     return st == ST_OK ? bwd_finish(k, v, a, err) : st;
 }
 
@@ -792,7 +816,7 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
        "batch norm inference descriptor");
     DN(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &usrc, &usrc, d->eps,
                                                    flags), "batch norm backward descriptor");
-    dnnl_primitive_desc_t fpd = NULL, ipd = NULL, bpd = NULL, epd = NULL;
+    dnnl_primitive_desc_t fpd = NULL, ipd = NULL, bpd = NULL;
     st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "batch norm forward", err);
     if (st == ST_OK)
         st = dn_make_pd(c, &ipd, &id, NULL, 0, 0, "batch norm inference", err);
@@ -800,15 +824,8 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
         st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "batch norm backward", err);
     float alpha;
     dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
-    if (st == ST_OK && post != dnnl_alg_kind_undef) {
-        dnnl_eltwise_desc_t ed;
-        dnnl_status_t s = dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, post,
-                                                         &usrc, alpha, 0.0f);
-        st = s == dnnl_success ? dn_make_pd(c, &epd, &ed, NULL, 0, 0, "batch norm activation", err)
-                               : dn_fail(err, "eltwise descriptor", s);
-        if (st == ST_OK)
-            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    }
+    if (st == ST_OK && post != dnnl_alg_kind_undef)
+        st = post_build(k, v, post, alpha, &usrc, "batch norm activation", err);
     if (st == ST_OK)
         st = dn_finish_exec(k, &v->fwd, fpd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
@@ -817,8 +834,8 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
         st = dn_finish_exec(k, &v->bwd_data, bpd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, &usrc, &usrc, &usrc, first, err);
-    dnnl_primitive_desc_t pds[] = {fpd, ipd, bpd, epd};
-    for (int i = 0; i < 4; i++)
+    dnnl_primitive_desc_t pds[] = {fpd, ipd, bpd};
+    for (int i = 0; i < N_OF(pds); i++)
         if (pds[i])
             dnnl_primitive_desc_destroy(pds[i]);
     return st;
@@ -832,17 +849,12 @@ static st_status bn_forward(st_kernel *base, const st_kargs *a, st_error *err)
         return ST_EINTERNAL;
     dn_exec *e = a->training ? &v->fwd : &v->fwd_inf;
     void *dst = fwd_dst(k, a);
-    st_status st;
-    if ((st = dn_exec_bind(e, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DST, dst, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_SCALE, a->weights, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_SHIFT, a->bias, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_MEAN, a->mean, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_VARIANCE, a->var, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, e, a->scratch, err);
-    if (st == ST_OK && v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, dst, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, dst, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, a->src},      {DNNL_ARG_DST, dst},
+                           {DNNL_ARG_SCALE, a->weights}, {DNNL_ARG_SHIFT, a->bias},
+                           {DNNL_ARG_MEAN, a->mean},     {DNNL_ARG_VARIANCE, a->var}};
+    st_status st = dn_exec_call(k->ctx, e, args, N_OF(args), a->scratch, err);
+    if (st == ST_OK)
+        st = post_run(k, v, dst, dst, a->scratch, err);
     return st == ST_OK ? fwd_finish(k, v, a, err) : st;
 }
 
@@ -862,18 +874,18 @@ static st_status bn_backward(st_kernel *base, const st_kargs *a, st_error *err)
         args.diff_src = (float *)((char *)a->scratch + (k->scratchpad + 63) / 64 * 64);
     }
     const void *ddst;
-    dn_exec *e = &v->bwd_data;
     st_status st = bwd_ddst(k, v, &args, &ddst, err);
-    if (st == ST_OK && (st = dn_exec_bind(e, DNNL_ARG_SRC, args.src, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_DST, ddst, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_SCALE, args.weights, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_SHIFT, args.bias, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_MEAN, args.mean, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_VARIANCE, args.var, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SRC, bwd_dsrc(k, &args), err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SCALE, args.diff_weights, err)) == ST_OK &&
-        (st = dn_exec_bind(e, DNNL_ARG_DIFF_SHIFT, args.diff_bias, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, e, args.scratch, err);
+    const dn_arg bind[] = {{DNNL_ARG_SRC, args.src},
+                           {DNNL_ARG_DIFF_DST, ddst},
+                           {DNNL_ARG_SCALE, args.weights},
+                           {DNNL_ARG_SHIFT, args.bias},
+                           {DNNL_ARG_MEAN, args.mean},
+                           {DNNL_ARG_VARIANCE, args.var},
+                           {DNNL_ARG_DIFF_SRC, bwd_dsrc(k, &args)},
+                           {DNNL_ARG_DIFF_SCALE, args.diff_weights},
+                           {DNNL_ARG_DIFF_SHIFT, args.diff_bias}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->bwd_data, bind, N_OF(bind), args.scratch, err);
     if (st != ST_OK || !a->diff_src)
         return st;
     return bwd_finish(k, v, &args, err);
@@ -896,26 +908,17 @@ static st_status softmax_build(dn_kernel *k, dn_variant *v, int first, st_error 
     dnnl_softmax_v2_desc_t sd;
     DN(dnnl_softmax_v2_forward_desc_init(&sd, dnnl_forward_inference, dnnl_softmax_accurate, &md,
                                          &md, 1), "softmax descriptor");
-    dnnl_primitive_desc_t spd = NULL, epd = NULL;
+    dnnl_primitive_desc_t spd = NULL;
     st = dn_make_pd(c, &spd, &sd, NULL, 0, 0, "softmax", err);
-    if (st == ST_OK && d->temperature != 1.0f) {
-        dnnl_eltwise_desc_t ed;
-        dnnl_status_t s = dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference,
-                                                         dnnl_eltwise_linear, &md,
-                                                         1.0f / d->temperature, 0.0f);
-        st = s == dnnl_success ? dn_make_pd(c, &epd, &ed, NULL, 0, 0, "softmax temperature", err)
-                               : dn_fail(err, "eltwise descriptor", s);
-        if (st == ST_OK)
-            st = dn_finish_exec(k, &v->post, epd, FWD_ARGS, N_OF(FWD_ARGS), err);
-    }
+    if (st == ST_OK && d->temperature != 1.0f)
+        st = post_build(k, v, dnnl_eltwise_linear, 1.0f / d->temperature, &md,
+                        "softmax temperature", err);
     if (st == ST_OK)
         st = dn_finish_exec(k, &v->fwd, spd, FWD_ARGS, N_OF(FWD_ARGS), err);
     if (st == ST_OK)
         st = build_edges(k, v, &md, &md, &md, first, err);
     if (spd)
         dnnl_primitive_desc_destroy(spd);
-    if (epd)
-        dnnl_primitive_desc_destroy(epd);
     return st;
 }
 
@@ -925,16 +928,11 @@ static st_status softmax_forward(st_kernel *base, const st_kargs *a, st_error *e
     dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
-    const void *src = a->src;
-    st_status st = ST_OK;
-    if (v->post.prim && (st = dn_exec_bind(&v->post, DNNL_ARG_SRC, a->src, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->post, DNNL_ARG_DST, a->dst, err)) == ST_OK) {
-        st = dn_exec_run(k->ctx, &v->post, a->scratch, err);
-        src = a->dst;
-    }
-    if (st == ST_OK && (st = dn_exec_bind(&v->fwd, DNNL_ARG_SRC, src, err)) == ST_OK &&
-        (st = dn_exec_bind(&v->fwd, DNNL_ARG_DST, a->dst, err)) == ST_OK)
-        st = dn_exec_run(k->ctx, &v->fwd, a->scratch, err);
+    /* The temperature's scaling, when there is one, into dst first. */
+    st_status st = post_run(k, v, a->src, a->dst, a->scratch, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, v->post.prim ? a->dst : a->src}, {DNNL_ARG_DST, a->dst}};
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->fwd, args, N_OF(args), a->scratch, err);
     return st;
 }
 

@@ -1,7 +1,8 @@
 /* What the oneDNN backend's files share (dnnl.c: memory descriptors,
  * primitives, the kernel record and every kernel but convolution;
- * dnnl_conv.c: convolution and the measured choice of its implementation).
- * Nothing outside src/backends/dnnl*.c includes this. */
+ * dnnl_conv.c: convolution and its plan; dnnl_conv_measure.c: the measured
+ * choice of a plan, with dnnl_conv.h between those two). Nothing outside
+ * src/backends/dnnl/ includes this. */
 #ifndef ST_DNNL_INTERNAL_H
 #define ST_DNNL_INTERNAL_H
 
@@ -132,6 +133,13 @@ st_status dn_exec_init(st_bctx *c, dn_exec *e, const_dnnl_primitive_desc_t pd,
  * ignored). */
 st_status dn_exec_bind(dn_exec *e, int arg, const void *ptr, st_error *err);
 st_status dn_exec_run(st_bctx *c, dn_exec *e, void *scratch, st_error *err);
+/* Bind each of the n arguments args, then run e. */
+typedef struct dn_arg {
+    int arg;
+    const void *ptr;
+} dn_arg;
+st_status dn_exec_call(st_bctx *c, dn_exec *e, const dn_arg *args, int n, void *scratch,
+                       st_error *err);
 size_t dn_scratchpad_bytes(const_dnnl_primitive_desc_t pd);
 const dnnl_memory_desc_t *dn_pd_md(const_dnnl_primitive_desc_t pd, int arg);
 /* Attributes: user scratchpad, and an eltwise post-op unless post_alg is 0. */
@@ -168,7 +176,7 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err);
 
-/* ---- convolution (dnnl_conv.c) ---- */
+/* ---- convolution (dnnl_conv.c, dnnl_conv_measure.c) ---- */
 /* The primitives of variant v (first: the largest batch size, which also
  * decides the kernel's implementation, see dnnl_conv.c). */
 st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err);

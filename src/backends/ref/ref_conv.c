@@ -75,25 +75,45 @@ static const float *conv_col(const ref_conv *c, const st_kargs *a, int n, int g)
     return a->scratch;
 }
 
+/* A pass's sizes: G groups of ic_g input and oc_g output channels, each
+ * group's GEMM over K = ic_g kh kw and P = oh ow; in_n and out_n, the
+ * floats of one sample's src and dst. */
+typedef struct conv_sizes {
+    int G, ic_g, oc_g, K, P;
+    long in_n, out_n;
+} conv_sizes;
+
+static conv_sizes conv_sizes_of(const st_conv_desc *d)
+{
+    conv_sizes z;
+    z.G = d->groups;
+    z.ic_g = d->ic / z.G;
+    z.oc_g = d->oc / z.G;
+    z.K = z.ic_g * d->kh * d->kw;
+    z.P = d->oh * d->ow;
+    z.in_n = (long)d->ic * d->ih * d->iw;
+    z.out_n = (long)d->oc * z.P;
+    return z;
+}
+
 static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
     const ref_conv *c = (const ref_conv *)k;
     const st_conv_desc *d = &c->d;
-    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
-    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
-    long out_n = (long)d->oc * P;
+    conv_sizes z = conv_sizes_of(d);
     for (int n = 0; n < a->n; n++)
-        for (int g = 0; g < G; g++)
-            ref_gemm(0, 0, oc_g, P, K, 1.0f, a->weights + (long)g * oc_g * K, K,
-                     conv_col(c, a, n, g), P, 0.0f, a->dst + n * out_n + (long)g * oc_g * P, P);
+        for (int g = 0; g < z.G; g++)
+            ref_gemm(0, 0, z.oc_g, z.P, z.K, 1.0f, a->weights + (long)g * z.oc_g * z.K, z.K,
+                     conv_col(c, a, n, g), z.P, 0.0f,
+                     a->dst + n * z.out_n + (long)g * z.oc_g * z.P, z.P);
     for (int n = 0; n < a->n; n++) {
-        float *out = a->dst + n * out_n;
+        float *out = a->dst + n * z.out_n;
         if (d->bias)
             for (int o = 0; o < d->oc; o++)
-                for (int p = 0; p < P; p++)
-                    out[(long)o * P + p] += a->bias[o];
-        st_act_forward(d->act, out, (size_t)out_n);
+                for (int p = 0; p < z.P; p++)
+                    out[(long)o * z.P + p] += a->bias[o];
+        st_act_forward(d->act, out, (size_t)z.out_n);
     }
     return ST_OK;
 }
@@ -103,22 +123,20 @@ static st_status conv_backward_data(st_kernel *k, const st_kargs *a, st_error *e
     (void)err;
     const ref_conv *c = (const ref_conv *)k;
     const st_conv_desc *d = &c->d;
-    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
-    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
-    long in_n = (long)d->ic * d->ih * d->iw, out_n = (long)d->oc * P;
+    conv_sizes z = conv_sizes_of(d);
     if (!a->accumulate)
-        memset(a->diff_src, 0, (size_t)(a->n * in_n) * sizeof(float));
+        memset(a->diff_src, 0, (size_t)(a->n * z.in_n) * sizeof(float));
     for (int n = 0; n < a->n; n++)
-        for (int g = 0; g < G; g++) {
-            float *dsrc = a->diff_src + n * in_n + (long)g * ic_g * d->ih * d->iw;
-            const float *ddst = a->diff_dst + n * out_n + (long)g * oc_g * P;
-            const float *w = a->weights + (long)g * oc_g * K;
+        for (int g = 0; g < z.G; g++) {
+            float *dsrc = a->diff_src + n * z.in_n + (long)g * z.ic_g * d->ih * d->iw;
+            const float *ddst = a->diff_dst + n * z.out_n + (long)g * z.oc_g * z.P;
+            const float *w = a->weights + (long)g * z.oc_g * z.K;
             if (c->direct) {
-                ref_gemm(1, 0, K, P, oc_g, 1.0f, w, K, ddst, P, 1.0f, dsrc, P);
+                ref_gemm(1, 0, z.K, z.P, z.oc_g, 1.0f, w, z.K, ddst, z.P, 1.0f, dsrc, z.P);
                 continue;
             }
-            ref_gemm(1, 0, K, P, oc_g, 1.0f, w, K, ddst, P, 0.0f, a->scratch, P);
-            col2im(d, ic_g, a->scratch, dsrc);
+            ref_gemm(1, 0, z.K, z.P, z.oc_g, 1.0f, w, z.K, ddst, z.P, 0.0f, a->scratch, z.P);
+            col2im(d, z.ic_g, a->scratch, dsrc);
         }
     return ST_OK;
 }
@@ -128,20 +146,20 @@ static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error
     (void)err;
     const ref_conv *c = (const ref_conv *)k;
     const st_conv_desc *d = &c->d;
-    int G = d->groups, ic_g = d->ic / G, oc_g = d->oc / G;
-    int K = ic_g * d->kh * d->kw, P = d->oh * d->ow;
-    long out_n = (long)d->oc * P;
-    memset(a->diff_weights, 0, (size_t)d->oc * K * sizeof(float));
+    conv_sizes z = conv_sizes_of(d);
+    memset(a->diff_weights, 0, (size_t)d->oc * z.K * sizeof(float));
     for (int n = 0; n < a->n; n++)
-        for (int g = 0; g < G; g++)
-            ref_gemm(0, 1, oc_g, K, P, 1.0f, a->diff_dst + n * out_n + (long)g * oc_g * P, P,
-                     conv_col(c, a, n, g), P, 1.0f, a->diff_weights + (long)g * oc_g * K, K);
+        for (int g = 0; g < z.G; g++)
+            ref_gemm(0, 1, z.oc_g, z.K, z.P, 1.0f,
+                     a->diff_dst + n * z.out_n + (long)g * z.oc_g * z.P, z.P,
+                     conv_col(c, a, n, g), z.P, 1.0f,
+                     a->diff_weights + (long)g * z.oc_g * z.K, z.K);
     if (d->bias) {
         for (int o = 0; o < d->oc; o++) {
             float s = 0.0f;
             for (int n = 0; n < a->n; n++)
-                for (int p = 0; p < P; p++)
-                    s += a->diff_dst[n * out_n + (long)o * P + p];
+                for (int p = 0; p < z.P; p++)
+                    s += a->diff_dst[n * z.out_n + (long)o * z.P + p];
             a->diff_bias[o] = s;
         }
     }

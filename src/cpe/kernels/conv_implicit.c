@@ -309,14 +309,12 @@ static void conv_outputs(st_cpe *cpe, conv_cpe *k, int orow, int o0, int o1, int
         size_t at = (((size_t)orow * p->co + (size_t)ocol) * (size_t)p->no +
                      (size_t)k->col * a->nos) * (size_t)p->b + (size_t)k->row * a->bs;
         unsigned char *ldm = (unsigned char *)k->out + (size_t)(ocol - o0) * out_block * k->elt;
-        st_cpe_reply reply = {0};
         if (put)
-            cpe_put_rows(cpe, (unsigned char *)p->out + at * k->elt, ldm, (size_t)a->bs * k->elt,
-                         (size_t)p->b * k->elt, (size_t)a->nos, &reply);
+            cpe_put_rows_now(cpe, (unsigned char *)p->out + at * k->elt, ldm,
+                             (size_t)a->bs * k->elt, (size_t)p->b * k->elt, (size_t)a->nos);
         else
-            cpe_get_rows(cpe, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
-                         (size_t)p->b * k->elt, (size_t)a->nos, &reply);
-        st_cpe_dma_wait(cpe, &reply, reply.count);
+            cpe_get_rows_now(cpe, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
+                             (size_t)p->b * k->elt, (size_t)a->nos);
     }
 }
 

@@ -171,9 +171,7 @@ static void elt_kernel(st_cpe *cpe, void *args, elt_work work)
     const elt_args *a = e.a;
     if (a->bias && a->bias_resident) {
         float *bias = st_cpe_ldm_alloc(cpe, a->c * sizeof(float), "bias");
-        st_cpe_reply reply = {0};
-        st_cpe_dma_get(cpe, bias, a->bias, a->c * sizeof(float), &reply);
-        st_cpe_dma_wait(cpe, &reply, 1);
+        cpe_get_now(cpe, bias, a->bias, a->c * sizeof(float));
         e.bias_all = bias;
     }
     for (int s = 0; s < 2; s++) {
@@ -486,9 +484,7 @@ static void bg_combine(st_cpe *cpe, bg_cpe *b)
     if (b->hi % span == 0 || last * span < b->lo)
         return; /* the last channel ends here, or began on an earlier CPE */
     double *parts = st_cpe_ldm_alloc(cpe, 2 * ST_CPE_COUNT * sizeof(double), "partial sums");
-    st_cpe_reply reply = {0};
-    st_cpe_dma_get(cpe, parts, a->partial, 2 * ST_CPE_COUNT * sizeof(double), &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    cpe_get_now(cpe, parts, a->partial, 2 * ST_CPE_COUNT * sizeof(double));
     double sum = parts[2 * b->id + (b->segments == 1 ? 0 : 1)];
     uint64_t adds = 0;
     for (int k = b->id + 1; k < ST_CPE_COUNT; k++) {
@@ -504,9 +500,7 @@ static void bg_combine(st_cpe *cpe, bg_cpe *b)
     cpe_scalar_loop(cpe, adds, 1.0, 1.0, 0.0, 1.0);
     float *value = st_cpe_ldm_alloc(cpe, sizeof *value, "combined sum");
     *value = (float)sum;
-    cpe_reply_reset(&reply);
-    st_cpe_dma_put(cpe, a->db + last, value, sizeof *value, &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    cpe_put_now(cpe, a->db + last, value, sizeof *value);
 }
 
 static void bias_grad_kernel(st_cpe *cpe, void *args)

@@ -185,9 +185,7 @@ static void gemm_load_c(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, unsi
     }
     if (d->beta == 0.0)
         return;
-    st_cpe_reply reply = {0};
-    cpe_get_rows(cpe, buf->c, c + (m0 * d->ldc + n0) * elt, nc * elt, d->ldc * elt, mr, &reply);
-    st_cpe_dma_wait(cpe, &reply, reply.count);
+    cpe_get_rows_now(cpe, buf->c, c + (m0 * d->ldc + n0) * elt, nc * elt, d->ldc * elt, mr);
     double factor = d->alpha == 0.0 ? d->beta : d->beta / d->alpha;
     if (factor != 1.0)
         gemm_scale(cpe, buf->c, count, factor, d->type);

@@ -106,13 +106,10 @@ static void im2col_unit(st_cpe *cpe, const im2col_args *a, float *row, float *ou
     cpe_vector_loop(cpe, (size_t)span, 0.0, 1.0, 0.0);
     if (!st_cpe_cost_only(cpe))
         memset(row, 0, (size_t)span * sizeof(float));
-    if (inside) {
-        st_cpe_reply reply = {0};
-        st_cpe_dma_get(cpe, row + (v0 - x0),
-                       a->src + (plane * (size_t)g->ih + (size_t)y) * (size_t)g->iw + (size_t)v0,
-                       (size_t)(v1 - v0) * sizeof(float), &reply);
-        st_cpe_dma_wait(cpe, &reply, 1);
-    }
+    if (inside)
+        cpe_get_now(cpe, row + (v0 - x0),
+                    a->src + (plane * (size_t)g->ih + (size_t)y) * (size_t)g->iw + (size_t)v0,
+                    (size_t)(v1 - v0) * sizeof(float));
     size_t width = (size_t)(ox1 - ox0);
     float *col = a->dst + b * a->image_stride;
     for (int kj = 0; kj < g->kw; kj++) {
@@ -125,11 +122,8 @@ static void im2col_unit(st_cpe *cpe, const im2col_args *a, float *row, float *ou
             if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh)
                 continue;
             size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
-            st_cpe_reply reply = {0};
-            st_cpe_dma_put(cpe, col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow +
-                                    (size_t)ox0, out,
-                           width * sizeof(float), &reply);
-            st_cpe_dma_wait(cpe, &reply, 1);
+            cpe_put_now(cpe, col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow + (size_t)ox0,
+                        out, width * sizeof(float));
         }
     }
 }
@@ -162,10 +156,8 @@ static void col2im_unit(st_cpe *cpe, const im2col_args *a, float *row, float *in
     int x0 = s * a->segment, x1 = x0 + a->segment < g->iw ? x0 + a->segment : g->iw;
     size_t width = (size_t)(x1 - x0);
     float *dsrc = a->dst + (plane * (size_t)g->ih + (size_t)y) * (size_t)g->iw + (size_t)x0;
-    st_cpe_reply reply = {0};
     if (a->accumulate) {
-        st_cpe_dma_get(cpe, row, dsrc, width * sizeof(float), &reply);
-        st_cpe_dma_wait(cpe, &reply, 1);
+        cpe_get_now(cpe, row, dsrc, width * sizeof(float));
     } else {
         cpe_vector_loop(cpe, width, 0.0, 1.0, 0.0);
         if (!st_cpe_cost_only(cpe))
@@ -187,19 +179,15 @@ static void col2im_unit(st_cpe *cpe, const im2col_args *a, float *row, float *in
                 continue;
             size_t crow = (ch * (size_t)g->kh + (size_t)ki) * (size_t)g->kw + (size_t)kj;
             size_t count = (size_t)(ox1 - ox0);
-            cpe_reply_reset(&reply);
-            st_cpe_dma_get(cpe, in, col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow +
-                                        (size_t)ox0,
-                           count * sizeof(float), &reply);
-            st_cpe_dma_wait(cpe, &reply, 1);
+            cpe_get_now(cpe, in,
+                        col + crow * a->row_pitch + (size_t)(t / g->sh) * g->ow + (size_t)ox0,
+                        count * sizeof(float));
             cpe_scalar_loop(cpe, count, 1.0, 3.0, 1.0, 1.0);
             if (!st_cpe_cost_only(cpe))
                 for (size_t k = 0; k < count; k++)
                     row[(size_t)((ox0 + (int)k) * g->sw - g->pw + kj - x0)] += in[k];
         }
-    cpe_reply_reset(&reply);
-    st_cpe_dma_put(cpe, dsrc, row, width * sizeof(float), &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    cpe_put_now(cpe, dsrc, row, width * sizeof(float));
 }
 
 static void col2im_kernel(st_cpe *cpe, void *args)

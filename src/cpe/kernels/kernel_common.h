@@ -1,14 +1,16 @@
-/* Helpers shared by the streaming CPE kernels (cpe_pool.c, cpe_eltwise.c,
- * cpe_layout.c, cpe_stream.c): fetching the argument block into LDM,
- * cutting a range into the 64 CPEs' shares, and DMA of a block of rows as
- * one contiguous transfer when the rows are adjacent in main memory.
- * Static inline: each kernel file is a CPE program of its own. */
+/* Helpers shared by the CPE kernels (the files beside it): fetching the
+ * argument block into LDM, cutting a range into the 64 CPEs' shares, the
+ * loops they declare to the cost model, DMA of a block of rows as one
+ * contiguous transfer when the rows are adjacent in main memory, and
+ * transfers waited for at once, for the kernels that wait for each before
+ * the next step (as swCaffe's im2col and pooling do). Static inline: each
+ * kernel file is a CPE program of its own. */
 #ifndef ST_CPE_KERNEL_COMMON_H
 #define ST_CPE_KERNEL_COMMON_H
 
 #include <stddef.h>
 
-#include "cpe/cpe.h"
+#include "cpe/kernels.h"
 
 /* LDM a kernel leaves for the alignment of its buffers (up to 16 of them),
  * beyond its argument block. */
@@ -16,12 +18,20 @@
 
 /* The argument block (bytes at args, main memory), fetched into LDM as
  * swCaffe's kernels do. */
-static inline void *cpe_kernel_args(st_cpe *cpe, const void *args, size_t bytes)
+/* Control data (bytes at src, main memory: an argument block, a table of
+ * pointers or tensor descriptions) into ldm, waited for; copied in
+ * cost-only mode too (st_cpe_dma_get_control). */
+static inline void cpe_get_control_now(st_cpe *cpe, void *ldm, const void *src, size_t bytes)
 {
     st_cpe_reply reply = {0};
-    void *a = st_cpe_ldm_alloc(cpe, bytes, "arguments");
-    st_cpe_dma_get_control(cpe, a, args, bytes, &reply);
+    st_cpe_dma_get_control(cpe, ldm, src, bytes, &reply);
     st_cpe_dma_wait(cpe, &reply, 1);
+}
+
+static inline void *cpe_kernel_args(st_cpe *cpe, const void *args, size_t bytes)
+{
+    void *a = st_cpe_ldm_alloc(cpe, bytes, "arguments");
+    cpe_get_control_now(cpe, a, args, bytes);
     return a;
 }
 
@@ -88,6 +98,38 @@ static inline void cpe_put_rows(st_cpe *cpe, void *dst, const void *ldm, size_t 
         st_cpe_dma_put(cpe, dst, ldm, bytes * rows, reply);
     else
         st_cpe_dma_put_strided(cpe, dst, ldm, bytes, pitch, rows, reply);
+}
+
+/* Transfers waited for at once: bytes between main memory and LDM, and
+ * rows as cpe_get_rows and cpe_put_rows. */
+static inline void cpe_get_now(st_cpe *cpe, void *ldm, const void *src, size_t bytes)
+{
+    st_cpe_reply reply = {0};
+    st_cpe_dma_get(cpe, ldm, src, bytes, &reply);
+    st_cpe_dma_wait(cpe, &reply, 1);
+}
+
+static inline void cpe_put_now(st_cpe *cpe, void *dst, const void *ldm, size_t bytes)
+{
+    st_cpe_reply reply = {0};
+    st_cpe_dma_put(cpe, dst, ldm, bytes, &reply);
+    st_cpe_dma_wait(cpe, &reply, 1);
+}
+
+static inline void cpe_get_rows_now(st_cpe *cpe, void *ldm, const void *src, size_t bytes,
+                                    size_t pitch, size_t rows)
+{
+    st_cpe_reply reply = {0};
+    cpe_get_rows(cpe, ldm, src, bytes, pitch, rows, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
+}
+
+static inline void cpe_put_rows_now(st_cpe *cpe, void *dst, const void *ldm, size_t bytes,
+                                    size_t pitch, size_t rows)
+{
+    st_cpe_reply reply = {0};
+    cpe_put_rows(cpe, dst, ldm, bytes, pitch, rows, &reply);
+    st_cpe_dma_wait(cpe, &reply, reply.count);
 }
 
 #endif

@@ -86,9 +86,7 @@ static void grad_sum_kernel(st_cpe *cpe, void *args)
     const grad_sum_args *a = s.a;
     size_t T = (size_t)a->n_src;
     s.src = st_cpe_ldm_alloc(cpe, T * sizeof *s.src, "source pointers");
-    st_cpe_reply reply = {0};
-    st_cpe_dma_get_control(cpe, s.src, a->src, T * sizeof *s.src, &reply);
-    st_cpe_dma_wait(cpe, &reply, 1);
+    cpe_get_control_now(cpe, s.src, a->src, T * sizeof *s.src);
     for (int b = 0; b < 2; b++) {
         s.acc[b] = st_cpe_ldm_alloc(cpe, GRAD_SUM_CHUNK * sizeof(float), "accumulator");
         s.in[b] = st_cpe_ldm_alloc(cpe, GRAD_SUM_CHUNK * sizeof(float), "input chunk");
@@ -213,12 +211,10 @@ typedef struct param_window {
 static const st_param *param_at(st_cpe *cpe, const solver_args *a, param_window *win, int i)
 {
     if (i < win->first || i >= win->first + win->count) {
-        st_cpe_reply reply = {0};
         win->first = i;
         win->count = a->n_params - i < SOLVER_PARAM_WINDOW ? a->n_params - i : SOLVER_PARAM_WINDOW;
-        st_cpe_dma_get_control(cpe, win->entry, a->params + i, (size_t)win->count * sizeof(st_param),
-                       &reply);
-        st_cpe_dma_wait(cpe, &reply, 1);
+        cpe_get_control_now(cpe, win->entry, a->params + i,
+                            (size_t)win->count * sizeof(st_param));
     }
     return &win->entry[i - win->first];
 }
