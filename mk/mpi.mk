@@ -5,8 +5,8 @@
 #   make mpi-tests                      the test and benchmark programs
 #   make test-mpi                       build them, run tests/mpi/test_allreduce.sh
 # Objects go under $(BUILD)/mpi/ so that they never meet the plain-$(CC)
-# pattern rule for $(BUILD)/%.o. status.c and the algorithms' names (names.c)
-# are compiled again there because the test programs link only the module,
+# pattern rule for $(BUILD)/%.o. status.c, strlist.c and the algorithms' names
+# (names.c) are compiled again there because the test programs link only the module,
 # not libsingletrain.a.
 
 MPICC ?= mpicc
@@ -16,8 +16,8 @@ mpi_saved_default_goal := $(.DEFAULT_GOAL)
 ALLREDUCE_OBJ := $(ALLREDUCE_SRC:%.c=$(BUILD)/mpi/%.o)
 ALLREDUCE_LIB := $(BUILD)/libst_allreduce.a
 MPI_TEST_BIN := $(BUILD)/tests/mpi/test_allreduce $(BUILD)/tests/mpi/bench_allreduce
-MPI_TEST_DEPS := $(BUILD)/mpi/src/base/status.o $(BUILD)/mpi/src/dist/allreduce/names.o \
-                 $(ALLREDUCE_LIB)
+MPI_TEST_DEPS := $(BUILD)/mpi/src/base/status.o $(BUILD)/mpi/src/base/strlist.o \
+                 $(BUILD)/mpi/src/dist/allreduce/names.o $(ALLREDUCE_LIB)
 
 .PHONY: mpi-tests test-mpi
 
@@ -50,7 +50,8 @@ ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
 check-tests: $(BUILD)/tests/mpi/test_allreduce
 endif
 
--include $(ALLREDUCE_OBJ:.o=.d) $(BUILD)/mpi/src/base/status.d $(BUILD)/mpi/src/dist/allreduce/names.d \
+-include $(ALLREDUCE_OBJ:.o=.d) $(BUILD)/mpi/src/base/status.d $(BUILD)/mpi/src/base/strlist.d \
+    $(BUILD)/mpi/src/dist/allreduce/names.d \
     $(BUILD)/mpi/tests/mpi/test_allreduce.d $(BUILD)/mpi/tests/mpi/bench_allreduce.d
 
 .DEFAULT_GOAL := $(mpi_saved_default_goal)
