@@ -47,6 +47,8 @@ LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(A
 OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
+# Only pattern rules need it: kept, not removed as an intermediate file.
+.SECONDARY: $(CLUSTER_SINGLE_OBJ)
 BIN  := $(BUILD)/singletrain
 LIB  := $(BUILD)/libsingletrain.a
 
