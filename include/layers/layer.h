@@ -43,6 +43,26 @@ struct st_layer {
     int is_loss;          /* produces a loss from the labels */
 };
 
+/* Model parallelism inside one process (--parallel hybrid; PCL-DNN, and
+ * Krizhevsky's "one weird trick"): the T workers of a BSP iteration run a
+ * model-parallel layer together over the whole batch, each computing a
+ * slice of its output neurons. What such a layer needs of the workers,
+ * given by the scheduler (parallel/) through this table, so that layers
+ * know nothing of threads: which worker this is, a barrier of all T, the
+ * one gradient arena the model-parallel parameters' gradients go to (they
+ * are computed once, over the whole batch, and need no aggregation), and
+ * buffers every worker sees alike. */
+typedef struct st_mp_group {
+    int rank, size;     /* this worker, and T */
+    float *grads;       /* the shared gradient arena [params.count] */
+    void (*barrier)(void *ctx);
+    /* The buffer (layer, slot) of bytes, the same for every worker that
+     * asks (allocated by the first, zeroed, freed with the scheduler);
+     * NULL when out of memory (err). */
+    void *(*shared)(void *ctx, int layer, int slot, size_t bytes, st_error *err);
+    void *ctx;
+} st_mp_group;
+
 /* The network under construction, as a layer's build function sees it. */
 typedef struct st_build {
     st_cfg *cfg;
@@ -68,6 +88,13 @@ typedef struct st_setup {
     const void *const *in_layout; /* [n_src] layouts of the inputs (NULL: plain) */
     const size_t *in_bytes;       /* [n_src] their buffers for n samples */
     int dst_plain;                /* a consumer needs this layer's output plain */
+    /* Run model-parallel with these workers (the layer's ops say it can:
+     * st_layer_ops.model_parallel), or NULL: data-parallel. The layer's
+     * input and output are plain. mp_batch_sizes: every number of samples
+     * a whole batch of this process will have. */
+    const st_mp_group *mp;
+    const int *mp_batch_sizes;
+    int n_mp_batch_sizes;
     /* Set by the layer's setup; the network presets plain, n x out values. */
     const void *out_layout;
     size_t out_bytes;
@@ -95,6 +122,9 @@ typedef struct st_pass {
     uint64_t seed;              /* with iteration and sample0: dropout masks */
     long iteration;
     long sample0;               /* global index of this shard's first sample */
+    int batch_first, batch_n;   /* model-parallel training passes: where this shard's n
+                                   samples sit in the process's batch of batch_n; n may
+                                   be 0 (the worker only takes its part of the layer) */
     st_layer_time *time;        /* NULL, or where kernels add backward_weights time */
 } st_pass;
 
@@ -108,6 +138,8 @@ struct st_layer_ops {
      * training pass (forward, and backward), beyond its kernels: the work a
      * backend is told of (st_backend.host_work); 0 for none. */
     double host_bytes;
+    /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
+    int (*model_parallel)(const st_layer *l);
     /* Read the section, infer the output shape, register parameters. */
     st_status (*build)(st_build *b, st_layer **out, st_error *err);
     /* Create this worker's kernels and reserve its workspace; NULL for layers

@@ -74,6 +74,16 @@ int st_net_arena_finite(const st_net *net, const float *arena, char *buf, size_t
  * [connected] (line 20)" into buf; returns buf. */
 const char *st_net_layer_label(const st_net *net, int i, char *buf, size_t size);
 
+/* --parallel hybrid: the layers from *first_layer on that can run
+ * model-parallel (st_layer_ops.model_parallel) do, provided their
+ * parameters follow every other layer's, so that the model-parallel
+ * gradients form the tail [*shared_from, params.count) of the gradient
+ * arena, held once, and the data-parallel ones its head, one per worker.
+ * The model-parallel layers are those after the last layer with
+ * parameters that cannot run so. None: *first_layer = n_layers and
+ * *shared_from = params.count. */
+void st_net_hybrid_split(const st_net *net, int *first_layer, size_t *shared_from);
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;
@@ -95,6 +105,7 @@ typedef struct st_replica {
     const void **out_layout;/* [n_layers] backend layout of each output */
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */
+    unsigned char *mp;      /* [n_layers] runs model-parallel in training, or NULL */
 } st_replica;
 
 typedef struct st_replica_opts {
@@ -105,6 +116,12 @@ typedef struct st_replica_opts {
     int input_delta;       /* also compute the gradient at the network input */
     int timing;            /* keep per-layer times (st_replica.time) */
     st_backend_opts backend;
+    /* --parallel hybrid (training): the layers st_net_hybrid_split names run
+     * model-parallel with these workers; mp_batch_sizes: every number of
+     * samples of the process's batches. NULL: data-parallel. */
+    const st_mp_group *mp;
+    const int *mp_batch_sizes;
+    int n_mp_batch_sizes;
 } st_replica_opts;
 
 st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
@@ -117,6 +134,8 @@ typedef struct st_shard {
     const float *x;        /* [n, C, H, W] */
     const int *labels;     /* [n], or NULL */
     long sample0;          /* global index of the first sample (dropout) */
+    int batch_first;       /* model-parallel replicas: where the shard sits in the */
+    int batch_n;           /* process's batch of batch_n samples */
 } st_shard;
 
 typedef struct st_step_info {
@@ -125,12 +144,21 @@ typedef struct st_step_info {
     long iteration;
 } st_step_info;
 
-/* Forward over the shard; *loss gets the sum of the loss layers' losses. */
+/* Forward over the shard; *loss gets the sum of the loss layers' losses.
+ * A model-parallel replica's training passes run its model-parallel layers
+ * together with the other workers, which wait for each other there: every
+ * worker must make every pass, and a worker without samples in the batch
+ * (s->n == 0) or whose pass has failed still takes its part in those
+ * layers (and only those). */
 st_status st_replica_forward(st_replica *r, const float *weights, const st_shard *s,
                              const st_step_info *info, double *loss, st_error *err);
 
 /* Backward after a training forward of the same shard; writes every
- * parameter gradient into grads (an arena of net->params.count floats).
+ * parameter gradient into grads (an arena of net->params.count floats; a
+ * model-parallel replica's model-parallel layers write theirs into the
+ * group's shared arena instead, and grads may end where they begin).
+ * After a failed forward, a model-parallel replica still calls backward,
+ * with a shard of n = 0, to take its part.
  * diff_out: an extra gradient at the last layer's output [n, out], or NULL. */
 st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
                               const st_shard *s, const st_step_info *info,

@@ -8,6 +8,11 @@
  * it, and applies the solver to slice r of the weights and solver state. The
  * summed gradient lands in worker 0's arena.
  *
+ * Model-parallel layers (--parallel hybrid) compute their parameters'
+ * gradients once, over the whole batch, straight into grads[0]; they form
+ * the arena's tail [shared_from, count), which the other workers' arenas
+ * do not have and which the reduction only scales.
+ *
  * Without a global barrier (bounded staleness, asynchronous), each worker
  * applies its own gradient to every slice in turn, holding that slice's
  * lock, so updates of one slice never interleave. */
@@ -28,16 +33,21 @@ typedef struct st_ps {
     float *state;        /* [state_planes * count] solver state, plane k at k * count */
     int state_planes;
     int n_workers;
-    float **grads;       /* [n_workers][count] */
+    float **grads;       /* grads[0] [count], the others [shared_from] */
+    size_t shared_from;  /* floats every worker's gradient arena has */
     size_t *slice;       /* [n_workers + 1] slice boundaries */
     pthread_mutex_t *slice_lock; /* [n_workers] for st_ps_apply_own */
 } st_ps;
 
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
                      st_error *err);
+/* The same with the model-parallel tail from shared_from (<= t->count). */
+st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
+                           int state_planes, size_t shared_from, st_error *err);
 void st_ps_free(st_ps *ps);
 
-/* grads[0][slice r] = scale * sum over workers of grads[w][slice r], on
+/* grads[0][slice r] = scale * sum over workers of grads[w][slice r] (of
+ * grads[0] alone from shared_from on), on
  * `threads` threads of the calling worker (its intra-op threads). The work
  * is elementwise, so the result does not depend on threads. */
 void st_ps_reduce(st_ps *ps, int r, float scale, int threads);

@@ -17,6 +17,12 @@
  * fills ahead of them, so between iterations the workers meet only each
  * other, at the barrier.
  *
+ * Hybrid (BSP with o->hybrid; PCL-DNN): the same, except that the layers
+ * st_net_hybrid_split names run model-parallel over the workers (layer.h,
+ * st_mp_group): at each of them the shards form one batch and every worker
+ * computes a slice of the output neurons for all of it, so their weight
+ * gradients exist once and are only scaled in the reduction.
+ *
  * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
  * worker takes its shard of every iteration at its own pace, reading its own
  * data, and applies its own gradient, divided by the whole batch size, to
@@ -73,6 +79,8 @@ typedef struct st_sched_opts {
     const st_transform *transform; /* records to inputs (test, SSP / ASP) */
     size_t record_bytes;     /* largest record of the train and test sources */
     st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
+    int hybrid;              /* BSP: model-parallel layers (st_net_hybrid_split) over the
+                                workers; ps holds their gradients once (st_ps_init_split) */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
     size_t bucket_bytes;     /* its minimum bucket */
     const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:

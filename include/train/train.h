@@ -17,6 +17,9 @@ typedef struct st_train_opts {
     int intra;               /* intra-op threads per worker (--intra); 0: chosen */
     st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
     int staleness;           /* S of ssp:S */
+    int hybrid;              /* --parallel: 1 hybrid (fully connected layers
+                                model-parallel over the workers, scheduler.h), 0 data,
+                                -1 auto (the default; see st_trainer_create) */
     int batch;               /* images per update; 0: batch= from [net] */
     long iters;              /* 0: from --epochs or max_batches */
     long epochs;

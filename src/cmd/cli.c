@@ -20,6 +20,11 @@ static const st_option options[] = {
      "worker on networks over 16M parameters)", ST_OPT_INT, TRAIN(intra), 1, 1024},
     {"sync", 0, "MODE", "Training", "bsp (default), ssp:S (at most S iterations ahead of the "
      "slowest worker) or asp", ST_OPT_STRING, offsetof(st_cli, sync), 0, 0},
+    {"parallel", 0, "MODE", "Training", "data (every worker runs every layer on its shard), "
+     "hybrid (fully connected layers model-parallel: each worker computes a slice of their "
+     "neurons for the whole batch, so their gradients are held once; bsp only) or auto (the "
+     "default: hybrid with several workers where those layers hold over 16M parameters)",
+     ST_OPT_STRING, offsetof(st_cli, parallel), 0, 0},
     {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=; "
      "not with --epochs)", ST_OPT_LONG, TRAIN(iters), 1, LONG_MAX},
     {"epochs", 0, "N", "Training", "passes over the training set", ST_OPT_LONG, TRAIN(epochs), 1,
@@ -176,6 +181,20 @@ static st_status parse_sync(st_cli *cli, st_error *err)
                    "staleness from 0 to 1048576, got '%s'", v);
 }
 
+/* --parallel data | hybrid | auto */
+static st_status parse_parallel(st_cli *cli, st_error *err)
+{
+    const char *v = cli->parallel;
+    static const char *const modes[] = {"auto", "data", "hybrid"};
+    for (int m = 0; m < 3; m++)
+        if (!v || strcmp(v, modes[m]) == 0) {
+            cli->train.hybrid = v ? m - 1 : -1;
+            return ST_OK;
+        }
+    return st_fail(err, ST_EUSAGE, "option --parallel: expected data, hybrid or auto, got '%s'",
+                   v);
+}
+
 /* --log-format live | text | csv */
 static st_status parse_log_format(st_cli *cli, st_error *err)
 {
@@ -216,6 +235,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     cli->level = cli->quiet ? ST_LOG_QUIET : cli->verbose ? ST_LOG_DEBUG : ST_LOG_INFO;
     if (st == ST_OK)
         st = parse_sync(cli, err);
+    if (st == ST_OK)
+        st = parse_parallel(cli, err);
     if (st == ST_OK)
         st = parse_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
                         "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth, err);

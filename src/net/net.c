@@ -186,6 +186,35 @@ const char *st_net_layer_label(const st_net *net, int i, char *buf, size_t size)
     return buf;
 }
 
+static int layer_model_parallel(const st_layer *l)
+{
+    return l->ops->model_parallel && l->ops->model_parallel(l);
+}
+
+void st_net_hybrid_split(const st_net *net, int *first_layer, size_t *shared_from)
+{
+    const st_param_table *t = &net->params;
+    int first = 0;
+    for (int k = 0; k < t->n; k++)
+        if (!layer_model_parallel(net->layers[t->p[k].layer]) && t->p[k].layer + 1 > first)
+            first = t->p[k].layer + 1;
+    size_t from = t->count, data_end = 0;
+    for (int k = 0; k < t->n; k++) {
+        const st_param *p = &t->p[k];
+        if (p->layer >= first && p->offset < from)
+            from = p->offset;
+        if (p->layer < first && p->offset + p->count > data_end)
+            data_end = p->offset + p->count;
+    }
+    if (from == t->count || data_end > from) { /* none, or not a tail of the arena */
+        *first_layer = net->n_layers;
+        *shared_from = t->count;
+        return;
+    }
+    *first_layer = first;
+    *shared_from = from;
+}
+
 /* ---- replicas ---- */
 
 void st_replica_free(st_replica *r)
@@ -205,6 +234,7 @@ void st_replica_free(st_replica *r)
     free(r->out_layout);
     free(r->out_bytes);
     free(r->time);
+    free(r->mp);
     memset(r, 0, sizeof *r);
 }
 
@@ -227,26 +257,30 @@ static void replica_plan_accumulation(st_replica *r)
 }
 
 /* Whether each layer's output must be plain, into plain [n_layers]: a
- * consumer computes in plain C, or keeps its input's layout and must
- * itself be plain, or it is the last layer or the class scores (read by
- * the trainer). One pass from the last layer down: a layer's consumers come
- * after it, so they are settled when it is reached. */
-static void plan_plain_outputs(const st_net *net, unsigned char *plain)
+ * consumer computes in plain C or runs model-parallel (mp, or NULL), or
+ * keeps its input's layout and must itself be plain, or it is the last
+ * layer or the class scores (read by the trainer), or it runs
+ * model-parallel. One pass from the last layer down: a layer's consumers
+ * come after it, so they are settled when it is reached. */
+static void plan_plain_outputs(const st_net *net, const unsigned char *mp, unsigned char *plain)
 {
     int nl = net->n_layers;
     memset(plain, 0, (size_t)nl);
     for (int j = nl - 1; j >= 0; j--) {
         const st_layer *l = net->layers[j];
-        if (j == nl - 1 || j == net->output_layer)
+        int mp_j = mp && mp[j];
+        if (j == nl - 1 || j == net->output_layer || mp_j)
             plain[j] = 1;
         for (int k = 0; k < l->n_src; k++)
-            if (l->src[k] >= 0 && (l->ops->plain_input || (l->ops->keeps_layout && plain[j])))
+            if (l->src[k] >= 0 &&
+                (l->ops->plain_input || mp_j || (l->ops->keeps_layout && plain[j])))
                 plain[l->src[k]] = 1;
     }
 }
 
-static st_status replica_setup_layer(st_replica *r, int i, const int *batch_sizes,
-                                     int n_batch_sizes, int dst_plain, st_error *err)
+static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts *o,
+                                     const int *batch_sizes, int n_batch_sizes, int dst_plain,
+                                     st_error *err)
 {
     const st_net *net = r->net;
     const st_layer *l = net->layers[i];
@@ -265,6 +299,8 @@ static st_status replica_setup_layer(st_replica *r, int i, const int *batch_size
         .arena = &r->arena,
         .in_layout = in_layout, .in_bytes = in_bytes,
         .dst_plain = dst_plain,
+        .mp = r->mp && r->mp[i] ? o->mp : NULL,
+        .mp_batch_sizes = o->mp_batch_sizes, .n_mp_batch_sizes = o->n_mp_batch_sizes,
         .out_layout = NULL,
         .out_bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float),
     };
@@ -372,9 +408,20 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
     r->out_bytes = st_calloc((size_t)nl, sizeof *r->out_bytes, "replica layouts", err);
     if (o->timing)
         r->time = st_calloc((size_t)nl, sizeof *r->time, "layer times", err);
+    int want_mp = o->mp && o->training;
+    if (want_mp)
+        r->mp = st_calloc((size_t)nl, 1, "replica", err);
     st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
-                    r->out_layout && r->out_bytes && (r->time || !o->timing))
+                    r->out_layout && r->out_bytes && (r->time || !o->timing) &&
+                    (r->mp || !want_mp))
                        ? ST_OK : ST_ENOMEM;
+    if (st == ST_OK && want_mp) {
+        int first;
+        size_t shared_from;
+        st_net_hybrid_split(net, &first, &shared_from);
+        for (int i = first; i < nl; i++)
+            r->mp[i] = (unsigned char)layer_model_parallel(net->layers[i]);
+    }
     if (st == ST_OK)
         st = backend->ctx_create(&o->backend, &r->bctx, err);
     const int *sizes = o->batch_sizes ? o->batch_sizes : &r->n;
@@ -385,9 +432,9 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
         st = plain ? ST_OK : ST_ENOMEM;
     }
     if (st == ST_OK)
-        plan_plain_outputs(net, plain);
+        plan_plain_outputs(net, r->mp, plain);
     for (int i = 0; i < nl && st == ST_OK; i++) {
-        st = replica_setup_layer(r, i, sizes, n_sizes, plain[i], err);
+        st = replica_setup_layer(r, i, o, sizes, n_sizes, plain[i], err);
         if (st != ST_OK)
             st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
     }
@@ -433,7 +480,7 @@ static st_pass replica_pass(const st_replica *r, const float *weights, const st_
     st_pass p = {
         .n = s->n, .training = info->training, .params = weights, .arena = &r->arena,
         .labels = s->labels, .seed = info->seed, .iteration = info->iteration,
-        .sample0 = s->sample0,
+        .sample0 = s->sample0, .batch_first = s->batch_first, .batch_n = s->batch_n,
     };
     return p;
 }
@@ -441,7 +488,8 @@ static st_pass replica_pass(const st_replica *r, const float *weights, const st_
 st_status st_replica_forward(st_replica *r, const float *weights, const st_shard *s,
                              const st_step_info *info, double *loss, st_error *err)
 {
-    if (s->n < 1 || s->n > r->n)
+    int mp = r->mp && info->training;
+    if (s->n < !mp || s->n > r->n)
         return st_fail(err, ST_EINTERNAL, "forward of %d samples on a replica built for %d",
                        s->n, r->n);
     if (info->training && !r->training)
@@ -455,24 +503,31 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
                               2.0 * sizeof(float) * s->n * (double)st_shape_count(r->net->input));
     const float *src[ST_MAX_SRC];
     p.src = src;
+    st_status st = ST_OK;
     for (int i = 0; i < r->net->n_layers; i++) {
         const st_layer *l = r->net->layers[i];
+        if (p.n == 0 && !(mp && r->mp[i]))
+            continue; /* no samples, or failed: only the model-parallel layers' meetings */
         for (int k = 0; k < l->n_src; k++)
             src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
         p.dst = st_replica_output(r, i);
         double t0 = r->time ? st_now() : 0.0;
-        st_status st = l->ops->forward(l, r->state[i], &p, err);
-        if (st != ST_OK) {
+        st_error ignored;
+        st_status lst = l->ops->forward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
+        if (lst != ST_OK && st == ST_OK) {
             st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
-            return st;
+            st = lst;
+            if (!mp)
+                return st;
+            p.n = 0;
         }
         if (r->time)
             r->time[i].forward += st_now() - t0;
-        replica_host_work(r, i, 0, s->n, info->training);
+        replica_host_work(r, i, 0, p.n, info->training);
     }
     if (loss)
         *loss = sum;
-    return ST_OK;
+    return st;
 }
 
 st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
@@ -497,8 +552,11 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
     float *dsrc[ST_MAX_SRC];
     p.src = src;
     p.diff_src = dsrc;
+    st_status st = ST_OK;
     for (int i = nl - 1; i >= 0; i--) {
         const st_layer *l = r->net->layers[i];
+        if (p.n == 0 && !(r->mp && r->mp[i]))
+            continue; /* no samples, or failed: only the model-parallel layers' meetings */
         for (int k = 0; k < l->n_src; k++) {
             int from = l->src[k];
             src[k] = from < 0 ? s->x : st_replica_output(r, from);
@@ -511,17 +569,21 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         p.time = r->time ? &r->time[i] : NULL;
         double t0 = r->time ? st_now() : 0.0;
         double weights_before = r->time ? r->time[i].backward_weights : 0.0;
-        st_status st = l->ops->backward(l, r->state[i], &p, err);
-        if (st != ST_OK) {
+        st_error ignored;
+        st_status lst = l->ops->backward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
+        if (lst != ST_OK && st == ST_OK) {
             st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
-            return st;
+            st = lst;
+            if (!r->mp)
+                return st;
+            p.n = 0;
         }
         if (r->time)
             r->time[i].backward_data +=
                 st_now() - t0 - (r->time[i].backward_weights - weights_before);
-        replica_host_work(r, i, 1, s->n, 1);
+        replica_host_work(r, i, 1, p.n, 1);
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);
     }
-    return ST_OK;
+    return st;
 }

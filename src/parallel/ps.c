@@ -25,9 +25,16 @@ void st_ps_free(st_ps *ps)
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
                      st_error *err)
 {
+    return st_ps_init_split(ps, t, n_workers, state_planes, t->count, err);
+}
+
+st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
+                           int state_planes, size_t shared_from, st_error *err)
+{
     memset(ps, 0, sizeof *ps);
     ps->table = t;
     ps->count = t->count;
+    ps->shared_from = shared_from < t->count ? shared_from : t->count;
     ps->n_workers = n_workers;
     ps->state_planes = state_planes;
     size_t bytes = ps->count * sizeof(float);
@@ -43,7 +50,8 @@ st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int stat
     for (int r = 0; r < n_workers; r++)
         pthread_mutex_init(&ps->slice_lock[r], NULL);
     for (int w = 0; w < n_workers; w++)
-        if (!(ps->grads[w] = st_alloc_aligned(bytes, "worker gradients", err))) {
+        if (!(ps->grads[w] = st_alloc_aligned(w == 0 ? bytes : ps->shared_from * sizeof(float),
+                                              "worker gradients", err))) {
             st_ps_free(ps);
             return ST_ENOMEM;
         }
@@ -70,9 +78,10 @@ static void sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *
 void st_ps_reduce_range(st_ps *ps, size_t b, size_t e, float scale)
 {
     float *sum = ps->grads[0];
+    size_t summed_end = e < ps->shared_from ? e : ps->shared_from;
     for (int w = 1; w < ps->n_workers; w++) {
         const float *g = ps->grads[w];
-        for (size_t i = b; i < e; i++)
+        for (size_t i = b; i < summed_end; i++)
             sum[i] += g[i];
     }
     for (size_t i = b; i < e; i++)

@@ -13,26 +13,36 @@
 #include "sched_internal.h"
 
 /* Forward and backward of this worker's shard of a BSP batch; a worker
- * without samples contributes a zero gradient. */
+ * without samples contributes a zero gradient. With model-parallel layers
+ * (hybrid) every worker makes both passes, whatever happens, as the others
+ * wait for it in those layers: without samples, or after its forward
+ * failed, it only takes its part in them (st_replica_forward). */
 static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, double *loss,
                              int *images)
 {
     st_sched *s = w->s;
-    int first, count;
+    int first, count, hybrid = s->o.hybrid;
     st_shard_of(b->n, s->T, w->id, &first, &count);
     *loss = 0.0;
     *images = count;
-    if (count == 0) {
-        memset(s->ps->grads[w->id], 0, s->ps->count * sizeof(float));
+    if (count == 0)
+        memset(s->ps->grads[w->id], 0, (w->id ? s->ps->shared_from : s->ps->count) *
+                                       sizeof(float));
+    if (count == 0 && !hybrid)
         return ST_OK;
-    }
     size_t per = st_shape_count(s->net->input);
-    st_shard shard = {count, b->x + (size_t)first * per, b->labels + first, b->sample0 + first};
+    st_shard shard = {count, b->x + (size_t)first * per, b->labels + first, b->sample0 + first,
+                      first, b->n};
     st_step_info info = {1, s->o.seed, it};
     st_status st = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, loss, &w->err);
-    if (st == ST_OK)
-        st = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[w->id], &shard,
-                                 &info, NULL, &w->err);
+    if (st != ST_OK && hybrid)
+        shard.n = 0;
+    if (st == ST_OK || hybrid) {
+        st_status bst = st_replica_backward(&w->replica, s->ps->weights, s->ps->grads[w->id],
+                                            &shard, &info, NULL, &w->err);
+        if (st == ST_OK)
+            st = bst;
+    }
     return st;
 }
 
@@ -47,8 +57,16 @@ static st_status slice_reduce(st_worker *w, float scale)
         st_ps_reduce(s->ps, w->id, scale, s->o.intra);
         return ST_OK;
     }
-    return be->slice_reduce(w->replica.bctx, s->ps->grads, s->ps->n_workers,
-                            s->ps->slice[w->id], s->ps->slice[w->id + 1], scale, &w->err);
+    /* the head every worker has, then the model-parallel tail only grads[0] has */
+    size_t b = s->ps->slice[w->id], e = s->ps->slice[w->id + 1], mid = s->ps->shared_from;
+    mid = mid < b ? b : mid > e ? e : mid;
+    st_status st = ST_OK;
+    if (mid > b)
+        st = be->slice_reduce(w->replica.bctx, s->ps->grads, s->ps->n_workers, b, mid, scale,
+                              &w->err);
+    if (st == ST_OK && e > mid)
+        st = be->slice_reduce(w->replica.bctx, s->ps->grads, 1, mid, e, scale, &w->err);
+    return st;
 }
 
 static st_status slice_apply(st_worker *w, long it)

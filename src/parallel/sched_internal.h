@@ -43,11 +43,19 @@ typedef struct st_worker {
     st_time_split time;
     st_status status;
     st_error err;
+    st_mp_group mp;        /* --parallel hybrid: its place among the workers */
     /* async progress, under s->clock_lock */
     long clock;            /* iterations it has finished */
     double clock_loss;
     long clock_images;
 } st_worker;
+
+/* A buffer the workers of a model-parallel layer share (st_mp_group). */
+typedef struct mp_buffer {
+    int layer, slot;
+    size_t bytes;
+    void *p;
+} mp_buffer;
 
 /* One BSP iteration as each worker saw it: written before the barriers
  * that order it with its readers. */
@@ -72,6 +80,12 @@ struct st_sched {
     st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
     st_overlap *overlap;            /* multi-node overlap, or NULL */
+    /* --parallel hybrid: the model-parallel layers' barrier and buffers */
+    st_barrier mp_barrier;
+    pthread_mutex_t mp_lock;
+    mp_buffer *mp_buf;              /* [n_mp_buf], under mp_lock during set-up */
+    int n_mp_buf;
+    int mp_sizes[2], n_mp_sizes;    /* samples of this process's batches */
     /* the command; written by the scheduler before `start` */
     int cmd;
     st_batchq *q;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/memory.h"
 #include "sched_internal.h"
 
 int st_sched_workers(const st_sched *s)
@@ -54,6 +55,50 @@ static void plan_sizes(st_sched *s, st_worker *w)
         add_size(w, (int)((te - tb) % cap));
 }
 
+static void mp_barrier_wait(void *ctx)
+{
+    st_sched *s = ctx;
+    st_barrier_wait(&s->mp_barrier);
+}
+
+static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *err)
+{
+    st_sched *s = ctx;
+    void *p = NULL;
+    pthread_mutex_lock(&s->mp_lock);
+    for (int k = 0; k < s->n_mp_buf && !p; k++)
+        if (s->mp_buf[k].layer == layer && s->mp_buf[k].slot == slot && s->mp_buf[k].bytes == bytes)
+            p = s->mp_buf[k].p;
+    if (!p) {
+        mp_buffer *grown = realloc(s->mp_buf, (size_t)(s->n_mp_buf + 1) * sizeof *grown);
+        if (grown) {
+            s->mp_buf = grown;
+            p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
+        } else {
+            st_fail(err, ST_ENOMEM, "out of memory for the model-parallel buffers' table");
+        }
+        if (p)
+            s->mp_buf[s->n_mp_buf++] = (mp_buffer){layer, slot, bytes, p};
+    }
+    pthread_mutex_unlock(&s->mp_lock);
+    return p;
+}
+
+/* The samples of this process's batches: a whole one and the last of an
+ * epoch (its part of it, across nodes). */
+static void plan_mp_sizes(st_sched *s)
+{
+    int B = s->o.batch, ranks = st_cluster_size(s->o.cluster);
+    int rank = st_cluster_rank(s->o.cluster), first, node;
+    s->mp_sizes[s->n_mp_sizes++] = B;
+    int last = (int)(s->o.train->count % ((long)B * ranks));
+    if (last) {
+        st_shard_of(last, ranks, rank, &first, &node);
+        if (node > 0 && node != B)
+            s->mp_sizes[s->n_mp_sizes++] = node;
+    }
+}
+
 static void layer_done(void *ctx, int layer)
 {
     st_worker *w = ctx;
@@ -69,6 +114,12 @@ static st_status worker_init(st_worker *w)
                           .backend = {.intra_threads = s->o.intra, .worker = w->id,
                                       .conv_impl = s->o.conv_impl,
                                       .choices = s->o.choices}};
+    if (s->o.hybrid) {
+        w->mp = (st_mp_group){w->id, s->T, s->ps->grads[0], mp_barrier_wait, mp_shared, s};
+        ro.mp = &w->mp;
+        ro.mp_batch_sizes = s->mp_sizes;
+        ro.n_mp_batch_sizes = s->n_mp_sizes;
+    }
     st_status st = st_replica_init(&w->replica, s->net, s->o.backend, &ro, &w->err);
     if (st != ST_OK) {
         st_error_prefix(&w->err, "worker %d: ", w->id);
@@ -111,7 +162,8 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
         for (int k = 0; k < t->n; k++) {
             const st_param *p = &t->p[k];
             for (int r = r0; r < r1 && p->layer == i; r++)
-                if (!st_all_finite(s->ps->grads[r] + p->offset, p->count)) {
+                if ((r == 0 || p->offset < s->ps->shared_from) &&
+                    !st_all_finite(s->ps->grads[r] + p->offset, p->count)) {
                     snprintf(buf, len, "the gradient of %s, %s, is not finite", p->name,
                              st_net_layer_label(net, i, layer, sizeof layer));
                     return;
@@ -139,7 +191,7 @@ static void worker_test(st_worker *w)
         for (int i = 0; i < n; i++)
             w->indices[i] = at + i;
         double loss = 0.0;
-        st_shard shard = {n, w->x, w->labels, at};
+        st_shard shard = {n, w->x, w->labels, at, 0, 0};
         w->status = st_source_batch(s->test, s->o.transform, w->indices, n, w->x, w->labels, 0,
                                     at, w->pixels, &w->err);
         if (w->status == ST_OK)
@@ -231,10 +283,15 @@ void st_sched_free(st_sched *s)
         st_barrier_destroy(&s->end);
         st_barrier_destroy(&s->mid);
         st_barrier_destroy(&s->iter_end);
+        st_barrier_destroy(&s->mp_barrier);
+        pthread_mutex_destroy(&s->mp_lock);
         pthread_mutex_destroy(&s->clock_lock);
         pthread_cond_destroy(&s->clock_moved);
     }
     st_overlap_free(s->overlap);
+    for (int k = 0; k < s->n_mp_buf; k++)
+        st_free_aligned(s->mp_buf[k].p);
+    free(s->mp_buf);
     free(s->w);
     free(s);
 }
@@ -271,11 +328,19 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     if (st_barrier_init(&s->start, s->T + 1) || st_barrier_init(&s->end, s->T + 1) ||
         st_barrier_init(&s->mid, s->T) || st_barrier_init(&s->iter_end, s->T) ||
+        st_barrier_init(&s->mp_barrier, s->T) || pthread_mutex_init(&s->mp_lock, NULL) ||
         pthread_mutex_init(&s->clock_lock, NULL) || pthread_cond_init(&s->clock_moved, NULL)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "cannot create the scheduler's barriers");
     }
     s->barriers_ready = 1;
+    if (o->hybrid && (o->sync != ST_SYNC_BSP || o->overlap)) {
+        st_sched_free(s);
+        return st_fail(err, ST_EINTERNAL, "hybrid parallelism is bulk-synchronous and "
+                       "without --overlap");
+    }
+    if (o->hybrid)
+        plan_mp_sizes(s);
     if (o->overlap && o->cluster) {
         st_status st = st_overlap_create(&s->overlap, net, ps, o->cluster, s->T, s->T,
                                          o->bucket_bytes, err);

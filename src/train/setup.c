@@ -31,7 +31,7 @@ const char *const trainer_sync_names[] = {"bsp", "ssp", "asp"};
 
 st_train_opts st_train_defaults(void)
 {
-    st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .seed = 1,
+    st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .hybrid = -1, .seed = 1,
                        .backend = "dnnl", .log_every = 100, .io_threads = 1,
                        .allreduce = "rhd", .bucket_bytes = 512u << 10,
                        .peer_timeout = 600};
@@ -201,6 +201,39 @@ static void choose_threads(st_trainer *t)
     if (why)
         st_info(&t->log, "threads: %d worker%s x %d (%s; -t and --intra choose)", t->o.threads,
                 t->o.threads > 1 ? "s" : "", t->o.intra, why);
+}
+
+/* --parallel: resolve auto (-1) into hybrid where it runs bulk-synchronously,
+ * with several workers, without --overlap, and its model-parallel layers
+ * hold over MANY_PARAMETERS: there their gradients dominate each extra
+ * worker's memory (AlexNet: 58.6M of 61M parameters, 234 MB a worker),
+ * and data-parallel otherwise (LeNet-5 and the 32x32 AlexNets: their fully
+ * connected layers' gradients are small, and the layers' meetings cost
+ * time at small batches). *shared_from: where the gradient arena's model-parallel tail
+ * begins (the arena's end when data-parallel). */
+static void choose_parallel(st_trainer *t, size_t *shared_from)
+{
+    st_train_opts *o = &t->o;
+    int first_mp;
+    st_net_hybrid_split(&t->net, &first_mp, shared_from);
+    size_t mp_params = t->net.params.count - *shared_from;
+    if (o->hybrid < 0)
+        o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && o->threads > 1 &&
+                    mp_params > MANY_PARAMETERS;
+    if (o->hybrid && first_mp < t->net.n_layers) {
+        st_info(&t->log, "parallel: hybrid: the fully connected layers from layer %d on run "
+                "model-parallel over %d worker%s: the gradients of their %.1fM parameters are "
+                "held once (%.1f MB less)", first_mp, o->threads, o->threads > 1 ? "s" : "",
+                1e-6 * (double)mp_params, 1e-6 * sizeof(float) * (double)mp_params *
+                (o->threads - 1));
+        return;
+    }
+    if (o->hybrid)
+        st_warn(&t->log, "parallel: hybrid: no layer can run model-parallel (fully connected "
+                "layers without batch_normalize after the last other layer with parameters): "
+                "data-parallel");
+    o->hybrid = 0;
+    *shared_from = t->net.params.count;
 }
 
 /* Whether the kernels take their implementations from the choice table
@@ -506,12 +539,13 @@ static void log_memory(const st_trainer *t)
     for (int w = 0; w < t->o.threads; w++)
         acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
     double weights = mb * (double)t->ps.count, state = weights * t->ps.state_planes;
+    double grads = weights + (T - 1) * mb * (double)t->ps.shared_from;
     double setup = 1e-6 * (double)t->setup_bytes;
     st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
-            "%.1f MB in all, gradients %.1f MB each, set-up %.1f MB (kernels and buffers, "
+            "%.1f MB in all, gradients %.1f MB in all, set-up %.1f MB (kernels and buffers, "
             "measured: %.1f kB per layer and worker); %.1f MB in all", weights, state,
-            t->o.threads, t->o.threads > 1 ? "s" : "", acts, weights, setup,
-            1e3 * setup / T / t->net.n_layers, weights + state + acts + T * weights + setup);
+            t->o.threads, t->o.threads > 1 ? "s" : "", acts, grads, setup,
+            1e3 * setup / T / t->net.n_layers, weights + state + acts + grads + setup);
 }
 
 /* --cpe-trace FILE, written as FILE.partial, which the backend creates
@@ -587,6 +621,12 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (st == ST_OK && o->overlap && !o->cluster)
         st = st_fail(err, ST_EUSAGE, "--overlap: overlapping the all-reduce with backward needs "
                      "several nodes (mpirun -np P with P > 1)");
+    if (st == ST_OK && o->hybrid > 0 && (o->sync != ST_SYNC_BSP || o->overlap))
+        st = st_fail(err, ST_EUSAGE, "--parallel hybrid with %s: the model-parallel layers "
+                     "run bulk-synchronously, every worker at once, and produce their "
+                     "gradients only at the end of backward; leave out one of the two",
+                     o->overlap ? "--overlap" : o->sync == ST_SYNC_ASP ? "--sync asp"
+                                                                       : "--sync ssp");
     if (st == ST_OK && o->cluster && o->sync != ST_SYNC_BSP)
         st = st_fail(err, ST_EUSAGE, "--sync %s: training across nodes (mpirun) is "
                      "bulk-synchronous only; leave --sync out", trainer_sync_names[o->sync]);
@@ -599,9 +639,12 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     }
     if (st == ST_OK)
         st = setup_choices(t, err);
+    size_t shared_from = t->net.params.count;
     if (st == ST_OK)
-        st = st_ps_init(&t->ps, &t->net.params, o->threads,
-                        st_solver_state_per_param(&t->hp.solver), err);
+        choose_parallel(t, &shared_from);
+    if (st == ST_OK)
+        st = st_ps_init_split(&t->ps, &t->net.params, o->threads,
+                              st_solver_state_per_param(&t->hp.solver), shared_from, err);
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
         if (o->resume && o->weights)
@@ -632,7 +675,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
             .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
-            .stop = o->stop,
+            .stop = o->stop, .hybrid = o->hybrid,
         };
         size_t rss = st_current_rss();
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);

@@ -434,7 +434,7 @@ static int eq_pass(eq_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
     for (int i = 0; i < ns; i++)
         t->labels[i] = (int)st_rng_below(&rng, (uint64_t)net->classes);
     memcpy(t->x_copy, t->x, in_n * sizeof *t->x);
-    st_shard shard = {ns, t->x, t->labels, 5};
+    st_shard shard = {.n = ns, .x = t->x, .labels = t->labels, .sample0 = 5};
     st_step_info info = {1, 1234, 7};
     const st_param_table *pt = &net->params;
     double loss[2];

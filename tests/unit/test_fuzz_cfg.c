@@ -498,7 +498,7 @@ static void run_replica(const char *name, const st_net *net, int training, fz_st
     assert_non_null(weights);
     assert_non_null(x);
     st_params_init(&net->params, weights, 7);
-    st_shard shard = {1, x, NULL, 0};
+    st_shard shard = {.n = 1, .x = x};
     st_step_info info = {training, 1, 0};
     double loss = 0.0;
     st = st_replica_forward(&r, weights, &shard, &info, &loss, &err);

@@ -189,7 +189,7 @@ static void gc_open(gc_net *t, const char *name, const char *text, int n)
         t->r[i] = gc_uniform(&rng, -1.0f, 1.0f);
     for (int i = 0; i < n; i++)
         t->labels[i] = (int)st_rng_below(&rng, (uint64_t)t->net.classes);
-    t->shard = (st_shard){n, t->x, t->labels, 5};
+    t->shard = (st_shard){.n = n, .x = t->x, .labels = t->labels, .sample0 = 5};
     t->info = (st_step_info){1, 1234, 7};
 }
 

@@ -1,0 +1,124 @@
+#!/bin/sh
+# Hybrid parallelism (--parallel hybrid): fully connected layers run
+# model-parallel over the workers, the rest data-parallel. Truth: the
+# data-parallel run of the same seed. After 20 iterations the weights of
+# both agree to 1e-5 (relative, tensor by tensor: tools/snapdiff; the two
+# sum each batch in another order) with 1 to 4 workers, on an odd batch
+# (13) whose epoch ends in a batch of one image (92 = 7 x 13 + 1: three
+# of four workers then have no sample and only take their part in the
+# model-parallel layers), on the dnnl, ref and cpe backends; for
+# networks whose fully connected layers follow convolutions and dropout,
+# come first (no input gradient), or follow a fully connected layer with
+# batch norm (which stays data-parallel, and so does every layer before
+# it); and across two nodes (mpirun). The gradient memory logged falls by
+# the model-parallel gradients of every worker but one; a mode that cannot
+# run hybrid is refused.
+# usage: sh tests/e2e/test_hybrid.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../lib/check.sh"
+suite_start "$@"
+snapdiff=$(dirname "$bin")/tools/snapdiff
+[ -x "$snapdiff" ] || { echo "test_hybrid.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
+
+net() { # net NAME BODY: a cfg of 8x8x1 inputs, batch 13, ending in softmax
+    printf '[net]\nbatch=13\nchannels=1\nheight=8\nwidth=8\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=20\n\n%s\n[softmax]\n' "$2" >"$tmp/$1.cfg"
+}
+net convfc '[convolutional]
+filters=4
+size=3
+stride=1
+pad=1
+activation=relu
+
+[connected]
+output=37
+activation=relu
+
+[dropout]
+probability=0.3
+
+[connected]
+output=3
+activation=linear
+'
+sed -e 's/^max_batches=20$/max_batches=20\nsolver=adam/' -e 's/^learning_rate=.*/learning_rate=0.001/' "$tmp/convfc.cfg" >"$tmp/adam.cfg"
+net fcfirst '[connected]
+output=21
+activation=leaky
+
+[connected]
+output=10
+activation=linear
+'
+net bnmix '[connected]
+output=16
+batch_normalize=1
+activation=relu
+
+[connected]
+output=10
+activation=linear
+'
+common="--data synthetic --train-images 92 --iters 20 --seed 3"
+
+# same NAME CFG BACKEND T [EXTRA...]: data and hybrid runs, weights to 1e-5
+# (dnnl: one convolution implementation, so that both runs sum alike)
+same() {
+    label=$1 cfg=$2 backend=$3 t=$4
+    shift 4
+    impl=
+    [ "$backend" = dnnl ] && impl="--conv-impl blocked"
+    rm -rf "$tmp/data" "$tmp/hybrid"
+    check "$label: data-parallel" err 0 "" -- "$bin" $common $impl -q --backend "$backend" \
+        -t "$t" --parallel data --snapshot-dir "$tmp/data" "$@" "$tmp/$cfg.cfg"
+    check "$label: hybrid" err 0 "" -- "$bin" $common $impl -q --backend "$backend" -t "$t" \
+        --parallel hybrid --snapshot-dir "$tmp/hybrid" "$@" "$tmp/$cfg.cfg"
+    check "$label: the same weights to 1e-5" out 0 "largest relative difference" -- \
+        "$snapdiff" "$tmp/$cfg.cfg" "$tmp/data/${cfg}_final.snap" \
+        "$tmp/hybrid/${cfg}_final.snap" 1e-5
+}
+for t in 1 2 3 4; do
+    same "conv, fc, dropout, fc; dnnl -t $t" convfc dnnl "$t"
+    same "conv, fc, dropout, fc; ref -t $t" convfc ref "$t"
+done
+same "conv, fc, dropout, fc; cpe -t 2" convfc cpe 2
+same "fc on the input; -t 3" fcfirst dnnl 3
+same "fc with batch norm, then fc; -t 4" bnmix dnnl 4
+same "Adam, -t 3" adam dnnl 3
+
+# What runs model-parallel, and the memory it saves.
+check "hybrid says which layers run model-parallel" out 0 \
+    "fully connected layers from layer 1 on run model-parallel over 4 workers" -- \
+    "$bin" $common -t 4 --parallel hybrid "$tmp/convfc.cfg"
+check "after batch norm: only the last fully connected layer" out 0 \
+    "fully connected layers from layer 1 on run model-parallel over 2 workers" -- \
+    "$bin" $common -t 2 --parallel hybrid "$tmp/bnmix.cfg"
+grads() { sed -n 's/.*gradients \([0-9.]*\) MB in all.*/\1/p' "$tmp/stdout"; }
+check "LeNet-5 -t 4, data-parallel: memory line" out 0 "gradients" -- \
+    "$bin" --data synthetic --train-images 64 --iters 1 --no-test -t 4 -b 16 --parallel data \
+    "$(dirname "$0")/../../data/lenet.cfg"
+data_mb=$(grads)
+check "LeNet-5 -t 4, hybrid: memory line" out 0 "gradients" -- \
+    "$bin" --data synthetic --train-images 64 --iters 1 --no-test -t 4 -b 16 \
+    --parallel hybrid "$(dirname "$0")/../../data/lenet.cfg"
+hybrid_mb=$(grads)
+# LeNet-5: 431,080 parameters, 405,510 of them in its two fully connected
+# layers: each of workers 1..3 holds 1.6 MB less.
+expect "LeNet-5 -t 4: gradients $data_mb MB data-parallel, $hybrid_mb MB hybrid (4.9 MB less)" \
+    awk -v d="$data_mb" -v h="$hybrid_mb" 'BEGIN { x = d - h; exit !(x > 4.8 && x < 5.0) }'
+check "--parallel hybrid with --sync asp is refused" err 2 "--parallel hybrid with --sync asp" -- \
+    "$bin" $common -t 2 --parallel hybrid --sync asp "$tmp/convfc.cfg"
+
+if command -v mpirun >/dev/null 2>&1; then
+    rm -rf "$tmp/one" "$tmp/two"
+    check "one node, -t 4 -b 26, data-parallel" err 0 "" -- "$bin" $common -q -t 4 -b 26 \
+        --parallel data --snapshot-dir "$tmp/one" "$tmp/convfc.cfg"
+    check "mpirun -np 2, -t 2 -b 13 each, hybrid" err 0 "" -- mpirun -np 2 "$bin" $common \
+        -q -t 2 -b 13 --parallel hybrid --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
+    check "two hybrid nodes: the weights of one data-parallel node to 1e-5" out 0 \
+        "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
+        "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
+else
+    echo "SKIP (not counted): mpirun not installed, two hybrid nodes not tried"
+fi
+finish test_hybrid.sh
