@@ -38,7 +38,7 @@ common="--train-images 2000 --no-test --iters 20 -q --conv-impl blocked"
 mkdir "$tmp/one"
 check "one node: -t 4 -b 24" err 0 "" -- \
     "$bin" -t 4 -b 24 $common --snapshot-dir "$tmp/one" "$cfg"
-for algo in mpi ring rhd rhd-supernode binomial ps auto; do
+for algo in mpi ring rhd rhd-supernode binomial ps butterfly auto; do
     mkdir "$tmp/$algo"
     check "mpirun -np 2 -t 2 -b 12 --allreduce $algo" err 0 "" -- \
         mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --supernode-size 1 \
@@ -124,7 +124,7 @@ check "a rank that cannot set up" err 2 "rank 1 of 2 failed to set up" "$tmp/non
     -np 1 "$bin" -t 2 --data synthetic --iters 5 "$tmp/none.cfg"
 check "--sync asp across nodes" err 2 "training across nodes (mpirun) is bulk-synchronous only" -- \
     mpirun -np 2 "$bin" -t 2 --sync asp --data synthetic --iters 5 "$cfg"
-check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial or ps)" -- \
+check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial, ps or butterfly)" -- \
     mpirun -np 2 "$bin" -t 2 --allreduce tree --data synthetic --iters 5 "$cfg"
 
 # Every setting that changes the computation is compared (rank 1 differs).
