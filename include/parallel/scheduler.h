@@ -41,6 +41,7 @@
 #include "data/data.h"
 #include "net/net.h"
 #include "parallel/ps.h"
+#include "parallel/ps_part.h"
 #include "ops/solver.h"
 #include "base/status.h"
 
@@ -74,6 +75,9 @@ typedef struct st_sched_opts {
     size_t record_bytes;     /* largest record of the train and test sources */
     st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
+    const st_ps_part *part;  /* multi-node BSP, --rank-update partitioned: this rank's parts
+                                of the slices and their solver state (ps_part.h; the ps then
+                                holds none), or NULL */
     size_t bucket_bytes;     /* its minimum bucket */
     const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
                                 the reason), the workers stop cleanly before the next

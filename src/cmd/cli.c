@@ -104,6 +104,13 @@ static const st_option options[] = {
     {"overlap", 0, NULL, "Multi-node", "all-reduce each bucket of layers as soon as backward "
      "has produced it, on a communication thread, while backward goes on", ST_OPT_FLAG,
      TRAIN(overlap), 0, 0},
+    {"rank-update", 0, "MODE", "Multi-node", "replicated (default: every rank applies the "
+     "solver to every weight and holds the whole solver state) or partitioned (each slice is "
+     "reduce-scattered over the ranks, each rank updates and keeps the solver state of its "
+     "1/P of it, and the new weights are all-gathered; the same weights, a P-th of the state "
+     "per rank). mpi, ring, rhd and rhd-supernode reduce-scatter and all-gather with their "
+     "own halves; binomial, ps and butterfly run their whole all-reduce, then the ring's "
+     "all-gather. Not with --overlap", ST_OPT_STRING, offsetof(st_cli, rank_update), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
     {"peer-timeout", 0, "SECONDS", "Multi-node", "end every rank with a message when one waits "
@@ -177,6 +184,20 @@ static st_status parse_sync(st_cli *cli, st_error *err)
                    "staleness from 0 to 1048576, got '%s'", v);
 }
 
+/* --rank-update replicated | partitioned */
+static st_status parse_rank_update(st_cli *cli, st_error *err)
+{
+    const char *v = cli->rank_update;
+    if (!v || strcmp(v, "replicated") == 0)
+        return ST_OK;
+    if (strcmp(v, "partitioned") == 0) {
+        cli->train.rank_update = ST_RANK_UPDATE_PARTITIONED;
+        return ST_OK;
+    }
+    return st_fail(err, ST_EUSAGE, "option --rank-update: expected replicated or partitioned, "
+                   "got '%s'", v);
+}
+
 /* --log-format live | text | csv */
 static st_status parse_log_format(st_cli *cli, st_error *err)
 {
@@ -217,6 +238,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     cli->level = cli->quiet ? ST_LOG_QUIET : cli->verbose ? ST_LOG_DEBUG : ST_LOG_INFO;
     if (st == ST_OK)
         st = parse_sync(cli, err);
+    if (st == ST_OK)
+        st = parse_rank_update(cli, err);
     if (st == ST_OK)
         st = parse_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
                         "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth, err);
