@@ -104,13 +104,14 @@ static const st_option options[] = {
     {"overlap", 0, NULL, "Multi-node", "all-reduce each bucket of layers as soon as backward "
      "has produced it, on a communication thread, while backward goes on", ST_OPT_FLAG,
      TRAIN(overlap), 0, 0},
-    {"rank-update", 0, "MODE", "Multi-node", "replicated (default: every rank applies the "
-     "solver to every weight and holds the whole solver state) or partitioned (each slice is "
-     "reduce-scattered over the ranks, each rank updates and keeps the solver state of its "
-     "1/P of it, and the new weights are all-gathered; the same weights, a P-th of the state "
-     "per rank). mpi, ring, rhd and rhd-supernode reduce-scatter and all-gather with their "
-     "own halves; binomial, ps and butterfly run their whole all-reduce, then the ring's "
-     "all-gather. Not with --overlap", ST_OPT_STRING, offsetof(st_cli, rank_update), 0, 0},
+    {"rank-update", 0, "replicated|partitioned", "Multi-node", "replicated (default: every "
+     "rank applies the solver to every weight and holds the whole solver state) or "
+     "partitioned (each slice is reduce-scattered over the ranks, each rank updates and keeps "
+     "the solver state of its 1/P of it, and the new weights are all-gathered; the same "
+     "weights, a P-th of the state per rank). mpi, ring, rhd and rhd-supernode reduce-scatter "
+     "and all-gather with their own halves; binomial, ps and butterfly run their whole "
+     "all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
+     offsetof(st_cli, rank_update), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
     {"peer-timeout", 0, "SECONDS", "Multi-node", "end every rank with a message when one waits "
