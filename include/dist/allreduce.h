@@ -19,6 +19,17 @@
  * tag). To reduce slices concurrently, give each its own communicator
  * (MPI_Comm_dup) and initialize MPI with MPI_THREAD_MULTIPLE.
  *
+ * Reduce-scatter and all-gather: each algorithm also comes as its two
+ * halves (st_allreduce_algo's reduce_scatter and allgather, same signature
+ * as the all-reduce). After a reduce-scatter, rank q's part of the buffer
+ * (st_allreduce_part(n, P, q), allreduce_algos.h: floats [floor(n q / P),
+ * floor(n (q+1) / P))) holds the sum over ranks of that part, with the
+ * same bits that the algorithm's all-reduce leaves there; the rest of the
+ * buffer is left undefined (it served as work space). An all-gather takes
+ * rank q's part from rank q into every rank's buffer, the other floats
+ * being overwritten. The parts are the same for every algorithm, so a run
+ * may switch algorithms (auto) without moving anything it keeps per part.
+ *
  * Errors: a failing MPI call or allocation is reported in err, but the other
  * ranks may then wait for this one forever; on failure the caller should
  * MPI_Abort. Only argument errors (the same on every rank) are safe to
@@ -94,7 +105,8 @@ int st_comm_supernode(const st_comm *c, int rank);
 size_t st_allreduce_scratch_count(size_t n);
 
 /* buf[n]: in, this rank's values; out, the sum over ranks. stats may be
- * NULL. n may be 0 and must not exceed INT_MAX. */
+ * NULL. n may be 0 and must not exceed INT_MAX. The reduce-scatter and
+ * all-gather halves have the same signature (see the top of this file). */
 typedef st_status (*st_allreduce_fn)(float *buf, size_t n, const st_comm *c,
                                      st_allreduce_stats *stats, st_error *err);
 
@@ -110,10 +122,33 @@ st_status st_allreduce_binomial(float *buf, size_t n, const st_comm *c,
                                 st_allreduce_stats *stats, st_error *err);
 st_status st_allreduce_star(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                            st_error *err);
+st_status st_allreduce_butterfly(float *buf, size_t n, const st_comm *c,
+                                 st_allreduce_stats *stats, st_error *err);
+
+/* The halves of the algorithms that have them (allreduce_algos.h says
+ * which halves every algorithm uses). */
+st_status st_reduce_scatter_mpi(float *buf, size_t n, const st_comm *c,
+                                st_allreduce_stats *stats, st_error *err);
+st_status st_allgather_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
+                           st_error *err);
+st_status st_reduce_scatter_ring(float *buf, size_t n, const st_comm *c,
+                                 st_allreduce_stats *stats, st_error *err);
+st_status st_allgather_ring(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
+                            st_error *err);
+st_status st_reduce_scatter_rhd(float *buf, size_t n, const st_comm *c,
+                                st_allreduce_stats *stats, st_error *err);
+st_status st_allgather_rhd(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
+                           st_error *err);
+st_status st_reduce_scatter_rhd_supernode(float *buf, size_t n, const st_comm *c,
+                                          st_allreduce_stats *stats, st_error *err);
+st_status st_allgather_rhd_supernode(float *buf, size_t n, const st_comm *c,
+                                     st_allreduce_stats *stats, st_error *err);
 
 typedef struct st_allreduce_algo {
     const char *name;    /* as given to --allreduce */
     st_allreduce_fn run;
+    st_allreduce_fn reduce_scatter; /* its first half (or its whole all-reduce) */
+    st_allreduce_fn allgather;      /* its second half (or the ring's) */
     const char *summary; /* one line for --help */
 } st_allreduce_algo;
 

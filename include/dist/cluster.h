@@ -8,10 +8,12 @@
  * slice r of the packed gradient across the nodes on a communicator of its
  * own (MPI_THREAD_MULTIPLE), so the T slices travel at once and each
  * worker does the arithmetic of its slice; then worker r applies the
- * solver to slice r. Before that, each worker also sums a few control
- * values over the nodes (failures, stop requests, the loss), so every node
- * takes the same decision to stop at the same iteration and none waits
- * for a peer that left. */
+ * solver to slice r. With --rank-update partitioned, worker r instead
+ * reduce-scatters slice r over the nodes, updates this node's part of it
+ * and all-gathers the parts' new weights. Before that, each worker also
+ * sums a few control values over the nodes (failures, stop requests, the
+ * loss), so every node takes the same decision to stop at the same
+ * iteration and none waits for a peer that left. */
 #ifndef ST_CLUSTER_H
 #define ST_CLUSTER_H
 
@@ -121,6 +123,42 @@ st_status st_cluster_control(st_cluster *c, int w, double *values, int n, int pa
  * every channel picks the same). */
 st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
                                st_error *err);
+
+/* --rank-update partitioned (ps_part.h): worker w's reduce-scatter of its
+ * gradient slice buf [n]. Afterwards this rank's part of buf
+ * (st_allreduce_part(n, P, rank), allreduce_algos.h) holds the sum over
+ * the ranks of that part, with the bits st_cluster_allreduce would leave
+ * there; the rest of buf is undefined. The algorithm, and auto's probing,
+ * are st_cluster_allreduce's: the probe times this reduce-scatter and the
+ * all-gather that follows it together. */
+st_status st_cluster_reduce_scatter(st_cluster *c, int w, long it, float *buf, size_t n,
+                                    st_error *err);
+
+/* Worker w's all-gather, after its reduce-scatter of the same iteration
+ * (with the same algorithm): every rank's part of buf [n] from that rank
+ * into every rank's buf. *bad: in, whether this rank's part went wrong (a
+ * non-finite gradient, which it did not apply); out, whether any rank's
+ * did: a flag all-reduced alongside the all-gather, so that every rank
+ * stops at the same iteration. */
+st_status st_cluster_allgather(st_cluster *c, int w, float *buf, size_t n, int *bad,
+                               st_error *err);
+
+/* Collective, on the calling thread while no worker communicates: the
+ * partitioned solver state to and from rank 0. The arena [0, bounds[ranges])
+ * is cut into ranges [bounds[s], bounds[s+1]) and each range into the
+ * ranks' parts (st_allreduce_part); mine holds `planes` planes of `owned`
+ * floats, each plane this rank's parts of ranges 0, 1, ... in order, and
+ * full (rank 0's alone; NULL on the others) `planes` planes of
+ * bounds[ranges] floats. Gather: every rank's parts into rank 0's full
+ * (the others wait for rank 0 without the timeout: it may be testing);
+ * scatter: rank 0's full out to every rank's mine. A failure ends every
+ * rank (st_cluster_abort). */
+st_status st_cluster_gather_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                  const float *mine, size_t owned, int planes, float *full,
+                                  st_error *err);
+st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                   const float *full, float *mine, size_t owned, int planes,
+                                   st_error *err);
 
 /* Log lines: the algorithm(s) in use, auto's probe table, the bytes sent
  * and crossing supernodes per iteration. */

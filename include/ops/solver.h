@@ -106,4 +106,12 @@ void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr,
                       size_t begin, size_t end, float *w, float *state, size_t stride,
                       const float *g);
 
+/* The same update with the state held only for [begin, end) (or a larger
+ * range starting at begin): plane k of arena float j at
+ * state[k * stride + j - begin]. Weights and gradient are indexed by arena
+ * offset as above. st_solver_update is this with state + begin. */
+void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+                         size_t begin, size_t end, float *w, float *state, size_t stride,
+                         const float *g);
+
 #endif

@@ -69,6 +69,13 @@ int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, fl
  * correction uses it) to slice r with the reduced gradient, on `threads`. */
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);
 
+/* Apply the update of iteration iter to arena floats [b, e) with the
+ * reduced gradient, their solver state held apart from ps->state: plane k
+ * of float j at state[k * stride + j - b] (the partitioned state of
+ * ps_part.h), on `threads`. */
+void st_ps_apply_range(st_ps *ps, size_t b, size_t e, float *state, size_t stride,
+                       const st_solver_cfg *c, float lr, long iter, int threads);
+
 /* Scale worker w's own gradient and apply it, as the update of iteration
  * iter, to every slice, each under its lock (bounded-staleness and
  * asynchronous training). */

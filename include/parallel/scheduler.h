@@ -47,6 +47,7 @@
 #include "data/data.h"
 #include "net/net.h"
 #include "parallel/ps.h"
+#include "parallel/ps_part.h"
 #include "ops/solver.h"
 #include "base/status.h"
 
@@ -82,6 +83,9 @@ typedef struct st_sched_opts {
     int hybrid;              /* BSP: model-parallel layers (st_net_hybrid_split) over the
                                 workers; ps holds their gradients once (st_ps_init_split) */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
+    const st_ps_part *part;  /* multi-node BSP, --rank-update partitioned: this rank's parts
+                                of the slices and their solver state (ps_part.h; the ps then
+                                holds none), or NULL */
     size_t bucket_bytes;     /* its minimum bucket */
     const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
                                 the reason), the workers stop cleanly before the next

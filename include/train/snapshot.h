@@ -60,7 +60,9 @@ st_status st_snapshot_load(const char *path, const st_net *net, float *weights,
 /* Everything, to resume: the header and the settings into meta, then
  * weights and state [planes * count], planes being this run's; a snapshot
  * with another number of planes is an error naming the file and its
- * solver. On success free(meta->settings) when done. */
+ * solver. state NULL reads the state only through the checksum (a rank of
+ * a partitioned run that gets its part of the state from rank 0). On
+ * success free(meta->settings) when done. */
 st_status st_snapshot_resume(const char *path, const st_net *net, float *weights, float *state,
                              int planes, st_snapshot_meta *meta, st_error *err);
 

@@ -12,6 +12,14 @@
 #include "parallel/scheduler.h"
 #include "base/status.h"
 
+/* --rank-update: how the ranks of a multi-node run update the weights. */
+typedef enum st_rank_update {
+    ST_RANK_UPDATE_REPLICATED,  /* every rank updates every weight and holds the whole solver
+                                   state (the default) */
+    ST_RANK_UPDATE_PARTITIONED, /* each rank updates 1/P of every slice and holds only that
+                                   part's solver state (parallel/ps_part.h) */
+} st_rank_update;
+
 typedef struct st_train_opts {
     int threads;             /* workers (-t); 0: chosen, see st_trainer_create */
     int intra;               /* intra-op threads per worker (--intra); 0: chosen */
@@ -57,6 +65,7 @@ typedef struct st_train_opts {
     int supernode_size;      /* --supernode-size Q; 0 = none */
     double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
     int overlap;             /* --overlap: all-reduce during backward */
+    st_rank_update rank_update; /* --rank-update replicated | partitioned */
     size_t bucket_bytes;     /* --bucket-size */
     const atomic_int *stop;  /* nonzero (a signal) asks the run to stop cleanly; NULL:
                                 never (main passes signals.h's flag) */

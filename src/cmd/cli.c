@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/allreduce_algos.h"
 #include "options.h"
 
 #define TRAIN(field) offsetof(st_cli, train.field)
@@ -93,9 +94,9 @@ static const st_option options[] = {
      TRAIN(snapshot_dir), 0, 0},
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
      "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
-    {"allreduce", 0, "NAME", "Multi-node", "under mpirun: mpi, ring, rhd, rhd-supernode, "
-     "binomial, ps, or auto (time each on the first iterations, keep the fastest; default "
-     "rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
+    {"allreduce", 0, "NAME", "Multi-node", "under mpirun: "
+     ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST) "or auto (time each on the first iterations, "
+     "keep the fastest; default rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
     {"allreduce-granularity", 0, "model|layer", "Multi-node", "auto: one algorithm for the "
      "whole gradient (model, default), or one per slice / bucket (layer)", ST_OPT_STRING,
      TRAIN(allreduce_granularity), 0, 0},
@@ -108,6 +109,14 @@ static const st_option options[] = {
     {"overlap", 0, NULL, "Multi-node", "all-reduce each bucket of layers as soon as backward "
      "has produced it, on a communication thread, while backward goes on", ST_OPT_FLAG,
      TRAIN(overlap), 0, 0},
+    {"rank-update", 0, "replicated|partitioned", "Multi-node", "replicated (default: every "
+     "rank applies the solver to every weight and holds the whole solver state) or "
+     "partitioned (each slice is reduce-scattered over the ranks, each rank updates and keeps "
+     "the solver state of its 1/P of it, and the new weights are all-gathered; the same "
+     "weights, a P-th of the state per rank). mpi, ring, rhd and rhd-supernode reduce-scatter "
+     "and all-gather with their own halves; binomial, ps and butterfly run their whole "
+     "all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
+     offsetof(st_cli, rank_update), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
     {"peer-timeout", 0, "SECONDS", "Multi-node", "end every rank with a message when one waits "
@@ -195,6 +204,20 @@ static st_status parse_parallel(st_cli *cli, st_error *err)
                    v);
 }
 
+/* --rank-update replicated | partitioned */
+static st_status parse_rank_update(st_cli *cli, st_error *err)
+{
+    const char *v = cli->rank_update;
+    if (!v || strcmp(v, "replicated") == 0)
+        return ST_OK;
+    if (strcmp(v, "partitioned") == 0) {
+        cli->train.rank_update = ST_RANK_UPDATE_PARTITIONED;
+        return ST_OK;
+    }
+    return st_fail(err, ST_EUSAGE, "option --rank-update: expected replicated or partitioned, "
+                   "got '%s'", v);
+}
+
 /* --log-format live | text | csv */
 static st_status parse_log_format(st_cli *cli, st_error *err)
 {
@@ -237,6 +260,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_sync(cli, err);
     if (st == ST_OK)
         st = parse_parallel(cli, err);
+    if (st == ST_OK)
+        st = parse_rank_update(cli, err);
     if (st == ST_OK)
         st = parse_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
                         "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth, err);

@@ -3,6 +3,7 @@
 #include "dist/cluster.h"
 
 #include <float.h>
+#include <limits.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,9 @@ typedef struct cluster_worker {
     long probe_first;            /* first iteration it saw, or -1 */
     double probe_best[16];       /* fastest call of each candidate, seconds */
     st_allreduce_stats stats;
+    int half_algorithm;          /* partitioned: the reduce-scatter's algorithm, which the
+                                    all-gather of the same iteration uses */
+    double half_seconds;         /* and its time, which the probe adds to the all-gather's */
 } cluster_worker;
 
 struct st_cluster {
@@ -405,33 +409,177 @@ static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
     return ST_OK;
 }
 
+/* The algorithm worker w uses at iteration it: the chosen one, or under
+ * auto the candidate being probed, deciding once every candidate had its
+ * iterations. */
+static st_status pick_algorithm(st_cluster *c, cluster_worker *cw, int w, long it,
+                                int *algorithm, st_error *err)
+{
+    *algorithm = cw->algorithm;
+    if (*algorithm >= 0)
+        return ST_OK;
+    long probe = c->o.probe_iterations;
+    if (cw->probe_first < 0)
+        cw->probe_first = it;
+    long k = (it - cw->probe_first) / probe;
+    if (k < (long)st_allreduce_count) {
+        *algorithm = (int)k;
+        return ST_OK;
+    }
+    st_status st = decide(c, cw, w, err);
+    *algorithm = cw->algorithm;
+    return st;
+}
+
+/* A probed call of `seconds` by candidate algorithm. */
+static void record_probe(cluster_worker *cw, int algorithm, double seconds)
+{
+    if (cw->algorithm < 0 && seconds < cw->probe_best[algorithm])
+        cw->probe_best[algorithm] = seconds;
+}
+
 st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t n,
                                st_error *err)
 {
     cluster_worker *cw = &c->w[w];
-    int algorithm = cw->algorithm;
-    long probe = c->o.probe_iterations;
-    if (algorithm < 0) {
-        if (cw->probe_first < 0)
-            cw->probe_first = it;
-        long k = (it - cw->probe_first) / probe;
-        if (k >= (long)st_allreduce_count) {
-            st_status st = decide(c, cw, w, err);
-            if (st != ST_OK)
-                return st;
-            algorithm = cw->algorithm;
-        } else {
-            algorithm = (int)k;
-        }
-    }
+    int algorithm;
+    st_status st = pick_algorithm(c, cw, w, it, &algorithm, err);
+    if (st != ST_OK)
+        return st;
     double t0 = now_seconds();
-    st_status st = st_allreduce_algos[algorithm].run(buf, n, &cw->c, &cw->stats, err);
-    double t = now_seconds() - t0;
-    if (st == ST_OK && cw->algorithm < 0 && t < cw->probe_best[algorithm])
-        cw->probe_best[algorithm] = t;
+    st = st_allreduce_algos[algorithm].run(buf, n, &cw->c, &cw->stats, err);
+    if (st == ST_OK)
+        record_probe(cw, algorithm, now_seconds() - t0);
     if (st != ST_OK)
         st_error_prefix(err, "worker %d, --allreduce %s: ", w, st_allreduce_algos[algorithm].name);
     return st;
+}
+
+st_status st_cluster_reduce_scatter(st_cluster *c, int w, long it, float *buf, size_t n,
+                                    st_error *err)
+{
+    cluster_worker *cw = &c->w[w];
+    int algorithm;
+    st_status st = pick_algorithm(c, cw, w, it, &algorithm, err);
+    if (st != ST_OK)
+        return st;
+    double t0 = now_seconds();
+    st = st_allreduce_algos[algorithm].reduce_scatter(buf, n, &cw->c, &cw->stats, err);
+    cw->half_algorithm = algorithm;
+    cw->half_seconds = now_seconds() - t0;
+    if (st != ST_OK)
+        st_error_prefix(err, "worker %d, --allreduce %s, reduce-scatter: ", w,
+                        st_allreduce_algos[algorithm].name);
+    return st;
+}
+
+st_status st_cluster_allgather(st_cluster *c, int w, float *buf, size_t n, int *bad,
+                               st_error *err)
+{
+    cluster_worker *cw = &c->w[w];
+    int algorithm = cw->half_algorithm;
+    int mine = *bad != 0, any = 0;
+    MPI_Request request;
+    if (MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, cw->comm, &request) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "worker %d: MPI_Iallreduce of the parts' finiteness flag "
+                       "failed", w);
+    double t0 = now_seconds();
+    st_status st = st_allreduce_algos[algorithm].allgather(buf, n, &cw->c, &cw->stats, err);
+    if (st != ST_OK) {
+        st_error_prefix(err, "worker %d, --allreduce %s, all-gather: ", w,
+                        st_allreduce_algos[algorithm].name);
+        return st; /* the caller ends every rank; the flag's request goes with them */
+    }
+    record_probe(cw, algorithm, cw->half_seconds + now_seconds() - t0);
+    char what[64];
+    snprintf(what, sizeof what, "worker %d, the parts' finiteness flag", w);
+    st = wait_peers(c, &cw->c, &request, 0, what, err);
+    if (st == ST_OK)
+        *bad = any;
+    return st;
+}
+
+/* Whether every range fits MPI's int counts; else ST_EINTERNAL (the same
+ * on every rank: the ranges are). */
+static st_status check_ranges(const size_t *bounds, int ranges, st_error *err)
+{
+    for (int s = 0; s < ranges; s++)
+        if (bounds[s + 1] - bounds[s] > (size_t)INT_MAX)
+            return st_fail(err, ST_EINTERNAL, "a slice of %zu floats: the solver state's parts "
+                           "move in messages of at most %d", bounds[s + 1] - bounds[s],
+                           INT_MAX);
+    return ST_OK;
+}
+
+/* Range s's parts: counts[q] and displs[q] (from the range's start) of
+ * every rank q, and this rank's count. */
+static void range_parts(const st_cluster *c, size_t len, int *counts, int *displs, int *mine)
+{
+    for (int q = 0; q < c->size; q++) {
+        size_t start, count;
+        st_allreduce_part(len, c->size, q, &start, &count);
+        counts[q] = (int)count;
+        displs[q] = (int)start;
+    }
+    *mine = counts[c->rank];
+}
+
+/* Gather (way 1) or scatter (way -1) of the parts, range by range; mine
+ * is written only by the scatter, full only by the gather. */
+static st_status move_parts(st_cluster *c, const size_t *bounds, int ranges, float *mine,
+                            size_t owned, int planes, float *full, int way, st_error *err)
+{
+    st_status st = check_ranges(bounds, ranges, err);
+    int *counts = NULL, *displs = NULL;
+    if (st == ST_OK) {
+        counts = calloc((size_t)c->size, sizeof *counts);
+        displs = calloc((size_t)c->size, sizeof *displs);
+        if (!counts || !displs)
+            st = st_fail(err, ST_ENOMEM, "out of memory for the ranks' parts of the solver "
+                         "state");
+    }
+    const char *what = way > 0 ? "gathering the solver state's parts on rank 0"
+                               : "scattering rank 0's solver state in parts";
+    size_t count = bounds[ranges];
+    int patient = way > 0 && c->rank != 0;
+    for (int k = 0; st == ST_OK && k < planes; k++) {
+        size_t local = 0;
+        for (int s = 0; st == ST_OK && s < ranges; s++) {
+            int n;
+            range_parts(c, bounds[s + 1] - bounds[s], counts, displs, &n);
+            float *part = mine + (size_t)k * owned + local;
+            float *range = c->rank == 0 ? full + (size_t)k * count + bounds[s] : NULL;
+            MPI_Request request;
+            int rc = way > 0 ? MPI_Igatherv(part, n, MPI_FLOAT, range, counts, displs,
+                                            MPI_FLOAT, 0, MPI_COMM_WORLD, &request)
+                             : MPI_Iscatterv(range, counts, displs, MPI_FLOAT, part, n,
+                                             MPI_FLOAT, 0, MPI_COMM_WORLD, &request);
+            if (rc != MPI_SUCCESS)
+                st = st_fail(err, ST_EIO, "%s: MPI error %d", what, rc);
+            else
+                st = wait_peers(c, &c->world, &request, patient, what, err);
+            local += (size_t)n;
+        }
+    }
+    free(counts);
+    free(displs);
+    if (st != ST_OK)
+        st_cluster_abort(c, err); /* the others may wait for this rank */
+    return st;
+}
+
+st_status st_cluster_gather_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                  const float *mine, size_t owned, int planes, float *full,
+                                  st_error *err)
+{
+    return move_parts(c, bounds, ranges, (float *)mine, owned, planes, full, 1, err);
+}
+
+st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                   const float *full, float *mine, size_t owned, int planes,
+                                   st_error *err)
+{
+    return move_parts(c, bounds, ranges, mine, owned, planes, (float *)full, -1, err);
 }
 
 void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,

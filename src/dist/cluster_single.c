@@ -4,6 +4,7 @@
  * NULL is one node), so the calls that move data have nothing to move; the
  * options are checked as in cluster_mpi.c. The binary links cluster_mpi.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cluster_internal.h"
 
@@ -87,4 +88,34 @@ st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t
 void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
                        void *ctx)
 {
+}
+
+st_status st_cluster_reduce_scatter(st_cluster *c, int w, long it, float *buf, size_t n,
+                                    st_error *err)
+{
+    return ST_OK;
+}
+
+st_status st_cluster_allgather(st_cluster *c, int w, float *buf, size_t n, int *bad,
+                               st_error *err)
+{
+    return ST_OK;
+}
+
+/* One rank owns every range whole, so its parts, range after range, are
+ * the arena itself. */
+st_status st_cluster_gather_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                  const float *mine, size_t owned, int planes, float *full,
+                                  st_error *err)
+{
+    memcpy(full, mine, owned * (size_t)planes * sizeof *full);
+    return ST_OK;
+}
+
+st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int ranges,
+                                   const float *full, float *mine, size_t owned, int planes,
+                                   st_error *err)
+{
+    memcpy(mine, full, owned * (size_t)planes * sizeof *mine);
+    return ST_OK;
 }

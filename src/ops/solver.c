@@ -136,7 +136,14 @@ void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr,
                       size_t begin, size_t end, float *w, float *state, size_t stride,
                       const float *g)
 {
-    float *plane0 = state, *plane1 = state + stride;
+    st_solver_update_at(c, t, lr, iter, begin, end, w, state + begin, stride, g);
+}
+
+void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+                         size_t begin, size_t end, float *w, float *state, size_t stride,
+                         const float *g)
+{
+    /* plane k of arena float j at state[k * stride + j - begin] */
     float rate = c->rule == ST_SOLVER_ADAM ? adam_step(c, lr, iter) : lr;
     for (int i = 0; i < t->n; i++) {
         const st_param *p = &t->p[i];
@@ -151,24 +158,26 @@ void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr,
             continue;
         }
         float decay = p->kind == ST_PARAM_WEIGHT ? c->decay : 0.0f;
+        /* planes 0 and 1 of float b (the second only for the rules that have it) */
+        float *s0 = state + (b - begin);
         switch (c->rule) {
         case ST_SOLVER_SGD:
-            sgd_range(c, rate, decay, w + b, plane0 + b, g + b, n);
+            sgd_range(c, rate, decay, w + b, s0, g + b, n);
             break;
         case ST_SOLVER_NESTEROV:
-            nesterov_range(c, rate, decay, w + b, plane0 + b, g + b, n);
+            nesterov_range(c, rate, decay, w + b, s0, g + b, n);
             break;
         case ST_SOLVER_ADAGRAD:
-            adagrad_range(c, rate, decay, w + b, plane0 + b, g + b, n);
+            adagrad_range(c, rate, decay, w + b, s0, g + b, n);
             break;
         case ST_SOLVER_RMSPROP:
-            rmsprop_range(c, rate, decay, w + b, plane0 + b, g + b, n);
+            rmsprop_range(c, rate, decay, w + b, s0, g + b, n);
             break;
         case ST_SOLVER_ADADELTA:
-            adadelta_range(c, rate, decay, w + b, plane0 + b, plane1 + b, g + b, n);
+            adadelta_range(c, rate, decay, w + b, s0, s0 + stride, g + b, n);
             break;
         case ST_SOLVER_ADAM:
-            adam_range(c, rate, decay, w + b, plane0 + b, plane1 + b, g + b, n);
+            adam_range(c, rate, decay, w + b, s0, s0 + stride, g + b, n);
             break;
         }
     }

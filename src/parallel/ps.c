@@ -120,6 +120,24 @@ void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, 
     }
 }
 
+void st_ps_apply_range(st_ps *ps, size_t b, size_t e, float *state, size_t stride,
+                       const st_solver_cfg *c, float lr, long iter, int threads)
+{
+    if (threads <= 1) {
+        st_solver_update_at(c, ps->table, lr, iter, b, e, ps->weights, state, stride,
+                            ps->grads[0]);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        size_t sb, se;
+        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        if (sb < se)
+            st_solver_update_at(c, ps->table, lr, iter, sb, se, ps->weights, state + (sb - b),
+                                stride, ps->grads[0]);
+    }
+}
+
 /* Floats per chunk of the fused pass: the workers' gradients, weights and
  * solver state of a chunk stay within a core's private cache. */
 #define FUSED_CHUNK 4096

@@ -69,11 +69,18 @@ static st_status slice_reduce(st_worker *w, float scale)
     return st;
 }
 
+/* The update of worker w's slice, or with --rank-update partitioned of
+ * this node's part of it, always on the host (a backend's device update
+ * takes the solver state of the whole arena). */
 static st_status slice_apply(st_worker *w, long it)
 {
     st_sched *s = w->s;
     const st_backend *be = w->replica.backend;
     float lr = st_lr_at(&s->o.solver->lr, it);
+    if (s->o.part) {
+        st_ps_part_apply(s->o.part, s->ps, w->id, s->o.solver, lr, it, s->o.intra);
+        return ST_OK;
+    }
     if (!be->slice_apply) {
         st_ps_apply(s->ps, w->id, s->o.solver, lr, it, s->o.intra);
         return ST_OK;
@@ -81,6 +88,49 @@ static st_status slice_apply(st_worker *w, long it)
     st_solver_step step = {s->o.solver, s->ps->table, lr, it};
     return be->slice_apply(w->replica.bctx, &step, s->ps->slice[w->id], s->ps->slice[w->id + 1],
                            s->ps->weights, s->ps->state, s->ps->count, s->ps->grads[0], &w->err);
+}
+
+/* Multi-node: slice r's gradient summed over the nodes, all-reduced, or
+ * with --rank-update partitioned reduce-scattered (this node's part alone
+ * summed). A failure leaves the others waiting: it ends every rank. */
+static void sum_slice_over_nodes(st_worker *w, long it, float *slice, size_t len)
+{
+    st_sched *s = w->s;
+    st_status st = s->o.part ? st_cluster_reduce_scatter(s->o.cluster, w->id, it, slice, len,
+                                                         &w->err)
+                             : st_cluster_allreduce(s->o.cluster, w->id, it, slice, len,
+                                                    &w->err);
+    if (st != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+}
+
+/* Whether slice r's reduced gradient is finite: the whole slice, or with
+ * --rank-update partitioned this node's part, the only one summed here. */
+static int reduced_finite(const st_worker *w, const float *slice, size_t len)
+{
+    const st_sched *s = w->s;
+    if (!s->o.part)
+        return st_all_finite(slice, len);
+    size_t b, e;
+    st_ps_part_range(s->o.part, w->id, &b, &e);
+    return st_all_finite(s->ps->grads[0] + b, e - b);
+}
+
+/* --rank-update partitioned, after this node updated its part of slice r:
+ * every node's new weights of the slice to every node. *bad: in, whether
+ * this node's part was not applied (its gradient was not finite, or the
+ * reduction failed); out, whether any node's was, so that every node stops
+ * at this iteration. Returns the seconds it took; a failure ends every
+ * rank. */
+static double gather_slice_over_nodes(st_worker *w, int *bad)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    double t0 = st_now();
+    if (st_cluster_allgather(s->o.cluster, r, s->ps->weights + s->ps->slice[r],
+                             s->ps->slice[r + 1] - s->ps->slice[r], bad, &w->err) != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+    return st_now() - t0;
 }
 
 /* Multi-node: sum this node's view of iteration it over the nodes, on
@@ -129,7 +179,10 @@ static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
  * A non-finite gradient is seen only after the reduction, each worker
  * checking its slice and not applying it if so; the workers then stop
  * together after `iter_end`, the iteration unfinished (the weights stay
- * finite, but other slices were updated: they are not to be kept). */
+ * finite, but other slices were updated: they are not to be kept). With
+ * --rank-update partitioned each node checks only its part of the slice
+ * (the one it summed), and the all-gather of the new weights carries the
+ * nodes' verdicts, so all of them stop at the same iteration. */
 void sched_worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -185,12 +238,11 @@ void sched_worker_bsp(st_worker *w)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
             double c0 = st_now();
-            if (st_cluster_allreduce(s->o.cluster, r, it, slice, slice_len, &w->err) != ST_OK)
-                st_cluster_abort(s->o.cluster, &w->err);
+            sum_slice_over_nodes(w, it, slice, slice_len);
             comm += st_now() - c0;
         }
         if (!fused)
-            rec->grad_bad[r] = dst != ST_OK || !st_all_finite(slice, slice_len);
+            rec->grad_bad[r] = dst != ST_OK || !reduced_finite(w, slice, slice_len);
         double t4 = st_now();
         if (!fused && dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
             dst = slice_apply(w, it);
@@ -198,10 +250,12 @@ void sched_worker_bsp(st_worker *w)
             w->status = dst;
             rec->grad_bad[r] = 1;
         }
+        double gathered = s->o.part ? gather_slice_over_nodes(w, &rec->grad_bad[r]) : 0.0;
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = st_now();
-        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm, t5 - t4, comm};
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm,
+                                       t5 - t4 - gathered, comm + gathered};
         st_barrier_wait(&s->iter_end);
         int grad_bad = 0;
         for (int k = 0; k < s->T; k++)

@@ -49,7 +49,9 @@ static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
  * difference is named). Deliberately left out, free to differ: the output
  * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace),
  * what rank 0 alone does (the test set, --test-interval, --no-test,
- * --test-images, --snapshot-dir, --snapshot-every), how fast data is read
+ * --test-images, --snapshot-dir and --snapshot-every, but for whether
+ * every rank snapshots at the same points with --rank-update
+ * partitioned), how fast data is read
  * (--io-threads, --no-verify), --warmup (speed figures only),
  * --peer-timeout, and the data's paths (their content is compared). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
@@ -67,6 +69,16 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add(fp, "the synchronisation (--sync)", (uint64_t)t->o.sync);
     st_cluster_fp_add(fp, "the all-reduce algorithm (--allreduce)", (uint64_t)t->allreduce);
     st_cluster_fp_add(fp, "--overlap", (uint64_t)t->o.overlap);
+    st_cluster_fp_add(fp, "--rank-update", (uint64_t)t->o.rank_update);
+    /* Partitioned, every rank sends its parts of the solver state to rank
+     * 0's snapshots: they must all snapshot at the same iterations. */
+    int partitioned = trainer_partitioned(t);
+    st_cluster_fp_add(fp, "--snapshot-dir (given or not; with --rank-update partitioned every "
+                      "rank takes part in the snapshots)",
+                      (uint64_t)(partitioned && t->o.snapshot_dir));
+    st_cluster_fp_add(fp, "--snapshot-every (with --rank-update partitioned every rank takes "
+                      "part in the snapshots)",
+                      (uint64_t)(partitioned ? t->o.snapshot_every : 0));
     st_cluster_fp_add(fp, "--allreduce-granularity", t->o.allreduce_granularity &&
                       strcmp(t->o.allreduce_granularity, "layer") == 0);
     st_cluster_fp_add(fp, "--bucket-size", t->o.bucket_bytes);
@@ -104,8 +116,12 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
                       st_hash_bytes(ST_HASH_START, shape, sizeof shape));
     st_cluster_fp_add(fp, "--skip-bad-images", (uint64_t)t->o.skip_bad_images);
     st_cluster_fp_add(fp, "the first iteration (--resume)", (uint64_t)t->start);
+    /* Partitioned, rank 0 alone holds a resumed solver state until the run
+     * hands out its parts: the weights are compared, not the state. */
     uint64_t h = st_hash_bytes(ST_HASH_START, t->ps.weights, t->ps.count * sizeof(float));
-    h = st_hash_bytes(h, t->ps.state, t->ps.count * (size_t)t->ps.state_planes * sizeof(float));
+    if (!partitioned)
+        h = st_hash_bytes(h, t->ps.state,
+                          t->ps.count * (size_t)t->ps.state_planes * sizeof(float));
     st_cluster_fp_add(fp, "the initial weights or solver state (--weights, --resume)", h);
 }
 

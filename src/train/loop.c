@@ -83,14 +83,37 @@ void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta
     m->seed = t->o.seed;
     m->batch = t->batch;
     m->workers = t->o.threads;
-    m->state_planes = t->ps.state_planes;
+    m->state_planes = trainer_state_planes(t);
     snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
     m->settings = t->settings;
     m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
 }
 
+/* --rank-update partitioned: the solver state of every rank's parts,
+ * gathered into *state [planes * count] on rank 0 (allocated; NULL on the
+ * others). Every rank calls it; rank 0 running out of memory ends every
+ * rank, which would otherwise wait for it. */
+static st_status gather_state(st_trainer *t, float **state, st_error *err)
+{
+    *state = NULL;
+    if (st_cluster_rank(t->o.cluster) == 0) {
+        size_t bytes = t->ps.count * (size_t)t->part.planes * sizeof(float);
+        *state = st_alloc_aligned(bytes, "the solver state gathered for a snapshot", err);
+        if (!*state) {
+            st_cluster_abort(t->o.cluster, err);
+            return ST_ENOMEM;
+        }
+    }
+    return st_cluster_gather_parts(t->o.cluster, t->ps.slice, t->ps.n_workers, t->part.state,
+                                   t->part.owned, t->part.planes, *state, err);
+}
+
 /* Snapshot the state after `iteration` iterations as DIR/NAME_TAG.snap
- * (TAG: "final" at the end, else the iteration). */
+ * (TAG: "final" at the end, else the iteration). With --rank-update
+ * partitioned, every rank sends rank 0 its parts of the solver state first,
+ * so that the snapshot holds the whole state as a replicated run's does;
+ * every rank calls this at the same points (the snapshot options are
+ * compared at set-up, fingerprint.c). */
 static st_status save_snapshot(st_trainer *t, long iteration, int final, st_error *err)
 {
     if (!t->o.snapshot_dir)
@@ -107,8 +130,14 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
     st_status st = check_weights(t, iteration, err);
     if (st != ST_OK)
         return st;
-    if (st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on every rank */
-        st = st_snapshot_save(path, &t->net, t->ps.weights, t->ps.state, &m, err);
+    float *gathered = NULL;
+    if (trainer_partitioned(t))
+        st = gather_state(t, &gathered, err);
+    const float *state = gathered ? gathered : t->ps.state;
+    if (st == ST_OK && st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on
+                                                              every rank */
+        st = st_snapshot_save(path, &t->net, t->ps.weights, state, &m, err);
+    st_free_aligned(gathered);
     if (st != ST_OK) {
         st_error_prefix(err, "--snapshot-dir: ");
         return st;
@@ -224,6 +253,13 @@ static long segment_end(const st_trainer *t, long first, long test_every)
     return last < t->iterations ? last : t->iterations;
 }
 
+/* Whether the final snapshot gathers the state from every rank (so that a
+ * rank failing alone before it must end them all). */
+static int final_gather(const st_trainer *t)
+{
+    return trainer_partitioned(t) && t->o.snapshot_dir;
+}
+
 /* BSP in segments (segment_end) while the prefetcher reads ahead; a stop
  * (the stop flag) ends the run after the iteration in flight, with a
  * snapshot. On one node a stop asked during a test phase or a snapshot ends
@@ -263,8 +299,10 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
         if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
             last < t->iterations)
             st = save_snapshot(t, last, 0, err);
-        if (st != ST_OK && t->o.cluster && last < t->iterations)
-            st_cluster_abort(t->o.cluster, err); /* rank 0's alone: the others wait for it */
+        /* rank 0's alone: the others wait for it (for the final snapshot's
+         * gather too, with the state partitioned) */
+        if (st != ST_OK && t->o.cluster && (last < t->iterations || final_gather(t)))
+            st_cluster_abort(t->o.cluster, err);
         if (st != ST_OK)
             return st;
         first = last;
@@ -362,9 +400,22 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (t->o.overlap)
         st_info(&t->log, "overlap: gradients all-reduced during backward in buckets of at "
                 "least %zu bytes", t->o.bucket_bytes);
+    if (trainer_partitioned(t))
+        st_info(&t->log, "rank update partitioned: each worker's slice is reduce-scattered "
+                "over the %d ranks, each rank updates its part and keeps that part's solver "
+                "state, and the new weights are all-gathered", st_cluster_size(t->o.cluster));
     st_status st = ST_OK;
     if (t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
+    /* Partitioned and resumed: rank 0 read the whole solver state (setup.c)
+     * and hands each rank its parts. A run from iteration 0 starts from
+     * zero state everywhere. */
+    if (st == ST_OK && trainer_partitioned(t) && t->start > 0)
+        st = st_cluster_scatter_parts(t->o.cluster, t->ps.slice, t->ps.n_workers,
+                                      t->resumed_state, t->part.state, t->part.owned,
+                                      t->part.planes, err);
+    st_free_aligned(t->resumed_state);
+    t->resumed_state = NULL;
     t->began = st_now();
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
@@ -399,6 +450,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     res->peak_memory = (double)st_peak_rss();
     res->skipped_images = t->skipped;
     st = trainer_report(t, res, err);
+    if (st != ST_OK && final_gather(t)) /* the others would wait for its parts */
+        st_cluster_abort(t->o.cluster, err);
     if (st == ST_OK)
         st = save_snapshot(t, t->iterations, 1, err);
     if (st == ST_OK && !t->o.snapshot_dir) {

@@ -38,6 +38,16 @@ st_train_opts st_train_defaults(void)
     return o;
 }
 
+int trainer_partitioned(const st_trainer *t)
+{
+    return t->o.rank_update == ST_RANK_UPDATE_PARTITIONED;
+}
+
+int trainer_state_planes(const st_trainer *t)
+{
+    return st_solver_state_per_param(&t->hp.solver);
+}
+
 void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
 {
     t->log.progress = progress;
@@ -59,6 +69,8 @@ void st_trainer_free(st_trainer *t)
         return;
     st_sched_free(t->sched);
     st_batchq_free(&t->batches);
+    st_ps_part_free(&t->part);
+    st_free_aligned(t->resumed_state);
     st_ps_free(&t->ps);
     st_source_close(t->train);
     st_source_close(t->test);
@@ -359,8 +371,21 @@ static st_status resume(st_trainer *t, st_error *err)
     const char *path = t->o.resume;
     st_snapshot_meta m = {.settings = NULL}, mine;
     trainer_snapshot_meta(t, 0, &mine);
-    st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, t->ps.state,
-                                      t->ps.state_planes, &m, err);
+    /* Partitioned: rank 0 reads the whole solver state and hands every
+     * rank its parts when the run starts (loop.c); the others read the
+     * weights and the settings, the state only through the checksum. */
+    float *state = t->ps.state;
+    if (trainer_partitioned(t) && st_cluster_rank(t->o.cluster) != 0) {
+        state = NULL;
+    } else if (trainer_partitioned(t)) {
+        size_t bytes = t->ps.count * (size_t)trainer_state_planes(t) * sizeof(float);
+        t->resumed_state = st_alloc_aligned(bytes, "the resumed solver state", err);
+        if (!t->resumed_state)
+            return ST_ENOMEM;
+        state = t->resumed_state;
+    }
+    st_status st = st_snapshot_resume(path, &t->net, t->ps.weights, state,
+                                      trainer_state_planes(t), &m, err);
     char diff[768];
     if (st == ST_OK && strcmp(m.solver, mine.solver) != 0)
         st = st_fail(err, ST_EINPUT, "%s: the snapshot's solver is %s, this run's %s: resume "
@@ -540,6 +565,12 @@ static void log_memory(const st_trainer *t)
         acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
     double weights = mb * (double)t->ps.count, state = weights * t->ps.state_planes;
     double grads = weights + (T - 1) * mb * (double)t->ps.shared_from;
+    if (trainer_partitioned(t)) {
+        double whole = weights * trainer_state_planes(t);
+        state = mb * (double)t->part.owned * t->part.planes;
+        st_info(&t->log, "solver state: %.3f MB on this rank (1/%d of %.3f MB; "
+                "--rank-update partitioned)", state, t->part.ranks, whole);
+    }
     double setup = 1e-6 * (double)t->setup_bytes;
     st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
             "%.1f MB in all, gradients %.1f MB in all, set-up %.1f MB (kernels and buffers, "
@@ -627,6 +658,13 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                      "gradients only at the end of backward; leave out one of the two",
                      o->overlap ? "--overlap" : o->sync == ST_SYNC_ASP ? "--sync asp"
                                                                        : "--sync ssp");
+    if (st == ST_OK && o->rank_update == ST_RANK_UPDATE_PARTITIONED && !o->cluster)
+        st = st_fail(err, ST_EUSAGE, "--rank-update partitioned: splitting the solver state "
+                     "over the ranks needs several nodes (mpirun -np P with P > 1)");
+    if (st == ST_OK && o->rank_update == ST_RANK_UPDATE_PARTITIONED && o->overlap)
+        st = st_fail(err, ST_EUSAGE, "--overlap with --rank-update partitioned: give one (the "
+                     "overlap all-reduces whole buckets of layers during backward; the "
+                     "partitioned update reduce-scatters each worker's slice after it)");
     if (st == ST_OK && o->cluster && o->sync != ST_SYNC_BSP)
         st = st_fail(err, ST_EUSAGE, "--sync %s: training across nodes (mpirun) is "
                      "bulk-synchronous only; leave --sync out", trainer_sync_names[o->sync]);
@@ -642,9 +680,13 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     size_t shared_from = t->net.params.count;
     if (st == ST_OK)
         choose_parallel(t, &shared_from);
-    if (st == ST_OK)
+    if (st == ST_OK) /* partitioned: the state is this rank's parts' alone (ps_part.h) */
         st = st_ps_init_split(&t->ps, &t->net.params, o->threads,
-                              st_solver_state_per_param(&t->hp.solver), shared_from, err);
+                              trainer_partitioned(t) ? 0 : trainer_state_planes(t), shared_from,
+                              err);
+    if (st == ST_OK && trainer_partitioned(t))
+        st = st_ps_part_init(&t->part, &t->ps, st_cluster_size(o->cluster),
+                             st_cluster_rank(o->cluster), trainer_state_planes(t), err);
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
         if (o->resume && o->weights)
@@ -675,6 +717,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
             .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                                 ? st_record_bytes(t->test) : st_record_bytes(t->train),
             .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+            .part = trainer_partitioned(t) ? &t->part : NULL,
             .stop = o->stop, .hybrid = o->hybrid,
         };
         size_t rss = st_current_rss();

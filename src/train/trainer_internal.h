@@ -16,6 +16,7 @@
 #include "data/data.h"
 #include "net/hparams.h"
 #include "parallel/ps.h"
+#include "parallel/ps_part.h"
 #include "train/snapshot.h"
 #include "train/train.h"
 
@@ -27,7 +28,11 @@ struct st_trainer {
     st_hparams hp;
     st_net net;
     const st_backend *backend;
-    st_ps ps;
+    st_ps ps;               /* with --rank-update partitioned: no solver state of its own */
+    st_ps_part part;        /* --rank-update partitioned: this rank's parts and their state */
+    float *resumed_state;   /* partitioned, rank 0, after --resume: the snapshot's whole
+                               solver state [planes * count] until the run hands out the
+                               parts (loop.c), then NULL */
     st_sched *sched;
     st_batchq batches;      /* BSP: filled by the prefetcher, read by the workers */
     st_source *train, *test;
@@ -51,6 +56,15 @@ struct st_trainer {
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
 };
+
+/* Whether the ranks hold the solver state in parts (--rank-update
+ * partitioned): the snapshots gather it on rank 0, which hands it out on
+ * --resume (setup.c). */
+int trainer_partitioned(const st_trainer *t);
+
+/* Planes of solver state the update rule keeps (of params.count floats in
+ * a snapshot) (setup.c). */
+int trainer_state_planes(const st_trainer *t);
 
 /* The --sync modes' names, indexed by st_sync_mode (setup.c). */
 extern const char *const trainer_sync_names[];

@@ -10,7 +10,8 @@
 # networks whose fully connected layers follow convolutions and dropout,
 # come first (no input gradient), or follow a fully connected layer with
 # batch norm (which stays data-parallel, and so does every layer before
-# it); and across two nodes (mpirun). The gradient memory logged falls by
+# it); and across two nodes (mpirun), with the solver state partitioned
+# over them too (--rank-update partitioned). The gradient memory logged falls by
 # the model-parallel gradients of every worker but one; a mode that cannot
 # run hybrid is refused.
 # usage: sh tests/e2e/test_hybrid.sh PATH_TO_SINGLETRAIN
@@ -116,6 +117,13 @@ if command -v mpirun >/dev/null 2>&1; then
     check "mpirun -np 2, -t 2 -b 13 each, hybrid" err 0 "" -- mpirun -np 2 "$bin" $common \
         -q -t 2 -b 13 --parallel hybrid --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
     check "two hybrid nodes: the weights of one data-parallel node to 1e-5" out 0 \
+        "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
+        "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
+    rm -rf "$tmp/two"
+    check "mpirun -np 2, hybrid, --rank-update partitioned" err 0 "" -- mpirun -np 2 "$bin" \
+        $common -q -t 2 -b 13 --parallel hybrid --rank-update partitioned \
+        --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
+    check "hybrid and partitioned: the weights of one data-parallel node to 1e-5" out 0 \
         "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
         "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
 else

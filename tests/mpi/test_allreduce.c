@@ -19,9 +19,14 @@
  * Each case also runs a second time and must give the same bits, and every
  * rank must end with the same bits as rank 0.
  *
- * Then: the name lookup and its error, st_comm_init's argument errors, the
- * caller's scratch and sum hook (the hook must add (P-1) n floats over all
- * ranks: every element needs P-1 additions and none is done twice), paced
+ * Then: the ranks' parts (st_allreduce_part); every algorithm's
+ * reduce-scatter and all-gather halves (check_halves: exact sums in this
+ * rank's part, the parts gathered everywhere, the two in a row giving the
+ * all-reduce's bits); the name lookup and its error, st_comm_init's
+ * argument errors, the caller's scratch and sum hook (the hook must add
+ * (P-1) n floats over all ranks: every element needs P-1 additions and
+ * none is done twice; butterfly adds the whole buffer on every rank at
+ * every step, see hook_floats), paced
  * crossing messages (F = 0.25), waiting by polling and sleeping
  * (idle_sleep_us), and, when P is a power of two, the bytes
  * sent and sent across supernodes for Q = 2 and Q = 4 against formulas
@@ -262,6 +267,144 @@ static void check_values(tally *t, size_t n)
     expected_free(&e);
 }
 
+/* This rank's part of n floats (st_allreduce_part). */
+static void own_part(const tally *t, size_t n, size_t *start, size_t *count)
+{
+    st_allreduce_part(n, t->size, t->rank, start, count);
+}
+
+/* Run fn (a half) on buf in place, aborting the job on failure. */
+static void run_half(const tally *t, const char *algo, const char *half, st_allreduce_fn fn,
+                     const st_comm *c, float *buf, size_t n, st_allreduce_stats *stats)
+{
+    st_error err = {ST_OK, ""};
+    if (fn(buf, n, c, stats, &err) != ST_OK) {
+        fprintf(stderr, "test_allreduce: rank %d: %s's %s on %zu floats: %s\n", t->rank, algo,
+                half, n, err.msg);
+        MPI_Abort(t->comm, 1);
+    }
+}
+
+/* Every algorithm's reduce-scatter and all-gather halves on n floats:
+ * - the reduce-scatter of the exact input leaves the exact sum in this
+ *   rank's part (whatever it leaves elsewhere);
+ * - the all-gather of the parts, every other float set to NaN first, gives
+ *   the whole exact sum on every rank;
+ * - on the random input, reduce-scatter then all-gather gives the bits of
+ *   the algorithm's all-reduce (mpi: the library's reduce-scatter may add
+ *   in another order, so it is held to the random input's bound), twice
+ *   the same, on every rank the same;
+ * - ring (any P) and rhd (P a power of two) send as many bytes in the two
+ *   halves as in the all-reduce. */
+static void check_halves(tally *t, size_t n)
+{
+    st_comm c;
+    st_error err = {ST_OK, ""};
+    if (st_comm_init(&c, t->comm, 2, 0, &err) != ST_OK) {
+        fprintf(stderr, "test_allreduce: %s\n", err.msg);
+        MPI_Abort(t->comm, 1);
+    }
+    expected e;
+    expected_init(&e, t, n);
+    float *whole = malloc(n * sizeof(float)), *halves = malloc(n * sizeof(float));
+    float *again = malloc(n * sizeof(float)), *from_rank0 = malloc(n * sizeof(float));
+    if (!whole || !halves || !again || !from_rank0) {
+        fprintf(stderr, "test_allreduce: rank %d: out of memory for n = %zu\n", t->rank, n);
+        MPI_Abort(t->comm, 1);
+    }
+    size_t start, count;
+    own_part(t, n, &start, &count);
+    int power_of_two = (t->size & (t->size - 1)) == 0;
+    for (size_t a = 0; a < st_allreduce_count; a++) {
+        const st_allreduce_algo *algo = &st_allreduce_algos[a];
+        int is_mpi = algo->run == st_allreduce_mpi;
+        memcpy(halves, e.exact_input, n * sizeof(float));
+        run_half(t, algo->name, "reduce-scatter", algo->reduce_scatter, &c, halves, n, NULL);
+        size_t wrong_part = 0;
+        for (size_t i = start; i < start + count; i++)
+            wrong_part += halves[i] != e.exact_sum[i];
+        for (size_t i = 0; i < n; i++)
+            if (i < start || i >= start + count)
+                halves[i] = NAN;
+        run_half(t, algo->name, "all-gather", algo->allgather, &c, halves, n, NULL);
+        size_t wrong_all = 0;
+        for (size_t i = 0; i < n; i++)
+            wrong_all += halves[i] != e.exact_sum[i];
+        if (wrong_part || wrong_all)
+            detail(t, "%s n=%zu exact: %zu of %zu sums of the part [%zu, %zu) wrong after the "
+                   "reduce-scatter, %zu of %zu after the all-gather", algo->name, n, wrong_part,
+                   count, start, start + count, wrong_all, n);
+        report(t, !wrong_part && !wrong_all, "%-13s n=%-7zu exact: reduce-scatter sums this "
+               "rank's part, all-gather fills in the others", algo->name, n);
+
+        st_allreduce_stats whole_stats, half_stats;
+        memset(&whole_stats, 0, sizeof whole_stats);
+        memset(&half_stats, 0, sizeof half_stats);
+        run_algo(t, algo, &c, e.random_input, whole, n, &whole_stats);
+        for (int k = 0; k < 2; k++) {
+            float *out = k ? again : halves;
+            memcpy(out, e.random_input, n * sizeof(float));
+            run_half(t, algo->name, "reduce-scatter", algo->reduce_scatter, &c, out, n,
+                     k ? NULL : &half_stats);
+            run_half(t, algo->name, "all-gather", algo->allgather, &c, out, n,
+                     k ? NULL : &half_stats);
+        }
+        memcpy(from_rank0, halves, n * sizeof(float));
+        MPI_Bcast(from_rank0, (int)n, MPI_FLOAT, 0, t->comm);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++)
+            wrong += is_mpi ? !(fabsf(halves[i] - e.mpi_sum[i]) <= e.tolerance[i])
+                            : memcmp(&halves[i], &whole[i], sizeof(float)) != 0;
+        int repeatable = memcmp(halves, again, n * sizeof(float)) == 0;
+        int same_as_rank0 = memcmp(halves, from_rank0, n * sizeof(float)) == 0;
+        int bytes_checked = strcmp(algo->name, "ring") == 0 ||
+                            (strcmp(algo->name, "rhd") == 0 && power_of_two);
+        int bytes_good = !bytes_checked || half_stats.bytes_sent == whole_stats.bytes_sent;
+        if (wrong)
+            detail(t, "%s n=%zu random: reduce-scatter + all-gather differs from the %s in %zu "
+                   "of %zu floats", algo->name, n, is_mpi ? "bound around MPI_Allreduce"
+                                                          : "all-reduce's bits", wrong, n);
+        if (!repeatable || !same_as_rank0)
+            detail(t, "%s n=%zu random: reduce-scatter + all-gather %s", algo->name, n,
+                   !repeatable ? "gave other bits the second time" : "differs from rank 0's");
+        if (!bytes_good)
+            detail(t, "%s n=%zu: the halves sent %" PRIu64 " bytes, the all-reduce %" PRIu64,
+                   algo->name, n, half_stats.bytes_sent, whole_stats.bytes_sent);
+        report(t, !wrong && repeatable && same_as_rank0 && bytes_good,
+               "%-13s n=%-7zu random: reduce-scatter + all-gather %s, repeatable, same on all "
+               "ranks%s", algo->name, n,
+               is_mpi ? "within 2 gamma(P-1) sum|x| of MPI" : "= the all-reduce's bits",
+               bytes_checked ? ", the all-reduce's bytes" : "");
+    }
+    free(whole);
+    free(halves);
+    free(again);
+    free(from_rank0);
+    expected_free(&e);
+}
+
+/* st_allreduce_part: the parts tile [0, n) in rank order, sizes within one. */
+static void check_parts(tally *t)
+{
+    const size_t sizes[] = {0, 1, 7, 4096, 1000003};
+    int good = 1;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int p = 1; p <= 9; p++) {
+            size_t next = 0, least = (size_t)-1, most = 0;
+            for (int q = 0; q < p; q++) {
+                size_t start, count;
+                st_allreduce_part(sizes[s], p, q, &start, &count);
+                good &= start == next;
+                next = start + count;
+                least = count < least ? count : least;
+                most = count > most ? count : most;
+            }
+            good &= next == sizes[s] && most - least <= 1;
+        }
+    report(t, good, "st_allreduce_part: the parts of n floats tile [0, n) in rank order, "
+           "their sizes within one");
+}
+
 static void check_lookup(tally *t)
 {
     st_error err = {ST_OK, ""};
@@ -278,7 +421,7 @@ static void check_lookup(tally *t)
            st_allreduce_count);
 
     const char *want = "--allreduce nope: unknown algorithm (expected mpi, ring, rhd, "
-                       "rhd-supernode, binomial or ps)";
+                       "rhd-supernode, binomial, ps or butterfly)";
     st_status st = st_allreduce_find("nope", &found, &err);
     int good = st == ST_EUSAGE && strcmp(err.msg, want) == 0;
     if (!good)
@@ -318,6 +461,23 @@ static void sum_counting(void *ctx, float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
+/* Floats the sum hook adds over all ranks in one all-reduce of n floats:
+ * every element needs P-1 additions, done once each, except in butterfly,
+ * where every participant adds the whole buffer at each of its log2 P'
+ * steps (P' the largest power of two <= P, after rem = P - P' folded ranks
+ * added theirs in). */
+static uint64_t hook_floats(const char *name, int p, size_t n)
+{
+    if (strcmp(name, "butterfly") != 0)
+        return (uint64_t)(p - 1) * n;
+    uint64_t p2 = 1, steps = 0;
+    while (p2 * 2 <= (uint64_t)p) {
+        p2 *= 2;
+        steps++;
+    }
+    return ((uint64_t)p - p2 + p2 * steps) * n;
+}
+
 /* The caller's scratch (big enough, and too small) and sum hook. */
 static void check_scratch_and_hook(tally *t)
 {
@@ -350,16 +510,18 @@ static void check_scratch_and_hook(tally *t)
                 wrong += out[i] != e.exact_sum[i];
             uint64_t total_floats = 0;
             MPI_Allreduce(&count.floats, &total_floats, 1, MPI_UINT64_T, MPI_SUM, t->comm);
-            uint64_t want_floats = (uint64_t)(t->size - 1) * n;
+            uint64_t want_floats = hook_floats(algo->name, t->size, n);
             if (wrong)
                 detail(t, "%s: %zu of %zu sums wrong", algo->name, wrong, n);
+            const char *formula = strcmp(algo->name, "butterfly") == 0
+                                      ? "(rem + P' log2 P') n" : "(P-1) n";
             if (total_floats != want_floats && t->rank == 0)
                 detail(t, "%s: the hook added %" PRIu64 " floats over all ranks, expected "
-                       "(P-1) n = %" PRIu64, algo->name, total_floats, want_floats);
+                       "%s = %" PRIu64, algo->name, total_floats, formula, want_floats);
             report(t, !wrong && total_floats == want_floats,
                    "%-13s n=%zu with the caller's %s scratch and a sum hook: exact, hook added "
-                   "(P-1) n = %" PRIu64 " floats", algo->name, n,
-                   small ? "too small (1 float)" : "n-float", want_floats);
+                   "%s = %" PRIu64 " floats", algo->name, n,
+                   small ? "too small (1 float)" : "n-float", formula, want_floats);
         }
     }
     free(out);
@@ -485,6 +647,16 @@ static const char *crossing_formula(const char *name, int p, int q, int rank, ui
         *across = rank % q == q - 1 && p > q ? *sent : 0;
         return "2(P-1)/P x 4n by each of the P/Q ranks ending a supernode";
     }
+    if (strcmp(name, "butterfly") == 0) {
+        uint64_t steps = 0, crossing_steps = 0;
+        for (uint64_t d = 1; d < up; d *= 2) {
+            steps++;
+            crossing_steps += d >= uq;
+        }
+        *sent = steps * bytes;
+        *across = crossing_steps * bytes;
+        return "log2(P/Q) x 4n per rank";
+    }
     if (strcmp(name, "ps") == 0) {
         *sent = rank == 0 ? (up - 1) * bytes : bytes;
         *across = rank == 0 ? (up - uq) * bytes : rank >= q ? bytes : 0;
@@ -505,7 +677,9 @@ static const char *crossing_formula(const char *name, int p, int q, int rank, ui
  *   ring:          every rank sends 2 (P-1)/P B, all of it across for the
  *                  ranks with r mod Q = Q-1 (when P > Q), none for others;
  *   ps:            rank 0 sends (P-1) B, (P-Q) B of it across; the others
- *                  send B, across when r >= Q.
+ *                  send B, across when r >= Q;
+ *   butterfly:     every rank sends log2(P) B, log2(P/Q) B of it across:
+ *                  the steps at distance >= Q.
  * Each rank checks its own figures; the totals over ranks (P times the
  * per-rank figure for rhd and rhd-supernode) are checked and printed. */
 static void check_crossing(tally *t)
@@ -562,6 +736,10 @@ int main(int argc, char **argv)
     const size_t sizes[] = {1, 7, 4096, 1000003};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         check_values(&t, sizes[s]);
+    check_parts(&t);
+    const size_t half_sizes[] = {1, 7, 4096, 65537};
+    for (size_t s = 0; s < sizeof half_sizes / sizeof half_sizes[0]; s++)
+        check_halves(&t, half_sizes[s]);
     check_lookup(&t);
     check_comm_errors(&t);
     check_scratch_and_hook(&t);

@@ -2,7 +2,12 @@
 # Training across nodes under mpirun: 2 ranks x 2 workers x batch 12 end
 # 20 iterations of LeNet-5 (dropout included) with the weights of 4
 # workers x batch 24 on one node, within 1e-5 of each tensor's scale, for
-# every all-reduce algorithm and auto, and with --overlap; a fixed
+# every all-reduce algorithm and auto, and with --overlap; with
+# --rank-update partitioned (the solver state split over the ranks) the
+# replicated weights for each update rule and algorithm, byte for byte
+# where the sums are, the same after a snapshot and resume, 1/P of the
+# state per rank in the log, and a non-finite gradient in one rank's part
+# stopping every rank; a fixed
 # algorithm gives the same bytes twice; the crossing-bytes count follows
 # --supernode-size; ranks that differ or fail at set-up stop every rank
 # with a message, no hang, and so does a rank that differs in any setting
@@ -38,7 +43,7 @@ common="--train-images 2000 --no-test --iters 20 -q --conv-impl blocked"
 mkdir "$tmp/one"
 check "one node: -t 4 -b 24" err 0 "" -- \
     "$bin" -t 4 -b 24 $common --snapshot-dir "$tmp/one" "$cfg"
-for algo in mpi ring rhd rhd-supernode binomial ps auto; do
+for algo in mpi ring rhd rhd-supernode binomial ps butterfly auto; do
     mkdir "$tmp/$algo"
     check "mpirun -np 2 -t 2 -b 12 --allreduce $algo" err 0 "" -- \
         mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --supernode-size 1 \
@@ -98,6 +103,111 @@ check "three ranks with --overlap: the weights of one node, to 1e-5" out 0 "larg
 check "--overlap on one node" err 2 "--overlap: overlapping the all-reduce with backward needs several nodes" -- \
     "$bin" --overlap --data synthetic --iters 5 "$cfg"
 
+# --rank-update partitioned: each slice reduce-scattered over the ranks,
+# each rank updating (and keeping the solver state of) its 1/P part, the
+# new weights all-gathered. For each of the six update rules, with weight
+# decay (LeNet's decay=0.0005) and a learning-rate step at iteration 10,
+# 4 ranks end with the weights of the replicated run, to 1e-5 as above, and
+# in fact byte for byte, solver state included: rhd's halves are its
+# all-reduce, so the sums are the same bits and the update the same
+# arithmetic, and the snapshot gathers the whole state on rank 0.
+part="-t 2 -b 8 $common"
+for rule in sgd nesterov adagrad rmsprop adadelta adam; do
+    sed -e "s/^momentum=0.9/momentum=0.9\nsolver=$rule/" -e 's/^steps=1876/steps=10/' "$cfg" \
+        >"$tmp/$rule.cfg"
+    mkdir "$tmp/rep-$rule" "$tmp/part-$rule"
+    check "$rule: mpirun -np 4 --rank-update replicated" err 0 "" -- \
+        mpirun -np 4 "$bin" $part --rank-update replicated --snapshot-dir "$tmp/rep-$rule" \
+        "$tmp/$rule.cfg"
+    check "$rule: mpirun -np 4 --rank-update partitioned" err 0 "" -- \
+        mpirun -np 4 "$bin" $part --rank-update partitioned --snapshot-dir "$tmp/part-$rule" \
+        "$tmp/$rule.cfg"
+    check "$rule: partitioned ends with the replicated weights, to 1e-5" out 0 "largest relative difference" -- \
+        "$snapdiff" "$tmp/$rule.cfg" "$tmp/rep-$rule/${rule}_final.snap" \
+        "$tmp/part-$rule/${rule}_final.snap" 1e-5
+    expect "$rule: partitioned: byte-identical snapshot (weights and gathered solver state)" \
+        cmp -s "$tmp/rep-$rule/${rule}_final.snap" "$tmp/part-$rule/${rule}_final.snap"
+done
+# Other algorithms and a rank count that is not a power of two (rhd folds,
+# rhd-supernode moves the parts to their owners, butterfly all-reduces and
+# then all-gathers by ring): byte-identical too, but for mpi, whose
+# MPI_Reduce_scatter may add in another order than its MPI_Allreduce, and
+# auto, which probes it: those to 1e-5.
+for algo in mpi ring rhd-supernode butterfly auto; do
+    mkdir "$tmp/rep3-$algo" "$tmp/part3-$algo"
+    for mode in replicated partitioned; do
+        dir=$tmp/rep3-$algo
+        [ $mode = partitioned ] && dir=$tmp/part3-$algo
+        check "sgd: mpirun -np 3 --allreduce $algo --rank-update $mode" err 0 "" -- \
+            mpirun -np 3 "$bin" $part --allreduce "$algo" --supernode-size 2 --rank-update $mode \
+            --snapshot-dir "$dir" "$tmp/sgd.cfg"
+    done
+    check "-np 3 --allreduce $algo: partitioned ends with the replicated weights, to 1e-5" out 0 "largest relative difference" -- \
+        "$snapdiff" "$tmp/sgd.cfg" "$tmp/rep3-$algo/sgd_final.snap" "$tmp/part3-$algo/sgd_final.snap" 1e-5
+    case $algo in mpi | auto) continue ;; esac
+    expect "-np 3 --allreduce $algo: partitioned: byte-identical snapshot" \
+        cmp -s "$tmp/rep3-$algo/sgd_final.snap" "$tmp/part3-$algo/sgd_final.snap"
+done
+# Snapshot and resume: the snapshot at iteration 10 holds the state rank 0
+# gathered; resumed, rank 0 hands the parts out again, and the run ends
+# with the uninterrupted run's snapshot, byte for byte (Adam: two planes
+# and the bias correction's step count). A replicated run resumes it alike.
+mkdir "$tmp/part-cut" "$tmp/rep-resumed"
+check "adam, partitioned: a snapshot every 10 iterations" err 0 "" -- \
+    mpirun -np 4 "$bin" $part --rank-update partitioned --snapshot-dir "$tmp/part-cut" \
+    --snapshot-every 10 "$tmp/adam.cfg"
+rm -f "$tmp/part-cut/adam_final.snap"
+check "adam, partitioned: resume from iteration 10" err 0 "" -- \
+    mpirun -np 4 "$bin" $part --rank-update partitioned --snapshot-dir "$tmp/part-cut" \
+    --resume "$tmp/part-cut/adam_10.snap" "$tmp/adam.cfg"
+expect "adam, partitioned: snapshot + resume = the uninterrupted run, byte for byte" \
+    cmp -s "$tmp/part-adam/adam_final.snap" "$tmp/part-cut/adam_final.snap"
+check "adam: a replicated run resumes the partitioned snapshot" err 0 "" -- \
+    mpirun -np 4 "$bin" $part --snapshot-dir "$tmp/rep-resumed" \
+    --resume "$tmp/part-cut/adam_10.snap" "$tmp/adam.cfg"
+expect "adam: ... and ends with the same snapshot" \
+    cmp -s "$tmp/part-adam/adam_final.snap" "$tmp/rep-resumed/adam_final.snap"
+# The log: each rank holds 1/P of the solver state (rank 0's figure).
+check "the log gives the solver state per rank" out 0 "solver state: " "MB on this rank (1/4 of" -- \
+    mpirun -np 4 "$bin" -t 2 -b 8 --train-images 2000 --no-test --iters 1 --rank-update partitioned \
+    "$tmp/adam.cfg"
+figure=$(sed -n 's/^solver state: \([0-9.]*\) MB on this rank (1\/\([0-9]*\) of \([0-9.]*\) MB.*/\1 \2 \3/p' "$tmp/stdout")
+expect "the solver state per rank is 1/P of the whole (${figure:-no figure}: MB here, P, MB in all)" \
+    awk -v f="$figure" 'BEGIN { split(f, v, " "); exit !(v[2] == 4 && v[3] > 3.4 && v[3] < 3.5 &&
+        (v[1] * v[2] - v[3]) ^ 2 <= (0.002 * v[3]) ^ 2) }'
+# A gradient that is not finite in one rank's part only stops every rank at
+# that iteration (the all-gather carries each rank's verdict; without it
+# the others would go on and wait for that rank until --peer-timeout).
+# tiny.cfg's weights in Darknet's format: filter 3 of the convolution at
+# 3e37 (float bits 0x7db48e52), the others 0, and class 0's row of the
+# connected layer at 0.01: the activations of channel 3 reach about 1e38,
+# the logits stay finite (so does the loss, clamped), and the connected
+# layer's gradient overflows where it meets channel 3 (arena floats 88-103,
+# 152-167 and 216-231), none of it in rank 0's part ([0, 58]).
+le32() {
+    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($1 & 255)) $(($1 >> 8 & 255)) \
+        $(($1 >> 16 & 255)) $(($1 >> 24 & 255)))"
+}
+floats() { # BITS N: N floats of those bits
+    _n=$2
+    while [ "$_n" -gt 0 ]; do le32 "$1"; _n=$((_n - 1)); done
+}
+{
+    le32 0; le32 2; le32 0; le32 0; le32 0                        # 0.2.0, seen
+    floats 0 4; floats 0 27; floats 0x7db48e52 9                  # conv biases, weights
+    floats 0 3; floats 0x3c23d70a 64; floats 0 128                # connected
+} >"$tmp/overflow.weights"
+start=$(($(date +%s%N) / 1000000))
+check "partitioned: a gradient overflowing in some ranks' parts stops every rank" err 1 \
+    "rank 0: iteration 0: training diverged: the gradient of 2.weights" -- \
+    mpirun -np 4 "$bin" -q -t 1 -b 8 --data synthetic --no-test --iters 5 --peer-timeout 20 \
+    --rank-update partitioned --weights "$tmp/overflow.weights" "$fixtures/tiny.cfg"
+ms=$(($(date +%s%N) / 1000000 - start))
+expect "... every rank says so, at once ($ms ms; --peer-timeout 20)" \
+    [ "$(grep -c "iteration 0: training diverged" "$tmp/stderr")" -eq 4 -a "$ms" -lt 15000 ]
+check "--overlap with --rank-update partitioned" err 2 "--overlap with --rank-update partitioned: give one" -- \
+    mpirun -np 2 "$bin" -t 2 --overlap --rank-update partitioned --data synthetic --iters 5 "$cfg"
+
 # The log: global batch, and bytes across supernodes (all of them with one
 # rank per supernode, none with both ranks in one).
 check "the log gives the global batch" out 0 "nodes: 2 ranks x batch 12 = a global batch of 24" -- \
@@ -124,7 +234,7 @@ check "a rank that cannot set up" err 2 "rank 1 of 2 failed to set up" "$tmp/non
     -np 1 "$bin" -t 2 --data synthetic --iters 5 "$tmp/none.cfg"
 check "--sync asp across nodes" err 2 "training across nodes (mpirun) is bulk-synchronous only" -- \
     mpirun -np 2 "$bin" -t 2 --sync asp --data synthetic --iters 5 "$cfg"
-check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial or ps)" -- \
+check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial, ps or butterfly)" -- \
     mpirun -np 2 "$bin" -t 2 --allreduce tree --data synthetic --iters 5 "$cfg"
 
 # Every setting that changes the computation is compared (rank 1 differs).
@@ -158,6 +268,12 @@ differ "--train-images" "the number of training records (--train-images" --data 
     "$tiny" -- --data synthetic --train-images 512 "$tiny"
 differ "--backend ref" "the backend (--backend)" --data synthetic "$tiny" -- \
     --data synthetic --backend ref "$tiny"
+differ "--rank-update" "--rank-update" --data synthetic "$tiny" -- \
+    --data synthetic --rank-update partitioned "$tiny"
+differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update partitioned" \
+    --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ0" "$tiny" -- \
+    --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ1" --snapshot-every 2 \
+    "$tiny"
 check "ranks that differ only in output and test options run" err 0 "" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 3 --data synthetic "$tiny" : -np 1 "$bin" -q -t 1 \
     --iters 3 --data synthetic --log-every 1 --test-images 10 --io-threads 2 "$tiny"

@@ -1,7 +1,8 @@
 /* The update rules: each of the six against values computed independently
  * (float64 Python from the published formulas, below), the same result for
  * any split of the arena into slices, the parameter server's two state
- * planes, and the [net] keys that choose and tune a rule.
+ * planes, the state partitioned over ranks (--rank-update partitioned),
+ * and the [net] keys that choose and tune a rule.
  *
  * The tiny parameter table: 0.weights (5 floats, ST_PARAM_WEIGHT, weight
  * decay 0.01), 0.biases (2, ST_PARAM_BIAS, no decay), 0.rolling_mean (1,
@@ -67,6 +68,7 @@
 
 #include "ops/params.h"
 #include "parallel/ps.h"
+#include "parallel/ps_part.h"
 #include "ops/solver.h"
 
 #define N_RULES 6
@@ -345,6 +347,83 @@ static void test_ps_apply_planes(void **state)
     }
 }
 
+/* --rank-update partitioned: P ranks (simulated one after the other), each
+ * updating only its parts of the 2 slices with its compact state
+ * (ps_part.h), then the parts' weights put together as the all-gather
+ * would, and the compact states as a snapshot gathers them: the weights
+ * and the state of one update of the whole arena, bit for bit, for P = 1,
+ * 2, 3 and 5 (parts of 0 floats included: a slice of 16 floats over 5
+ * ranks), the parts tiling the arena and each rank holding no more than
+ * its share of it. */
+static void test_partitioned_state(void **state)
+{
+    (void)state;
+    static const int ranks[] = {1, 2, 3, 5};
+    for (int r = 0; r < N_RULES; r++)
+        for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+            st_solver_cfg c = rule_cfg((st_solver_rule)r);
+            int planes = st_solver_state_per_param(&c), p = ranks[k];
+            tiny ref;
+            tiny_init(&ref);
+            size_t n = ref.table.count, owned_total = 0;
+            float *w0 = calloc(n, sizeof *w0), *w = calloc(n, sizeof *w);
+            float *full_state = calloc((size_t)planes * n, sizeof *full_state);
+            assert_non_null(w0);
+            assert_non_null(w);
+            assert_non_null(full_state);
+            memcpy(w0, ref.w, n * sizeof *w0);
+            for (int t = 0; t < N_STEPS; t++) {
+                tiny_set_grad(&ref, t);
+                st_solver_update(&c, &ref.table, rule_lr[r], t, 0, n, ref.w, ref.state, n,
+                                 ref.g);
+            }
+            for (int q = 0; q < p; q++) {
+                st_ps ps;
+                st_ps_part part;
+                st_error err = {0};
+                assert_int_equal(st_ps_init(&ps, &ref.table, 2, 0, &err), ST_OK);
+                assert_int_equal(st_ps_part_init(&part, &ps, p, q, planes, &err), ST_OK);
+                memcpy(ps.weights, w0, n * sizeof *w0);
+                for (int t = 0; t < N_STEPS; t++) {
+                    tiny_set_grad(&ref, t);
+                    memcpy(ps.grads[0], ref.g, n * sizeof *ref.g);
+                    for (int slice = 0; slice < 2; slice++)
+                        st_ps_part_apply(&part, &ps, slice, &c, rule_lr[r], t, 2);
+                }
+                size_t share = 0;
+                for (int slice = 0; slice < 2; slice++) {
+                    size_t b, e;
+                    st_ps_part_range(&part, slice, &b, &e);
+                    size_t len = ps.slice[slice + 1] - ps.slice[slice];
+                    assert_true(b >= ps.slice[slice] && e <= ps.slice[slice + 1]);
+                    assert_true(e - b <= (len + (size_t)p - 1) / (size_t)p);
+                    share += (len + (size_t)p - 1) / (size_t)p;
+                    /* the all-gather: rank q's part of the weights; the gather
+                     * of the state: its compact planes into the whole arena's */
+                    for (size_t j = b; j < e; j++) {
+                        w[j] = ps.weights[j];
+                        for (int plane = 0; plane < planes; plane++)
+                            full_state[(size_t)plane * n + j] =
+                                part.state[(size_t)plane * part.owned + part.local[slice] + j - b];
+                    }
+                }
+                assert_true(part.owned <= share);
+                owned_total += part.owned;
+                st_ps_part_free(&part);
+                st_ps_free(&ps);
+            }
+            assert_int_equal(owned_total, n);
+            if (memcmp(w, ref.w, n * sizeof *w) != 0 ||
+                memcmp(full_state, ref.state, (size_t)planes * n * sizeof *w) != 0)
+                fail_msg("%s, %d ranks: the parts' updates differ from one update of the whole "
+                         "arena", st_solver_rule_names[r], p);
+            free(w0);
+            free(w);
+            free(full_state);
+            tiny_free(&ref);
+        }
+}
+
 /* ------------------------------------------------------------ [net] keys */
 
 /* [net] on line 1, its first extra key on line 5. */
@@ -458,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_rules_hand_computed),
         cmocka_unit_test(test_slices_bitwise),
         cmocka_unit_test(test_ps_apply_planes),
+        cmocka_unit_test(test_partitioned_state),
         cmocka_unit_test(test_cfg_defaults),
         cmocka_unit_test(test_cfg_every_rule),
         cmocka_unit_test(test_cfg_adam),

@@ -343,17 +343,21 @@ st_status ar_exchange(ar_call *call, const float *send, size_t send_n, int dst, 
     return ST_OK;
 }
 
-/* floor(n b / blocks) without overflow. */
-static size_t block_start(size_t n, int blocks, int b)
-{
-    size_t q = n / (size_t)blocks, rem = n % (size_t)blocks;
-    return q * (size_t)b + rem * (size_t)b / (size_t)blocks;
-}
-
 ar_range ar_blocks(size_t n, int blocks, int first, int nblocks)
 {
     ar_range range;
-    range.start = block_start(n, blocks, first);
-    range.count = block_start(n, blocks, first + nblocks) - range.start;
+    size_t last_start, last_count;
+    st_allreduce_part(n, blocks, first, &range.start, &range.count);
+    if (nblocks <= 0) {
+        range.count = 0;
+        return range;
+    }
+    st_allreduce_part(n, blocks, first + nblocks - 1, &last_start, &last_count);
+    range.count = last_start + last_count - range.start;
     return range;
+}
+
+ar_range ar_part(const ar_call *call, size_t n)
+{
+    return ar_blocks(n, call->c->size, call->c->rank, 1);
 }

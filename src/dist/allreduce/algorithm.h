@@ -54,12 +54,21 @@ typedef struct ar_range {
 } ar_range;
 
 /* Blocks first..first+nblocks-1 of n floats cut into `blocks` equal parts:
- * block b starts at floor(n b / blocks), so sizes differ by at most one and
- * some blocks are empty when n < blocks. */
+ * block b starts at floor(n b / blocks) (block b of P is rank b's part,
+ * st_allreduce_part), so sizes differ by at most one and some blocks are
+ * empty when n < blocks. */
 ar_range ar_blocks(size_t n, int blocks, int first, int nblocks);
 
-/* Recursive halving then recursive doubling over the ranks listed in
- * order: logical rank l is physical rank order[l] (rhd.c). */
-st_status ar_rhd_ordered(ar_call *call, float *buf, size_t n, const int *order);
+/* Rank c->rank's part of n floats (st_allreduce_part). */
+ar_range ar_part(const ar_call *call, size_t n);
+
+/* rhd (rhd.c) over the ranks listed in order: logical rank l is physical
+ * rank order[l] (NULL: the identity). The all-reduce, recursive halving
+ * then recursive doubling, and its two halves: the reduce-scatter leaves
+ * block q of P (the part of st_allreduce_part) on physical rank q, the
+ * all-gather takes it from there. */
+st_status ar_rhd_allreduce(ar_call *call, float *buf, size_t n, const int *order);
+st_status ar_rhd_reduce_scatter(ar_call *call, float *buf, size_t n, const int *order);
+st_status ar_rhd_allgather(ar_call *call, float *buf, size_t n, const int *order);
 
 #endif

@@ -1,11 +1,16 @@
 /* All-reduce "mpi": the MPI library's own MPI_Allreduce(MPI_SUM), the
- * baseline the other algorithms are measured against.
+ * baseline the other algorithms are measured against; its halves are the
+ * library's MPI_Reduce_scatter and MPI_Allgatherv over the parts of
+ * st_allreduce_part.
  *
  * Restrictions: none. The library's messages are invisible here, so stats
  * get the call and its time but no bytes, messages or crossing bytes, the
  * sum hook is not used, and crossing messages are not paced. With
- * idle_sleep_us or a timeout it is MPI_Iallreduce, polled (the library's
- * nonblocking schedules, which may differ from the blocking call's).
+ * idle_sleep_us or a timeout it is MPI_Iallreduce (MPI_Ireduce_scatter,
+ * MPI_Iallgatherv), polled (the library's nonblocking schedules, which may
+ * differ from the blocking call's). The library's reduce-scatter may add in
+ * another order than its all-reduce: its sums are within rounding of the
+ * all-reduce's, not always the same bits.
  *
  * Cost: whatever the library picks. MPICH (Thakur, Rabenseifner and Gropp,
  * "Optimization of collective communication operations in MPICH", 2005)
@@ -18,6 +23,8 @@
 #include "algorithm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                            st_error *err)
@@ -41,5 +48,91 @@ st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_
         st = ar_mpi_failed(c, err, rc, what);
     }
 done:
+    return ar_end(&call, st);
+}
+
+/* counts[P] and displs[P]: every rank's part of n floats. */
+static st_status part_table(ar_call *call, size_t n, int **counts, int **displs)
+{
+    int p = call->c->size;
+    *counts = st_calloc((size_t)p, sizeof **counts, "the ranks' parts", call->err);
+    *displs = st_calloc((size_t)p, sizeof **displs, "the ranks' parts", call->err);
+    if (!*counts || !*displs)
+        return ST_ENOMEM;
+    for (int q = 0; q < p; q++) {
+        ar_range part = ar_blocks(n, p, q, 1);
+        (*counts)[q] = (int)part.count;
+        (*displs)[q] = (int)part.start;
+    }
+    return ST_OK;
+}
+
+st_status st_reduce_scatter_mpi(float *buf, size_t n, const st_comm *c,
+                                st_allreduce_stats *stats, st_error *err)
+{
+    int *counts = NULL, *displs = NULL;
+    ar_call call;
+    st_status st = ar_begin(&call, "mpi (reduce-scatter)", n, 0, c, stats, err);
+    if (st != ST_OK || n == 0 || c->size == 1)
+        goto done;
+    st = part_table(&call, n, &counts, &displs);
+    if (st != ST_OK)
+        goto done;
+    /* In place, the input is the whole buffer and this rank's part lands
+     * at its start. */
+    int rc;
+    if (ar_polled(c)) {
+        MPI_Request request;
+        rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm,
+                                 &request);
+        if (rc == MPI_SUCCESS)
+            rc = ar_wait(c, 1, &request);
+    } else {
+        rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm);
+    }
+    if (rc != MPI_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "all-reduce mpi: MPI_Reduce_scatter of %zu floats", n);
+        st = ar_mpi_failed(c, err, rc, what);
+        goto done;
+    }
+    ar_range part = ar_part(&call, n);
+    memmove(buf + part.start, buf, part.count * sizeof *buf);
+done:
+    free(counts);
+    free(displs);
+    return ar_end(&call, st);
+}
+
+st_status st_allgather_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
+                           st_error *err)
+{
+    int *counts = NULL, *displs = NULL;
+    ar_call call;
+    st_status st = ar_begin(&call, "mpi (all-gather)", n, 0, c, stats, err);
+    if (st != ST_OK || n == 0 || c->size == 1)
+        goto done;
+    st = part_table(&call, n, &counts, &displs);
+    if (st != ST_OK)
+        goto done;
+    int rc;
+    if (ar_polled(c)) {
+        MPI_Request request;
+        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                             c->comm, &request);
+        if (rc == MPI_SUCCESS)
+            rc = ar_wait(c, 1, &request);
+    } else {
+        rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                            c->comm);
+    }
+    if (rc != MPI_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "all-reduce mpi: MPI_Allgatherv of %zu floats", n);
+        st = ar_mpi_failed(c, err, rc, what);
+    }
+done:
+    free(counts);
+    free(displs);
     return ar_end(&call, st);
 }

@@ -2,7 +2,8 @@
  * allreduce_algos.h, and the lookup by name for --allreduce NAME. */
 #include "dist/allreduce.h"
 
-#define ENTRY(fn, name, summary) {name, st_allreduce_##fn, summary},
+#define ENTRY(fn, name, reduce_scatter, allgather, summary)                                  \
+    {name, st_allreduce_##fn, reduce_scatter, allgather, summary},
 const st_allreduce_algo st_allreduce_algos[] = {ST_ALLREDUCE_ALGOS(ENTRY)};
 #undef ENTRY
 

@@ -1,6 +1,6 @@
 /* All-reduce "rhd-supernode": rhd (rhd.c) over the ranks renumbered
  * round-robin across supernodes, so that the large messages stay inside a
- * supernode.
+ * supernode; its reduce-scatter and all-gather halves too.
  *
  * Physical rank p is member m = p mod Q of supernode s = p / Q. The logical
  * order lists member 0 of every supernode, then member 1 of every
@@ -10,7 +10,10 @@
  * and so are in the same supernode, before the distances S/2, ..., 1 that
  * cross; those carry the n/P-sized end of the halving (and the start of the
  * doubling), so each rank sends 2 (S-1)/P n = 2 (P/Q - 1)/P n bytes across
- * instead of rhd's 2 (P-Q)/P n.
+ * instead of rhd's 2 (P-Q)/P n. The halves on their own leave block q on
+ * physical rank q, as every algorithm's do: the halving leaves block l on
+ * logical rank l, so one more exchange of n/P moves it to physical rank l
+ * (and back, before the doubling).
  *
  * Restrictions: none; the renumbering is exact when Q divides P and both are
  * powers of two. Otherwise it is still correct and deterministic, but the
@@ -26,7 +29,9 @@
  * reduction gamma):
  *     2 log2(P) alpha + 2 (P - P/Q)/P n beta_in + 2 (P/Q - 1)/P n beta_x
  *     + (P-1)/P n gamma,
- * against rhd's 2 (Q-1)/P n beta_in + 2 (P-Q)/P n beta_x. Scratch: as rhd,
+ * against rhd's 2 (Q-1)/P n beta_in + 2 (P-Q)/P n beta_x; the halves on
+ * their own add alpha + n/P beta each for the move to and from physical
+ * order (across a supernode boundary for most ranks). Scratch: as rhd,
  * plus P ints for the order. */
 #include "algorithm.h"
 
@@ -44,13 +49,16 @@ static void round_robin_order(int p, int q, int *order)
                 order[l++] = s * q + m;
 }
 
-st_status st_allreduce_rhd_supernode(float *buf, size_t n, const st_comm *c,
-                                     st_allreduce_stats *stats, st_error *err)
+typedef st_status (*rhd_phase_fn)(ar_call *call, float *buf, size_t n, const int *order);
+
+/* One rhd phase over the round-robin order; scratch floats as rhd's. */
+static st_status run_ordered(const char *algo, rhd_phase_fn phase, size_t scratch, float *buf,
+                             size_t n, const st_comm *c, st_allreduce_stats *stats,
+                             st_error *err)
 {
     int *order = NULL;
     ar_call call;
-    st_status st = ar_begin(&call, "rhd-supernode", n, st_allreduce_scratch_count(n), c, stats,
-                            err);
+    st_status st = ar_begin(&call, algo, n, scratch, c, stats, err);
     if (st != ST_OK || c->size == 1)
         goto done;
     order = st_calloc((size_t)c->size, sizeof *order, "the rhd-supernode rank order", err);
@@ -59,8 +67,29 @@ st_status st_allreduce_rhd_supernode(float *buf, size_t n, const st_comm *c,
         goto done;
     }
     round_robin_order(c->size, c->supernode_size, order);
-    st = ar_rhd_ordered(&call, buf, n, order);
+    st = phase(&call, buf, n, order);
 done:
     free(order);
     return ar_end(&call, st);
+}
+
+st_status st_allreduce_rhd_supernode(float *buf, size_t n, const st_comm *c,
+                                     st_allreduce_stats *stats, st_error *err)
+{
+    return run_ordered("rhd-supernode", ar_rhd_allreduce, st_allreduce_scratch_count(n), buf,
+                       n, c, stats, err);
+}
+
+st_status st_reduce_scatter_rhd_supernode(float *buf, size_t n, const st_comm *c,
+                                          st_allreduce_stats *stats, st_error *err)
+{
+    return run_ordered("rhd-supernode (reduce-scatter)", ar_rhd_reduce_scatter,
+                       st_allreduce_scratch_count(n), buf, n, c, stats, err);
+}
+
+st_status st_allgather_rhd_supernode(float *buf, size_t n, const st_comm *c,
+                                     st_allreduce_stats *stats, st_error *err)
+{
+    return run_ordered("rhd-supernode (all-gather)", ar_rhd_allgather, 0, buf, n, c, stats,
+                       err);
 }
