@@ -55,14 +55,19 @@ st_status trainer_check_stopping(const st_trainer *t, st_error *err)
         return st_fail(err, ST_EUSAGE, "%s: stopping on the test accuracy needs a test set, and "
                        "%s names none: give test= and test_labels= in its [net], or --data "
                        "FILE", opts, t->cfg_path);
+    /* test phases come at the multiples of `every`; one below the end is
+     * sure for any interval below the iterations left */
     long every = o->test_interval ? o->test_interval : t->iters_per_epoch;
-    long first = (t->start / every + 1) * every;
-    if (first >= t->iterations)
-        return st_fail(err, ST_EUSAGE, "%s: no test phase before the run's end at iteration %ld "
-                       "(one every %ld iterations%s): give a --test-interval below %ld", opts,
-                       t->iterations, every, o->test_interval ? "" : ": an epoch, the default",
-                       t->iterations - t->start);
-    return ST_OK;
+    long first = (t->start / every + 1) * every, left = t->iterations - t->start;
+    if (first < t->iterations)
+        return ST_OK;
+    if (left < 2)
+        return st_fail(err, ST_EUSAGE, "%s: the run has one iteration%s, so no test phase can "
+                       "come before its end; leave %s out or give more --iters", opts,
+                       t->start ? " left after the resumed snapshot's" : "", opts);
+    return st_fail(err, ST_EUSAGE, "%s: no test phase before the run's end at iteration %ld (one "
+                   "every %ld iterations%s): give a --test-interval below %ld", opts,
+                   t->iterations, every, o->test_interval ? "" : ": an epoch, the default", left);
 }
 
 int trainer_record_test(st_trainer *t, long it, double accuracy)
