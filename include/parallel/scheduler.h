@@ -125,13 +125,27 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
  * st_sched_stop_reason says why. In multi-node mode the flags of every
  * node are summed with the iteration's control values, so every node
  * stops at the same iteration, the reason being SIGINT if any node had
- * SIGINT, else SIGTERM. */
+ * SIGINT, else SIGTERM (else a request, st_sched_request_stop). */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
                            st_iteration_fn done, void *ctx, st_error *err);
 
 /* After a run that returned ST_OK: the signal that stopped it early (the
- * stop flag's value, agreed over the nodes), or 0 if it ran to its end. */
+ * stop flag's value, agreed over the nodes), ST_SCHED_STOP_REQUESTED for a
+ * stop st_sched_request_stop asked (on any node, and no signal), or 0 if it
+ * ran to its end. */
 int st_sched_stop_reason(const st_sched *s);
+
+/* The stop reason of a stop asked by st_sched_request_stop: not a signal. */
+#define ST_SCHED_STOP_REQUESTED (-1)
+
+/* Ask the workers to stop as the stop flag does, for the caller's own
+ * reason (test-driven stopping): before the next iteration they have not
+ * begun, in this run or the next. In multi-node mode the request travels
+ * with the iteration's control values like a signal's, so a request on one
+ * node (rank 0, which alone tests) stops every node at the same iteration;
+ * a signal on any node takes precedence. The request stays for the
+ * scheduler's life. Called by the scheduler thread. */
+void st_sched_request_stop(st_sched *s);
 
 /* The test set split over the workers; correct answers and loss summed. */
 st_status st_sched_test(st_sched *s, const st_source *test, long *correct, double *loss,

@@ -9,7 +9,8 @@
  * Nothing else is needed to resume: the learning rate is a function of the
  * iteration, the data order a function of (seed, epoch), dropout masks and
  * transforms of (seed, iteration, sample), so the iteration is the position
- * of every random stream. Written atomically (fileio.h): a crash while
+ * of every random stream. The record of the test phases (st_test_record)
+ * rides along, for test-driven stopping. Written atomically (fileio.h): a crash while
  * writing leaves the previous file under the final name. Non-finite
  * weights or state are neither written nor read. */
 #ifndef ST_SNAPSHOT_H
@@ -31,6 +32,16 @@
 /* The settings text a snapshot holds at most (a cfg is at most 16 MB). */
 #define ST_SNAPSHOT_SETTINGS_MAX (64u << 20)
 
+/* The test phases a run has had, so that test-driven stopping
+ * (--stop-at-accuracy, --patience) and the best accuracy go on across a
+ * resume. */
+typedef struct st_test_record {
+    long phases;          /* test phases so far; 0: none (the rest means nothing) */
+    double best_accuracy; /* the best test accuracy, a fraction */
+    long best_iteration;  /* the first iteration that had it */
+    long since_best;      /* test phases after that one without a better accuracy */
+} st_test_record;
+
 /* What a snapshot records besides the arenas. */
 typedef struct st_snapshot_meta {
     long iteration;    /* iterations done: the next one to run */
@@ -45,6 +56,7 @@ typedef struct st_snapshot_meta {
     char *choices;     /* the kernel choices in text form (st_choices_text), NUL-ended,
                           or NULL: none; st_snapshot_resume points it into the
                           settings' allocation (NULL in snapshots without) */
+    st_test_record tests; /* the test phases so far (phases 0 in snapshots without) */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */

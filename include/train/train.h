@@ -54,6 +54,12 @@ typedef struct st_train_opts {
     int no_verify;           /* stores: skip the block checksums at open */
     long test_interval;      /* 0: every epoch and at the end */
     int no_test;             /* never run the test phase */
+    double stop_accuracy;    /* --stop-at-accuracy: stop after the first test phase whose
+                                accuracy (a fraction in (0, 1]) reaches it; 0: never */
+    long patience;           /* --patience: stop after this many test phases in a row
+                                without a better accuracy; 0: never. Both need BSP test
+                                phases before the end; with a snapshot directory the
+                                best test phase's snapshot is kept as NAME_best.snap */
     long log_every;          /* iterations per progress line */
     long warmup;             /* first iterations left out of speed figures */
     int profile;             /* print per-layer times and the time split */
@@ -86,11 +92,15 @@ typedef struct st_train_result {
     double last_loss;        /* mean loss per image over the last log window */
     double test_accuracy;    /* last test phase, -1 if none ran */
     double test_loss;
-    double best_accuracy;    /* best test phase, -1 if none ran */
+    double best_accuracy;    /* best test phase (a resumed snapshot's record included), -1
+                                if none ran */
     double peak_memory;      /* bytes: the process's peak resident set */
     long skipped_images;     /* unreadable images skipped (--skip-bad-images) */
     int signal;              /* the stop flag's signal that stopped the run early (on any
                                 node), or 0 */
+    int stopped_early;       /* a test phase met --stop-at-accuracy or --patience (rank 0's,
+                                in multi-node mode): the run ended cleanly after
+                                `iterations`, before its schedule's end */
 } st_train_result;
 
 typedef struct st_trainer st_trainer;
@@ -113,7 +123,10 @@ void st_trainer_attach_progress(st_trainer *t, st_progress *progress);
  * stop flag (o.stop) is set, the run stops after the iteration in flight
  * (every node at the same one), snapshots (when a directory is known) and
  * returns ST_OK with res->signal set; set after the last iteration, it
- * changes nothing (the caller sees it). */
+ * changes nothing (the caller sees it). A test phase meeting
+ * --stop-at-accuracy or --patience ends the run there as if it were the
+ * schedule's end (report, final snapshot) with res->stopped_early set;
+ * every node stops at that iteration. */
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err);
 
 /* Multi-node: what every rank must agree on (st_cluster_agree): every

@@ -30,6 +30,14 @@ static const st_option options[] = {
      "not with --epochs)", ST_OPT_LONG, TRAIN(iters), 1, LONG_MAX},
     {"epochs", 0, "N", "Training", "passes over the training set", ST_OPT_LONG, TRAIN(epochs), 1,
      1 << 20},
+    {"stop-at-accuracy", 0, "X", "Training", "stop after the first test phase whose accuracy "
+     "reaches X, a fraction (0 < X <= 1: 0.9) or a percentage (90%); needs test phases "
+     "before the end (a test set, --test-interval)", ST_OPT_STRING,
+     offsetof(st_cli, stop_accuracy), 0, 0},
+    {"patience", 0, "N", "Training", "stop after N test phases in a row without a better "
+     "accuracy than the best so far; needs test phases as --stop-at-accuracy does; with "
+     "either, --snapshot-dir also keeps the best test phase's snapshot (NAME_best.snap)",
+     ST_OPT_LONG, TRAIN(patience), 1, LONG_MAX},
     {"seed", 0, "N", "Training", "seed of weights, data order and dropout (default 1)",
      ST_OPT_U64, TRAIN(seed), 0, 0},
     {"backend", 0, "NAME", "Training", "compute backend: dnnl, ref or cpe (default dnnl)",
@@ -89,7 +97,8 @@ static const st_option options[] = {
      offsetof(st_cli, fma_peak), 0, 0},
     {"snapshot-dir", 0, "DIR", "Snapshots", "save snapshots (weights and solver state) in DIR "
      "(created if missing): at the end as NAME_final.snap, every --snapshot-every iterations "
-     "and on SIGINT / SIGTERM as NAME_ITER.snap (NAME: the cfg's file name without its last "
+     "and on SIGINT / SIGTERM as NAME_ITER.snap, with --stop-at-accuracy or --patience the "
+     "best test phase's as NAME_best.snap (NAME: the cfg's file name without its last "
      "extension)", ST_OPT_STRING,
      TRAIN(snapshot_dir), 0, 0},
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
@@ -248,6 +257,26 @@ static st_status parse_real(const char *name, const char *v, double max, const c
     return ST_OK;
 }
 
+/* --stop-at-accuracy X: a fraction in (0, 1], or a percentage in (0, 100]
+ * ending in '%' as the test lines print the accuracy ("99%", "99.5%"); a
+ * bare number above 1 is refused, not read as a percentage. */
+static st_status parse_accuracy(st_cli *cli, st_error *err)
+{
+    const char *v = cli->stop_accuracy;
+    if (!v)
+        return ST_OK;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    int percent = end != v && *end == '%';
+    if (end == v || *(end + percent) || errno || !(x > 0.0 && x <= (percent ? 100.0 : 1.0)))
+        return st_fail(err, ST_EUSAGE, "option --stop-at-accuracy: expected a fraction X with "
+                       "0 < X <= 1 (such as 0.9) or a percentage P%% with 0 < P <= 100 (such "
+                       "as 90%%), got '%s'", v);
+    cli->train.stop_accuracy = percent ? x / 100.0 : x;
+    return ST_OK;
+}
+
 st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
 {
     memset(cli, 0, sizeof *cli);
@@ -270,6 +299,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
                         &cli->train.fma_peak, err);
     if (st == ST_OK)
         st = parse_log_format(cli, err);
+    if (st == ST_OK)
+        st = parse_accuracy(cli, err);
     if (st != ST_OK || cli->help || cli->version)
         return st;
     cli->cfg_path = pos[0];

@@ -16,6 +16,7 @@ typedef struct st_cli {
     const char *rank_update;         /* --rank-update text */
     const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
     const char *fma_peak;            /* --fma-peak text */
+    const char *stop_accuracy;       /* --stop-at-accuracy text */
     const char *log_format; /* --log-format text, or NULL: live on a terminal, else text */
     st_progress_format format; /* --log-format parsed (when given) */
     const char *metrics;    /* --metrics FILE, or NULL */

@@ -62,7 +62,8 @@ void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_
             int len = snprintf(left, sizeof left, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
                                o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ",
                                o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-            if (len > HELP_INDENT - 3) { /* the help starts on the next line */
+            if (len > HELP_INDENT - 4) { /* the help starts on the next line: on this
+                                             one it would follow a single space */
                 fprintf(out, "  %s\n%*s", left, HELP_INDENT, "");
             } else {
                 fprintf(out, "  %-*s ", HELP_INDENT - 3, left);

@@ -135,8 +135,9 @@ static double gather_slice_over_nodes(st_worker *w, int *bad)
 
 /* Multi-node: sum this node's view of iteration it over the nodes, on
  * worker r's communicator (every worker of a node passes the same values
- * and gets the same sums): failures, stop requests (counted per signal:
- * SIGINT, and any other), loss, images. A failing MPI call or a peer that
+ * and gets the same sums): failures, stop requests (counted per kind:
+ * SIGINT, any other signal, st_sched_request_stop), loss, images. A
+ * signal outranks a request. A failing MPI call or a peer that
  * does not answer within the timeout leaves the others waiting, so it
  * aborts every rank; the first iteration of a command waits patiently on
  * ranks other than 0, which may be testing or writing a snapshot. */
@@ -144,19 +145,23 @@ static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed,
                            double *loss, int *images)
 {
     st_sched *s = w->s;
-    double v[5] = {*failed, *stop == SIGINT, *stop != 0 && *stop != SIGINT, *loss, *images};
+    double v[6] = {*failed, *stop == SIGINT, *stop > 0 && *stop != SIGINT,
+                   *stop == ST_SCHED_STOP_REQUESTED, *loss, *images};
     int patient = it == s->first && st_cluster_rank(s->o.cluster) != 0;
-    if (st_cluster_control(s->o.cluster, w->id, v, 5, patient, &w->err) != ST_OK) {
+    if (st_cluster_control(s->o.cluster, w->id, v, 6, patient, &w->err) != ST_OK) {
         st_error_prefix(&w->err, "iteration %ld: ", it);
         st_cluster_abort(s->o.cluster, &w->err);
     }
     *failed = v[0] > 0;
-    *stop = v[1] > 0 ? SIGINT : v[2] > 0 ? (*stop ? *stop : SIGTERM) : 0;
-    *loss = v[3];
-    *images = (int)v[4];
+    *stop = v[1] > 0   ? SIGINT
+            : v[2] > 0 ? (*stop > 0 ? *stop : SIGTERM)
+            : v[3] > 0 ? ST_SCHED_STOP_REQUESTED
+                       : 0;
+    *loss = v[4];
+    *images = (int)v[5];
     if (w->id == 0) {
-        rec->nodes_loss = v[3];
-        rec->nodes_images = v[4];
+        rec->nodes_loss = v[4];
+        rec->nodes_images = v[5];
     }
 }
 

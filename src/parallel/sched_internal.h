@@ -65,7 +65,7 @@ typedef struct iter_record {
     st_time_split *time;   /* [T] */
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
-    int stop_request;      /* the stop flag as worker 0 saw it before `mid` */
+    int stop_request;      /* sched_stop_flag as worker 0 saw it before `mid` */
     double nodes_loss;     /* multi-node: loss and images over every node */
     double nodes_images;
 } iter_record;
@@ -97,7 +97,9 @@ struct st_sched {
     atomic_int stopping;            /* the workers stop before `last` (a failure, a stop) */
     long stopped_at;                /* first iteration not finished, or -1 */
     st_status stop_status;
-    int stop_reason;                /* the signal of a clean stop, or 0 */
+    int stop_reason;                /* the signal of a clean stop, ST_SCHED_STOP_REQUESTED,
+                                       or 0 */
+    atomic_int stop_requested;      /* st_sched_request_stop was called */
     int async_running;              /* async: workers still in the command; under
                                        clock_lock */
     /* clocks (async) and launch; under clock_lock */
@@ -106,7 +108,8 @@ struct st_sched {
     int launch;                     /* 0 wait, 1 go, -1 cancelled */
 };
 
-/* The stop flag's value now: 0, or the signal asking to stop. */
+/* Whether to stop now: the stop flag's signal, else ST_SCHED_STOP_REQUESTED
+ * after st_sched_request_stop, else 0. */
 int sched_stop_flag(const st_sched *s);
 
 /* The first worker failure, copied to err. */

@@ -174,7 +174,15 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
 
 int sched_stop_flag(const st_sched *s)
 {
-    return s->o.stop ? atomic_load(s->o.stop) : 0;
+    int sig = s->o.stop ? atomic_load(s->o.stop) : 0;
+    if (sig)
+        return sig;
+    return atomic_load(&s->stop_requested) ? ST_SCHED_STOP_REQUESTED : 0;
+}
+
+void st_sched_request_stop(st_sched *s)
+{
+    atomic_store(&s->stop_requested, 1);
 }
 
 /* Worker r's part of the test set, in chunks of its capacity. */

@@ -49,9 +49,10 @@ static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
  * difference is named). Deliberately left out, free to differ: the output
  * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace),
  * what rank 0 alone does (the test set, --test-interval, --no-test,
- * --test-images, --snapshot-dir and --snapshot-every, but for whether
- * every rank snapshots at the same points with --rank-update
- * partitioned), how fast data is read
+ * --test-images, --snapshot-dir, --snapshot-every (and whether every rank
+ * snapshots at the same points with --rank-update partitioned),
+ * --stop-at-accuracy and --patience, whose stop reaches the others through
+ * the iterations' control sums), how fast data is read
  * (--io-threads, --no-verify), --warmup (speed figures only),
  * --peer-timeout, and the data's paths (their content is compared). */
 void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)

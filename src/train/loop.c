@@ -11,7 +11,11 @@
  * Stopping: the stop flag of the options (set by main's signal thread,
  * signals.h) is read by the workers at every iteration boundary, agreed
  * over the nodes with the iteration's control values; the run then saves a
- * snapshot of the iterations finished and returns with res->signal set. */
+ * snapshot of the iterations finished and returns with res->signal set.
+ * A test phase meeting --stop-at-accuracy or --patience (stopping.c) ends
+ * the run after it as its schedule's end would (report, final snapshot):
+ * on one node at once, across nodes through the scheduler's stop request,
+ * which the next iteration's control values carry to every rank. */
 #include "trainer_internal.h"
 
 #include <math.h>
@@ -46,36 +50,6 @@ static st_status check_weights(const st_trainer *t, long done, st_error *err)
                    "finite: %s (try a lower learning_rate)", done, where);
 }
 
-/* The test phase; in multi-node mode rank 0 alone tests (the weights are
- * the same everywhere) while the others go on to the next iteration's
- * all-reduce and wait for it there. */
-static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
-{
-    if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
-        return ST_OK;
-    long correct;
-    double loss, t0 = st_now();
-    st_status st = check_weights(t, it, err);
-    if (st == ST_OK)
-        st = st_sched_test(t->sched, t->test, &correct, &loss, err);
-    t->test_seconds += st_now() - t0;
-    if (st == ST_OK && !isfinite(loss))
-        st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
-                     "not finite (try a lower learning_rate)", it);
-    if (st != ST_OK)
-        return st;
-    res->test_accuracy = (double)correct / (double)t->test->count;
-    res->test_loss = loss / (double)t->test->count;
-    if (res->test_accuracy > res->best_accuracy) {
-        res->best_accuracy = res->test_accuracy;
-        t->best_iteration = it;
-    }
-    st_progress_test(t->log.progress, it, res->test_accuracy, res->test_loss);
-    st_info(&t->log, "test  iter %ld  accuracy %.2f%%  loss %.4f  (%ld images)", it,
-            100.0 * res->test_accuracy, res->test_loss, t->test->count);
-    return ST_OK;
-}
-
 void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m)
 {
     memset(m, 0, sizeof *m);
@@ -87,7 +61,13 @@ void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta
     snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
     m->settings = t->settings;
     m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
+    m->tests = t->tests;
 }
+
+/* The snapshots a run writes, DIR/NAME_TAG.snap: periodic ones and the one
+ * a signal leaves (TAG: the iteration), the one at the end (final), and,
+ * with test-driven stopping, the best test phase's so far (best). */
+typedef enum snapshot_kind { SNAPSHOT_ITERATION, SNAPSHOT_FINAL, SNAPSHOT_BEST } snapshot_kind;
 
 /* --rank-update partitioned: the solver state of every rank's parts,
  * gathered into *state [planes * count] on rank 0 (allocated; NULL on the
@@ -108,18 +88,24 @@ static st_status gather_state(st_trainer *t, float **state, st_error *err)
                                    t->part.owned, t->part.planes, *state, err);
 }
 
-/* Snapshot the state after `iteration` iterations as DIR/NAME_TAG.snap
- * (TAG: "final" at the end, else the iteration). With --rank-update
+/* Snapshot the state after `iteration` iterations as DIR/NAME_TAG.snap and
+ * say so; a best one is said without a directory too. With --rank-update
  * partitioned, every rank sends rank 0 its parts of the solver state first,
  * so that the snapshot holds the whole state as a replicated run's does;
  * every rank calls this at the same points (the snapshot options are
- * compared at set-up, fingerprint.c). */
-static st_status save_snapshot(st_trainer *t, long iteration, int final, st_error *err)
+ * compared at set-up, fingerprint.c), which best snapshots, rank 0's alone,
+ * are not: set-up refuses them with the state partitioned. */
+static st_status save_snapshot(st_trainer *t, long iteration, snapshot_kind kind,
+                               st_error *err)
 {
+    if (kind == SNAPSHOT_BEST && !t->o.snapshot_dir)
+        st_info(&t->log, "new best test accuracy %.2f%% at iteration %ld",
+                100.0 * t->tests.best_accuracy, iteration);
     if (!t->o.snapshot_dir)
         return ST_OK;
     char path[sizeof t->snapshot_path], tag[32];
-    snprintf(tag, sizeof tag, final ? "final" : "%ld", iteration);
+    snprintf(tag, sizeof tag, kind == SNAPSHOT_FINAL ? "final" : kind == SNAPSHOT_BEST ? "best"
+                                                               : "%ld", iteration);
     int len = snprintf(path, sizeof path, "%s/%s_%s.snap", t->o.snapshot_dir,
                        t->snapshot_name, tag);
     if (len < 0 || (size_t)len >= sizeof path)
@@ -144,11 +130,46 @@ static st_status save_snapshot(st_trainer *t, long iteration, int final, st_erro
     }
     memcpy(t->snapshot_path, path, sizeof path);
     t->snapshot_iter = iteration;
-    if (final)
+    if (kind == SNAPSHOT_FINAL)
         st_info(&t->log, "weights saved to %s", path);
+    else if (kind == SNAPSHOT_BEST)
+        st_info(&t->log, "new best test accuracy %.2f%% at iteration %ld, saved to %s",
+                100.0 * t->tests.best_accuracy, iteration, path);
     else
         st_info(&t->log, "snapshot at iteration %ld saved to %s", iteration, path);
     return ST_OK;
+}
+
+/* The test phase; in multi-node mode rank 0 alone tests (the weights are
+ * the same everywhere) while the others go on to the next iteration's
+ * all-reduce and wait for it there. */
+static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
+{
+    if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
+        return ST_OK;
+    long correct;
+    double loss, t0 = st_now();
+    st_status st = check_weights(t, it, err);
+    if (st == ST_OK)
+        st = st_sched_test(t->sched, t->test, &correct, &loss, err);
+    t->test_seconds += st_now() - t0;
+    if (st == ST_OK && !isfinite(loss))
+        st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
+                     "not finite (try a lower learning_rate)", it);
+    if (st != ST_OK)
+        return st;
+    res->test_accuracy = (double)correct / (double)t->test->count;
+    res->test_loss = loss / (double)t->test->count;
+    st_progress_test(t->log.progress, it, res->test_accuracy, res->test_loss);
+    st_info(&t->log, "test  iter %ld  accuracy %.2f%%  loss %.4f  (%ld images)", it,
+            100.0 * res->test_accuracy, res->test_loss, t->test->count);
+    int best = trainer_record_test(t, it, res->test_accuracy);
+    res->best_accuracy = t->tests.best_accuracy;
+    if (best && trainer_stopping(t))
+        st = save_snapshot(t, it, SNAPSHOT_BEST, err);
+    if (st == ST_OK)
+        trainer_decide_stop(t, it, res->test_accuracy);
+    return st;
 }
 
 /* The stop flag's value: 0, or the signal asking to stop. */
@@ -264,7 +285,10 @@ static int final_gather(const st_trainer *t)
  * (the stop flag) ends the run after the iteration in flight, with a
  * snapshot. On one node a stop asked during a test phase or a snapshot ends
  * it at the segment's end; across nodes only the iteration's control sum
- * decides, so that every rank stops at the same iteration. */
+ * decides, so that every rank stops at the same iteration. A test phase
+ * that stops the run (t->stop_at) ends it at the segment's end on one
+ * node; across nodes rank 0 asks the scheduler to stop, and the next
+ * iteration's control sum stops every rank before that iteration. */
 static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err)
 {
     long test_every = t->o.test_interval ? t->o.test_interval : t->iters_per_epoch;
@@ -288,17 +312,21 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
         int reason = st_sched_stop_reason(t->sched);
         if (!reason && !t->o.cluster && last < t->iterations)
             reason = stop_asked(t);
+        if (reason == ST_SCHED_STOP_REQUESTED) { /* rank 0's test phase, on every rank */
+            res->stopped_early = 1;
+            break;
+        }
         if (reason) {
             announce_stop(t); /* no iteration may have finished since the signal */
             res->iterations = p.done;
             res->signal = reason;
-            return save_snapshot(t, p.done, 0, err);
+            return save_snapshot(t, p.done, SNAPSHOT_ITERATION, err);
         }
         if (last % test_every == 0 || last == t->iterations)
             st = run_test(t, last, res, err);
         if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
             last < t->iterations)
-            st = save_snapshot(t, last, 0, err);
+            st = save_snapshot(t, last, SNAPSHOT_ITERATION, err);
         /* rank 0's alone: the others wait for it (for the final snapshot's
          * gather too, with the state partitioned) */
         if (st != ST_OK && t->o.cluster && (last < t->iterations || final_gather(t)))
@@ -306,8 +334,14 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
         if (st != ST_OK)
             return st;
         first = last;
+        if (t->stop_at == last && !t->o.cluster) {
+            res->stopped_early = 1;
+            break;
+        }
+        if (t->stop_at == last) /* the others learn it at the next iteration's control sum */
+            st_sched_request_stop(t->sched);
     }
-    res->iterations = t->iterations;
+    res->iterations = res->stopped_early ? p.done : t->iterations;
     res->images_per_s = res->seconds > 0 ? (double)p.images / res->seconds : 0.0;
     return ST_OK;
 }
@@ -324,7 +358,7 @@ static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
         return st;
     st_error run_err = {0};
     st = run_segments(t, res, &run_err);
-    if (st != ST_OK || res->signal)
+    if (st != ST_OK || res->signal || res->stopped_early)
         st_batchq_close(&t->batches); /* the prefetcher gives up */
     st_status pst = st_prefetch_stop(pf, err); /* its failure is the cause */
     if (pst == ST_OK && st != ST_OK)
@@ -375,15 +409,17 @@ static st_status run_async(st_trainer *t, st_train_result *res, st_error *err)
         announce_stop(t);
         res->iterations = finished;
         res->signal = reason;
-        return save_snapshot(t, finished, 0, err);
+        return save_snapshot(t, finished, SNAPSHOT_ITERATION, err);
     }
+    res->iterations = t->iterations;
     return run_test(t, t->iterations, res, err);
 }
 
 st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
 {
     memset(res, 0, sizeof *res);
-    res->test_accuracy = res->best_accuracy = -1.0;
+    res->test_accuracy = -1.0;
+    res->best_accuracy = t->tests.phases ? t->tests.best_accuracy : -1.0; /* --resume's */
     char sync[32];
     snprintf(sync, sizeof sync, t->o.sync == ST_SYNC_SSP ? "%s:%d" : "%s",
              trainer_sync_names[t->o.sync], t->o.staleness);
@@ -421,7 +457,7 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
     if (st == ST_OK && !res->signal)
-        st = check_weights(t, t->iterations, err);
+        st = check_weights(t, res->iterations, err);
     if (t->o.cluster)
         st_cluster_report(t->o.cluster, res->iterations - t->start, trainer_log_line, &t->log);
     if (st == ST_EDIVERGED && t->snapshot_iter >= 0)
@@ -445,7 +481,6 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
                     "--snapshot-dir)", res->iterations, t->iterations);
         return ST_OK;
     }
-    res->iterations = t->iterations;
     res->gflops = res->images_per_s * 3.0 * t->net.flops / 1e9;
     res->peak_memory = (double)st_peak_rss();
     res->skipped_images = t->skipped;
@@ -453,10 +488,13 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (st != ST_OK && final_gather(t)) /* the others would wait for its parts */
         st_cluster_abort(t->o.cluster, err);
     if (st == ST_OK)
-        st = save_snapshot(t, t->iterations, 1, err);
+        st = save_snapshot(t, res->iterations, SNAPSHOT_FINAL, err);
     if (st == ST_OK && !t->o.snapshot_dir) {
         st_info(&t->log, "weights not saved: give --snapshot-dir DIR to keep them as "
-                "DIR/%s_final.snap", t->snapshot_name);
+                "DIR/%s_final.snap%s%s%s", t->snapshot_name,
+                trainer_stopping(t) ? " (and the best test phase's as DIR/" : "",
+                trainer_stopping(t) ? t->snapshot_name : "",
+                trainer_stopping(t) ? "_best.snap)" : "");
     }
     return st;
 }

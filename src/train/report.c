@@ -1,8 +1,10 @@
-/* The trainer's report at the end of a run that finished (loop.c calls
- * it before the final snapshot): the "done:" line, the time split, the test
- * accuracy and the summary of where the time went; with --profile the
- * per-layer times, each pass against the roofline and the kernel choices;
- * then the backend's own report (its run_report capability). */
+/* The trainer's report at the end of a run that finished, or that a test
+ * phase stopped (loop.c calls it before the final snapshot): the "done:"
+ * line, the time split, the test accuracy, why the run stopped (with
+ * --stop-at-accuracy or --patience) and the summary of where the time
+ * went; with --profile the per-layer times, each pass against the roofline
+ * and the kernel choices; then the backend's own report (its run_report
+ * capability). */
 #include "trainer_internal.h"
 
 #include <stdio.h>
@@ -111,8 +113,8 @@ static void log_summary(const st_trainer *t, const st_train_result *res, long ti
 {
     if (res->best_accuracy >= 0)
         st_info(&t->log, "best test accuracy %.2f%% after iteration %ld (epoch %.2f)",
-                100.0 * res->best_accuracy, t->best_iteration,
-                (double)t->best_iteration / (double)t->iters_per_epoch);
+                100.0 * res->best_accuracy, t->tests.best_iteration,
+                (double)t->tests.best_iteration / (double)t->iters_per_epoch);
     if (t->o.cluster)
         st_info(&t->log, "communication ms per iteration: %.3f (control sums and all-reduce "
                 "across nodes, outside the time split above)",
@@ -130,15 +132,16 @@ void trainer_log_line(void *ctx, const char *line)
 
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err)
 {
-    long timed = t->o.sync == ST_SYNC_BSP ? t->iterations - t->warm_end : t->iterations;
+    long timed = t->o.sync == ST_SYNC_BSP ? res->iterations - t->warm_end : res->iterations;
     st_info(&t->log, "done: %ld iterations in %.1f s, %.0f img/s%s, peak memory %.1f MB",
-            t->iterations - t->start, res->seconds, res->images_per_s,
+            res->iterations - t->start, res->seconds, res->images_per_s,
             t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
             res->peak_memory / 1e6);
     trainer_log_split(t, 0, "time split,", &res->split, (double)(timed > 0 ? timed : 1));
-    if (res->best_accuracy >= 0)
+    if (res->best_accuracy >= 0 && res->test_accuracy >= 0)
         st_info(&t->log, "test accuracy: final %.2f%%, best %.2f%%", 100.0 * res->test_accuracy,
                 100.0 * res->best_accuracy);
+    trainer_log_stopping(t, res);
     log_summary(t, res, timed);
     if (t->skipped)
         st_warn(&t->log, "%ld unreadable images were skipped (--skip-bad-images)", t->skipped);

@@ -423,8 +423,14 @@ static st_status resume(st_trainer *t, st_error *err)
                 "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
                 m.workers);
     t->start = m.iteration;
+    t->tests = m.tests;
     st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,
             t->iterations, (double)m.iteration / (double)t->iters_per_epoch);
+    if (m.tests.phases)
+        st_info(&t->log, "the snapshot's test record: %ld test phase%s, the best %.2f%% at "
+                "iteration %ld, %ld test phase%s without improvement since", m.tests.phases,
+                m.tests.phases == 1 ? "" : "s", 100.0 * m.tests.best_accuracy,
+                m.tests.best_iteration, m.tests.since_best, m.tests.since_best == 1 ? "" : "s");
     return ST_OK;
 }
 
@@ -481,8 +487,9 @@ static void remove_killed_snapshot_writes(const st_trainer *t)
                 "(%s/%s*.snap.tmp.PID)", n, n == 1 ? "" : "s", t->o.snapshot_dir, prefix);
 }
 
-/* Whether path is a snapshot this run may write: DIR/NAME_final.snap or
- * DIR/NAME_ITERATION.snap of --snapshot-dir DIR. */
+/* Whether path is a snapshot this run may write: DIR/NAME_final.snap,
+ * DIR/NAME_ITERATION.snap or, with test-driven stopping, DIR/NAME_best.snap
+ * of --snapshot-dir DIR. */
 static int is_snapshot_path(const st_trainer *t, const char *path)
 {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
@@ -492,8 +499,9 @@ static int is_snapshot_path(const st_trainer *t, const char *path)
         return 0;
     const char *tag = base + name + 1;
     size_t tag_len = len - name - 1 - 5;
-    int final = tag_len == 5 && strncmp(tag, "final", 5) == 0;
-    if (!final && (tag_len == 0 || strspn(tag, "0123456789") < tag_len))
+    int named = (tag_len == 5 && strncmp(tag, "final", 5) == 0) ||
+                (tag_len == 4 && strncmp(tag, "best", 4) == 0 && trainer_stopping(t));
+    if (!named && (tag_len == 0 || strspn(tag, "0123456789") < tag_len))
         return 0;
     char dir[ST_PATH_MAX];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
@@ -547,9 +555,11 @@ static st_status check_paths(const st_trainer *t, st_error *err)
         const st_named_path *p = i < n_out ? &outputs[i] : &inputs[i - n_out];
         if (p->path && p->path[0] && is_snapshot_path(t, p->path))
             st = st_fail(err, ST_EUSAGE, "%s %s is one of the snapshots --snapshot-dir %s "
-                         "would write (%s_final.snap, %s_ITERATION.snap): give another file",
-                         p->what, p->path, o->snapshot_dir, t->snapshot_name,
-                         t->snapshot_name);
+                         "would write (%s_final.snap, %s_ITERATION.snap%s%s%s): give another "
+                         "file", p->what, p->path, o->snapshot_dir, t->snapshot_name,
+                         t->snapshot_name, trainer_stopping(t) ? ", " : "",
+                         trainer_stopping(t) ? t->snapshot_name : "",
+                         trainer_stopping(t) ? "_best.snap" : "");
     }
     return st;
 }
@@ -605,6 +615,7 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     t->created = st_now();
     snprintf(t->cfg_path, sizeof t->cfg_path, "%s", cfg_path);
     t->snapshot_iter = -1;
+    t->stop_at = -1;
     if (t->o.snapshot_every && !t->o.snapshot_dir)
         t->o.snapshot_dir = ".";
     o = &t->o;
@@ -702,6 +713,8 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
         st = st_fail(err, ST_EUSAGE, "--warmup %ld leaves no iteration to time: the run has "
                      "%ld%s; give a --warmup below that", o->warmup, t->iterations - t->start,
                      t->start ? " after the resumed snapshot's" : "");
+    if (st == ST_OK)
+        st = trainer_check_stopping(t, err);
     int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
     if (ranks > 1 && rank > 0)
         st = share_choices(t, st, err);

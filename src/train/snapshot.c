@@ -6,11 +6,15 @@
  * batch, u32 workers, u32 state planes, u32 settings bytes, char
  * solver[16], u32 CRC-32 of the payload, u32 CRC-32 of the header's first
  * 84 bytes followed by the settings; then the settings text (settings
- * bytes: the cfg's settings, then, when the run kept kernel choices, a NUL
- * and their text), count floats of weights and state planes x count floats
- * of solver state. Every byte is under one of the two checksums. Readers
- * that predate the choices see the settings up to the NUL, and snapshots
- * that predate them have none, so both still read each other's files. */
+ * bytes: the cfg's settings, then, when the run kept kernel choices or had
+ * test phases, a NUL and the choices' text (maybe empty), then, when it
+ * had test phases, a NUL and the test record, "test_phases=P
+ * best_accuracy=A best_iteration=I since_best=S"), count floats of weights
+ * and state planes x count floats of solver state. Every byte is under one
+ * of the two checksums. Readers that predate the choices see the settings
+ * up to the first NUL, readers that predate the test record the choices up
+ * to the second, and snapshots that predate either have none, so all still
+ * read each other's files (the version stays 3). */
 #include "train/snapshot.h"
 
 #include <limits.h>
@@ -43,7 +47,7 @@ typedef struct snapshot_header {
 typedef struct snapshot_out {
     const char *path;
     snapshot_header h;
-    char *settings; /* the settings, and the choices after a NUL */
+    char *settings; /* the settings text: the cfg's, the choices, the test record */
     const float *weights;
     const float *state;
 } snapshot_out;
@@ -100,12 +104,42 @@ static st_status write_snapshot(FILE *f, void *ctx, st_error *err)
     return st;
 }
 
+/* The test record's text (see the layout above) into buf; its length. */
+static size_t test_record_text(const st_test_record *r, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "test_phases=%ld best_accuracy=%.17g best_iteration=%ld "
+                     "since_best=%ld", r->phases, r->best_accuracy, r->best_iteration,
+                     r->since_best);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* The test record's text back into r, checked (it is under the header's
+ * checksum, so a bad one was written so). */
+static st_status test_record_parse(const char *text, long iteration, const char *path,
+                                   st_test_record *r, st_error *err)
+{
+    int used = -1;
+    if (sscanf(text, "test_phases=%ld best_accuracy=%lf best_iteration=%ld since_best=%ld%n",
+               &r->phases, &r->best_accuracy, &r->best_iteration, &r->since_best,
+               &used) != 4 || used < 0 || text[used] != '\0' || r->phases < 1 ||
+        !(r->best_accuracy >= 0.0 && r->best_accuracy <= 1.0) || r->best_iteration < 0 ||
+        r->best_iteration > iteration || r->since_best < 0 || r->since_best >= r->phases)
+        return st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (test record '%.80s')",
+                       path, text);
+    return ST_OK;
+}
+
 st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
                            const float *state, const st_snapshot_meta *meta, st_error *err)
 {
     size_t count = net->params.count;
+    char tests[160];
+    size_t tests_len = meta->tests.phases > 0 ? test_record_text(&meta->tests, tests,
+                                                                 sizeof tests) : 0;
     size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
-    size_t settings = cfg_settings + (meta->choices ? 1 + strlen(meta->choices) : 0);
+    size_t choices = meta->choices ? strlen(meta->choices) : 0;
+    size_t settings = cfg_settings + (meta->choices || tests_len ? 1 + choices : 0) +
+                      (tests_len ? 1 + tests_len : 0);
     if (settings > ST_SNAPSHOT_SETTINGS_MAX)
         return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
                        "more than a snapshot holds (%u)", path, settings,
@@ -120,8 +154,10 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
         return ST_ENOMEM;
     if (cfg_settings)
         memcpy(o.settings, meta->settings, cfg_settings);
-    if (meta->choices)
-        memcpy(o.settings + cfg_settings + 1, meta->choices, settings - cfg_settings - 1);
+    if (choices)
+        memcpy(o.settings + cfg_settings + 1, meta->choices, choices);
+    if (tests_len) /* the NULs before it are calloc's */
+        memcpy(o.settings + cfg_settings + 1 + choices + 1, tests, tests_len);
     memcpy(o.h.magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
@@ -272,6 +308,19 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     st_status st = load(path, net, weights, state, planes, &h, &settings, err);
     if (st != ST_OK)
         return st;
+    /* the sections after the cfg's settings, each after a NUL (see the layout) */
+    size_t cfg_settings = strlen(settings);
+    char *choices = cfg_settings < h.settings_bytes ? settings + cfg_settings + 1 : NULL;
+    size_t choices_len = choices ? strlen(choices) : 0;
+    const char *tests = choices && cfg_settings + 1 + choices_len < h.settings_bytes
+                            ? choices + choices_len + 1 : NULL;
+    st_test_record record = {0};
+    if (tests)
+        st = test_record_parse(tests, (long)h.iteration, path, &record, err);
+    if (st != ST_OK) {
+        free(settings);
+        return st;
+    }
     meta->iteration = (long)h.iteration;
     meta->seed = h.seed;
     meta->batch = (int)h.batch;
@@ -279,7 +328,7 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->state_planes = (int)h.state_planes;
     memcpy(meta->solver, h.solver, sizeof meta->solver);
     meta->settings = settings;
-    size_t cfg_settings = strlen(settings);
-    meta->choices = cfg_settings < h.settings_bytes ? settings + cfg_settings + 1 : NULL;
+    meta->choices = choices_len ? choices : NULL;
+    meta->tests = record;
     return ST_OK;
 }

@@ -2,8 +2,10 @@
  * handle, and the functions one of them gives the others. setup.c builds a
  * trainer (st_trainer_create and what it checks, opens and allocates);
  * loop.c runs it (st_trainer_run: the iterations, test phases, snapshots and
- * stopping); report.c says how the run went at its end; fingerprint.c says
- * what the nodes of a multi-node run must agree on. */
+ * stopping); stopping.c decides when a test phase ends the run
+ * (--stop-at-accuracy, --patience); report.c says how the run went at its
+ * end; fingerprint.c says what the nodes of a multi-node run must agree
+ * on. */
 #ifndef ST_TRAINER_INTERNAL_H
 #define ST_TRAINER_INTERNAL_H
 
@@ -50,7 +52,10 @@ struct st_trainer {
     char snapshot_path[ST_PATH_MAX + 64];
     double created, began;  /* when set-up and the run began (monotonic seconds) */
     double test_seconds;    /* spent in test phases */
-    long best_iteration;    /* of the best test accuracy */
+    st_test_record tests;   /* the test phases so far, a resumed snapshot's included */
+    long stop_at;           /* the iteration a test phase stopped the run at (stopping.c),
+                               or -1 */
+    char stop_why[192];     /* why, for the log and the summary */
     st_data_paths data;     /* the data files: --data's, else [net]'s */
     size_t setup_bytes;     /* resident memory setting up the workers took */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
@@ -82,9 +87,30 @@ void trainer_log_split(const st_trainer *t, int progress, const char *what,
  * the backend's reports (report.c). */
 void trainer_log_line(void *ctx, const char *line);
 
-/* The report of a run that finished every iteration, after res is filled in:
- * the "done:" line, the time split, the test accuracy and the summary, then
- * --profile's tables and the backend's run_report (report.c). */
+/* The report of a run that finished every iteration (or that a test phase
+ * stopped), after res is filled in: the "done:" line, the time split, the
+ * test accuracy, why it stopped and the summary, then --profile's tables
+ * and the backend's run_report (report.c). */
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err);
+
+/* Whether --stop-at-accuracy or --patience was given (stopping.c). */
+int trainer_stopping(const st_trainer *t);
+
+/* Set-up: the stopping options against the others and the data, after the
+ * schedule is planned: they need test phases (a test set, no --no-test,
+ * BSP) and one before the run's end (stopping.c). */
+st_status trainer_check_stopping(const st_trainer *t, st_error *err);
+
+/* After rank 0's test phase at iteration `it` with `accuracy`: the record
+ * updated; returns whether the accuracy is a new best (stopping.c). */
+int trainer_record_test(st_trainer *t, long it, double accuracy);
+
+/* Then whether a stopping option ends the run there (never at its last
+ * iteration, which ends it anyway): if so t->stop_at and t->stop_why say
+ * so, and "stopping at iteration ..." is logged (stopping.c). */
+int trainer_decide_stop(st_trainer *t, long it, double accuracy);
+
+/* The summary's line on the stopping options, if given (stopping.c). */
+void trainer_log_stopping(const st_trainer *t, const st_train_result *res);
 
 #endif

@@ -12,6 +12,8 @@
 # --supernode-size; ranks that differ or fail at set-up stop every rank
 # with a message, no hang, and so does a rank that differs in any setting
 # that changes the computation (momentum, decay, policy, data, backend).
+# --patience, decided by rank 0's test phases, ends every rank cleanly at
+# the same iteration.
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
 # same iteration, rank 0 snapshots, the metrics file is completed and every
 # rank exits 128 + the signal; a rank failing in training is named with its
@@ -277,6 +279,30 @@ differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update par
 check "ranks that differ only in output and test options run" err 0 "" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 3 --data synthetic "$tiny" : -np 1 "$bin" -q -t 1 \
     --iters 3 --data synthetic --log-every 1 --test-images 10 --io-threads 2 "$tiny"
+
+# Test-driven stopping: rank 0 alone tests, and its decision reaches the
+# other rank through the next iteration's control sum, so both end at the
+# iteration rank 0 stopped at, cleanly (a rank going on alone would fail at
+# its next all-reduce, or wait: each rank's exit code is recorded). At
+# learning rate 0 every test phase ties with the first: --patience 2 stops
+# after the third, at iteration 15 of 1000.
+mkdir "$tmp/patience"
+sed 's/^learning_rate=.*/learning_rate=0/' "$tiny" >"$tmp/frozen.cfg"
+RC_DIR=$tmp/patience check "mpirun -np 2 --patience 2: rank 0 stops at its third test phase" out 0 \
+    "stopping at iteration 15: no improvement for 2 test phases (--patience 2), best " -- \
+    mpirun -np 2 sh -c '"$@"; echo $? >"$RC_DIR/rc.$PMI_RANK"' sh \
+    "$bin" -t 1 --data synthetic --iters 1000 --test-interval 5 --log-every 5 --patience 2 \
+    --peer-timeout 60 --snapshot-dir "$tmp/patience" "$tmp/frozen.cfg"
+expect "--patience across nodes: every rank exits 0 ($(cat "$tmp/patience"/rc.* 2>/dev/null | tr '\n' ' '))" \
+    [ "$(cat "$tmp/patience/rc.0" "$tmp/patience/rc.1" 2>/dev/null | tr '\n' ' ')" = "0 0 " ]
+expect "--patience across nodes: rank 0 ran 15 iterations and says why" \
+    grep -q "^stopped early at iteration 15 of 1000: no improvement" "$tmp/stdout"
+expect "--patience across nodes: 'done:' counts 15 iterations" grep -q "^done: 15 iterations" \
+    "$tmp/stdout"
+expect "--patience across nodes: no progress line past iteration 15" \
+    [ -z "$(grep -e "^iter 20/" -e "^test  iter 20 " "$tmp/stdout")" ]
+expect "--patience across nodes: the best and final snapshots are written" \
+    [ -s "$tmp/patience/frozen_best.snap" -a -s "$tmp/patience/frozen_final.snap" ]
 
 # Signals. Each rank runs under a shell that records its exit code (and
 # ignores the signals itself: the rank blocks and takes them); mpirun's own

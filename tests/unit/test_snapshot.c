@@ -5,7 +5,9 @@
  * settings tell another cfg from the same one written differently, and
  * name the first difference; non-finite weights or state are neither
  * written nor read; the kernel choices a snapshot keeps come back as they
- * were, under the header's checksum. */
+ * were, under the header's checksum; so does the record of the test
+ * phases (test-driven stopping), with or without choices, a snapshot
+ * without one reading as none and one that does not hold refused. */
 #include "testlib.h"
 #include "tmpdir.h"
 
@@ -370,10 +372,78 @@ static void test_choices_kept(void **state)
     fixture_close(&f);
 }
 
+/* The test record rides after the choices' section (empty when there are
+ * none): read back exactly, the choices unchanged; none written, none
+ * read; a record that cannot be (more phases since the best than phases)
+ * refused naming it. */
+static void test_test_record_kept(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_open(&f, CFG);
+    static const char choices[] = "0.conv n2 1x6x6>2x6x6 k3x3 s1x1 p1x1 g1 fwd = nhwc\n";
+    const st_test_record record = {.phases = 7, .best_accuracy = 0.987654321987654321,
+                                   .best_iteration = 600, .since_best = 2};
+    float *w = calloc(f.count, sizeof *w), *st = calloc(f.count, sizeof *st);
+    assert_non_null(w);
+    assert_non_null(st);
+    for (int with_choices = 0; with_choices < 2; with_choices++) {
+        st_snapshot_meta m = meta_of(&f);
+        m.choices = with_choices ? (char *)choices : NULL;
+        m.tests = record;
+        st_error err = {0};
+        if (st_snapshot_save("t.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+            fail_msg("%s", err.msg);
+        st_snapshot_meta back = {.settings = NULL};
+        if (st_snapshot_resume("t.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+            fail_msg("%s", err.msg);
+        assert_string_equal(back.settings, f.settings);
+        if (with_choices)
+            assert_string_equal(back.choices, choices);
+        else
+            assert_null(back.choices);
+        assert_int_equal(back.tests.phases, record.phases);
+        assert_true(back.tests.best_accuracy == record.best_accuracy); /* exactly */
+        assert_int_equal(back.tests.best_iteration, record.best_iteration);
+        assert_int_equal(back.tests.since_best, record.since_best);
+        free(back.settings);
+        if (st_snapshot_load("t.snap", &f.net, w, NULL, &err) != ST_OK) /* weights alone */
+            fail_msg("%s", err.msg);
+    }
+    /* none: none read (as from a snapshot written before the record) */
+    st_snapshot_meta m = meta_of(&f);
+    st_error err = {0};
+    if (st_snapshot_save("n.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    st_snapshot_meta back = {.settings = NULL};
+    back.tests.phases = 99;
+    if (st_snapshot_resume("n.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.tests.phases, 0);
+    free(back.settings);
+    size_t len;
+    unsigned char *bytes = read_all("n.snap", &len);
+    assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
+    free(bytes);
+    /* one that does not hold */
+    m.tests = record;
+    m.tests.since_best = m.tests.phases;
+    if (st_snapshot_save("bad.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    back = (st_snapshot_meta){.settings = NULL};
+    assert_int_equal(st_snapshot_resume("bad.snap", &f.net, w, st, 1, &back, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "bad.snap: corrupt snapshot header (test record 'test_phases=7");
+    assert_null(back.settings);
+    free(w);
+    free(st);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         tl_tmpdir_test(test_choices_kept),
+        tl_tmpdir_test(test_test_record_kept),
         tl_tmpdir_test(test_every_bit_flip_refused),
         tl_tmpdir_test(test_field_messages),
         tl_tmpdir_test(test_settings_name_the_difference),
