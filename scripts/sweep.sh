@@ -16,11 +16,13 @@
 #   network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,  the key
 #   status          ok, exit:N (singletrain's exit code), timeout, unparsed
 #                   (exit 0 without the summary lines) or wrong-solver
-#   images_per_s    the whole job's: rank 0's "done:" figure times the ranks
+#   images_per_s    the whole job's: rank 0's "done:" figure, which counts the
+#                   images of every rank
 #   compute_ms barrier_ms aggregation_ms update_ms data_ms
 #                   the "time split" line, ms per iteration, mean of workers
-#   comm_ms         multi-node: the all-reduce's ms per iteration per worker
-#                   (a part of aggregation_ms); 0 on one node
+#   comm_ms         multi-node: ms per iteration across the nodes (the control
+#                   sums, which wait for the slowest rank, and the all-reduce),
+#                   outside the other parts of the split; 0 on one node
 #   peak_memory_mb  rank 0's peak resident memory
 #   final_loss      the training loss of the last progress line (the mean over
 #                   its --log-every window)
@@ -289,11 +291,11 @@ record() {
     } >"$tmp_csv" && mv "$tmp_csv" "$out"
 }
 
-# parse_log LOG RANKS: the figures of a finished run, comma-separated in the
-# CSV's order from images_per_s to train_s, then the solver the log names;
-# exits 1 when a summary line is missing.
+# parse_log LOG: the figures of a finished run, comma-separated in the CSV's
+# order from images_per_s to train_s, then the solver the log names; exits 1
+# when a summary line is missing.
 parse_log() {
-    awk -v ranks="$2" '
+    awk '
         /^training: / { for (i = 1; i < NF; i++) if ($i == "solver") { solver = $(i + 1); sub(/,$/, "", solver) } }
         /^iter [0-9]+\/[0-9]+ / { for (i = 1; i < NF; i++) if ($i == "loss") loss = $(i + 1) }
         /^done: [0-9]+ iterations in / {
@@ -309,10 +311,10 @@ parse_log() {
             n = split(line, parts, /, /)
             for (k = 1; k <= n; k++) { split(parts[k], kv, " "); ms[kv[1]] = kv[2]; got++ }
         }
-        /^all-reduce on rank 0: / { for (i = 2; i <= NF; i++) if ($i == "ms") comm = $(i - 1) }
+        /^communication ms per iteration: / { comm = $5 }
         END {
             if (ips == "" || mem == "" || loss == "" || got < 5 || solver == "") exit 1
-            printf "%.10g,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", ips * ranks, ms["compute"], ms["barrier"],
+            printf "%.10g,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", ips, ms["compute"], ms["barrier"],
                 ms["aggregation"], ms["update"], ms["data"], comm == "" ? 0 : comm, mem, loss,
                 secs, solver
         }
@@ -361,7 +363,7 @@ run_point() {
         status=timeout
     elif [ "$rc" -ne 0 ]; then
         status=exit:$rc
-    elif ! figures=$(parse_log "$logs/$log" "$p"); then
+    elif ! figures=$(parse_log "$logs/$log"); then
         status=unparsed
     elif [ "${figures##*,}" != "$rule" ]; then
         status=wrong-solver
