@@ -13,8 +13,8 @@
 # without PyTorch); a tiny preset sweep writes a row per system and run and
 # a Speed Ratio table whose ratios are the CSV's; usage errors exit 2; the
 # medians and speed-ups (of medians and of the fastest runs) plot.sh prints
-# match hand-computed ones, failed rows left out; and plot.sh writes the
-# four PNG figures.
+# match hand-computed ones, failed rows left out, and so does a preset
+# CSV's Speed Ratio; and plot.sh writes the PNG figures.
 # usage: sh tests/e2e/test_sweep.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -339,6 +339,10 @@ for s in adam; do
 done
 check "a re-run of the preset skips every finished run" out 0 "0 runs ok, 0 failed, $nb already" -- \
     sh tiny-preset.sh
+check "plot.sh draws the preset's Speed Ratio and scaling" out 0 "wrote figs-p/ratio.png" \
+    "wrote figs-p/scaling_tiny.png" -- "$plot" p.csv figs-p
+expect "ratio.png is a PNG" is_png figs-p/ratio.png
+expect "scaling_tiny.png is a PNG" is_png figs-p/scaling_tiny.png
 
 # ------------------------------------------------------------------ plot.sh
 # Hand-made runs: batch 64 at 1 thread 100, 500, 200 img/s (median 200, mean
@@ -380,6 +384,32 @@ check "plot.sh draws the curves from the sweep's logs" out 0 "wrote figs/curves_
 for f in speedup throughput split curves; do
     expect "$f""_tiny.png is a PNG" is_png "figs/${f}_tiny.png"
 done
+# A hand-made preset CSV: LeNet-5 at batch 64. SGD: singletrain at 1 thread
+# 100, 300, 200 (median 200), at 2 threads 350, 390 (370: the best), a
+# failed run; mpi-ps at 1 process 150, at 2 (-b 32) 185 (the best: ratio
+# 2.00); torch-ddp at 1 process 74 (5.00); no mpi-rhd. Adam: singletrain 100
+# at 1 thread, torch-ddp 50 at 2 processes (2.00), no mpi-ps.
+{
+    echo "system,$header"
+    for r in "singletrain 1 1 64 sgd 1 100" "singletrain 1 1 64 sgd 2 300" "singletrain 1 1 64 sgd 3 200" \
+        "singletrain 2 1 64 sgd 1 350" "singletrain 2 1 64 sgd 2 390" "mpi-ps 1 1 64 sgd 1 150" \
+        "mpi-ps 1 2 32 sgd 1 185" "torch-ddp 1 1 64 sgd 1 74" "singletrain 1 1 64 adam 1 100" \
+        "torch-ddp 1 2 32 adam 1 50"; do
+        # shellcheck disable=SC2086
+        set -- $r
+        echo "$1,lenet,dnnl,$2,1,$3,$4,$5,10,2,$6,ok,$7,5,1,0.5,0.2,0.1,0,50,0.9,1.0,0.5,x.log"
+    done
+    echo "singletrain,lenet,dnnl,2,1,1,64,sgd,10,2,3,exit:1,,,,,,,,,,,0.5,x.log"
+} >hand-preset.csv
+check "plot.sh on a hand-made preset CSV" out 0 "wrote figs-hp/ratio.png" "wrote figs-hp/scaling_lenet.png" -- \
+    "$plot" hand-preset.csv figs-hp
+expect "its Speed Ratio: SGD 370 at 2 threads, mpi-ps 185 at 2 processes (2.00), no mpi-rhd, torch-ddp 74 (5.00)" \
+    grep -qxF "| lenet | 64 | sgd | 10 | 370 (2) | 185 (2) | 2.00 | 74.0 (1) | 5.00 |" "$tmp/stdout"
+expect "... Adam: no mpi-ps, torch-ddp 50 at 2 processes (2.00)" \
+    grep -qxF "| lenet | 64 | adam | 10 | 100 (1) | - | - | 50.0 (2) | 2.00 |" "$tmp/stdout"
+expect "... medians of 1-3 runs" grep -q "the median of 1-3 runs" "$tmp/stdout"
+check "ratio and scaling need a preset's CSV" err 2 "FIGURES: ratio needs the CSV of a preset" -- \
+    env FIGURES=ratio "$plot" hand.csv figs-hand
 check "plot.sh refuses a CSV that is not a sweep's" err 2 "no column network" -- \
     "$plot" other.csv figs-other
 check "plot.sh refuses unknown FIGURES" err 2 "FIGURES: 'pie'" -- \
