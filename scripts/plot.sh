@@ -13,9 +13,20 @@
 #                       data), in ms and as shares;
 #   curves_NET.png      training loss and test accuracy against the iteration
 #                       and against wall time, from the run logs in LOGDIR.
+# A CSV of scripts/sweep.sh --preset singlecaffe (a system column) gets, by
+# default, instead:
+#   ratio.png           the Speed Ratio of every network, batch and solver
+#                       (scripts/speed-ratio.awk: singletrain's best images/s
+#                       over each baseline's best), a bar per baseline, and
+#                       the line of parity;
+#   scaling_NET.png     images/s against the cores (singletrain's worker
+#                       threads, the baselines' processes), one line per
+#                       system, a panel per solver and batch;
+# and the Speed Ratio table (markdown) is printed after the medians.
 # Figures are of the runs whose status is ok, medians over the repeats (awk).
-# A network whose runs differ in backend, solver, intra-op threads, ranks or
-# iteration count gets one panel per combination ("configuration"). Wall time
+# A network whose runs differ in backend (system, in a preset's CSV), solver,
+# intra-op threads, ranks or iteration count gets one panel per combination
+# ("configuration"). Wall time
 # is the sum of the progress lines' intervals (iterations x batch / their
 # img/s), so it includes the test phases and not the start-up; a test point
 # is drawn at its iteration's progress line, before the test ran.
@@ -25,7 +36,8 @@
 #
 # usage: scripts/plot.sh CSV [LOGDIR] OUTDIR
 #   LOGDIR: the runs' logs (default: the sweep's, CSV without .csv plus -logs)
-# environment: FIGURES  which figures ("speedup throughput split curves")
+# environment: FIGURES  which figures ("speedup throughput split curves", or
+#                       "ratio scaling" for a preset's CSV)
 # Exit status: 0 done, 2 bad usage or input, 1 gnuplot failed.
 set -u
 die_usage() {
@@ -43,14 +55,24 @@ case $# in
 3) csv=$1 logdir=$2 outdir=$3 ;;
 *) die_usage "usage: scripts/plot.sh CSV [LOGDIR] OUTDIR" ;;
 esac
-figures=${FIGURES:-speedup throughput split curves}
+[ -r "$csv" ] || die_usage "$csv is missing or unreadable"
+has_system=0
+head -n 1 "$csv" | tr ',' '\n' | grep -qx system && has_system=1
+if [ "$has_system" -eq 1 ]; then
+    figures=${FIGURES:-ratio scaling}
+else
+    figures=${FIGURES:-speedup throughput split curves}
+fi
 for f in $figures; do
     case $f in
     speedup | throughput | split | curves) ;;
-    *) die_usage "FIGURES: '$f' is not one of speedup throughput split curves" ;;
+    ratio | scaling)
+        [ "$has_system" -eq 1 ] || die_usage "FIGURES: $f needs the CSV of a preset \
+(scripts/sweep.sh --preset singlecaffe): $csv has no column system"
+        ;;
+    *) die_usage "FIGURES: '$f' is not one of speedup throughput split curves ratio scaling" ;;
     esac
 done
-[ -r "$csv" ] || die_usage "$csv is missing or unreadable"
 command -v gnuplot >/dev/null 2>&1 ||
     die_usage "gnuplot is not installed: scripts/deps.sh installs gnuplot-nox"
 mkdir -p "$outdir" || die_usage "cannot create $outdir"
@@ -102,7 +124,8 @@ EOF
 cat >"$work/points.awk" <<'EOF'
 NR > 1 && v("status") == "ok" {
     net = v("network")
-    cfg = v("backend") SUBSEP v("solver") SUBSEP v("intra") SUBSEP v("ranks") SUBSEP v("iters")
+    cfg = (("system" in col) ? v("system") : v("backend")) SUBSEP v("solver") SUBSEP v("intra") \
+        SUBSEP v("ranks") SUBSEP v("iters")
     add_unique(nets, "n", "all", net)
     add_unique(cfgs, "c", net, cfg)
     add_unique(batches, "b", net SUBSEP cfg, v("batch"))
@@ -114,8 +137,8 @@ NR > 1 && v("status") == "ok" {
     val[g, "ips", k] = v("images_per_s")
     val[g, "compute", k] = v("compute_ms")
     val[g, "barrier", k] = v("barrier_ms")
-    # the all-reduce is a part of aggregation: shown apart
-    val[g, "aggregation", k] = v("aggregation_ms") - v("comm_ms")
+    # communication across nodes is not a part of aggregation: a part of its own
+    val[g, "aggregation", k] = v("aggregation_ms")
     val[g, "comm", k] = v("comm_ms")
     val[g, "update", k] = v("update_ms")
     val[g, "data", k] = v("data_ms")
@@ -325,6 +348,101 @@ for net in $nets; do
         gp_figure "${kind}_$net.png" "$work/$kind.gp"
     done
 done
+
+# A preset's CSV: the Speed Ratio table, ratio.png and scaling_NET.png.
+if [ "$has_system" -eq 1 ]; then
+    for format in md ratio points; do
+        awk -F, -v format=$format -v csv="$csv" -f "$(dirname "$0")/speed-ratio.awk" "$csv" \
+            >"$work/speed-$format" || exit 2
+    done
+    echo
+    cat "$work/speed-md"
+fi
+case " $figures " in
+*" ratio "*)
+    # a cluster per network, batch and solver (and length, if several), a
+    # bar per baseline; NaN where a ratio is missing
+    awk -F'\t' -v term="$term" -v out="$outdir/ratio.png" '
+        {
+            row = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+            if (!(row in seen)) { seen[row] = 1; rows[++n] = row }
+            if (!(($1, $4) in has_len)) { has_len[$1, $4] = 1; lens[$1]++ }
+            if ($5 == "singletrain") next
+            if (!($5 in has_sys)) { has_sys[$5] = 1; sys[++ns] = $5 }
+            if ($8 != "") { ratio[row, $5] = $8; any = 1 }
+        }
+        END {
+            if (!any) exit 3
+            print "$ratio << EOD"
+            for (i = 1; i <= n; i++) {
+                split(rows[i], f, SUBSEP)
+                printf "\"%s b%s %s%s\"", f[1], f[2], f[3], (lens[f[1]] > 1 ? " n" f[4] : "")
+                for (s = 1; s <= ns; s++)
+                    printf " %s", ((rows[i], sys[s]) in ratio ? ratio[rows[i], sys[s]] : "NaN")
+                printf "\n"
+            }
+            print "EOD"
+            w = 160 + 12 * n * (ns + 1)
+            printf "set terminal %s size %d,520\nset output \x27%s\x27\n", term, (w < 800 ? 800 : w), out
+            printf "set title \"Speed Ratio: singletrain (one process, its best thread count) over each "
+            printf "baseline (its best process count)\\nsame global batch and solver, medians of the "
+            printf "runs; above 1: singletrain is faster\"\n"
+            printf "set style data histograms\nset style histogram clustered gap 1\n"
+            printf "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
+            printf "set xtics rotate by -45 left\nset grid noxtics ytics\nset key top right\n"
+            printf "set ylabel \x27speed ratio\x27\nset yrange [0:*]\n"
+            plot = ""
+            for (s = 1; s <= ns; s++)
+                plot = plot sprintf("$ratio using %d%s title \x27%s\x27, ", s + 1,
+                    (s == 1 ? ":xtic(1)" : ""), sys[s])
+            printf "plot %s1 with lines dt 2 lw 2 lc \x27grey30\x27 title \x27parity\x27\n", plot
+        }' "$work/speed-ratio" >"$work/ratio.gp"
+    case $? in
+    0) gp_figure ratio.png "$work/ratio.gp" ;;
+    3) echo "plot.sh: no Speed Ratio to draw (no point has singletrain and a baseline): no ratio.png" >&2 ;;
+    *) exit 1 ;;
+    esac
+    ;;
+esac
+case " $figures " in
+*" scaling "*)
+    cut -f1 "$work/speed-points" | awk '!seen[$0]++' >"$work/speed-nets"
+    while read -r net; do
+        # a panel per batch, solver and length; a line per system
+        awk -F'\t' -v net="$net" -v term="$term" -v out="$outdir/scaling_$net.png" '
+            !($5 in color) { color[$5] = ++nc }
+            $1 != net { next }
+            {
+                panel = $2 SUBSEP $3 SUBSEP $4
+                if (!(panel in has_panel)) { has_panel[panel] = 1; panels[++np] = panel }
+                if (!($5 in has_sys)) { has_sys[$5] = 1; sys[++ns] = $5 }
+                if (!(($1, $4) in has_len)) { has_len[$1, $4] = 1; lens++ }
+                data[panel, $5] = data[panel, $5] $6 " " $7 "\n"
+                if ($6 + 0 > cmax) cmax = $6 + 0
+            }
+            END {
+                cols = np < 3 ? np : 3
+                rows = int((np + cols - 1) / cols)
+                printf "set terminal %s size %d,%d\nset output \x27%s\x27\n", term, 380 * cols, 300 * rows, out
+                printf "set multiplot layout %d,%d title \"%s: images/s against the cores, medians of the runs\\nsingletrain: worker threads of one process; baselines: processes of one thread\"\n", rows, cols, net
+                printf "set grid\nset key top left\nset xtics 1\nset xrange [0.5:%g]\nset yrange [0:*]\n", cmax + 0.5
+                printf "set xlabel \x27cores\x27\nset ylabel \x27images/s\x27\n"
+                for (i = 1; i <= np; i++) {
+                    split(panels[i], f, SUBSEP)
+                    plot = ""
+                    for (s = 1; s <= ns; s++) {
+                        if (!((panels[i], sys[s]) in data)) continue
+                        printf "$d_%d_%d << EOD\n%sEOD\n", i, s, data[panels[i], sys[s]]
+                        plot = plot (plot == "" ? "" : ", ") sprintf("$d_%d_%d using 1:2 with linespoints lw 2 pt 7 lc %d title \x27%s\x27", i, s, color[sys[s]], sys[s])
+                    }
+                    printf "set title \x27batch %s, %s%s\x27\nplot %s\n", f[1], f[2], (lens > 1 ? ", " f[3] " iterations" : ""), plot
+                }
+                print "unset multiplot"
+            }' "$work/speed-points" >"$work/scaling.gp"
+        gp_figure "scaling_$net.png" "$work/scaling.gp"
+    done <"$work/speed-nets"
+    ;;
+esac
 
 case " $figures " in *" curves "*) ;; *) exit 0 ;; esac
 if [ ! -d "$logdir" ]; then

@@ -16,11 +16,13 @@
 #   network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,  the key
 #   status          ok, exit:N (singletrain's exit code), timeout, unparsed
 #                   (exit 0 without the summary lines) or wrong-solver
-#   images_per_s    the whole job's: rank 0's "done:" figure times the ranks
+#   images_per_s    the whole job's: rank 0's "done:" figure, which counts the
+#                   images of every rank
 #   compute_ms barrier_ms aggregation_ms update_ms data_ms
 #                   the "time split" line, ms per iteration, mean of workers
-#   comm_ms         multi-node: the all-reduce's ms per iteration per worker
-#                   (a part of aggregation_ms); 0 on one node
+#   comm_ms         multi-node: ms per iteration across the nodes (the control
+#                   sums, which wait for the slowest rank, and the all-reduce),
+#                   outside the other parts of the split; 0 on one node
 #   peak_memory_mb  rank 0's peak resident memory
 #   final_loss      the training loss of the last progress line (the mean over
 #                   its --log-every window)
@@ -35,6 +37,25 @@
 # SIGTERM: the run in flight is stopped and not recorded) leaves only whole
 # rows. One sweep per CSV at a time.
 #
+# --preset singlecaffe: the SingleCaffe experiments against real distributed
+# baselines (README.md, "SingleCaffe experiments"). LeNet-5 at batches 64,
+# 96 and 128 and the three 32x32 AlexNets (cifar-alexnet, -bn, -sigmoid) at
+# 100, 150 and 200, with SGD, Adam and RMSProp, all on synthetic data; for
+# every point singletrain as one process of T worker threads, T in
+# --threads, then each baseline with P processes of one thread, P in
+# --threads, the same global batch split over them (P must divide it):
+# mpi-ps and mpi-rhd (mpirun -np P singletrain -t 1 --allreduce ps or rhd,
+# -b B/P: singletrain as a distributed Caffe) and torch-ddp
+# (scripts/torch-ddp.py: PyTorch's DistributedDataParallel over gloo). Its
+# CSV has one column more in front, system (singletrain, mpi-ps, mpi-rhd,
+# torch-ddp), a part of the key; batch is per process there too (the global
+# batch is batch x ranks), and torch-ddp rows leave barrier, aggregation and
+# comm empty (DDP's all-reduce runs inside backward, in compute_ms). At the
+# end it writes the Speed Ratio table (scripts/speed-ratio.awk: singletrain's
+# best images/s over its thread counts divided by each baseline's best over
+# its process counts), markdown, beside the CSV as NAME-ratio.md. --dry-run
+# lists the grid and estimates its time.
+#
 # Exit status: 0 when every run of the grid is ok, 1 when a run failed, 2 on
 # bad usage, 128 + the signal when stopped.
 set -u
@@ -42,6 +63,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=${SINGLETRAIN:-$root/build/singletrain}
 mpirun=${MPIRUN:-mpirun}
+python=${PYTHON:-/usr/bin/python3}
 header="network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,\
 compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log"
 rules="sgd nesterov adagrad rmsprop adadelta adam"
@@ -72,8 +94,26 @@ Every option can also be given as the environment variable in brackets.
   --timeout S            stop a run after S seconds and record it as timeout (SWEEP_TIMEOUT; 0, none)
   --retry-failed         run again the points whose recorded status is not ok
   --dry-run              list the runs that would be made, run nothing
+  --preset NAME          a preset grid: singlecaffe (below) (SWEEP_PRESET)
+  --baselines "B ..."    with --preset singlecaffe: any of mpi-ps mpi-rhd torch-ddp
+                         (SWEEP_BASELINES; all three)
   -h, --help             this help
 Runs go repeat by repeat, so the noise of a busy machine spreads over all points.
+
+--preset singlecaffe: the SingleCaffe experiments, singletrain (one process, -t T)
+against distributed baselines of P processes of one thread on the same global
+batch: mpi-ps and mpi-rhd (mpirun -np P singletrain -t 1 --allreduce ps / rhd
+-b B/P) and torch-ddp (\$PYTHON, default /usr/bin/python3, scripts/torch-ddp.py).
+Its defaults: --nets "lenet cifar-alexnet cifar-alexnet-bn cifar-alexnet-sigmoid",
+--solvers "sgd adam rmsprop", batches 64 96 128 (lenet) and 100 150 200 (the
+others) unless --batches is given, 400 iterations of which 50 warm-up (lenet) and
+30 of which 5 (the others) unless --iters or --warmup is given (then they apply
+to every network, defaults 100 and 10), --repeat 1, --out singlecaffe.csv.
+--threads gives both singletrain's thread counts and the baselines' process
+counts; --backends, --intra and --ranks do not apply. Every run trains on
+synthetic data (--data synthetic --train-images 8 x the global batch). The CSV
+has a first column more, system; the Speed Ratio table goes to NAME-ratio.md
+beside it. With --dry-run it also estimates the grid's time.
 EOF
 }
 
@@ -86,6 +126,12 @@ die_usage() {
     exit 2
 }
 
+# Which options were given (for the preset's defaults): set in the
+# environment or on the command line.
+given=
+for v in NETS SOLVERS BACKENDS INTRA BATCHES RANKS ITERS WARMUP REPEAT OUT; do
+    eval "[ -n \"\${SWEEP_$v+x}\" ]" && given="$given --$(echo "$v" | tr '[:upper:]' '[:lower:]')"
+done
 nets=${SWEEP_NETS:-lenet}
 solvers=${SWEEP_SOLVERS:-cfg}
 backends=${SWEEP_BACKENDS:-dnnl}
@@ -100,6 +146,8 @@ out=${SWEEP_OUT:-sweep.csv}
 logs=${SWEEP_LOGS:-}
 extra=${SWEEP_ARGS---no-test --log-every 10}
 timeout_s=${SWEEP_TIMEOUT:-0}
+preset=${SWEEP_PRESET:-}
+baselines=${SWEEP_BASELINES:-mpi-ps mpi-rhd torch-ddp}
 retry=0
 dry=0
 while [ $# -gt 0 ]; do
@@ -112,6 +160,7 @@ while [ $# -gt 0 ]; do
     --*) [ $# -ge 2 ] || die_usage "$opt needs a value"; val=$2; shift 2 ;;
     *) die_usage "unexpected argument '$opt'" ;;
     esac
+    given="$given $opt"
     case $opt in
     --nets) nets=$val ;;
     --solvers) solvers=$val ;;
@@ -127,9 +176,42 @@ while [ $# -gt 0 ]; do
     --logs) logs=$val ;;
     --args) extra=$val ;;
     --timeout) timeout_s=$val ;;
+    --preset) preset=$val ;;
+    --baselines) baselines=$val ;;
     *) die_usage "unknown option $opt" ;;
     esac
 done
+
+is_given() { case "$given " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The preset's grid replaces the defaults of the options not given; its
+# per-network batches and lengths are plan_singlecaffe's.
+per_net_length=0
+case $preset in
+'') is_given --baselines && die_usage "--baselines goes with --preset singlecaffe" ;;
+singlecaffe)
+    for o in --backends --intra --ranks; do
+        is_given $o && die_usage "$o does not go with --preset singlecaffe: singletrain runs on \
+dnnl, one intra-op thread, one process; the baselines' process counts are --threads"
+    done
+    is_given --nets || nets="lenet cifar-alexnet cifar-alexnet-bn cifar-alexnet-sigmoid"
+    is_given --solvers || solvers="sgd adam rmsprop"
+    is_given --repeat || repeat=1
+    is_given --out || out=singlecaffe.csv
+    is_given --iters || is_given --warmup || per_net_length=1
+    for bl in $baselines; do
+        case $bl in
+        mpi-ps | mpi-rhd | torch-ddp) ;;
+        *) die_usage "--baselines: '$bl' is not one of: mpi-ps mpi-rhd torch-ddp" ;;
+        esac
+    done
+    header="system,$header"
+    ;;
+*) die_usage "--preset $preset: unknown preset (known: singlecaffe)" ;;
+esac
+# The key: the CSV's first keyn fields.
+keyn=10
+[ -n "$preset" ] && keyn=11
 
 # positive WHAT MIN LIST: every word of LIST is an integer >= MIN.
 positive() {
@@ -177,6 +259,22 @@ for p in $ranks_list; do
         die_usage "--ranks $p needs $mpirun (MPICH): not found; set MPIRUN or install mpich"
     fi
 done
+# The baselines' programs (a dry run lists their commands without them).
+if [ -n "$preset" ] && [ "$dry" -eq 0 ]; then
+    case " $baselines " in
+    *" mpi-"*)
+        command -v "$mpirun" >/dev/null 2>&1 || die_usage "the mpi-ps and mpi-rhd baselines \
+need $mpirun (MPICH): not found; set MPIRUN, install mpich or leave them out with --baselines"
+        ;;
+    esac
+    case " $baselines " in
+    *" torch-ddp "*)
+        "$python" -c 'import torch.distributed' 2>/dev/null || die_usage "the torch-ddp \
+baseline needs PyTorch for $python: apt-get install python3-torch, set PYTHON, or leave it \
+out with --baselines"
+        ;;
+    esac
+fi
 if [ "$timeout_s" -gt 0 ] && ! command -v timeout >/dev/null 2>&1; then
     die_usage "--timeout needs timeout(1) (coreutils)"
 fi
@@ -250,7 +348,7 @@ tmp_csv=$out.tmp.$$
 done_keys=$logs/.done.$$
 failed_keys=$logs/.failed.$$
 child=
-cleanup() { rm -f "$tmp_csv" "$done_keys" "$failed_keys"; }
+cleanup() { rm -f "$tmp_csv" "$done_keys" "$failed_keys" "$logs/.points.$$" "$logs/.todo.$$"; }
 on_signal() {
     if [ -n "$child" ]; then
         kill -TERM "$child" 2>/dev/null
@@ -265,20 +363,20 @@ trap cleanup EXIT
 trap 'on_signal INT 2' INT
 trap 'on_signal TERM 15' TERM
 
-# The keys (first ten fields) of the recorded runs: those that are ok, and
+# The keys (first keyn fields) of the recorded runs: those that are ok, and
 # those that failed (not run again unless --retry-failed).
 : >"$done_keys"
 : >"$failed_keys"
 if [ -e "$out" ]; then
-    awk -F, 'NR > 1 && $11 == "ok"' "$out" | cut -d, -f1-10 >"$done_keys"
-    awk -F, 'NR > 1 && $11 != "ok"' "$out" | cut -d, -f1-10 >"$failed_keys"
+    awk -F, -v s=$((keyn + 1)) 'NR > 1 && $s == "ok"' "$out" | cut -d, -f1-$keyn >"$done_keys"
+    awk -F, -v s=$((keyn + 1)) 'NR > 1 && $s != "ok"' "$out" | cut -d, -f1-$keyn >"$failed_keys"
 fi
 
 # record ROW: the CSV with ROW in place of any row of the same key (a failed
 # run tried again) or at the end, written beside the CSV and renamed over it.
 record() {
     row=$1
-    key=$(echo "$row" | cut -d, -f1-10)
+    key=$(echo "$row" | cut -d, -f1-$keyn)
     {
         if [ -e "$out" ]; then
             awk -v key="$key," 'NR == 1 || index($0, key) != 1' "$out"
@@ -289,11 +387,11 @@ record() {
     } >"$tmp_csv" && mv "$tmp_csv" "$out"
 }
 
-# parse_log LOG RANKS: the figures of a finished run, comma-separated in the
-# CSV's order from images_per_s to train_s, then the solver the log names;
-# exits 1 when a summary line is missing.
+# parse_log LOG: the figures of a finished run, comma-separated in the CSV's
+# order from images_per_s to train_s, then the solver the log names; exits 1
+# when a summary line is missing.
 parse_log() {
-    awk -v ranks="$2" '
+    awk '
         /^training: / { for (i = 1; i < NF; i++) if ($i == "solver") { solver = $(i + 1); sub(/,$/, "", solver) } }
         /^iter [0-9]+\/[0-9]+ / { for (i = 1; i < NF; i++) if ($i == "loss") loss = $(i + 1) }
         /^done: [0-9]+ iterations in / {
@@ -309,23 +407,58 @@ parse_log() {
             n = split(line, parts, /, /)
             for (k = 1; k <= n; k++) { split(parts[k], kv, " "); ms[kv[1]] = kv[2]; got++ }
         }
-        /^all-reduce on rank 0: / { for (i = 2; i <= NF; i++) if ($i == "ms") comm = $(i - 1) }
+        /^communication ms per iteration: / { comm = $5 }
         END {
             if (ips == "" || mem == "" || loss == "" || got < 5 || solver == "") exit 1
-            printf "%.10g,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", ips * ranks, ms["compute"], ms["barrier"],
+            printf "%.10g,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", ips, ms["compute"], ms["barrier"],
                 ms["aggregation"], ms["update"], ms["data"], comm == "" ? 0 : comm, mem, loss,
                 secs, solver
         }
     ' "$1"
 }
 
-# run_point NAME CFG RULE BACKEND BATCH RANKS INTRA THREADS RUN: one run
-# unless the CSV has it, its log and its row.
+# parse_torch_log LOG: parse_log's figures from scripts/torch-ddp.py's
+# "result:" line; barrier, aggregation and comm are not measured (empty).
+parse_torch_log() {
+    awk '
+        /^result: / {
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2]; got++ }
+        }
+        END {
+            if (got < 8 || r["images_per_s"] == "" || r["solver"] == "") exit 1
+            printf "%s,%s,,,%s,%s,,%s,%s,%s,%s\n", r["images_per_s"], r["compute_ms"],
+                r["update_ms"], r["data_ms"], r["peak_memory_mb"], r["final_loss"], r["train_s"],
+                r["solver"]
+        }
+    ' "$1"
+}
+
+# log_every: the --log-every of --args (10 without), for torch-ddp.py.
+log_every() {
+    prev='' every=10
+    for a in $extra; do
+        [ "$prev" = --log-every ] && every=$a
+        case $a in --log-every=*) every=${a#*=} ;; esac
+        prev=$a
+    done
+    echo "$every"
+}
+
+# run_point SYSTEM NAME CFG RULE BACKEND BATCH RANKS INTRA THREADS ITERS
+# WARMUP RUN: one run unless the CSV has it, its log and its row. SYSTEM is
+# "-" in a sweep without a preset (no system column); with one, singletrain,
+# mpi-ps, mpi-rhd or torch-ddp, and BATCH is per process.
 run_point() {
-    name=$1 cfg=$2 rule=$3 be=$4 b=$5 p=$6 i=$7 t=$8 run=$9
+    sys=$1 name=$2 cfg=$3 rule=$4 be=$5 b=$6 p=$7 i=$8 t=$9 n=${10} w=${11} run=${12}
     index=$((index + 1))
-    key="$name,$be,$t,$i,$p,$b,$rule,$iters,$warmup,$run"
+    key="$name,$be,$t,$i,$p,$b,$rule,$n,$w,$run"
     what="[$index/$total] $name $be -t $t --intra $i -np $p -b $b $rule run $run"
+    log=${name}_${be}_${rule}_b${b}_p${p}_i${i}_t${t}_n${n}_w${w}_r${run}.log
+    if [ "$sys" != - ]; then
+        key="$sys,$key"
+        what="[$index/$total] $sys ${what#* }"
+        log=${sys}_$log
+    fi
     if grep -qxF "$key" "$done_keys"; then
         skipped=$((skipped + 1))
         return 0
@@ -334,18 +467,33 @@ run_point() {
         failed_before=$((failed_before + 1))
         return 0
     fi
-    log=${name}_${be}_${rule}_b${b}_p${p}_i${i}_t${t}_n${iters}_w${warmup}_r${run}.log
+    # The preset's runs train on synthetic data, 8 global batches of it.
+    synthetic=
+    [ "$sys" != - ] && synthetic="--data synthetic --train-images $((b * p * 8))"
     # shellcheck disable=SC2086
-    set -- "$bin" -t "$t" --intra "$i" -b "$b" --backend "$be" --iters "$iters" \
-        --warmup "$warmup" $extra "$cfg"
-    [ "$p" -gt 1 ] && set -- "$mpirun" -np "$p" "$@"
+    case $sys in
+    torch-ddp)
+        set -- "$python" "$here/torch-ddp.py" --np "$p" --batch "$((b * p))" --iters "$n" \
+            --warmup "$w" --log-every "$(log_every)" "$cfg"
+        ;;
+    mpi-ps | mpi-rhd)
+        set -- "$mpirun" -np "$p" "$bin" -t "$t" --intra "$i" -b "$b" --backend "$be" \
+            --iters "$n" --warmup "$w" $extra --allreduce "${sys#mpi-}" $synthetic "$cfg"
+        ;;
+    *)
+        set -- "$bin" -t "$t" --intra "$i" -b "$b" --backend "$be" --iters "$n" --warmup "$w" \
+            $extra $synthetic "$cfg"
+        [ "$p" -gt 1 ] && set -- "$mpirun" -np "$p" "$@"
+        ;;
+    esac
     [ "$timeout_s" -gt 0 ] && set -- timeout "$timeout_s" "$@"
     if [ "$dry" -eq 1 ]; then
         echo "$what: $*"
+        echo "$sys $name $cfg $rule $be $b $p $i $t $n $w" >>"$todo"
         return 0
     fi
     {
-        echo "# sweep.sh: network=$name backend=$be threads=$t intra=$i ranks=$p batch=$b solver=$rule iters=$iters warmup=$warmup run=$run"
+        echo "# sweep.sh: ${preset:+system=$sys }network=$name backend=$be threads=$t intra=$i ranks=$p batch=$b solver=$rule iters=$n warmup=$w run=$run"
         echo "# command: $*"
     } >"$logs/$log"
     start=$(date +%s)
@@ -361,7 +509,9 @@ run_point() {
         status=timeout
     elif [ "$rc" -ne 0 ]; then
         status=exit:$rc
-    elif ! figures=$(parse_log "$logs/$log" "$p"); then
+    elif [ "$sys" = torch-ddp ] && ! figures=$(parse_torch_log "$logs/$log"); then
+        status=unparsed
+    elif [ "$sys" != torch-ddp ] && ! figures=$(parse_log "$logs/$log"); then
         status=unparsed
     elif [ "${figures##*,}" != "$rule" ]; then
         status=wrong-solver
@@ -419,39 +569,126 @@ for nc in $nets_resolved; do
         plan="$plan $name=$run_cfg=$s"
     done
 done
-# shellcheck disable=SC2086
-total=$(($(count $plan) * $(count $backends) * $(count $batches) * $(count $ranks_list) *
-    $(count $intra_list) * $(count $threads_list) * repeat))
-
-# Repeat by repeat; within one, the thread counts of a point run back to back.
-index=0 ran=0 failed=0 skipped=0 failed_before=0
-r=1
-while [ "$r" -le "$repeat" ]; do
+# The points of one repeat, one per line: SYSTEM NAME CFG RULE BACKEND
+# BATCH RANKS INTRA THREADS ITERS WARMUP (run_point's arguments but RUN).
+points=$logs/.points.$$
+todo=$logs/.todo.$$
+# plan_grid: the cross product of the lists; the thread counts of a point
+# run back to back.
+plan_grid() {
     for entry in $plan; do
-        name=${entry%%=*}
-        rest=${entry#*=}
-        rule=${rest##*=}
-        cfg=${rest%=*}
+        name=${entry%%=*} rest=${entry#*=}
+        rule=${rest##*=} cfg=${rest%=*}
         for be in $backends; do
             for b in $batches; do
                 for p in $ranks_list; do
                     for i in $intra_list; do
                         for t in $threads_list; do
-                            run_point "$name" "$cfg" "$rule" "$be" "$b" "$p" "$i" "$t" "$r"
+                            echo "- $name $cfg $rule $be $b $p $i $t $iters $warmup"
                         done
                     done
                 done
             done
         done
     done
+}
+# plan_singlecaffe: per network, rule and global batch, singletrain at every
+# thread count, then each baseline at every process count that divides the
+# batch, back to back.
+plan_singlecaffe() {
+    for entry in $plan; do
+        name=${entry%%=*} rest=${entry#*=}
+        rule=${rest##*=} cfg=${rest%=*}
+        bs=$batches n=$iters w=$warmup
+        case $name in
+        lenet)
+            is_given --batches || bs="64 96 128"
+            [ "$per_net_length" -eq 1 ] && n=400 w=50
+            ;;
+        *)
+            is_given --batches || bs="100 150 200"
+            [ "$per_net_length" -eq 1 ] && n=30 w=5
+            ;;
+        esac
+        for b in $bs; do
+            for t in $threads_list; do
+                echo "singletrain $name $cfg $rule dnnl $b 1 1 $t $n $w"
+            done
+            for bl in $baselines; do
+                be=dnnl
+                [ "$bl" = torch-ddp ] && be=torch
+                for p in $threads_list; do
+                    if [ $((b % p)) -ne 0 ]; then
+                        echo "sweep.sh: $bl with $p processes left out at batch $b (not a multiple of $p)" >&2
+                        continue
+                    fi
+                    echo "$bl $name $cfg $rule $be $((b / p)) $p 1 1 $n $w"
+                done
+            done
+        done
+    done
+}
+if [ -n "$preset" ]; then
+    plan_singlecaffe >"$points"
+else
+    plan_grid >"$points"
+fi
+total=$(($(wc -l <"$points") * repeat))
+
+# estimate POINTS: a rough time of the runs of POINTS (lines as in
+# $points), in seconds, from assumed images/s per core and start-up times
+# (printed with it).
+estimate() {
+    awk -v cores="$(nproc 2>/dev/null || echo 1)" '
+        {
+            sys = $1; net = $2; b = $6; p = $7; t = $9; n = $10
+            small = net == "lenet"
+            if (sys == "torch-ddp") { rate = small ? 2500 : 90; start = small ? 2 : 3 }
+            else { rate = small ? 10000 : 200; start = small ? 0.5 : 5 }
+            if (sys ~ /^mpi-/) start += 1
+            used = t * p < cores ? t * p : cores
+            secs += start + n * b * p / (rate * used)
+        }
+        END { printf "%.0f\n", secs }
+    ' "$1"
+}
+
+: >"$todo"
+# Repeat by repeat.
+index=0 ran=0 failed=0 skipped=0 failed_before=0
+r=1
+while [ "$r" -le "$repeat" ]; do
+    # shellcheck disable=SC2034
+    while read -r sys name cfg rule be b p i t n w; do
+        run_point "$sys" "$name" "$cfg" "$rule" "$be" "$b" "$p" "$i" "$t" "$n" "$w" "$r"
+    done <"$points"
     r=$((r + 1))
 done
 if [ "$dry" -eq 1 ]; then
     echo "sweep.sh: $((total - skipped - failed_before)) runs to make, $skipped already in $out, \
 $failed_before recorded as failed"
+    if [ -n "$preset" ]; then
+        secs=$(estimate "$todo")
+        echo "sweep.sh: estimated time of the runs to make on $(nproc 2>/dev/null || echo 1) \
+cores: about $((secs / 3600)) h $((secs % 3600 / 60)) min (rough: it assumes per core 10,000 \
+img/s for LeNet-5 and 200 for the AlexNets on singletrain, as seen in smoke runs, 2,500 and 90 \
+on PyTorch, as ../shared/anchors measured, linear in the cores, plus 0.5-6 s of start-up per run)"
+    fi
+    rm -f "$points" "$todo"
     exit 0
 fi
+rm -f "$points" "$todo"
 echo "sweep.sh: $ran runs ok, $failed failed, $skipped already in $out; logs in $logs"
+if [ -n "$preset" ] && [ -e "$out" ]; then
+    table=${out%.csv}-ratio.md
+    if awk -F, -v format=md -v csv="$out" -f "$here/speed-ratio.awk" "$out" >"$table.tmp.$$"; then
+        mv "$table.tmp.$$" "$table"
+        echo "sweep.sh: the Speed Ratio table is in $table"
+    else
+        rm -f "$table.tmp.$$"
+        echo "sweep.sh: no Speed Ratio table: scripts/speed-ratio.awk failed on $out" >&2
+    fi
+fi
 if [ "$failed_before" -gt 0 ]; then
     echo "sweep.sh: $failed_before runs are recorded as failed in $out: --retry-failed runs them again" >&2
 fi

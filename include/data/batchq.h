@@ -1,9 +1,9 @@
-/* The hand-over of mini-batches from their producer (the scheduler thread,
- * or the input pipeline's prefetcher) to the workers: a ring of `depth`
- * batch buffers. The producer fills iteration i into slot i % depth once the
- * workers have released iteration i - depth; the workers read their shards
- * of slot i in place. Waiting spins briefly (the batch is normally ready
- * long before it is needed), then sleeps. */
+/* The hand-over of mini-batches from their producer (the prefetch thread,
+ * prefetch.h) to the workers: a ring of `depth` batch buffers. The producer
+ * fills iteration i into slot i % depth once the workers have released
+ * iteration i - depth; the workers read their shards of slot i in place.
+ * Waiting spins briefly (the batch is normally ready long before it is
+ * needed), then sleeps. */
 #ifndef ST_BATCHQ_H
 #define ST_BATCHQ_H
 

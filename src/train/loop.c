@@ -2,11 +2,14 @@
  * test phases, progress lines and snapshots, and stopping on a signal. The
  * set-up is setup.c's, the report at the end report.c's.
  *
- * BSP iteration: the scheduler thread (this one) reads the next mini-batch
- * of the epoch's permutation (the last one of an epoch may be smaller) and
- * hands it to the workers, which split it, run forward and backward, and
- * reduce and update the weights slice by slice (scheduler.h, ps.h). SSP and
- * ASP hand the workers the whole run instead.
+ * BSP: the prefetch thread (prefetch.h), started here, reads the coming
+ * mini-batches of the epoch's permutation (the last one of an epoch may be
+ * smaller) into the batch ring ahead of the workers, which split each, run
+ * forward and backward, and reduce and update the weights slice by slice
+ * (scheduler.h, ps.h). This thread, the scheduler thread, hands the workers
+ * the iterations up to each test phase, the end of the warm-up or a
+ * snapshot, and reports the iterations they finish. SSP and ASP hand the
+ * workers the whole run instead, and each reads its own shards.
  *
  * Stopping: the stop flag of the options (set by main's signal thread,
  * signals.h) is read by the workers at every iteration boundary, agreed

@@ -5,10 +5,16 @@
 # in the middle of a run keeps whole rows only and, re-run, ends with every
 # run once; failed and timed-out runs are recorded, not retried unless asked,
 # and replaced when retried; another solver runs a derived cfg; two ranks run
-# under mpirun with both ranks' images/s and the all-reduce time; usage
-# errors exit 2; the medians and speed-ups (of medians and of the fastest
-# runs) plot.sh prints match hand-computed ones, failed rows left out; and
-# plot.sh writes the four PNG figures.
+# under mpirun with the whole job's images/s and the communication time;
+# --preset singlecaffe's dry run lists the paper's grid system by system,
+# runs nothing and estimates the time; an unknown preset exits 2;
+# torch-ddp.py trains 2 processes for 2 iterations and builds the four cfgs
+# with singletrain's shapes and parameter counts (left out, and said so,
+# without PyTorch); a tiny preset sweep writes a row per system and run and
+# a Speed Ratio table whose ratios are the CSV's; usage errors exit 2; the
+# medians and speed-ups (of medians and of the fastest runs) plot.sh prints
+# match hand-computed ones, failed rows left out, and so does a preset
+# CSV's Speed Ratio; and plot.sh writes the PNG figures.
 # usage: sh tests/e2e/test_sweep.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -53,6 +59,7 @@ figures_match_logs() {
     done
 }
 keys() { tail -n +2 "$1" | cut -d, -f1-10 | sort; }
+count_words() { echo $#; }
 is_png() { [ -s "$1" ] && [ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 
 # ------------------------------------------------------------ a tiny sweep
@@ -159,10 +166,13 @@ if command -v mpirun >/dev/null 2>&1; then
     row=$(sed -n 2p m.csv)
     mlog=m-logs/$(echo "$row" | cut -d, -f23)
     rank0=$(sed -n 's/^done: .* s, \([0-9.]*\) img\/s.*/\1/p' "$mlog")
-    comm=$(sed -n 's/^all-reduce on rank 0: .* \([0-9.]*\) ms per iteration per worker$/\1/p' "$mlog")
-    expect "its images/s are both ranks': 2 x rank 0's" \
-        [ "$(echo "$row" | cut -d, -f12)" = "$((rank0 * 2))" ]
-    expect "its comm_ms is the all-reduce's ms per iteration" \
+    comm=$(sed -n 's/^communication ms per iteration: \([0-9.]*\) .*/\1/p' "$mlog")
+    # Rank 0's figure counts the images of both ranks already (the log's
+    # iterations are of the global batch, 2 x 16).
+    expect "the log trains on a global batch of 32" grep -q 'a global batch of 32 images' "$mlog"
+    expect "its images/s are the whole job's: rank 0's figure, not twice it" \
+        [ "$(echo "$row" | cut -d, -f12)" = "$rank0" ]
+    expect "its comm_ms is the communication across nodes per iteration" \
         [ -n "$comm" ] && [ "$(echo "$row" | cut -d, -f5,18)" = "2,$comm" ]
 else
     echo "SKIP --ranks 2: mpirun is not installed"
@@ -183,6 +193,156 @@ echo "a,b,c" >other.csv
 check "a CSV of another format is refused" err 2 "is not this sweep's header" -- \
     "$sweep" --nets "$tmp/tiny.cfg" --threads 1 --out other.csv
 expect "... and left as it was" [ "$(cat other.csv)" = "a,b,c" ]
+
+# ------------------------------------------------ --preset singlecaffe
+# The paper's grid, listed: 3 LeNet-5 batches + 3 AlexNet variants x 3
+# batches = 12 network / batch points, x 3 solvers x 2 thread counts = 72
+# singletrain runs, and as many of each baseline (2 process counts).
+check "--preset singlecaffe --dry-run lists the grid and runs nothing" out 0 \
+    "sweep.sh: 288 runs to make, 0 already in dry.csv" -- \
+    "$sweep" --preset singlecaffe --dry-run --threads "1 2" --out dry.csv
+cp "$tmp/stdout" dry.out
+expect "... one line per run, 288" [ "$(grep -c '^\[[0-9]*/288\] ' dry.out)" -eq 288 ]
+for sys in singletrain mpi-ps mpi-rhd torch-ddp; do
+    expect "... $sys: 12 points x 3 solvers x 2 = 72 runs" \
+        [ "$(grep -c "^\[[0-9]*/288\] $sys " dry.out)" -eq 72 ]
+done
+# grid_of SYSTEM: "network global-batch solver cores" of its lines
+# ("[i/n] SYSTEM NET BACKEND -t T --intra I -np P -b B SOLVER run R: ..."),
+# sorted.
+grid_of() {
+    awk -v sys="$1" '$2 == sys { print $3, $12 * $10, $13, (sys == "singletrain" ? $6 : $10) }' \
+        dry.out | sort
+}
+for n in lenet:64 lenet:96 lenet:128 cifar-alexnet:100 cifar-alexnet:150 cifar-alexnet:200 \
+    cifar-alexnet-bn:100 cifar-alexnet-bn:150 cifar-alexnet-bn:200 \
+    cifar-alexnet-sigmoid:100 cifar-alexnet-sigmoid:150 cifar-alexnet-sigmoid:200; do
+    for s in sgd adam rmsprop; do
+        for c in 1 2; do echo "${n%:*} ${n#*:} $s $c"; done
+    done
+done | sort >grid.want
+for sys in singletrain mpi-ps mpi-rhd torch-ddp; do
+    grid_of $sys >grid.got
+    expect "... $sys: the paper's networks, batches and solvers at 1 and 2 cores" cmp -s grid.got grid.want
+done
+expect "... mpi-rhd: mpirun -np 2 singletrain -t 1, half the batch each, --allreduce rhd" grep -q \
+    '^\[[0-9]*/288\] mpi-rhd cifar-alexnet-bn dnnl -t 1 --intra 1 -np 2 -b 75 adam run 1: mpirun -np 2 .*singletrain -t 1 --intra 1 -b 75 .*--allreduce rhd .*cifar-alexnet-bn-adam\.cfg$' \
+    dry.out
+expect "... mpi-ps: --allreduce ps" grep -q \
+    '^\[[0-9]*/288\] mpi-ps lenet dnnl -t 1 --intra 1 -np 2 -b 48 sgd run 1: mpirun -np 2 .*singletrain -t 1 .*-b 48 .*--allreduce ps .*data/lenet\.cfg$' dry.out
+expect "... torch-ddp: the global batch to torch-ddp.py --np 2" grep -q \
+    'torch-ddp cifar-alexnet-sigmoid torch -t 1 --intra 1 -np 2 -b 100 rmsprop run 1: .*torch-ddp\.py --np 2 --batch 200 --iters 30 --warmup 5 .*cifar-alexnet-sigmoid-rmsprop\.cfg$' \
+    dry.out
+expect "... singletrain on synthetic data, LeNet-5 400 iterations of which 50 warm-up" grep -q \
+    '^\[[0-9]*/288\] singletrain lenet dnnl -t 2 .*-b 128 .*--iters 400 --warmup 50 .*--data synthetic --train-images 1024 .*lenet\.cfg$' \
+    dry.out
+expect "... with an estimate of the time" grep -q '^sweep.sh: estimated time of the runs to make on .* about [0-9]* h [0-9]* min' dry.out
+expect "... and ran nothing" [ ! -e dry.csv ]
+check "--preset: a process count that does not divide the batch is left out, and said so" \
+    err 0 "mpi-ps with 3 processes left out at batch 64 (not a multiple of 3)" -- \
+    "$sweep" --preset singlecaffe --dry-run --nets lenet --solvers sgd --threads "1 3" --out dry.csv
+expect "... batch 96 takes 3 processes" grep -q 'mpi-rhd lenet dnnl -t 1 --intra 1 -np 3 -b 32 sgd' "$tmp/stdout"
+check "an unknown preset is a usage error" err 2 "--preset nosuch: unknown preset (known: singlecaffe)" -- \
+    "$sweep" --preset nosuch --dry-run
+check "--ranks does not go with the preset" err 2 "--ranks does not go with --preset singlecaffe" -- \
+    "$sweep" --preset singlecaffe --ranks 2 --dry-run
+check "an unknown baseline is a usage error" err 2 "--baselines: 'mpi' is not one of" -- \
+    "$sweep" --preset singlecaffe --baselines "mpi torch-ddp" --dry-run
+
+# scripts/torch-ddp.py: PyTorch's DistributedDataParallel baseline.
+python=${PYTHON:-/usr/bin/python3}
+ddp=$root/scripts/torch-ddp.py
+have_torch=0
+cfgs=
+"$python" -c 'import torch.distributed' 2>/dev/null && have_torch=1
+# layers FILE: "index type output-shape" per layer of a --dry-run layer
+# table (singletrain's or torch-ddp.py's), then the parameter count.
+layers() {
+    awk '
+        /->/ { split($0, a, "->"); split(a[1], g, " "); n = split(a[2], f, " ")
+               print g[1], g[2], (f[2] == "x" ? f[1] "x" f[3] "x" f[5] : f[1]) }
+        /^[0-9]+ parameters/ { print "parameters", $1 }' "$1"
+}
+if [ "$have_torch" -eq 1 ]; then
+    check "torch-ddp.py: 2 processes, 2 iterations" out 0 "result: images_per_s=" -- \
+        "$python" "$ddp" --np 2 --batch 16 --iters 2 --warmup 1 --log-every 1 "$tmp/tiny.cfg"
+    expect "... on a global batch of 16, 8 per process, with gloo" grep -q \
+        '2 processes x 1 thread, gloo, global batch 16 (8 per process), solver sgd' "$tmp/stdout"
+    expect "... a progress line per iteration" [ "$(grep -c '^iter [12]/2  loss ' "$tmp/stdout")" -eq 2 ]
+    check "torch-ddp.py: a batch that --np does not divide is a usage error" err 2 \
+        "--batch 15 is not a multiple of --np 2" -- "$python" "$ddp" --np 2 --batch 15 "$tmp/tiny.cfg"
+    check "torch-ddp.py: a layer it cannot build is refused" err 2 "[route] is not supported" -- \
+        "$python" "$ddp" --dry-run "$root/data/resnet50.cfg"
+    # Layer for layer: the output shapes and parameter count singletrain
+    # prints for the same cfg.
+    for n in lenet cifar-alexnet cifar-alexnet-bn cifar-alexnet-sigmoid; do
+        "$bin" --dry-run "$root/data/$n.cfg" >"st-$n.out" 2>&1
+        cfgs="$cfgs $root/data/$n.cfg"
+    done
+    # shellcheck disable=SC2086
+    "$python" "$ddp" --dry-run $cfgs >torch.out 2>&1
+    for n in lenet cifar-alexnet cifar-alexnet-bn cifar-alexnet-sigmoid; do
+        layers "st-$n.out" >st.layers
+        sed -n "\\|^$root/data/$n.cfg: input|,/parameters\$/p" torch.out >"torch-$n.out"
+        layers "torch-$n.out" >torch.layers
+        expect "torch-ddp.py builds $n.cfg as singletrain does: shapes and parameters" \
+            [ -s st.layers ] && cmp -s st.layers torch.layers
+    done
+    expect "... the sigmoid variant's hidden layers end in sigmoids, 7 of them" \
+        [ "$(grep '^torch modules:' torch-cifar-alexnet-sigmoid.out | tr ' ' '\n' | grep -c Sigmoid)" -eq 7 ]
+    expect "... the batch-norm variant's convolutions are followed by batch norm, 5 of them" \
+        [ "$(grep '^torch modules:' torch-cifar-alexnet-bn.out | tr ' ' '\n' | grep -c BatchNorm2d)" -eq 5 ]
+else
+    echo "SKIP torch-ddp.py: PyTorch is not installed for $python (python3-torch)"
+fi
+
+# A tiny preset sweep with the baselines that can run here, at 2 threads or
+# processes: Adam, so that every system trains a derived cfg (and says it
+# trained with Adam).
+baselines=
+if command -v mpirun >/dev/null 2>&1; then baselines="mpi-ps mpi-rhd"; else
+    echo "SKIP the preset's mpi-ps and mpi-rhd runs: mpirun is not installed"; fi
+if [ "$have_torch" -eq 1 ]; then baselines="$baselines torch-ddp"; else
+    echo "SKIP the preset's torch-ddp runs: PyTorch is not installed for $python"; fi
+# shellcheck disable=SC2086
+nb=$(($(count_words $baselines) + 1))
+cat >tiny-preset.sh <<EOF
+exec "$sweep" --preset singlecaffe --nets "$tmp/tiny.cfg" --solvers adam --batches 16 \\
+    --threads 2 --iters 4 --warmup 1 --baselines "$baselines" --out p.csv
+EOF
+check "a tiny --preset singlecaffe sweep runs singletrain and the baselines" out 0 \
+    "$nb runs ok, 0 failed" "the Speed Ratio table is in p-ratio.md" -- sh tiny-preset.sh
+expect "its CSV has the system column first" [ "$(head -n 1 p.csv)" = "system,$header" ]
+expect "... and a row per run, ok" [ "$(awk -F, 'NR > 1 && NF == 24 && $12 == "ok"' p.csv | wc -l)" -eq "$nb" ]
+if [ "$have_torch" -eq 1 ]; then
+    expect "... torch-ddp's rows: 8 images per process at 2 processes, images/s from its result line" \
+        awk -F, '$1 == "torch-ddp" && $6 == 2 && $7 == 8 && $13 > 0 { found = 1 } END { exit !found }' p.csv
+fi
+# The ratio of each row, computed here from the CSV: the best singletrain
+# run over the best of the baseline (one run each: the medians are the runs).
+want_ratio() {
+    awk -F, -v sys="$1" -v solver="$2" '
+        NR > 1 && $12 == "ok" && $9 == solver {
+            if ($1 == "singletrain" && $13 + 0 > ours) ours = $13 + 0
+            if ($1 == sys && $13 + 0 > theirs) theirs = $13 + 0
+        }
+        END { printf "%.2f", ours / theirs }' p.csv
+}
+for s in adam; do
+    row=$(grep "^| tiny | 16 | $s | 4 |" p-ratio.md)
+    for k in $baselines; do
+        col=$(head -n 3 p-ratio.md | tail -n 1 | awk -F'|' -v k="$k" '{ for (i = 2; i < NF; i++) if ($i ~ " " k " ") print i + 1 }')
+        got=$(echo "$row" | awk -F'|' -v c="$col" '{ gsub(/ /, "", $c); print $c }')
+        expect "the table's $k ratio for $s is singletrain's best over $k's best" \
+            [ -n "$got" ] && [ "$got" = "$(want_ratio "$k" "$s")" ]
+    done
+done
+check "a re-run of the preset skips every finished run" out 0 "0 runs ok, 0 failed, $nb already" -- \
+    sh tiny-preset.sh
+check "plot.sh draws the preset's Speed Ratio and scaling" out 0 "wrote figs-p/ratio.png" \
+    "wrote figs-p/scaling_tiny.png" -- "$plot" p.csv figs-p
+expect "ratio.png is a PNG" is_png figs-p/ratio.png
+expect "scaling_tiny.png is a PNG" is_png figs-p/scaling_tiny.png
 
 # ------------------------------------------------------------------ plot.sh
 # Hand-made runs: batch 64 at 1 thread 100, 500, 200 img/s (median 200, mean
@@ -224,6 +384,32 @@ check "plot.sh draws the curves from the sweep's logs" out 0 "wrote figs/curves_
 for f in speedup throughput split curves; do
     expect "$f""_tiny.png is a PNG" is_png "figs/${f}_tiny.png"
 done
+# A hand-made preset CSV: LeNet-5 at batch 64. SGD: singletrain at 1 thread
+# 100, 300, 200 (median 200), at 2 threads 350, 390 (370: the best), a
+# failed run; mpi-ps at 1 process 150, at 2 (-b 32) 185 (the best: ratio
+# 2.00); torch-ddp at 1 process 74 (5.00); no mpi-rhd. Adam: singletrain 100
+# at 1 thread, torch-ddp 50 at 2 processes (2.00), no mpi-ps.
+{
+    echo "system,$header"
+    for r in "singletrain 1 1 64 sgd 1 100" "singletrain 1 1 64 sgd 2 300" "singletrain 1 1 64 sgd 3 200" \
+        "singletrain 2 1 64 sgd 1 350" "singletrain 2 1 64 sgd 2 390" "mpi-ps 1 1 64 sgd 1 150" \
+        "mpi-ps 1 2 32 sgd 1 185" "torch-ddp 1 1 64 sgd 1 74" "singletrain 1 1 64 adam 1 100" \
+        "torch-ddp 1 2 32 adam 1 50"; do
+        # shellcheck disable=SC2086
+        set -- $r
+        echo "$1,lenet,dnnl,$2,1,$3,$4,$5,10,2,$6,ok,$7,5,1,0.5,0.2,0.1,0,50,0.9,1.0,0.5,x.log"
+    done
+    echo "singletrain,lenet,dnnl,2,1,1,64,sgd,10,2,3,exit:1,,,,,,,,,,,0.5,x.log"
+} >hand-preset.csv
+check "plot.sh on a hand-made preset CSV" out 0 "wrote figs-hp/ratio.png" "wrote figs-hp/scaling_lenet.png" -- \
+    "$plot" hand-preset.csv figs-hp
+expect "its Speed Ratio: SGD 370 at 2 threads, mpi-ps 185 at 2 processes (2.00), no mpi-rhd, torch-ddp 74 (5.00)" \
+    grep -qxF "| lenet | 64 | sgd | 10 | 370 (2) | 185 (2) | 2.00 | 74.0 (1) | 5.00 |" "$tmp/stdout"
+expect "... Adam: no mpi-ps, torch-ddp 50 at 2 processes (2.00)" \
+    grep -qxF "| lenet | 64 | adam | 10 | 100 (1) | - | - | 50.0 (2) | 2.00 |" "$tmp/stdout"
+expect "... medians of 1-3 runs" grep -q "the median of 1-3 runs" "$tmp/stdout"
+check "ratio and scaling need a preset's CSV" err 2 "FIGURES: ratio needs the CSV of a preset" -- \
+    env FIGURES=ratio "$plot" hand.csv figs-hand
 check "plot.sh refuses a CSV that is not a sweep's" err 2 "no column network" -- \
     "$plot" other.csv figs-other
 check "plot.sh refuses unknown FIGURES" err 2 "FIGURES: 'pie'" -- \
