@@ -37,6 +37,11 @@ st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int stat
                      st_error *err);
 void st_ps_free(st_ps *ps);
 
+/* The floats of worker w's gradient arena, of n_workers, for the table t:
+ * the one place that says it, for st_ps_init and the memory estimate made
+ * before it. Today every worker's arena spans every parameter (t->count). */
+size_t st_ps_grad_floats(const st_param_table *t, int n_workers, int worker);
+
 /* grads[0][slice r] = scale * sum over workers of grads[w][slice r], on
  * `threads` threads of the calling worker (its intra-op threads). The work
  * is elementwise, so the result does not depend on threads. */
