@@ -2,7 +2,8 @@
  * handle, and the functions one of them gives the others. setup.c builds a
  * trainer (st_trainer_create and what it checks, opens and allocates);
  * loop.c runs it (st_trainer_run: the iterations, test phases, snapshots and
- * stopping); report.c says how the run went at its end; fingerprint.c says
+ * stopping); memory_estimate.c says what it will take before it allocates;
+ * report.c says how the run went at its end; fingerprint.c says
  * what the nodes of a multi-node run must agree on. */
 #ifndef ST_TRAINER_INTERNAL_H
 #define ST_TRAINER_INTERNAL_H
@@ -14,6 +15,7 @@
 #include "base/cfg.h"
 #include "data/batchq.h"
 #include "data/data.h"
+#include "data/prefetch.h"
 #include "net/hparams.h"
 #include "parallel/ps.h"
 #include "train/snapshot.h"
@@ -47,10 +49,19 @@ struct st_trainer {
     double test_seconds;    /* spent in test phases */
     long best_iteration;    /* of the best test accuracy */
     st_data_paths data;     /* the data files: --data's, else [net]'s */
-    size_t setup_bytes;     /* resident memory setting up the workers took */
+    int dry_run;            /* st_trainer_dry_run: set up up to the memory estimate */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
 };
+
+/* Batches read ahead of the workers (the ring of st_batchq). */
+#define TRAINER_BATCH_RING 2
+
+/* The scheduler's options for t (setup.c). */
+void trainer_sched_opts(const st_trainer *t, st_sched_opts *so);
+
+/* The prefetcher's options for t, filling t->batches (loop.c). */
+st_prefetch_opts trainer_prefetch_opts(st_trainer *t);
 
 /* The --sync modes' names, indexed by st_sync_mode (setup.c). */
 extern const char *const trainer_sync_names[];
