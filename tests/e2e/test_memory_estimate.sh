@@ -9,7 +9,9 @@
 # ImageNet networks force one implementation (blocked), as measuring takes
 # 10-40 s on them, and run one iteration without a test phase (the batch
 # ring's second slot, a few MB, is then counted and never touched). VGG-19
-# is VGG-16 with three more convolutions: only VGG-16 runs. Also: more
+# is VGG-16 with three more convolutions: only VGG-16 runs. The runs have
+# --force, so that a machine short of memory at the time (VGG-16 at -t 4
+# takes 4.5 GB) does not refuse them. Also: more
 # threads than cores draw one warning with the numbers; a run too large is
 # refused (tests/e2e/catalogue.tsv has the cases), which --force and a dry
 # run turn into a warning.
@@ -25,7 +27,7 @@ estimate() {
     net=$1 b=$2 iters=$3
     shift 3
     for t in 1 2 4; do
-        args="-t $t -b $b --data synthetic --train-images $((2 * b)) $*"
+        args="-t $t -b $b --data synthetic --train-images $((2 * b)) --force $*"
         name="$net -t $t -b $b${*:+ $*}"
         $limit "$bin" $args --iters "$iters" "$data/$net.cfg" >"$tmp/run" 2>&1
         rc=$?
