@@ -25,8 +25,9 @@
  * refused before measuring, whose trial buffers are as large as a
  * worker's tensors), then measured, as the workers would (the choices are
  * kept for them, so they do not measure again), which gives their layouts
- * and counts what measuring leaves resident. --dry-run plans them
- * unmeasured only, and says so. */
+ * and counts what measuring leaves resident. --dry-run, a resumed run
+ * (the snapshot's choices are read later, with its arenas) and the ranks
+ * other than 0 (which take rank 0's) plan them unmeasured only, and say so. */
 #ifndef ST_MEMORY_ESTIMATE_H
 #define ST_MEMORY_ESTIMATE_H
 

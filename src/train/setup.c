@@ -513,16 +513,18 @@ static st_status start_cpe_trace(st_trainer *t, st_error *err)
 /* The memory estimate and its check (memory_estimate.h), logged. Kernels
  * that measure their implementation are planned unmeasured first, then,
  * if that fits (or --force), measured, as the workers would (whose choices
- * they become): not in a dry run, and not on the ranks other than 0 of a
- * multi-node run, which take rank 0's choices after this (share_choices). */
+ * they become): not in a dry run, not when resuming (the snapshot's
+ * choices, read with its arenas after this, are the ones to use), and not
+ * on the ranks other than 0 of a multi-node run, which take rank 0's
+ * choices after this (share_choices). */
 static st_status check_memory(st_trainer *t, st_error *err)
 {
     int measures = kernel_choices_used(t);
     trainer_memory m;
     st_status st = trainer_memory_estimate(t, 0, &m, err);
     m.unmeasured = measures;
-    if (st == ST_OK && measures && !t->dry_run && st_cluster_rank(t->o.cluster) == 0 &&
-        (t->o.force || trainer_memory_fits(&m)))
+    if (st == ST_OK && measures && !t->dry_run && !t->o.resume &&
+        st_cluster_rank(t->o.cluster) == 0 && (t->o.force || trainer_memory_fits(&m)))
         st = trainer_memory_estimate(t, 1, &m, err);
     if (st != ST_OK)
         return st;
