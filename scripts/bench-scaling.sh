@@ -48,12 +48,12 @@ for c in $cases; do
     done
     t1=$(median <"$tmp/t1"); t2=$(median <"$tmp/t2"); i2=$(median <"$tmp/i2")
     m1=$(median <"$tmp/m1"); m2=$(median <"$tmp/m2")
-    acts=$(sed -n 's/.*activations \([0-9.]*\) MB in all.*/\1/p' "$tmp/mem_t2")
+    acts=$(sed -n 's/.*activations \([0-9.]*\) MB each.*/\1/p' "$tmp/mem_t2")
     grads=$(sed -n 's/.*gradients \([0-9.]*\) MB each.*/\1/p' "$tmp/mem_t2")
     awk -v c="$c" -v t1="$t1" -v t2="$t2" -v i2="$i2" -v m1="$m1" -v m2="$m2" -v a="$acts" \
         -v g="$grads" -v r="$runs" 'BEGIN {
         printf "%-18s -t 1: %8.1f  -t 2: %8.1f img/s (x%.2f)  -t 1 --intra 2: %8.1f (workers/intra %.2f)\n",
             c, t1, t2, t2 / t1, i2, t2 / i2
         printf "%-18s peak memory -t 1 %.1f MB, -t 2 %.1f MB: +%.1f MB; one worker of two: activations %.1f MB + gradients %.1f MB = %.1f MB  (medians of %d)\n",
-            "", m1, m2, m2 - m1, a / 2, g, a / 2 + g, r }'
+            "", m1, m2, m2 - m1, a, g, a + g, r }'
 done

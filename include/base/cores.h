@@ -7,4 +7,7 @@
 
 int st_usable_cores(void);
 
+/* The cores the machine has online, whatever this process's affinity. */
+int st_online_cores(void);
+
 #endif

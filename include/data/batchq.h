@@ -35,6 +35,10 @@ typedef struct st_batchq {
 
 st_status st_batchq_init(st_batchq *q, int depth, int capacity, size_t per_sample,
                          st_error *err);
+
+/* The bytes st_batchq_init allocates for these arguments (the memory
+ * estimate, made before it). */
+size_t st_batchq_bytes(int depth, int capacity, size_t per_sample);
 void st_batchq_free(st_batchq *q);
 
 /* Start over at iteration `first`: every slot empty. Only while no worker

@@ -40,6 +40,10 @@ st_status st_prefetch_stop(st_prefetch *p, st_error *err);
  * the thread, e.g. by benchmarks). */
 st_status st_prefetch_fill(st_prefetch *p, long iteration, st_batch_slot *slot, st_error *err);
 
+/* The bytes a prefetcher of o allocates (its readers' record buffers and
+ * the epoch order), besides the ring it fills (st_batchq_bytes). */
+size_t st_prefetch_bytes(const st_prefetch_opts *o);
+
 /* A prefetcher without its thread, for st_prefetch_fill alone. */
 st_status st_prefetch_create(st_prefetch **out, const st_prefetch_opts *o, st_error *err);
 

@@ -53,6 +53,12 @@ typedef struct st_cluster_opts {
  * as one of several ranks. */
 int st_cluster_launched(void);
 
+/* How many ranks of this run share this host, as MPICH's mpiexec says in
+ * MPI_LOCALNRANKS; 1 when not launched by mpirun (or it does not say). No
+ * MPI call: the trainer asks while setting up, and so does --dry-run,
+ * which starts no cluster. */
+int st_cluster_local_ranks(void);
+
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE); NULL in *out when not launched by
  * mpirun with more than one rank. */
 st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err);

@@ -128,6 +128,14 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
                           const st_replica_opts *o, st_error *err);
 void st_replica_free(st_replica *r);
 
+/* The bytes st_replica_init's activation arena would take for these
+ * options, into *arena_bytes, without allocating them: the replica is
+ * built (its kernels say their layouts, workspaces and scratch) but its
+ * arena is only planned; free it with st_replica_free, or keep it a while
+ * to see what its kernels hold. It can run nothing. */
+st_status st_replica_plan(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, size_t *arena_bytes, st_error *err);
+
 /* One shard: its inputs (read in place), labels and where it sits. */
 typedef struct st_shard {
     int n;

@@ -46,6 +46,14 @@ st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
                            int state_planes, size_t shared_from, st_error *err);
 void st_ps_free(st_ps *ps);
 
+/* The floats of worker w's gradient arena, of n_workers, for the table t
+ * with the model-parallel tail from shared_from (t->count: none): the one
+ * place that says it, for st_ps_init_split and the memory estimate made
+ * before it. Worker 0's spans every parameter, the others' end at
+ * shared_from. */
+size_t st_ps_grad_floats(const st_param_table *t, int n_workers, int worker,
+                         size_t shared_from);
+
 /* grads[0][slice r] = scale * sum over workers of grads[w][slice r] (of
  * grads[0] alone from shared_from on), on
  * `threads` threads of the calling worker (its intra-op threads). The work

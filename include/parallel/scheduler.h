@@ -94,6 +94,28 @@ typedef struct st_sched_opts {
 
 typedef struct st_sched st_sched;
 
+/* What the workers of o would hold, in bytes, found before anything of
+ * theirs is allocated (the trainer's memory estimate). */
+typedef struct st_sched_memory {
+    double activations; /* every worker's activation arena (st_replica_plan) */
+    double buffers;     /* their input buffers beside the replicas */
+    double kernels;     /* resident memory their kernels take: first + (T - 1) x next */
+    double kernels_first; /* measured: building worker 0's replica */
+    double kernels_next;  /* measured: building one more (worker 1's) beside it */
+} st_sched_memory;
+
+/* Plan the workers' replicas on a thread of their own, as the workers
+ * build theirs (the same sample counts and intra-op threads), without
+ * allocating their arenas: worker 0's and worker 1's replicas are built
+ * (what they add to the resident memory is measured) and freed, and any
+ * other worker's shape is planned the same way. Kernels that measure their
+ * implementation ("auto"): with measure, they do, as the workers' would
+ * (the choices go to o->choices, where the workers will find them; the
+ * trial buffers are as large as the worker's tensors); without, they are
+ * planned with the backend's unmeasured implementation and record nothing. */
+st_status st_sched_plan_memory(const st_net *net, const st_sched_opts *o, int measure,
+                               st_sched_memory *out, st_error *err);
+
 /* Start the workers and build their replicas. */
 st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                           const st_sched_opts *o, st_error *err);

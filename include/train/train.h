@@ -77,6 +77,8 @@ typedef struct st_train_opts {
                                 never (main passes signals.h's flag) */
     long peer_timeout;       /* multi-node: seconds a rank waits for the others at a
                                 meeting point before ending every rank; 0: forever */
+    int force;               /* --force: run even when the memory estimate exceeds what
+                                the process may take (a warning instead of a refusal) */
 } st_train_opts;
 
 /* The defaults the CLI starts from. */
@@ -105,7 +107,9 @@ typedef struct st_train_result {
 
 typedef struct st_trainer st_trainer;
 
-/* Load the cfg, build the network, open the data, allocate everything.
+/* Load the cfg, build the network, open the data, estimate the memory the
+ * run will take and refuse it (ST_EUSAGE, saying what to change) when that
+ * is more than the process may take, unless o->force; allocate everything.
  * Threads left at 0 are chosen for the cores this process may use: without
  * -t and --intra one worker per core, except that a network with more than
  * 16M parameters gets one worker with every core as intra-op threads (it
@@ -114,6 +118,16 @@ typedef struct st_trainer st_trainer;
  * workers. */
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
+
+/* --dry-run: what st_trainer_create checks and estimates before it
+ * allocates (the options, the cfg, the data, the memory the run would take
+ * against what the process may take), logged, then nothing more (no
+ * snapshot directory is made, no file removed): the layer table, the
+ * "memory:" and "memory limit:" lines, and a warning when the memory check
+ * would refuse the run (the dry run itself succeeds). A missing schedule
+ * (--iters, --epochs, max_batches=) is not an error here. */
+st_status st_trainer_dry_run(const char *cfg_path, const st_train_opts *o, const st_log *log,
+                             st_error *err);
 
 /* The progress display and metrics file training reports to (st_log's),
  * opened after st_trainer_create has checked the --metrics path. */

@@ -52,6 +52,9 @@ static const st_option options[] = {
     {"save-kernel-choices", 0, "FILE", "Training", "write the implementation choices of "
      "this run (measured or given) to FILE after set-up, for --kernel-choices",
      ST_OPT_STRING, TRAIN(save_kernel_choices), 0, 0},
+    {"force", 0, NULL, "Training", "run even when the memory the run would take is more than "
+     "this process may take (MemAvailable, the cgroup's limit): a warning instead of the "
+     "refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
     {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
      "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
      TRAIN(cpe_trace), 0, 0},
@@ -139,8 +142,9 @@ static const st_option options[] = {
      "state, iteration; the same seed, batch and -t give the weights an uninterrupted run "
      "gives; a cfg whose settings differ from the snapshot's is refused", ST_OPT_STRING,
      TRAIN(resume), 0, 0},
-    {"dry-run", 0, NULL, "Output", "check the cfg, print the layer table and stop", ST_OPT_FLAG,
-     offsetof(st_cli, dry_run), 0, 0},
+    {"dry-run", 0, NULL, "Output", "check the cfg, the data and the options, print the layer "
+     "table, the memory the run would take and what the process may take, and stop",
+     ST_OPT_FLAG, offsetof(st_cli, dry_run), 0, 0},
     {"quiet", 'q', NULL, "Output", "only warnings and errors (no progress; --log-format "
      "csv rows and --metrics are still written)", ST_OPT_FLAG,
      offsetof(st_cli, quiet), 0, 0},

@@ -22,7 +22,7 @@ typedef struct st_cli {
     const char *metrics;    /* --metrics FILE, or NULL */
     int quiet, verbose;
     int help, version;
-    int dry_run; /* check the cfg, print the layer table, stop */
+    int dry_run; /* set up as far as the memory estimate (st_trainer_dry_run), stop */
 } st_cli;
 
 /* Parse argv; errors are ST_EUSAGE naming the option and what it expects. */

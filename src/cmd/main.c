@@ -137,17 +137,8 @@ static int train_command(int argc, char **argv)
         return 0;
     }
     st_log log = st_log_default(cli.level);
-    if (st == ST_OK && cli.dry_run) {
-        st_cfg cfg;
-        st_hparams hp;
-        st_net net;
-        st = st_net_load(cli.cfg_path, &cfg, &hp, &net, &log, &err);
-        if (st == ST_OK) {
-            st_net_print(&net, &log);
-            st_net_free(&net);
-            st_cfg_free(&cfg);
-        }
-    }
+    if (st == ST_OK && cli.dry_run)
+        st = st_trainer_dry_run(cli.cfg_path, &cli.train, &log, &err);
     int signal = 0;
     if (st == ST_OK && !cli.dry_run)
         st = train(&cli, &log, &signal, &err);

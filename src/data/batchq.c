@@ -11,6 +11,18 @@
  * rather than take a core from a worker. */
 #define WORKER_SPINS 20000
 
+/* One slot's buffers, in bytes. */
+static size_t slot_x_bytes(int capacity, size_t per_sample)
+{
+    return (size_t)capacity * per_sample * sizeof(float);
+}
+
+size_t st_batchq_bytes(int depth, int capacity, size_t per_sample)
+{
+    return (size_t)depth * (slot_x_bytes(capacity, per_sample) +
+                            (size_t)capacity * (sizeof(int) + sizeof(long)));
+}
+
 st_status st_batchq_init(st_batchq *q, int depth, int capacity, size_t per_sample,
                          st_error *err)
 {
@@ -23,7 +35,7 @@ st_status st_batchq_init(st_batchq *q, int depth, int capacity, size_t per_sampl
     pthread_cond_init(&q->moved, NULL);
     for (int k = 0; k < depth; k++) {
         st_batch_slot *s = &q->slot[k];
-        s->x = st_alloc_aligned((size_t)capacity * per_sample * sizeof(float), "input batch", err);
+        s->x = st_alloc_aligned(slot_x_bytes(capacity, per_sample), "input batch", err);
         s->labels = st_calloc((size_t)capacity, sizeof *s->labels, "label batch", err);
         s->indices = st_calloc((size_t)capacity, sizeof *s->indices, "batch indices", err);
         atomic_init(&s->ready, -1);

@@ -174,6 +174,18 @@ static st_status start_helpers(st_prefetch *p, st_error *err)
     return st;
 }
 
+/* Readers of o: the prefetch thread and its helpers. */
+static int readers_of(const st_prefetch_opts *o)
+{
+    return o->io_threads > 0 ? o->io_threads : 1;
+}
+
+size_t st_prefetch_bytes(const st_prefetch_opts *o)
+{
+    return (size_t)readers_of(o) * st_record_bytes(o->source) +
+           (size_t)o->source->count * sizeof(long);
+}
+
 st_status st_prefetch_create(st_prefetch **out, const st_prefetch_opts *o, st_error *err)
 {
     *out = NULL;
@@ -181,7 +193,7 @@ st_status st_prefetch_create(st_prefetch **out, const st_prefetch_opts *o, st_er
     if (!p)
         return ST_ENOMEM;
     p->o = *o;
-    p->n_readers = o->io_threads > 0 ? o->io_threads : 1;
+    p->n_readers = readers_of(o);
     p->order_epoch = -1;
     p->ranks = o->ranks > 0 ? o->ranks : 1;
     long global = (long)o->batch * p->ranks;

@@ -46,3 +46,10 @@ int st_cluster_launched(void)
     const char *size = getenv("PMI_SIZE");
     return size && atoi(size) > 1;
 }
+
+int st_cluster_local_ranks(void)
+{
+    const char *local = getenv("MPI_LOCALNRANKS");
+    int n = local && st_cluster_launched() ? atoi(local) : 1;
+    return n > 1 ? n : 1;
+}

@@ -389,8 +389,10 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
     return st;
 }
 
-st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
-                          const st_replica_opts *o, st_error *err)
+/* Everything of st_replica_init but the arena's memory: the kernels and
+ * the arena's plan. On failure r is freed. */
+static st_status replica_build(st_replica *r, const st_net *net, const st_backend *backend,
+                               const st_replica_opts *o, st_error *err)
 {
     memset(r, 0, sizeof *r);
     r->net = net;
@@ -445,6 +447,15 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
         st = st_arena_reserve(&r->arena, "input.delta",
                               (size_t)r->n * st_shape_count(net->input) * sizeof(float),
                               &r->input_delta_off, err);
+    if (st != ST_OK)
+        st_replica_free(r);
+    return st;
+}
+
+st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, st_error *err)
+{
+    st_status st = replica_build(r, net, backend, o, err);
     if (st == ST_OK)
         st = st_arena_alloc(&r->arena, "worker activations", err);
     if (st != ST_OK) {
@@ -453,6 +464,14 @@ st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *ba
     }
     replica_plan_accumulation(r);
     return ST_OK;
+}
+
+st_status st_replica_plan(st_replica *r, const st_net *net, const st_backend *backend,
+                          const st_replica_opts *o, size_t *arena_bytes, st_error *err)
+{
+    st_status st = replica_build(r, net, backend, o, err);
+    *arena_bytes = st == ST_OK ? st_arena_total(&r->arena) : 0;
+    return st;
 }
 
 float *st_replica_output(const st_replica *r, int layer)

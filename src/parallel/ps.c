@@ -22,6 +22,13 @@ void st_ps_free(st_ps *ps)
     memset(ps, 0, sizeof *ps);
 }
 
+size_t st_ps_grad_floats(const st_param_table *t, int n_workers, int worker,
+                         size_t shared_from)
+{
+    (void)n_workers;
+    return worker == 0 || shared_from > t->count ? t->count : shared_from;
+}
+
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
                      st_error *err)
 {
@@ -50,7 +57,9 @@ st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
     for (int r = 0; r < n_workers; r++)
         pthread_mutex_init(&ps->slice_lock[r], NULL);
     for (int w = 0; w < n_workers; w++)
-        if (!(ps->grads[w] = st_alloc_aligned(w == 0 ? bytes : ps->shared_from * sizeof(float),
+        if (!(ps->grads[w] = st_alloc_aligned(st_ps_grad_floats(t, n_workers, w,
+                                                                 ps->shared_from) *
+                                                  sizeof(float),
                                               "worker gradients", err))) {
             st_ps_free(ps);
             return ST_ENOMEM;

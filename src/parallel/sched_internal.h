@@ -24,13 +24,40 @@ enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
  * ahead of the scheduler thread, which reads records after every batch. */
 #define RECORDS 64
 
+/* The shard sizes a worker is called with: its share of a full batch and
+ * of the last batch of an epoch, and its chunks of the test set. */
+typedef struct worker_sizes {
+    int sizes[MAX_SIZES];
+    int n_sizes;
+    int cap;               /* the largest */
+} worker_sizes;
+
+/* Every worker gets at least one image of the batch (scheduler.c). */
+st_status sched_check_threads(const st_sched_opts *o, st_error *err);
+
+/* Worker id's of T (scheduler.c). */
+void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z);
+
+/* Worker id's replica options; planning: for a replica only planned
+ * (sched_plan.c), which must not measure kernels or record choices: the
+ * backend's unmeasured implementations instead of "auto" (scheduler.c). */
+st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
+                                   int planning);
+
+/* The bytes of what a worker of capacity cap allocates besides its replica
+ * (scheduler.c, whose worker_init allocates them so). x, pixels and the
+ * order are touched only by test phases and SSP / ASP runs. */
+typedef struct worker_buffers {
+    size_t x, labels, indices, pixels, order;
+} worker_buffers;
+worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, int cap);
+
 typedef struct st_worker {
     st_sched *s;
     int id;
     pthread_t thread;
     st_replica replica;
-    int sizes[MAX_SIZES];  /* every shard size it will see */
-    int n_sizes, cap;
+    worker_sizes sz;       /* every shard size it will see */
     float *x;              /* its own shard buffer [cap, C, H, W] (test, async) */
     int *labels;
     long *indices;

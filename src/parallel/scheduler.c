@@ -1,9 +1,10 @@
 /* The scheduler and its worker threads (scheduler.h): creating and freeing
  * them, the worker threads' main loop, which runs the commands the
- * scheduler thread hands out (sched_internal.h), the test phase, and the
- * helpers both training modes use. The training runs themselves are in
- * sched_bsp.c (bulk-synchronous) and sched_async.c (SSP and ASP), so each
- * mode's protocol reads in one file. */
+ * scheduler thread hands out (sched_internal.h), the test phase, the
+ * helpers both training modes use, and the workers' sizes, options and
+ * buffers, which sched_plan.c also plans before the workers exist. The
+ * training runs themselves are in sched_bsp.c (bulk-synchronous) and
+ * sched_async.c (SSP and ASP), so each mode's protocol reads in one file. */
 #include "parallel/scheduler.h"
 
 #include <errno.h>
@@ -24,35 +25,58 @@ const st_replica *st_sched_replica(const st_sched *s, int worker)
     return &s->w[worker].replica;
 }
 
-static void add_size(st_worker *w, int n)
+static void add_size(worker_sizes *z, int n)
 {
-    for (int i = 0; i < w->n_sizes; i++)
-        if (w->sizes[i] == n)
+    for (int i = 0; i < z->n_sizes; i++)
+        if (z->sizes[i] == n)
             return;
-    if (n > 0 && w->n_sizes < MAX_SIZES)
-        w->sizes[w->n_sizes++] = n;
-    if (n > w->cap)
-        w->cap = n;
+    if (n > 0 && z->n_sizes < MAX_SIZES)
+        z->sizes[z->n_sizes++] = n;
+    if (n > z->cap)
+        z->cap = n;
 }
 
-/* The shard sizes worker r will be called with: its share of a full batch
- * and of the last batch of an epoch, and its chunks of the test set. */
-static void plan_sizes(st_sched *s, st_worker *w)
+void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z)
 {
-    int first, count, B = s->o.batch, T = s->T, node;
-    int ranks = st_cluster_size(s->o.cluster), rank = st_cluster_rank(s->o.cluster);
-    st_shard_of(B, T, w->id, &first, &count);
-    add_size(w, count);
-    int last = (int)(s->o.train->count % ((long)B * ranks));
+    int first, count, B = o->batch, node;
+    int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
+    memset(z, 0, sizeof *z);
+    st_shard_of(B, T, id, &first, &count);
+    add_size(z, count);
+    int last = (int)(o->train->count % ((long)B * ranks));
     if (last) { /* this node's part of the last batch, then the worker's */
         st_shard_of(last, ranks, rank, &first, &node);
-        st_shard_of(node, T, w->id, &first, &count);
-        add_size(w, count);
+        st_shard_of(node, T, id, &first, &count);
+        add_size(z, count);
     }
-    int cap = w->cap;
-    long tb = s->o.test_count * w->id / T, te = s->o.test_count * (w->id + 1) / T;
+    int cap = z->cap;
+    long tb = o->test_count * id / T, te = o->test_count * (id + 1) / T;
     if (te > tb && (te - tb) % cap)
-        add_size(w, (int)((te - tb) % cap));
+        add_size(z, (int)((te - tb) % cap));
+}
+
+st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
+                                   int planning)
+{
+    int measures = o->conv_impl && strcmp(o->conv_impl, "auto") == 0;
+    st_replica_opts ro = {.n = z->cap, .batch_sizes = z->sizes, .n_batch_sizes = z->n_sizes,
+                          .training = 1, .timing = o->timing,
+                          .backend = {.intra_threads = o->intra, .worker = id,
+                                      .conv_impl = planning && measures ? NULL : o->conv_impl,
+                                      .choices = planning ? NULL : o->choices}};
+    return ro;
+}
+
+worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, int cap)
+{
+    worker_buffers b = {
+        .x = (size_t)cap * st_shape_count(net->input) * sizeof(float),
+        .labels = (size_t)cap * sizeof(int),
+        .indices = (size_t)cap * sizeof(long),
+        .pixels = o->record_bytes,
+        .order = o->sync != ST_SYNC_BSP ? (size_t)o->train->count * sizeof(long) : 0,
+    };
+    return b;
 }
 
 static void mp_barrier_wait(void *ctx)
@@ -108,12 +132,8 @@ static void layer_done(void *ctx, int layer)
 static st_status worker_init(st_worker *w)
 {
     st_sched *s = w->s;
-    plan_sizes(s, w);
-    st_replica_opts ro = {.n = w->cap, .batch_sizes = w->sizes, .n_batch_sizes = w->n_sizes,
-                          .training = 1, .timing = s->o.timing,
-                          .backend = {.intra_threads = s->o.intra, .worker = w->id,
-                                      .conv_impl = s->o.conv_impl,
-                                      .choices = s->o.choices}};
+    sched_worker_sizes(&s->o, s->T, w->id, &w->sz);
+    st_replica_opts ro = sched_replica_opts(&s->o, &w->sz, w->id, 0);
     if (s->o.hybrid) {
         w->mp = (st_mp_group){w->id, s->T, s->ps->grads[0], mp_barrier_wait, mp_shared, s};
         ro.mp = &w->mp;
@@ -129,11 +149,11 @@ static st_status worker_init(st_worker *w)
         w->replica.layer_done = layer_done;
         w->replica.layer_done_ctx = w;
     }
-    size_t per = st_shape_count(s->net->input);
-    w->x = st_calloc((size_t)w->cap * per, sizeof *w->x, "worker input", &w->err);
-    w->labels = st_calloc((size_t)w->cap, sizeof *w->labels, "worker labels", &w->err);
-    w->indices = st_calloc((size_t)w->cap, sizeof *w->indices, "worker indices", &w->err);
-    w->pixels = st_calloc(s->o.record_bytes, 1, "worker record", &w->err);
+    worker_buffers b = sched_worker_buffers(&s->o, s->net, w->sz.cap);
+    w->x = st_calloc(b.x, 1, "worker input", &w->err);
+    w->labels = st_calloc(b.labels, 1, "worker labels", &w->err);
+    w->indices = st_calloc(b.indices, 1, "worker indices", &w->err);
+    w->pixels = st_calloc(b.pixels, 1, "worker record", &w->err);
     if (!w->x || !w->labels || !w->indices || !w->pixels)
         return ST_ENOMEM;
     w->order_epoch = -1;
@@ -194,8 +214,8 @@ static void worker_test(st_worker *w)
     st_step_info info = {0, s->o.seed, 0};
     w->correct = 0;
     w->loss = 0.0;
-    for (long at = b; at < e && w->status == ST_OK; at += w->cap) {
-        int n = (int)(e - at < w->cap ? e - at : w->cap);
+    for (long at = b; at < e && w->status == ST_OK; at += w->sz.cap) {
+        int n = (int)(e - at < w->sz.cap ? e - at : w->sz.cap);
         for (int i = 0; i < n; i++)
             w->indices[i] = at + i;
         double loss = 0.0;
@@ -304,13 +324,21 @@ void st_sched_free(st_sched *s)
     free(s);
 }
 
+st_status sched_check_threads(const st_sched_opts *o, st_error *err)
+{
+    if (o->threads < 1 || o->batch < o->threads)
+        return st_fail(err, ST_EUSAGE, "-b %d with -t %d: every worker needs at least one "
+                       "image of the batch (expected -b >= -t)", o->batch, o->threads);
+    return ST_OK;
+}
+
 st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                           const st_sched_opts *o, st_error *err)
 {
     *out = NULL;
-    if (o->threads < 1 || o->batch < o->threads)
-        return st_fail(err, ST_EUSAGE, "-b %d with -t %d: every worker needs at least one "
-                       "image of the batch (expected -b >= -t)", o->batch, o->threads);
+    st_status checked = sched_check_threads(o, err);
+    if (checked != ST_OK)
+        return checked;
     st_sched *s = st_calloc(1, sizeof *s, "scheduler", err);
     if (!s)
         return ST_ENOMEM;

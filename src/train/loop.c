@@ -349,12 +349,18 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
     return ST_OK;
 }
 
-static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+st_prefetch_opts trainer_prefetch_opts(st_trainer *t)
 {
     st_prefetch_opts po = {.source = t->train, .transform = &t->transform, .batch = t->batch,
                            .rank = st_cluster_rank(t->o.cluster),
                            .ranks = st_cluster_size(t->o.cluster), .seed = t->o.seed,
                            .io_threads = t->o.io_threads, .q = &t->batches};
+    return po;
+}
+
+static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
+{
+    st_prefetch_opts po = trainer_prefetch_opts(t);
     st_prefetch *pf;
     st_status st = st_prefetch_start(&pf, &po, t->start, t->iterations, err);
     if (st != ST_OK)

@@ -1,9 +1,11 @@
 /* The trainer's set-up (train.h's st_trainer_create): the options checked
  * against each other and the cfg, the network, the data and the schedule,
  * the threads, the kernel choices, the paths of the outputs and snapshots,
- * the starting point (--resume, --weights) and the workers, with a line on
- * the memory they hold. Also st_train_defaults, st_trainer_free and the
- * accessors. The run is loop.c's. */
+ * the memory the run will take against what the process may take
+ * (memory_estimate.c), the starting point (--resume, --weights) and the
+ * workers. Also st_trainer_dry_run (all of that but the allocations),
+ * st_train_defaults, st_trainer_free and the accessors. The run is
+ * loop.c's. */
 #include "trainer_internal.h"
 
 #include <limits.h>
@@ -18,14 +20,12 @@
 #include "base/fileio.h"
 #include "base/memory.h"
 #include "base/signals.h"
+#include "memory_estimate.h"
 #include "train/darknet_weights.h"
 
 /* Synthetic data when no files are given: records per split by default. */
 #define SYNTHETIC_TRAIN 1024
 #define SYNTHETIC_TEST 256
-
-/* Batches read ahead of the workers. */
-#define BATCH_RING 2
 
 const char *const trainer_sync_names[] = {"bsp", "ssp", "asp"};
 
@@ -163,7 +163,7 @@ static st_status plan_schedule(st_trainer *t, st_error *err)
         t->iterations = t->o.epochs * t->iters_per_epoch;
     else if (t->hp.max_batches)
         t->iterations = t->hp.max_batches;
-    else
+    else if (!t->dry_run)
         return st_fail(err, ST_EUSAGE, "%s: no schedule: give --iters, --epochs or "
                        "max_batches= in [net]", t->cfg.path);
     if (!t->hp.solver.lr.max_batches)
@@ -564,31 +564,6 @@ static st_status check_paths(const st_trainer *t, st_error *err)
     return st;
 }
 
-/* The memory the run holds: the arenas by their sizes, and what setting
- * up the workers took besides (measured: kernels, their primitives and
- * per-layer state, a few kB per layer and worker; what an estimate from the
- * tensors alone missed, 2.6 MB against 1.4 GB for 20,000 layers). */
-static void log_memory(const st_trainer *t)
-{
-    double mb = 1e-6 * sizeof(float), acts = 0.0, T = t->o.threads;
-    for (int w = 0; w < t->o.threads; w++)
-        acts += (double)st_arena_total(&st_sched_replica(t->sched, w)->arena) / 1e6;
-    double weights = mb * (double)t->ps.count, state = weights * t->ps.state_planes;
-    double grads = weights + (T - 1) * mb * (double)t->ps.shared_from;
-    if (trainer_partitioned(t)) {
-        double whole = weights * trainer_state_planes(t);
-        state = mb * (double)t->part.owned * t->part.planes;
-        st_info(&t->log, "solver state: %.3f MB on this rank (1/%d of %.3f MB; "
-                "--rank-update partitioned)", state, t->part.ranks, whole);
-    }
-    double setup = 1e-6 * (double)t->setup_bytes;
-    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %d worker%s: activations "
-            "%.1f MB in all, gradients %.1f MB in all, set-up %.1f MB (kernels and buffers, "
-            "measured: %.1f kB per layer and worker); %.1f MB in all", weights, state,
-            t->o.threads, t->o.threads > 1 ? "s" : "", acts, grads, setup,
-            1e3 * setup / T / t->net.n_layers, weights + state + acts + grads + setup);
-}
-
 /* --cpe-trace FILE, written as FILE.partial, which the backend creates
  * exclusively: an old one (a killed run's, a planted symbolic link) is
  * removed first, not followed. */
@@ -603,13 +578,83 @@ static st_status start_cpe_trace(st_trainer *t, st_error *err)
                : st;
 }
 
-st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
-                            const st_log *log, st_error *err)
+/* The memory estimate and its check (memory_estimate.h), logged. Kernels
+ * that measure their implementation are planned unmeasured first, then,
+ * if that fits (or --force), measured, as the workers would (whose choices
+ * they become): not in a dry run, not when resuming (the snapshot's
+ * choices, read with its arenas after this, are the ones to use), and not
+ * on the ranks other than 0 of a multi-node run, which take rank 0's
+ * choices after this (share_choices). */
+static st_status check_memory(st_trainer *t, st_error *err)
+{
+    int measures = kernel_choices_used(t);
+    trainer_memory m;
+    st_status st = trainer_memory_estimate(t, 0, &m, err);
+    m.unmeasured = measures;
+    if (st == ST_OK && measures && !t->dry_run && !t->o.resume &&
+        st_cluster_rank(t->o.cluster) == 0 && (t->o.force || trainer_memory_fits(&m)))
+        st = trainer_memory_estimate(t, 1, &m, err);
+    if (st != ST_OK)
+        return st;
+    trainer_memory_log(t, &m);
+    return trainer_memory_check(t, &m, err);
+}
+
+/* Warn once when the threads of this host's ranks outnumber its cores: they
+ * would take turns on them. Each rank runs workers x intra-op threads; the
+ * ranks on this host share its cores unless each is bound to its own (a
+ * process whose affinity is smaller than the machine: mpirun's binding,
+ * taskset), when its own cores are the ones to count. */
+static void warn_oversubscribed(const st_trainer *t)
+{
+    int cores = st_usable_cores();
+    int ranks = cores < st_online_cores() ? 1 : st_cluster_local_ranks();
+    long threads = (long)t->o.threads * t->o.intra * ranks;
+    if (threads <= cores)
+        return;
+    char of_ranks[64] = "", fits[64];
+    if (ranks > 1)
+        snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
+    long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
+    if (workers > 0)
+        snprintf(fits, sizeof fits, "-t %ld", workers);
+    else
+        snprintf(fits, sizeof fits, "-t 1 --intra %ld", intra > 0 ? intra : 1);
+    st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
+            "they will take turns on the cores (%s gives each thread a core of its own)",
+            t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra, t->o.intra > 1 ? "s" : "",
+            of_ranks, threads, cores, cores > 1 ? "s" : "", fits);
+}
+
+void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
+{
+    const st_train_opts *o = &t->o;
+    *so = (st_sched_opts){
+        .threads = o->threads, .intra = o->intra, .sync = o->sync,
+        .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
+        .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
+        .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
+        .choices = t->choices,
+        .train = t->train, .test_count = t->test ? t->test->count : 0,
+        .transform = &t->transform,
+        .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
+                            ? st_record_bytes(t->test) : st_record_bytes(t->train),
+        .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+        .part = trainer_partitioned(t) ? &t->part : NULL,
+        .stop = o->stop, .hybrid = o->hybrid,
+    };
+}
+
+/* st_trainer_create, or with dry_run st_trainer_dry_run's part of it: up
+ * to the memory estimate and its check, then *out is NULL. */
+static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_train_opts *o,
+                               const st_log *log, int dry_run, st_error *err)
 {
     *out = NULL;
     st_trainer *t = st_calloc(1, sizeof *t, "trainer", err);
     if (!t)
         return ST_ENOMEM;
+    t->dry_run = dry_run;
     t->log = *log;
     t->o = *o;
     t->created = st_now();
@@ -625,14 +670,16 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     size_t settings_bytes;
     if (st == ST_OK)
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
+    if (st == ST_OK) /* the network as the cfg says, whatever is checked next */
+        st_net_print(&t->net, log);
     int created = 0; /* once the cfg is known good: no directory left for a typo */
-    if (st == ST_OK && o->snapshot_dir)
+    if (st == ST_OK && o->snapshot_dir && !dry_run)
         st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
     if (st == ST_OK && created)
         st_info(log, "created the snapshot directory %s", o->snapshot_dir);
     if (st == ST_OK)
         st = name_snapshots(t, err);
-    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0)
+    if (st == ST_OK && o->snapshot_dir && st_cluster_rank(o->cluster) == 0 && !dry_run)
         remove_killed_snapshot_writes(t);
     if (st == ST_OK)
         st = check_trainable(t, err);
@@ -644,13 +691,14 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
                          o->batch ? "" : ", batch= in [net]; see -b");
         choose_threads(t);
         o = &t->o;
+        if (st == ST_OK)
+            warn_oversubscribed(t);
     }
     if (st == ST_OK)
         st = find_data(t, err);
     if (st == ST_OK)
         st = check_paths(t, err);
     if (st == ST_OK) {
-        st_net_print(&t->net, log);
         t->transform = t->hp.transform;
         t->transform.seed = o->seed;
         st = open_data(t, err);
@@ -688,16 +736,27 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     }
     if (st == ST_OK)
         st = setup_choices(t, err);
-    size_t shared_from = t->net.params.count;
     if (st == ST_OK)
-        choose_parallel(t, &shared_from);
+        choose_parallel(t, &t->shared_from);
+    if (st == ST_OK)
+        st = check_memory(t, err);
+    if (dry_run) {
+        st_trainer_free(t);
+        return st;
+    }
     if (st == ST_OK) /* partitioned: the state is this rank's parts' alone (ps_part.h) */
         st = st_ps_init_split(&t->ps, &t->net.params, o->threads,
-                              trainer_partitioned(t) ? 0 : trainer_state_planes(t), shared_from,
-                              err);
-    if (st == ST_OK && trainer_partitioned(t))
+                              trainer_partitioned(t) ? 0 : trainer_state_planes(t),
+                              t->shared_from, err);
+    if (st == ST_OK && trainer_partitioned(t)) {
         st = st_ps_part_init(&t->part, &t->ps, st_cluster_size(o->cluster),
                              st_cluster_rank(o->cluster), trainer_state_planes(t), err);
+        if (st == ST_OK)
+            st_info(&t->log, "solver state: %.3f MB on this rank (1/%d of %.3f MB; "
+                    "--rank-update partitioned)", 1e-6 * sizeof(float) * (double)t->part.owned *
+                    t->part.planes, t->part.ranks, 1e-6 * sizeof(float) *
+                    (double)t->ps.count * trainer_state_planes(t));
+    }
     if (st == ST_OK) {
         st_params_init(&t->net.params, t->ps.weights, o->seed);
         if (o->resume && o->weights)
@@ -719,24 +778,9 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (ranks > 1 && rank > 0)
         st = share_choices(t, st, err);
     if (st == ST_OK) {
-        st_sched_opts so = {
-            .threads = o->threads, .intra = o->intra, .sync = o->sync,
-            .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
-            .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
-            .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
-            .choices = t->choices,
-            .train = t->train, .test_count = t->test ? t->test->count : 0,
-            .transform = &t->transform,
-            .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
-                                ? st_record_bytes(t->test) : st_record_bytes(t->train),
-            .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
-            .part = trainer_partitioned(t) ? &t->part : NULL,
-            .stop = o->stop, .hybrid = o->hybrid,
-        };
-        size_t rss = st_current_rss();
+        st_sched_opts so;
+        trainer_sched_opts(t, &so);
         st = st_sched_create(&t->sched, &t->net, &t->ps, &so, err);
-        size_t grown = st_current_rss();
-        t->setup_bytes = grown > rss ? grown - rss : 0;
     }
     if (ranks > 1 && rank == 0)
         st = share_choices(t, st, err);
@@ -752,14 +796,25 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
     if (st == ST_OK && o->cpe_trace)
         st = start_cpe_trace(t, err);
     if (st == ST_OK)
-        log_memory(t);
-    if (st == ST_OK)
-        st = st_batchq_init(&t->batches, BATCH_RING, t->batch, st_shape_count(t->net.input),
-                            err);
+        st = st_batchq_init(&t->batches, TRAINER_BATCH_RING, t->batch,
+                            st_shape_count(t->net.input), err);
     if (st != ST_OK) {
         st_trainer_free(t);
         return st;
     }
     *out = t;
     return ST_OK;
+}
+
+st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
+                            const st_log *log, st_error *err)
+{
+    return trainer_setup(out, cfg_path, o, log, 0, err);
+}
+
+st_status st_trainer_dry_run(const char *cfg_path, const st_train_opts *o, const st_log *log,
+                             st_error *err)
+{
+    st_trainer *t;
+    return trainer_setup(&t, cfg_path, o, log, 1, err);
 }

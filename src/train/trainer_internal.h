@@ -3,9 +3,9 @@
  * trainer (st_trainer_create and what it checks, opens and allocates);
  * loop.c runs it (st_trainer_run: the iterations, test phases, snapshots and
  * stopping); stopping.c decides when a test phase ends the run
- * (--stop-at-accuracy, --patience); report.c says how the run went at its
- * end; fingerprint.c says what the nodes of a multi-node run must agree
- * on. */
+ * (--stop-at-accuracy, --patience); memory_estimate.c says what it will
+ * take before it allocates; report.c says how the run went at its end;
+ * fingerprint.c says what the nodes of a multi-node run must agree on. */
 #ifndef ST_TRAINER_INTERNAL_H
 #define ST_TRAINER_INTERNAL_H
 
@@ -16,6 +16,7 @@
 #include "base/cfg.h"
 #include "data/batchq.h"
 #include "data/data.h"
+#include "data/prefetch.h"
 #include "net/hparams.h"
 #include "parallel/ps.h"
 #include "parallel/ps_part.h"
@@ -32,6 +33,8 @@ struct st_trainer {
     const st_backend *backend;
     st_ps ps;               /* with --rank-update partitioned: no solver state of its own */
     st_ps_part part;        /* --rank-update partitioned: this rank's parts and their state */
+    size_t shared_from;     /* --parallel hybrid: where the gradients' model-parallel tail,
+                               held once, begins (params.count: none; st_ps_init_split) */
     float *resumed_state;   /* partitioned, rank 0, after --resume: the snapshot's whole
                                solver state [planes * count] until the run hands out the
                                parts (loop.c), then NULL */
@@ -57,7 +60,7 @@ struct st_trainer {
                                or -1 */
     char stop_why[192];     /* why, for the log and the summary */
     st_data_paths data;     /* the data files: --data's, else [net]'s */
-    size_t setup_bytes;     /* resident memory setting up the workers took */
+    int dry_run;            /* st_trainer_dry_run: set up up to the memory estimate */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
 };
@@ -70,6 +73,15 @@ int trainer_partitioned(const st_trainer *t);
 /* Planes of solver state the update rule keeps (of params.count floats in
  * a snapshot) (setup.c). */
 int trainer_state_planes(const st_trainer *t);
+
+/* Batches read ahead of the workers (the ring of st_batchq). */
+#define TRAINER_BATCH_RING 2
+
+/* The scheduler's options for t (setup.c). */
+void trainer_sched_opts(const st_trainer *t, st_sched_opts *so);
+
+/* The prefetcher's options for t, filling t->batches (loop.c). */
+st_prefetch_opts trainer_prefetch_opts(st_trainer *t);
 
 /* The --sync modes' names, indexed by st_sync_mode (setup.c). */
 extern const char *const trainer_sync_names[];

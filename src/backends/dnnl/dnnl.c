@@ -1068,6 +1068,15 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     dnnl_status_t s = dnnl_engine_create(&c->engine, dnnl_cpu, 0);
     if (s == dnnl_success)
         s = dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags);
+    /* oneDNN generates the code of its sgemm at its first real call (about
+     * 7 MB with the library code it touches, once per process; a 1 x 1
+     * product takes another path and generates less): an 8 x 8 product
+     * makes it here, in set-up, where the memory estimate's plan of a
+     * worker measures what set-up takes, rather than in the first
+     * iteration. */
+    float a[64] = {0}, b[64] = {0}, product[64];
+    if (s == dnnl_success)
+        s = dnnl_sgemm('N', 'N', 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, product, 8);
     if (s != dnnl_success) {
         if (c->engine)
             dnnl_engine_destroy(c->engine);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/memory.h"
 #include "dnnl_conv.h"
 
 /* Trial buffers by role, grown on demand and filled with small values
@@ -26,9 +27,9 @@ static void *tb_get(trial_bufs *b, int role, size_t bytes)
 {
     if (bytes <= b->bytes[role])
         return b->p[role];
-    free(b->p[role]);
+    st_free_aligned(b->p[role]);
     size_t size = (bytes + 63) / 64 * 64;
-    b->p[role] = aligned_alloc(64, size);
+    b->p[role] = st_alloc_aligned(size, "convolution trial buffers", NULL);
     b->bytes[role] = b->p[role] ? size : 0;
     for (size_t i = 0; b->p[role] && i < size / sizeof(float); i++)
         b->p[role][i] = 0.01f * (float)((int)(i % 13) - 6);
@@ -38,7 +39,7 @@ static void *tb_get(trial_bufs *b, int role, size_t bytes)
 static void tb_free(trial_bufs *b)
 {
     for (int i = 0; i < TB_COUNT; i++)
-        free(b->p[i]);
+        st_free_aligned(b->p[i]);
 }
 
 static int arg_role(int arg)

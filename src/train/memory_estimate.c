@@ -1,0 +1,158 @@
+/* The run's memory estimated before allocating, and the refusal of a run
+ * that would not fit; see memory_estimate.h. */
+#include "memory_estimate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/cores.h"
+#include "base/memlimit.h"
+#include "base/memory.h"
+#include "data/prefetch.h"
+
+#define MB 1e-6
+
+void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
+{
+    int T = t->o.threads;
+    char workers[320];
+    if (T > 1)
+        snprintf(workers, sizeof workers, "%d workers: gradients %.1f MB in all (%.1f MB the "
+                 "first, %.1f MB each other), activations %.1f MB each, kernels %.1f MB (%.1f "
+                 "MB the first, %.1f MB each other)", T, MB * m->gradients, MB * m->grad_each,
+                 MB * (m->gradients - m->grad_each) / (T - 1), MB * m->act_each,
+                 MB * m->kernels, MB * m->kernels_first, MB * m->kernels_next);
+    else
+        snprintf(workers, sizeof workers, "1 worker: gradients %.1f MB, activations %.1f MB, "
+                 "kernels %.1f MB", MB * m->grad_each, MB * m->act_each, MB * m->kernels);
+    char allreduce[64] = "";
+    if (m->allreduce > 0)
+        snprintf(allreduce, sizeof allreduce, ", all-reduce %.1f MB", MB * m->allreduce);
+    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %s; input buffers %.1f MB, "
+            "prefetch %.1f MB%s; before allocating %.1f MB (resident now); %.1f MB in all",
+            MB * m->weights, MB * m->state, workers, MB * m->buffers, MB * m->prefetch,
+            allreduce, MB * m->base, MB * m->total);
+    if (m->unmeasured)
+        st_info(&t->log, "memory: planned with each convolution's first implementation, not "
+                "the one the run measures as fastest (--conv-impl auto), which may lay the "
+                "activations out otherwise");
+    if (!m->limited)
+        st_info(&t->log, "memory limit: none known (%s)", m->room_what);
+    else
+        st_info(&t->log, "memory limit: %.1f MB more may be taken (%s)", MB * m->room,
+                m->room_what);
+}
+
+st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
+                                  st_error *err)
+{
+    memset(m, 0, sizeof *m);
+    const st_train_opts *o = &t->o;
+    const st_param_table *params = &t->net.params;
+    int T = o->threads;
+    m->base = (double)st_current_rss();
+    st_sched_opts so;
+    trainer_sched_opts(t, &so);
+    st_sched_memory sm;
+    st_status st = st_sched_plan_memory(&t->net, &so, measure, &sm, err);
+    if (st != ST_OK)
+        return st;
+    double f = sizeof(float);
+    m->weights = f * (double)params->count;
+    m->state = m->weights * st_solver_state_per_param(&t->hp.solver);
+    for (int w = 0; w < T; w++) {
+        double g = f * (double)st_ps_grad_floats(params, T, w, t->shared_from);
+        m->gradients += g;
+        if (g > m->grad_each)
+            m->grad_each = g;
+    }
+    m->activations = sm.activations;
+    m->act_each = sm.activations / T; /* workers differ by one image at most */
+    m->kernels = sm.kernels;
+    m->kernels_first = sm.kernels_first;
+    m->kernels_next = sm.kernels_next;
+    m->buffers = sm.buffers;
+    if (o->sync == ST_SYNC_BSP) {
+        st_prefetch_opts po = trainer_prefetch_opts(t);
+        m->prefetch = (double)st_batchq_bytes(TRAINER_BATCH_RING, t->batch,
+                                              st_shape_count(t->net.input)) +
+                      (double)st_prefetch_bytes(&po);
+    }
+    if (st_cluster_size(o->cluster) > 1)
+        m->allreduce = m->weights;
+    m->total = m->base + m->weights + m->state + m->gradients + m->activations + m->kernels +
+               m->buffers + m->prefetch + m->allreduce;
+    st_memlimit lim;
+    st_memlimit_read("", &lim);
+    size_t room = st_memlimit_room(&lim, m->room_what, sizeof m->room_what);
+    m->local_ranks = st_cluster_local_ranks();
+    m->limited = room != ST_MEMLIMIT_NONE;
+    m->room = m->limited ? (double)room / m->local_ranks : 0.0;
+    if (m->local_ranks > 1 && m->limited) {
+        size_t len = strlen(m->room_what);
+        snprintf(m->room_what + len, sizeof m->room_what - len, ", this rank's share of the "
+                 "%d on this host", m->local_ranks);
+    }
+    return ST_OK;
+}
+
+/* What to change, by what takes the most: each worker's gradient (fewer
+ * workers; one with intra-op threads holds a single gradient) or the
+ * activations (a smaller batch), into buf. */
+static void advice(const st_trainer *t, const trainer_memory *m, char *buf, size_t size)
+{
+    int T = t->o.threads, cores = st_usable_cores(), first_mp;
+    double need = m->total - m->base;
+    size_t shared_from;
+    st_net_hybrid_split(&t->net, &first_mp, &shared_from);
+    double mp_each = sizeof(float) * (double)(t->net.params.count - shared_from);
+    if (T > 1 && m->gradients >= m->activations && !t->o.hybrid &&
+        t->o.sync == ST_SYNC_BSP && mp_each > 0.5 * m->grad_each)
+        snprintf(buf, size, "--parallel hybrid (the fully connected layers' %.1f MB of each "
+                 "worker's gradient held once) or fewer workers (-t, now %d)", MB * mp_each, T);
+    else if (T > 1 && m->gradients >= m->activations)
+        snprintf(buf, size, "fewer workers (-t, now %d: each holds a gradient of %.1f MB; one "
+                 "worker with intra-op threads, -t 1 --intra %d, holds one)", T,
+                 MB * m->grad_each, cores);
+    else if (T > 1 && m->gradients > 0.1 * need)
+        snprintf(buf, size, "a smaller batch (-b, now %d) or fewer workers (-t, now %d: each "
+                 "holds a gradient of %.1f MB)", t->batch, T, MB * m->grad_each);
+    else
+        snprintf(buf, size, "a smaller batch (-b, now %d: the activations grow with the "
+                 "images per worker)", t->batch);
+}
+
+int trainer_memory_fits(const trainer_memory *m)
+{
+    return !m->limited || m->total - m->base <= m->room;
+}
+
+st_status trainer_memory_check(const st_trainer *t, const trainer_memory *m, st_error *err)
+{
+    if (trainer_memory_fits(m))
+        return ST_OK;
+    double need = m->total - m->base, rest = need - m->activations - m->gradients - m->weights -
+                                             m->state;
+    int T = t->o.threads, per = (t->batch + T - 1) / T;
+    char what[1024];
+    snprintf(what, sizeof what, "about %.0f MB beyond the %.0f MB the process holds "
+             "(activations %.0f MB, gradients %.0f MB, weights and solver state %.0f MB, the "
+             "rest %.0f MB; %d worker%s of %d image%s), and %.0f MB may be taken (%s)",
+             MB * need, MB * m->base, MB * m->activations, MB * m->gradients,
+             MB * (m->weights + m->state), MB * rest, T, T > 1 ? "s" : "", per,
+             per > 1 ? "s" : "", MB * m->room, m->room_what);
+    if (t->o.force) {
+        st_warn(&t->log, "the run would take %s: %s (--force)", what,
+                t->dry_run ? "it would go on" : "going on");
+        return ST_OK;
+    }
+    char hint[256];
+    advice(t, m, hint, sizeof hint);
+    if (t->dry_run) { /* what it would do, said; the dry run itself went well */
+        st_warn(&t->log, "the run would be refused: not enough memory: it would take %s; give "
+                "%s, or --force to run anyway", what, hint);
+        return ST_OK;
+    }
+    return st_fail(err, ST_EUSAGE, "not enough memory: the run would take %s; give %s, or "
+                   "--force to run anyway", what, hint);
+}
