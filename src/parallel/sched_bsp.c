@@ -26,8 +26,8 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     *loss = 0.0;
     *images = count;
     if (count == 0)
-        memset(s->ps->grads[w->id], 0, (w->id ? s->ps->shared_from : s->ps->count) *
-                                       sizeof(float));
+        memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, s->T, w->id,
+                                                         s->ps->shared_from) * sizeof(float));
     if (count == 0 && !hybrid)
         return ST_OK;
     size_t per = st_shape_count(s->net->input);

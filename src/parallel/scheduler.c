@@ -36,16 +36,24 @@ static void add_size(worker_sizes *z, int n)
         z->cap = n;
 }
 
+/* This node's part of an epoch's last batch when it is short, else 0. */
+static int node_last_batch(const st_sched_opts *o)
+{
+    int ranks = st_cluster_size(o->cluster), first, node;
+    int last = (int)(o->train->count % ((long)o->batch * ranks));
+    if (!last)
+        return 0;
+    st_shard_of(last, ranks, st_cluster_rank(o->cluster), &first, &node);
+    return node;
+}
+
 void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z)
 {
-    int first, count, B = o->batch, node;
-    int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
+    int first, count, node = node_last_batch(o);
     memset(z, 0, sizeof *z);
-    st_shard_of(B, T, id, &first, &count);
+    st_shard_of(o->batch, T, id, &first, &count);
     add_size(z, count);
-    int last = (int)(o->train->count % ((long)B * ranks));
-    if (last) { /* this node's part of the last batch, then the worker's */
-        st_shard_of(last, ranks, rank, &first, &node);
+    if (node) { /* the worker's part of this node's part of the last batch */
         st_shard_of(node, T, id, &first, &count);
         add_size(z, count);
     }
@@ -112,15 +120,10 @@ static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *e
  * epoch (its part of it, across nodes). */
 static void plan_mp_sizes(st_sched *s)
 {
-    int B = s->o.batch, ranks = st_cluster_size(s->o.cluster);
-    int rank = st_cluster_rank(s->o.cluster), first, node;
-    s->mp_sizes[s->n_mp_sizes++] = B;
-    int last = (int)(s->o.train->count % ((long)B * ranks));
-    if (last) {
-        st_shard_of(last, ranks, rank, &first, &node);
-        if (node > 0 && node != B)
-            s->mp_sizes[s->n_mp_sizes++] = node;
-    }
+    int node = node_last_batch(&s->o);
+    s->mp_sizes[s->n_mp_sizes++] = s->o.batch;
+    if (node > 0 && node != s->o.batch)
+        s->mp_sizes[s->n_mp_sizes++] = node;
 }
 
 static void layer_done(void *ctx, int layer)
