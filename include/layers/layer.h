@@ -48,13 +48,20 @@ struct st_layer {
  * model-parallel layer together over the whole batch, each computing a
  * slice of its output neurons. What such a layer needs of the workers,
  * given by the scheduler (parallel/) through this table, so that layers
- * know nothing of threads: which worker this is, a barrier of all T, the
- * one gradient arena the model-parallel parameters' gradients go to (they
- * are computed once, over the whole batch, and need no aggregation), and
- * buffers every worker sees alike. */
+ * know nothing of threads: which worker this is, a barrier of all T, where
+ * the model-parallel parameters' gradients go (they are computed once, over
+ * the whole batch, and need no aggregation), and buffers every worker sees
+ * alike. */
 typedef struct st_mp_group {
     int rank, size;     /* this worker, and T */
-    float *grads;       /* the shared gradient arena [params.count] */
+    /* Either the one shared gradient arena [params.count], which they are
+     * written into, or (grads NULL) apply: given the gradient of parameter
+     * arena floats [offset, + count) summed over the batch (g [count], which
+     * it may overwrite), the solver's update of this iteration is applied to
+     * them now. Called in backward, after the layer's last barrier: no
+     * worker reads the layer's weights again in this iteration. */
+    float *grads;
+    void (*apply)(void *ctx, size_t offset, float *g, size_t count);
     void (*barrier)(void *ctx);
     /* The buffer (layer, slot) of bytes, the same for every worker that
      * asks (allocated by the first, zeroed, freed with the scheduler);

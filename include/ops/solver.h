@@ -114,4 +114,11 @@ void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float 
                          size_t begin, size_t end, float *w, float *state, size_t stride,
                          const float *g);
 
+/* The same update with the gradient of [begin, end) held apart from the
+ * arena: g[j - begin] is arena float j's (a model-parallel layer's slice,
+ * applied as its backward computes it). State as in st_solver_update. */
+void st_solver_update_given(const st_solver_cfg *c, const st_param_table *t, float lr,
+                            long iter, size_t begin, size_t end, float *w, float *state,
+                            size_t stride, const float *g);
+
 #endif

@@ -9,9 +9,13 @@
  * summed gradient lands in worker 0's arena.
  *
  * Model-parallel layers (--parallel hybrid) compute their parameters'
- * gradients once, over the whole batch, straight into grads[0]; they form
- * the arena's tail [shared_from, count), which the other workers' arenas
- * do not have and which the reduction only scales.
+ * gradients once, over the whole batch; they form the arena's tail
+ * [shared_from, count), which the other workers' arenas do not have. Across
+ * nodes (or with the update on a backend's device) the layers write them
+ * into grads[0], and the reduction only scales them. On one node, with the
+ * update on the host, the layers apply them as backward computes them
+ * (tail_applied, st_ps_apply_given): no arena holds them, and the slices
+ * span [0, shared_from).
  *
  * Without a global barrier (bounded staleness, asynchronous), each worker
  * applies its own gradient to every slice in turn, holding that slice's
@@ -33,26 +37,30 @@ typedef struct st_ps {
     float *state;        /* [state_planes * count] solver state, plane k at k * count */
     int state_planes;
     int n_workers;
-    float **grads;       /* grads[0] [count], the others [shared_from] */
+    float **grads;       /* grads[0] [count] ([shared_from] with tail_applied), the
+                            others [shared_from] */
     size_t shared_from;  /* floats every worker's gradient arena has */
+    int tail_applied;    /* the model-parallel layers apply the tail's gradients */
     size_t *slice;       /* [n_workers + 1] slice boundaries */
     pthread_mutex_t *slice_lock; /* [n_workers] for st_ps_apply_own */
 } st_ps;
 
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
                      st_error *err);
-/* The same with the model-parallel tail from shared_from (<= t->count). */
+/* The same with the model-parallel tail from shared_from (<= t->count),
+ * its gradients applied by the layers when tail_applied. */
 st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
-                           int state_planes, size_t shared_from, st_error *err);
+                           int state_planes, size_t shared_from, int tail_applied,
+                           st_error *err);
 void st_ps_free(st_ps *ps);
 
-/* The floats of worker w's gradient arena, of n_workers, for the table t
- * with the model-parallel tail from shared_from (t->count: none): the one
- * place that says it, for st_ps_init_split and the memory estimate made
- * before it. Worker 0's spans every parameter, the others' end at
- * shared_from. */
-size_t st_ps_grad_floats(const st_param_table *t, int n_workers, int worker,
-                         size_t shared_from);
+/* The floats of worker w's gradient arena for the table t with the
+ * model-parallel tail from shared_from (t->count: none), its gradients
+ * applied by the layers when tail_applied: the one place that says it, for
+ * st_ps_init_split and the memory estimate made before it. Worker 0's spans
+ * every parameter unless tail_applied, the others' end at shared_from. */
+size_t st_ps_grad_floats(const st_param_table *t, int worker, size_t shared_from,
+                         int tail_applied);
 
 /* grads[0][slice r] = scale * sum over workers of grads[w][slice r] (of
  * grads[0] alone from shared_from on), on
@@ -76,6 +84,15 @@ int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, fl
 /* Apply the solver's update of iteration iter (from 0; Adam's bias
  * correction uses it) to slice r with the reduced gradient, on `threads`. */
 void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, int threads);
+
+/* Scale g, the gradient of arena floats [b, e) summed over the batch and
+ * held apart from the arenas (g[j - b] is float j's), by scale and apply it
+ * as the update of iteration iter, chunk by chunk as st_ps_reduce_apply
+ * (the same floats as the tail's reduction and update in grads[0]), on the
+ * calling thread. Returns whether the scaled gradient is finite; the chunks
+ * from the first non-finite one on are not applied. */
+int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
+                      const st_solver_cfg *c, float lr, long iter);
 
 /* Apply the update of iteration iter to arena floats [b, e) with the
  * reduced gradient, their solver state held apart from ps->state: plane k

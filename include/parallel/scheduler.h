@@ -21,7 +21,13 @@
  * st_net_hybrid_split names run model-parallel over the workers (layer.h,
  * st_mp_group): at each of them the shards form one batch and every worker
  * computes a slice of the output neurons for all of it, so their weight
- * gradients exist once and are only scaled in the reduction.
+ * gradients exist once and need no aggregation. On one node, with the
+ * update on the host (st_sched_tail_applied), each worker applies the
+ * solver to its slice's parameters as soon as it has their gradient, in
+ * backward: the gradients are held by no arena. Whether an iteration is
+ * applied is decided once, at the first such update: a stop asked before
+ * then abandons the iteration as in data parallelism; one asked after it
+ * lets the iteration finish (every slice updated) and stops after it.
  *
  * Bounded staleness (ssp:S) and asynchronous (asp): no global barrier. Each
  * worker takes its shard of every iteration at its own pace, reading its own
@@ -116,7 +122,15 @@ typedef struct st_sched_memory {
 st_status st_sched_plan_memory(const st_net *net, const st_sched_opts *o, int measure,
                                st_sched_memory *out, st_error *err);
 
-/* Start the workers and build their replicas. */
+/* Whether the model-parallel layers of o's hybrid run apply their
+ * parameters' gradients in backward (st_ps_init_split's tail_applied): BSP
+ * on one node, without --overlap, with a backend that leaves the update to
+ * the host. Elsewhere their gradients go to the shared arena, to be summed
+ * across nodes or updated on the backend's device with the rest. */
+int st_sched_tail_applied(const st_sched_opts *o);
+
+/* Start the workers and build their replicas; ps->tail_applied must be
+ * st_sched_tail_applied(o). */
 st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                           const st_sched_opts *o, st_error *err);
 

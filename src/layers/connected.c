@@ -7,8 +7,9 @@
  * workers' shards form one batch of B samples in a shared buffer X [B, in];
  * worker r owns output neurons [o0, o1) (weight rows, contiguous) and
  * computes its block Y[:, o0:o1] over the whole batch, and its weight and
- * bias gradient rows from the block dY[:, o0:o1], straight into the shared
- * gradient arena (summed over the batch once: nothing to aggregate). The
+ * bias gradient rows from the block dY[:, o0:o1] (summed over the batch
+ * once: nothing to aggregate), straight into the shared gradient arena, or
+ * into its scratch and applied at once (st_mp_group.apply). The
  * gradient at its own shard's input it computes alone: its rows of dY are
  * its own. The blocks sit one after the other in one shared buffer, Y's
  * and then dY's: a row of Y is read, and then the same row of dY written,
@@ -59,6 +60,8 @@ typedef struct connected_mp {
     int o0, o1;        /* its output neurons */
     st_kslot slice;    /* [B, in] -> [B, o1 - o0], bias and activation fused */
     int b_max;         /* samples of the largest batch */
+    size_t grad_at;    /* with g->apply: its gradient rows [o1 - o0, in], then the
+                          bias's [o1 - o0], at this offset of the arena's scratch */
     float *x;          /* shared [B, in] */
     float *blocks;     /* shared: worker k's block [B, o1_k - o0_k] of Y, then of dY,
                           at b_max * o0_k */
@@ -109,7 +112,13 @@ static st_status mp_setup(const connected_layer *l, const st_setup *s, connected
     st_fc_desc d = {{.kind = ST_K_FC}, (int)in, width, 1, l->wp.act};
     char name[32];
     snprintf(name, sizeof name, "%d.fc_slice", i);
-    return st_kslot_create(&whole, &d.base, NULL, 1, 1, name, &m->slice, err);
+    st_status st = st_kslot_create(&whole, &d.base, NULL, 1, 1, name, &m->slice, err);
+    if (st == ST_OK && g->apply) { /* after the kernel's own scratch */
+        m->grad_at = st_align_up(m->slice.k->scratch_bytes, ST_ALIGN);
+        st_arena_reserve_scratch(s->arena, m->grad_at + (size_t)width * (in + 1) *
+                                                            sizeof(float));
+    }
+    return st;
 }
 
 /* Between this shard's rows [n, out] (rows [first, + n) of the batch) and
@@ -198,11 +207,24 @@ static st_status mp_backward(const connected_layer *l, connected_state *cs, cons
         return st;
     st_pass whole = *p;
     whole.n = p->batch_n;
-    float *grads = m->g->grads, *dy = m->blocks + (size_t)m->b_max * (size_t)m->o0;
-    st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + l->wp.weights +
-                  (size_t)m->o0 * in, .diff_dst = dy, .diff_weights = grads + l->wp.weights +
-                  (size_t)m->o0 * in, .diff_bias = grads + l->wp.biases + m->o0};
-    return st_kslot_backward_weights(&m->slice, &whole, &a, err);
+    size_t width = (size_t)(m->o1 - m->o0), w_at = l->wp.weights + (size_t)m->o0 * in,
+           b_at = l->wp.biases + (size_t)m->o0;
+    float *dy = m->blocks + (size_t)m->b_max * (size_t)m->o0, *dw, *db;
+    if (m->g->apply) {
+        dw = (float *)((char *)st_arena_scratch(p->arena) + m->grad_at);
+        db = dw + width * in;
+    } else {
+        dw = m->g->grads + w_at;
+        db = m->g->grads + b_at;
+    }
+    st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + w_at, .diff_dst = dy,
+                  .diff_weights = dw, .diff_bias = db};
+    st = st_kslot_backward_weights(&m->slice, &whole, &a, err);
+    if (st == ST_OK && m->g->apply) {
+        m->g->apply(m->g->ctx, w_at, dw, width * in);
+        m->g->apply(m->g->ctx, b_at, db, width);
+    }
+    return st;
 }
 
 static st_status connected_forward(const st_layer *base, void *state, const st_pass *p,

@@ -139,11 +139,12 @@ void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr,
     st_solver_update_at(c, t, lr, iter, begin, end, w, state + begin, stride, g);
 }
 
-void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+/* The update of [begin, end): plane k of arena float j at
+ * state[k * stride + j - begin], its gradient at g[j - g_base]. */
+static void update_range(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
                          size_t begin, size_t end, float *w, float *state, size_t stride,
-                         const float *g)
+                         const float *g, size_t g_base)
 {
-    /* plane k of arena float j at state[k * stride + j - begin] */
     float rate = c->rule == ST_SOLVER_ADAM ? adam_step(c, lr, iter) : lr;
     for (int i = 0; i < t->n; i++) {
         const st_param *p = &t->p[i];
@@ -154,31 +155,47 @@ void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float 
         size_t n = e - b;
         if (p->kind == ST_PARAM_STAT) {
             for (size_t j = b; j < e; j++)
-                w[j] = BN_RUNNING_MOMENTUM * w[j] + (1.0f - BN_RUNNING_MOMENTUM) * g[j];
+                w[j] = BN_RUNNING_MOMENTUM * w[j] +
+                       (1.0f - BN_RUNNING_MOMENTUM) * g[j - g_base];
             continue;
         }
         float decay = p->kind == ST_PARAM_WEIGHT ? c->decay : 0.0f;
         /* planes 0 and 1 of float b (the second only for the rules that have it) */
         float *s0 = state + (b - begin);
+        const float *gb = g + (b - g_base);
         switch (c->rule) {
         case ST_SOLVER_SGD:
-            sgd_range(c, rate, decay, w + b, s0, g + b, n);
+            sgd_range(c, rate, decay, w + b, s0, gb, n);
             break;
         case ST_SOLVER_NESTEROV:
-            nesterov_range(c, rate, decay, w + b, s0, g + b, n);
+            nesterov_range(c, rate, decay, w + b, s0, gb, n);
             break;
         case ST_SOLVER_ADAGRAD:
-            adagrad_range(c, rate, decay, w + b, s0, g + b, n);
+            adagrad_range(c, rate, decay, w + b, s0, gb, n);
             break;
         case ST_SOLVER_RMSPROP:
-            rmsprop_range(c, rate, decay, w + b, s0, g + b, n);
+            rmsprop_range(c, rate, decay, w + b, s0, gb, n);
             break;
         case ST_SOLVER_ADADELTA:
-            adadelta_range(c, rate, decay, w + b, s0, s0 + stride, g + b, n);
+            adadelta_range(c, rate, decay, w + b, s0, s0 + stride, gb, n);
             break;
         case ST_SOLVER_ADAM:
-            adam_range(c, rate, decay, w + b, s0, s0 + stride, g + b, n);
+            adam_range(c, rate, decay, w + b, s0, s0 + stride, gb, n);
             break;
         }
     }
+}
+
+void st_solver_update_at(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
+                         size_t begin, size_t end, float *w, float *state, size_t stride,
+                         const float *g)
+{
+    update_range(c, t, lr, iter, begin, end, w, state, stride, g, 0);
+}
+
+void st_solver_update_given(const st_solver_cfg *c, const st_param_table *t, float lr,
+                            long iter, size_t begin, size_t end, float *w, float *state,
+                            size_t stride, const float *g)
+{
+    update_range(c, t, lr, iter, begin, end, w, state + begin, stride, g, begin);
 }

@@ -22,26 +22,27 @@ void st_ps_free(st_ps *ps)
     memset(ps, 0, sizeof *ps);
 }
 
-size_t st_ps_grad_floats(const st_param_table *t, int n_workers, int worker,
-                         size_t shared_from)
+size_t st_ps_grad_floats(const st_param_table *t, int worker, size_t shared_from,
+                         int tail_applied)
 {
-    (void)n_workers;
-    return worker == 0 || shared_from > t->count ? t->count : shared_from;
+    return shared_from > t->count || (worker == 0 && !tail_applied) ? t->count : shared_from;
 }
 
 st_status st_ps_init(st_ps *ps, const st_param_table *t, int n_workers, int state_planes,
                      st_error *err)
 {
-    return st_ps_init_split(ps, t, n_workers, state_planes, t->count, err);
+    return st_ps_init_split(ps, t, n_workers, state_planes, t->count, 0, err);
 }
 
 st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
-                           int state_planes, size_t shared_from, st_error *err)
+                           int state_planes, size_t shared_from, int tail_applied,
+                           st_error *err)
 {
     memset(ps, 0, sizeof *ps);
     ps->table = t;
     ps->count = t->count;
     ps->shared_from = shared_from < t->count ? shared_from : t->count;
+    ps->tail_applied = tail_applied && ps->shared_from < ps->count;
     ps->n_workers = n_workers;
     ps->state_planes = state_planes;
     size_t bytes = ps->count * sizeof(float);
@@ -57,19 +58,20 @@ st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
     for (int r = 0; r < n_workers; r++)
         pthread_mutex_init(&ps->slice_lock[r], NULL);
     for (int w = 0; w < n_workers; w++)
-        if (!(ps->grads[w] = st_alloc_aligned(st_ps_grad_floats(t, n_workers, w,
-                                                                 ps->shared_from) *
+        if (!(ps->grads[w] = st_alloc_aligned(st_ps_grad_floats(t, w, ps->shared_from,
+                                                                 ps->tail_applied) *
                                                   sizeof(float),
                                               "worker gradients", err))) {
             st_ps_free(ps);
             return ST_ENOMEM;
         }
-    /* Equal shares of whole cache lines; trailing slices may be empty when
-     * there are more workers than lines. */
-    size_t lines = st_align_up(ps->count, ST_PARAM_ALIGN) / ST_PARAM_ALIGN;
+    /* Equal shares of whole cache lines of what the reduction updates;
+     * trailing slices may be empty when there are more workers than lines. */
+    size_t updated = ps->tail_applied ? ps->shared_from : ps->count;
+    size_t lines = st_align_up(updated, ST_PARAM_ALIGN) / ST_PARAM_ALIGN;
     for (int r = 0; r <= n_workers; r++) {
         size_t b = lines * (size_t)r / (size_t)n_workers * ST_PARAM_ALIGN;
-        ps->slice[r] = b < ps->count ? b : ps->count;
+        ps->slice[r] = b < updated ? b : updated;
     }
     return ST_OK;
 }
@@ -161,6 +163,22 @@ static int reduce_apply_range(st_ps *ps, size_t b, size_t e, float scale,
             return 0;
         st_solver_update(c, ps->table, lr, iter, cb, ce, ps->weights, ps->state, ps->count,
                          ps->grads[0]);
+    }
+    return 1;
+}
+
+int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
+                      const st_solver_cfg *c, float lr, long iter)
+{
+    for (size_t cb = b; cb < e; cb += FUSED_CHUNK) {
+        size_t ce = e - cb > FUSED_CHUNK ? cb + FUSED_CHUNK : e;
+        float *gc = g + (cb - b);
+        for (size_t i = 0; i < ce - cb; i++)
+            gc[i] *= scale;
+        if (!st_all_finite(gc, ce - cb))
+            return 0;
+        st_solver_update_given(c, ps->table, lr, iter, cb, ce, ps->weights, ps->state,
+                               ps->count, gc);
     }
     return 1;
 }

@@ -25,9 +25,13 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     st_shard_of(b->n, s->T, w->id, &first, &count);
     *loss = 0.0;
     *images = count;
+    w->mp_it = it;
+    w->mp_scale = 1.0f / (float)b->n;
+    w->mp_bad = 0;
     if (count == 0)
-        memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, s->T, w->id,
-                                                         s->ps->shared_from) * sizeof(float));
+        memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, w->id,
+                                                         s->ps->shared_from,
+                                                         s->ps->tail_applied) * sizeof(float));
     if (count == 0 && !hybrid)
         return ST_OK;
     size_t per = st_shape_count(s->net->input);
@@ -187,7 +191,10 @@ static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
  * finite, but other slices were updated: they are not to be kept). With
  * --rank-update partitioned each node checks only its part of the slice
  * (the one it summed), and the all-gather of the new weights carries the
- * nodes' verdicts, so all of them stop at the same iteration. */
+ * nodes' verdicts, so all of them stop at the same iteration. When the
+ * model-parallel layers apply their gradients in backward
+ * (ps->tail_applied), a stop asked after they began is put off until the
+ * iteration is finished, so that no iteration is left half applied. */
 void sched_worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -197,6 +204,8 @@ void sched_worker_bsp(st_worker *w)
         double t0 = st_now();
         const st_batch_slot *b = st_batchq_wait(s->q, it);
         double t1 = st_now();
+        if (r == 0) /* before the model-parallel layers' first barrier of it */
+            rec->mp_decided = 0;
         if (s->overlap && r == 0)
             st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
         st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
@@ -223,6 +232,13 @@ void sched_worker_bsp(st_worker *w)
         if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
             st_overlap_wait(s->overlap, it);
         double comm = s->o.cluster ? st_now() - t3 : 0.0;
+        int stop_after = 0; /* a stop put off until this iteration is applied */
+        if (rec->mp_decided && rec->mp_stop && !stop)
+            stop = rec->mp_stop;
+        else if (rec->mp_decided && !rec->mp_stop && stop && !failed && isfinite(loss)) {
+            stop_after = stop;
+            stop = 0;
+        }
         if (failed || !isfinite(loss) || stop) {
             stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
                                           : stop ? ST_OK : ST_EDIVERGED, stop);
@@ -238,7 +254,8 @@ void sched_worker_bsp(st_worker *w)
         if (fused)
             rec->grad_bad[r] = !st_ps_reduce_apply(s->ps, r, 1.0f / (float)images, s->o.solver,
                                                    st_lr_at(&s->o.solver->lr, it), it,
-                                                   s->o.intra);
+                                                   s->o.intra) ||
+                               w->mp_bad;
         else if (!s->overlap)
             dst = slice_reduce(w, 1.0f / (float)images);
         if (s->o.cluster && !s->overlap) {
@@ -247,7 +264,8 @@ void sched_worker_bsp(st_worker *w)
             comm += st_now() - c0;
         }
         if (!fused)
-            rec->grad_bad[r] = dst != ST_OK || !reduced_finite(w, slice, slice_len);
+            rec->grad_bad[r] = dst != ST_OK || !reduced_finite(w, slice, slice_len) ||
+                               w->mp_bad;
         double t4 = st_now();
         if (!fused && dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
             dst = slice_apply(w, it);
@@ -275,6 +293,10 @@ void sched_worker_bsp(st_worker *w)
             atomic_store(&s->completed, it + 1);
             pthread_cond_broadcast(&s->clock_moved);
             pthread_mutex_unlock(&s->clock_lock);
+        }
+        if (stop_after) {
+            stop_workers(s, r, it + 1, ST_OK, stop_after);
+            break;
         }
     }
     if (r == 0) { /* wake the scheduler if it waits for more */

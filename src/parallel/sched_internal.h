@@ -71,6 +71,10 @@ typedef struct st_worker {
     st_status status;
     st_error err;
     st_mp_group mp;        /* --parallel hybrid: its place among the workers */
+    long mp_it;            /* with ps->tail_applied: the iteration in backward, */
+    float mp_scale;        /* 1 / its images, */
+    int mp_bad;            /* whether a gradient it was to apply was not finite */
+    size_t mp_bad_at;      /* (the first one's arena offset) */
     /* async progress, under s->clock_lock */
     long clock;            /* iterations it has finished */
     double clock_loss;
@@ -93,6 +97,9 @@ typedef struct iter_record {
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
     int stop_request;      /* sched_stop_flag as worker 0 saw it before `mid` */
+    int mp_decided;        /* with ps->tail_applied, under mp_lock: whether the */
+    int mp_stop;           /* first update in backward came, and the stop flag it saw
+                              (0: the model-parallel layers apply the iteration) */
     double nodes_loss;     /* multi-node: loss and images over every node */
     double nodes_images;
 } iter_record;

@@ -89,13 +89,13 @@ worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, i
 
 static void mp_barrier_wait(void *ctx)
 {
-    st_sched *s = ctx;
-    st_barrier_wait(&s->mp_barrier);
+    st_worker *w = ctx;
+    st_barrier_wait(&w->s->mp_barrier);
 }
 
 static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *err)
 {
-    st_sched *s = ctx;
+    st_sched *s = ((st_worker *)ctx)->s;
     void *p = NULL;
     pthread_mutex_lock(&s->mp_lock);
     for (int k = 0; k < s->n_mp_buf && !p; k++)
@@ -114,6 +114,35 @@ static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *e
     }
     pthread_mutex_unlock(&s->mp_lock);
     return p;
+}
+
+/* st_mp_group.apply with ps->tail_applied: the first call of an iteration
+ * decides, for every worker, whether the model-parallel layers apply it
+ * (no stop asked yet; see scheduler.h). */
+static void mp_apply(void *ctx, size_t offset, float *g, size_t count)
+{
+    st_worker *w = ctx;
+    st_sched *s = w->s;
+    iter_record *rec = &s->rec[w->mp_it % RECORDS];
+    pthread_mutex_lock(&s->mp_lock);
+    if (!rec->mp_decided) {
+        rec->mp_stop = sched_stop_flag(s);
+        rec->mp_decided = 1;
+    }
+    int apply = !rec->mp_stop;
+    pthread_mutex_unlock(&s->mp_lock);
+    if (apply && !st_ps_apply_given(s->ps, offset, offset + count, g, w->mp_scale, s->o.solver,
+                                    st_lr_at(&s->o.solver->lr, w->mp_it), w->mp_it) &&
+        !w->mp_bad) {
+        w->mp_bad = 1;
+        w->mp_bad_at = offset;
+    }
+}
+
+int st_sched_tail_applied(const st_sched_opts *o)
+{
+    return o->hybrid && o->sync == ST_SYNC_BSP && !o->overlap && !o->cluster &&
+           !o->backend->slice_reduce && !o->backend->slice_apply;
 }
 
 /* The samples of this process's batches: a whole one and the last of an
@@ -138,7 +167,9 @@ static st_status worker_init(st_worker *w)
     sched_worker_sizes(&s->o, s->T, w->id, &w->sz);
     st_replica_opts ro = sched_replica_opts(&s->o, &w->sz, w->id, 0);
     if (s->o.hybrid) {
-        w->mp = (st_mp_group){w->id, s->T, s->ps->grads[0], mp_barrier_wait, mp_shared, s};
+        int applied = s->ps->tail_applied;
+        w->mp = (st_mp_group){w->id, s->T, applied ? NULL : s->ps->grads[0],
+                              applied ? mp_apply : NULL, mp_barrier_wait, mp_shared, w};
         ro.mp = &w->mp;
         ro.mp_batch_sizes = s->mp_sizes;
         ro.n_mp_batch_sizes = s->n_mp_sizes;
@@ -184,13 +215,17 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
     for (int i = net->n_layers - 1; i >= 0; i--)
         for (int k = 0; k < t->n; k++) {
             const st_param *p = &t->p[k];
-            for (int r = r0; r < r1 && p->layer == i; r++)
-                if ((r == 0 || p->offset < s->ps->shared_from) &&
-                    !st_all_finite(s->ps->grads[r] + p->offset, p->count)) {
+            for (int r = r0; r < r1 && p->layer == i; r++) {
+                size_t held = st_ps_grad_floats(t, r, s->ps->shared_from, s->ps->tail_applied);
+                int applied_bad = s->w[r].mp_bad && s->w[r].mp_bad_at >= p->offset &&
+                                  s->w[r].mp_bad_at < p->offset + p->count;
+                if ((p->offset < held && !st_all_finite(s->ps->grads[r] + p->offset, p->count)) ||
+                    applied_bad) {
                     snprintf(buf, len, "the gradient of %s, %s, is not finite", p->name,
                              st_net_layer_label(net, i, layer, sizeof layer));
                     return;
                 }
+            }
         }
     snprintf(buf, len, "the loss is not finite");
 }
@@ -380,6 +415,12 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     if (o->hybrid)
         plan_mp_sizes(s);
+    if (ps->tail_applied != st_sched_tail_applied(o)) {
+        st_sched_free(s);
+        return st_fail(err, ST_EINTERNAL, "the parameter server's model-parallel tail is %s "
+                       "by the layers, and the run asks otherwise",
+                       ps->tail_applied ? "applied" : "not applied");
+    }
     if (o->overlap && o->cluster) {
         st_status st = st_overlap_create(&s->overlap, net, ps, o->cluster, s->T, s->T,
                                          o->bucket_bytes, err);

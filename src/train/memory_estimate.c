@@ -61,7 +61,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     m->weights = f * (double)params->count;
     m->state = m->weights * st_solver_state_per_param(&t->hp.solver);
     for (int w = 0; w < T; w++) {
-        double g = f * (double)st_ps_grad_floats(params, T, w, t->shared_from);
+        double g = f * (double)st_ps_grad_floats(params, w, t->shared_from, t->tail_applied);
         m->gradients += g;
         if (g > m->grad_each)
             m->grad_each = g;

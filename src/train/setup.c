@@ -215,6 +215,23 @@ static void choose_threads(st_trainer *t)
                 t->o.threads > 1 ? "s" : "", t->o.intra, why);
 }
 
+/* The parameters of the model-parallel layer (from first_mp on) that has
+ * the most. */
+static size_t largest_mp_layer(const st_trainer *t, int first_mp)
+{
+    const st_param_table *pt = &t->net.params;
+    size_t largest = 0;
+    for (int i = first_mp; i < t->net.n_layers; i++) {
+        size_t n = 0;
+        for (int k = 0; k < pt->n; k++)
+            if (pt->p[k].layer == i)
+                n += pt->p[k].count;
+        if (n > largest)
+            largest = n;
+    }
+    return largest;
+}
+
 /* --parallel: resolve auto (-1) into hybrid where it runs bulk-synchronously,
  * with several workers, without --overlap, and its model-parallel layers
  * hold over MANY_PARAMETERS: there their gradients dominate each extra
@@ -233,11 +250,22 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
         o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && o->threads > 1 &&
                     mp_params > MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
-        st_info(&t->log, "parallel: hybrid: the fully connected layers from layer %d on run "
-                "model-parallel over %d worker%s: the gradients of their %.1fM parameters are "
-                "held once (%.1f MB less)", first_mp, o->threads, o->threads > 1 ? "s" : "",
-                1e-6 * (double)mp_params, 1e-6 * sizeof(float) * (double)mp_params *
-                (o->threads - 1));
+        st_sched_opts so;
+        trainer_sched_opts(t, &so);
+        t->tail_applied = st_sched_tail_applied(&so);
+        if (t->tail_applied) /* each worker's slice of the largest layer, in its scratch */
+            st_info(&t->log, "parallel: hybrid: the fully connected layers from layer %d on "
+                    "run model-parallel over %d worker%s, each applying the solver to its "
+                    "slice of their %.1fM parameters in backward: no worker holds their "
+                    "gradients (%.1f MB less)", first_mp, o->threads, o->threads > 1 ? "s" : "",
+                    1e-6 * (double)mp_params, 1e-6 * sizeof(float) *
+                    ((double)mp_params * o->threads - (double)largest_mp_layer(t, first_mp)));
+        else
+            st_info(&t->log, "parallel: hybrid: the fully connected layers from layer %d on "
+                    "run model-parallel over %d worker%s: the gradients of their %.1fM "
+                    "parameters are held once (%.1f MB less)", first_mp, o->threads,
+                    o->threads > 1 ? "s" : "", 1e-6 * (double)mp_params,
+                    1e-6 * sizeof(float) * (double)mp_params * (o->threads - 1));
         return;
     }
     if (o->hybrid)
@@ -747,7 +775,7 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
     if (st == ST_OK) /* partitioned: the state is this rank's parts' alone (ps_part.h) */
         st = st_ps_init_split(&t->ps, &t->net.params, o->threads,
                               trainer_partitioned(t) ? 0 : trainer_state_planes(t),
-                              t->shared_from, err);
+                              t->shared_from, t->tail_applied, err);
     if (st == ST_OK && trainer_partitioned(t)) {
         st = st_ps_part_init(&t->part, &t->ps, st_cluster_size(o->cluster),
                              st_cluster_rank(o->cluster), trainer_state_planes(t), err);

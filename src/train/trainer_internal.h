@@ -35,6 +35,8 @@ struct st_trainer {
     st_ps_part part;        /* --rank-update partitioned: this rank's parts and their state */
     size_t shared_from;     /* --parallel hybrid: where the gradients' model-parallel tail,
                                held once, begins (params.count: none; st_ps_init_split) */
+    int tail_applied;       /* hybrid: the model-parallel layers apply their gradients in
+                               backward (st_sched_tail_applied) */
     float *resumed_state;   /* partitioned, rank 0, after --resume: the snapshot's whole
                                solver state [planes * count] until the run hands out the
                                parts (loop.c), then NULL */

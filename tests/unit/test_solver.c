@@ -347,6 +347,69 @@ static void test_ps_apply_planes(void **state)
     }
 }
 
+/* Hybrid on one node (ps.tail_applied): the model-parallel layers apply
+ * the tail's gradient as they compute it (st_ps_apply_given), the slices
+ * span only the head. Truth: the same steps with the tail's gradient in
+ * worker 0's arena, reduced and applied with the rest (tail_applied 0):
+ * the same weights and state bit for bit, for every rule. A non-finite
+ * given gradient is refused and leaves its chunk as it was. */
+static void test_ps_tail_applied(void **state)
+{
+    (void)state;
+    for (int r = 0; r < N_RULES; r++) {
+        st_solver_cfg c = rule_cfg((st_solver_rule)r);
+        int planes = st_solver_state_per_param(&c);
+        tiny ref;
+        tiny_init(&ref);
+        size_t n = ref.table.count, from = ref.table.p[1].offset; /* biases on: the tail */
+        st_ps held, applied;
+        st_error err = {0};
+        assert_int_equal(st_ps_init_split(&held, &ref.table, 2, planes, from, 0, &err), ST_OK);
+        assert_int_equal(st_ps_init_split(&applied, &ref.table, 2, planes, from, 1, &err),
+                         ST_OK);
+        assert_true(applied.tail_applied && !held.tail_applied);
+        assert_int_equal(held.slice[2], n);
+        assert_int_equal(applied.slice[2], from);
+        assert_int_equal(st_ps_grad_floats(&ref.table, 0, from, 0), n);
+        assert_int_equal(st_ps_grad_floats(&ref.table, 0, from, 1), from);
+        assert_int_equal(st_ps_grad_floats(&ref.table, 1, from, 1), from);
+        memcpy(held.weights, ref.w, n * sizeof *ref.w);
+        memcpy(applied.weights, ref.w, n * sizeof *ref.w);
+        float tail[64];
+        assert_true(n - from <= sizeof tail / sizeof tail[0]);
+        for (int t = 0; t < N_STEPS; t++) {
+            tiny_set_grad(&ref, t);
+            /* the batch's sums: four times the average (exact in binary) */
+            for (size_t i = 0; i < n; i++)
+                held.grads[0][i] = 4.0f * ref.g[i];
+            memset(held.grads[1], 0, from * sizeof(float));
+            memcpy(applied.grads[0], held.grads[0], from * sizeof(float));
+            memset(applied.grads[1], 0, from * sizeof(float));
+            memcpy(tail, held.grads[0] + from, (n - from) * sizeof(float));
+            for (int slice = 0; slice < 2; slice++) {
+                assert_true(st_ps_reduce_apply(&held, slice, 0.25f, &c, rule_lr[r], t, 1));
+                assert_true(st_ps_reduce_apply(&applied, slice, 0.25f, &c, rule_lr[r], t, 1));
+            }
+            assert_true(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], t));
+        }
+        if (memcmp(held.weights, applied.weights, n * sizeof *ref.w) != 0 ||
+            memcmp(held.state, applied.state, (size_t)planes * n * sizeof *ref.w) != 0)
+            fail_msg("%s: the tail applied apart differs from the tail reduced in grads[0]",
+                     st_solver_rule_names[r]);
+        for (size_t i = 0; i < n - from; i++)
+            tail[i] = 1.0f;
+        tail[1] = NAN;
+        memcpy(ref.w, applied.weights, n * sizeof *ref.w);
+        assert_false(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], N_STEPS));
+        if (memcmp(ref.w + from, applied.weights + from, (n - from) * sizeof *ref.w) != 0)
+            fail_msg("%s: a non-finite given gradient changed the weights",
+                     st_solver_rule_names[r]);
+        st_ps_free(&held);
+        st_ps_free(&applied);
+        tiny_free(&ref);
+    }
+}
+
 /* --rank-update partitioned: P ranks (simulated one after the other), each
  * updating only its parts of the 2 slices with its compact state
  * (ps_part.h), then the parts' weights put together as the all-gather
@@ -537,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_rules_hand_computed),
         cmocka_unit_test(test_slices_bitwise),
         cmocka_unit_test(test_ps_apply_planes),
+        cmocka_unit_test(test_ps_tail_applied),
         cmocka_unit_test(test_partitioned_state),
         cmocka_unit_test(test_cfg_defaults),
         cmocka_unit_test(test_cfg_every_rule),

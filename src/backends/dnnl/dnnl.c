@@ -354,7 +354,10 @@ static st_status build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc
         k->src_edge = !dnnl_memory_desc_equal(usrc, psrc);
         if (k->src_edge)
             k->ws_src = dn_ws_take(k, dnnl_memory_desc_get_size(psrc));
-        k->tmp_bytes = dnnl_memory_desc_get_size(psrc);
+        /* room for diff_src before its reorder or accumulation, or where
+         * batch norm's backward, which always computes it, throws it away */
+        int dsrc = k->d.base.src_grad || (k->d.base.kind == ST_K_BNORM && k->d.base.backward);
+        k->tmp_bytes = dsrc ? dnnl_memory_desc_get_size(psrc) : 0;
         int plain = dn_md_is_plain(pdst);
         if (!plain && !dn_n_outermost(pdst))
             return st_fail(err, ST_EBACKEND, "oneDNN chose an output layout that blocks the "
