@@ -88,11 +88,12 @@ void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, 
 /* Scale g, the gradient of arena floats [b, e) summed over the batch and
  * held apart from the arenas (g[j - b] is float j's), by scale and apply it
  * as the update of iteration iter, chunk by chunk as st_ps_reduce_apply
- * (the same floats as the tail's reduction and update in grads[0]), on the
- * calling thread. Returns whether the scaled gradient is finite; the chunks
- * from the first non-finite one on are not applied. */
+ * (the same floats as the tail's reduction and update in grads[0]), on
+ * `threads` threads of the calling worker. Returns whether the scaled
+ * gradient is finite; on each thread's part, the chunks from the first
+ * non-finite one on are not applied. */
 int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
-                      const st_solver_cfg *c, float lr, long iter);
+                      const st_solver_cfg *c, float lr, long iter, int threads);
 
 /* Apply the update of iteration iter to arena floats [b, e) with the
  * reduced gradient, their solver state held apart from ps->state: plane k

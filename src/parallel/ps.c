@@ -167,8 +167,8 @@ static int reduce_apply_range(st_ps *ps, size_t b, size_t e, float scale,
     return 1;
 }
 
-int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
-                      const st_solver_cfg *c, float lr, long iter)
+static int apply_given_range(st_ps *ps, size_t b, size_t e, float *g, float scale,
+                             const st_solver_cfg *c, float lr, long iter)
 {
     for (size_t cb = b; cb < e; cb += FUSED_CHUNK) {
         size_t ce = e - cb > FUSED_CHUNK ? cb + FUSED_CHUNK : e;
@@ -181,6 +181,21 @@ int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
                                ps->count, gc);
     }
     return 1;
+}
+
+int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
+                      const st_solver_cfg *c, float lr, long iter, int threads)
+{
+    if (threads <= 1)
+        return apply_given_range(ps, b, e, g, scale, c, lr, iter);
+    int finite = 1;
+#pragma omp parallel num_threads(threads) reduction(&& : finite)
+    {
+        size_t sb, se;
+        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        finite = apply_given_range(ps, sb, se, g + (sb - b), scale, c, lr, iter);
+    }
+    return finite;
 }
 
 int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, float lr,

@@ -132,7 +132,8 @@ static void mp_apply(void *ctx, size_t offset, float *g, size_t count)
     int apply = !rec->mp_stop;
     pthread_mutex_unlock(&s->mp_lock);
     if (apply && !st_ps_apply_given(s->ps, offset, offset + count, g, w->mp_scale, s->o.solver,
-                                    st_lr_at(&s->o.solver->lr, w->mp_it), w->mp_it) &&
+                                    st_lr_at(&s->o.solver->lr, w->mp_it), w->mp_it,
+                                    s->o.intra) &&
         !w->mp_bad) {
         w->mp_bad = 1;
         w->mp_bad_at = offset;

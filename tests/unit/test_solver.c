@@ -390,7 +390,8 @@ static void test_ps_tail_applied(void **state)
                 assert_true(st_ps_reduce_apply(&held, slice, 0.25f, &c, rule_lr[r], t, 1));
                 assert_true(st_ps_reduce_apply(&applied, slice, 0.25f, &c, rule_lr[r], t, 1));
             }
-            assert_true(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], t));
+            assert_true(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], t,
+                                          1 + t % 2));
         }
         if (memcmp(held.weights, applied.weights, n * sizeof *ref.w) != 0 ||
             memcmp(held.state, applied.state, (size_t)planes * n * sizeof *ref.w) != 0)
@@ -400,7 +401,8 @@ static void test_ps_tail_applied(void **state)
             tail[i] = 1.0f;
         tail[1] = NAN;
         memcpy(ref.w, applied.weights, n * sizeof *ref.w);
-        assert_false(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], N_STEPS));
+        assert_false(st_ps_apply_given(&applied, from, n, tail, 0.25f, &c, rule_lr[r], N_STEPS,
+                                       1));
         if (memcmp(ref.w + from, applied.weights + from, (n - from) * sizeof *ref.w) != 0)
             fail_msg("%s: a non-finite given gradient changed the weights",
                      st_solver_rule_names[r]);
