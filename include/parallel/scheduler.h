@@ -161,9 +161,13 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
  * st_sched_stop_reason says why. In multi-node mode the flags of every
  * node are summed with the iteration's control values, so every node
  * stops at the same iteration, the reason being SIGINT if any node had
- * SIGINT, else SIGTERM (else a request, st_sched_request_stop). */
+ * SIGINT, else SIGTERM (else a request, st_sched_request_stop). A node
+ * that does not answer within the cluster's timeout ends every node, except
+ * at iteration first when wait_for_rank0 is set: rank 0 spent the time
+ * before it alone (a test phase, a snapshot), so the others wait for it. */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           st_iteration_fn done, void *ctx, st_error *err);
+                           int wait_for_rank0, st_iteration_fn done, void *ctx,
+                           st_error *err);
 
 /* After a run that returned ST_OK: the signal that stopped it early (the
  * stop flag's value, agreed over the nodes), ST_SCHED_STOP_REQUESTED for a

@@ -2,6 +2,7 @@
  * that mpirun starts; single-node builds link cluster_single.c instead. */
 #include "dist/cluster.h"
 
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <mpi.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/allreduce.h"
 #include "base/cores.h"
@@ -115,11 +117,22 @@ void st_cluster_free(st_cluster *c)
     MPI_Finalize();
 }
 
+/* How long the message waits before MPI_Abort: mpiexec's proxy reads a
+ * rank's stderr pipe and its abort request in one event loop; handled in
+ * the wrong order, the abort kills the job before the message is
+ * forwarded (1 in 7 timed-out runs ended without a word). */
+#define ABORT_MESSAGE_DELAY_NS 200000000L
+
 void st_cluster_abort(st_cluster *c, const st_error *err)
 {
     if (!c)
         return;
     fprintf(stderr, "singletrain: rank %d: %s\n", c->rank, err->msg);
+    fflush(stdout);
+    fflush(stderr);
+    struct timespec pause = {0, ABORT_MESSAGE_DELAY_NS};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
+        ;
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -143,15 +143,15 @@ static double gather_slice_over_nodes(st_worker *w, int *bad)
  * SIGINT, any other signal, st_sched_request_stop), loss, images. A
  * signal outranks a request. A failing MPI call or a peer that
  * does not answer within the timeout leaves the others waiting, so it
- * aborts every rank; the first iteration of a command waits patiently on
- * ranks other than 0, which may be testing or writing a snapshot. */
+ * aborts every rank; ranks other than 0 wait patiently at the first
+ * iteration after rank 0's test phase or snapshot (s->wait_for_rank0). */
 static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed, int *stop,
                            double *loss, int *images)
 {
     st_sched *s = w->s;
     double v[6] = {*failed, *stop == SIGINT, *stop > 0 && *stop != SIGINT,
                    *stop == ST_SCHED_STOP_REQUESTED, *loss, *images};
-    int patient = it == s->first && st_cluster_rank(s->o.cluster) != 0;
+    int patient = it == s->first && s->wait_for_rank0 && st_cluster_rank(s->o.cluster) != 0;
     if (st_cluster_control(s->o.cluster, w->id, v, 6, patient, &w->err) != ST_OK) {
         st_error_prefix(&w->err, "iteration %ld: ", it);
         st_cluster_abort(s->o.cluster, &w->err);
@@ -337,13 +337,15 @@ static int bsp_running(st_sched *s, long last)
 }
 
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           st_iteration_fn done, void *ctx, st_error *err)
+                           int wait_for_rank0, st_iteration_fn done, void *ctx,
+                           st_error *err)
 {
     if (q->depth + 2 > RECORDS)
         return st_fail(err, ST_EINTERNAL, "batch ring deeper than the iteration records");
     s->q = q;
     s->first = first;
     s->last = last;
+    s->wait_for_rank0 = wait_for_rank0;
     s->stopped_at = -1;
     atomic_store(&s->stopping, 0);
     s->stop_reason = 0;

@@ -124,6 +124,7 @@ struct st_sched {
     int cmd;
     st_batchq *q;
     long first, last;
+    int wait_for_rank0;             /* BSP across nodes: at `first`, no timeout */
     const st_source *test;
     /* BSP progress */
     iter_record rec[RECORDS];

@@ -277,6 +277,16 @@ static long segment_end(const st_trainer *t, long first, long test_every)
     return last < t->iterations ? last : t->iterations;
 }
 
+/* Across nodes: whether rank 0 spent the time before iteration `first`
+ * alone, in a test phase or writing a snapshot, which the others wait for
+ * without a timeout. */
+static int rank0_was_alone(const st_trainer *t, long first, long test_every)
+{
+    int tested = t->test && !t->o.no_test && first % test_every == 0;
+    int snapshot = t->o.snapshot_every && first % t->o.snapshot_every == 0;
+    return first > t->start && (tested || snapshot);
+}
+
 /* Whether the final snapshot gathers the state from every rank (so that a
  * rank failing alone before it must end them all). */
 static int final_gather(const st_trainer *t)
@@ -307,6 +317,7 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
         }
         double seg_start = st_now();
         st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last,
+                                        rank0_was_alone(t, first, test_every),
                                         bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;

@@ -17,8 +17,8 @@
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
 # same iteration, rank 0 snapshots, the metrics file is completed and every
 # rank exits 128 + the signal; a rank failing in training is named with its
-# reason by rank 0; a stopped rank (SIGSTOP) ends the run after
-# --peer-timeout, the others waiting without spinning meanwhile.
+# reason by rank 0; a stopped rank (SIGSTOP), rank 0 or not, ends the run
+# after --peer-timeout with a message, the other waiting without spinning.
 # Prints SKIP and passes when mpirun is missing.
 # usage: sh tests/mpi/test_multinode.sh PATH_TO_SINGLETRAIN
 set -u
@@ -373,27 +373,38 @@ check "rank 0's test phase failing mid-run ends every rank at once" err 1 \
     "rank 0: $tmp/bad.txt:17: $tmp/img/cut.pgm: cannot decode image" -- \
     mpirun -np 2 "$bin" -q -t 1 --iters 50 --test-interval 5 --data "$tmp/badtest.data" "$tiny"
 
-# A stopped rank: the other waits without spinning, then ends the run.
-signal_run "$tmp/stop" --peer-timeout 5
-set -- $(ranks_of "$tmp/stop") - -
-expect "a stopped rank: two ranks run ($1 $2)" [ "$2" != - ]
-start=$(($(date +%s%N) / 1000000))
-[ "$2" = - ] || kill -STOP "$2"
-sleep 1.5
+# A stopped rank: the other waits without spinning, then ends the run;
+# rank 0 stopped too, between segments (--test-interval 1 makes every
+# iteration start one, where the others once waited for it forever).
+rank_pid() { # DIR RANK: the pid of that rank
+    for _p in $(ranks_of "$1"); do
+        tr '\0' '\n' <"/proc/$_p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && echo "$_p"
+    done
+}
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-a=$(ticks "$1")
-sleep 1
-b=$(ticks "$1")
-wait $run_pid
-rc=$?
-ms=$(($(date +%s%N) / 1000000 - start))
-kill $watchdog 2>/dev/null
-[ "$2" = - ] || kill -9 "$2" 2>/dev/null
-expect "a stopped rank: the other uses little CPU while it waits ($((b - a)) of $(getconf CLK_TCK) ticks in 1 s)" \
-    [ $((b - a)) -lt $(($(getconf CLK_TCK) / 3)) ]
-expect "a stopped rank: the run ends with a failure after --peer-timeout ($ms ms, exit $rc)" \
-    [ "$rc" -ne 0 ] && [ "$ms" -lt 80000 ]
-expect "a stopped rank: the message says it" grep -q "a rank stopped, hung or is lost" \
-    "$tmp/stop/err"
+for stopped in 1 0; do
+    d=$tmp/stop$stopped
+    signal_run "$d" --peer-timeout 5 --test-interval 1
+    p=$(rank_pid "$d" $stopped)
+    other=$(rank_pid "$d" $((1 - stopped)))
+    expect "rank $stopped stopped: two ranks run (${p:--} ${other:--})" [ -n "$p" ] && [ -n "$other" ]
+    start=$(($(date +%s%N) / 1000000))
+    [ -z "$p" ] || kill -STOP "$p"
+    sleep 1.5
+    a=$(ticks "${other:-0}")
+    sleep 1
+    b=$(ticks "${other:-0}")
+    wait $run_pid
+    rc=$?
+    ms=$(($(date +%s%N) / 1000000 - start))
+    kill $watchdog 2>/dev/null
+    [ -z "$p" ] || kill -9 "$p" 2>/dev/null
+    expect "rank $stopped stopped: the other uses little CPU while it waits ($((b - a)) of $(getconf CLK_TCK) ticks in 1 s)" \
+        [ $((b - a)) -lt $(($(getconf CLK_TCK) / 3)) ]
+    expect "rank $stopped stopped: the run ends with a failure after --peer-timeout ($ms ms, exit $rc)" \
+        [ "$rc" -ne 0 ] && [ "$ms" -lt 80000 ]
+    expect "rank $stopped stopped: the message says it" grep -q "a rank stopped, hung or is lost" \
+        "$d/err"
+done
 
 finish test_multinode.sh
