@@ -389,7 +389,7 @@ case " $figures " in
             printf "runs; above 1: singletrain is faster\"\n"
             printf "set style data histograms\nset style histogram clustered gap 1\n"
             printf "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
-            printf "set xtics rotate by -45 left\nset grid noxtics ytics\nset key top right\n"
+            printf "set xtics rotate by -45 left\nset rmargin 24\nset grid noxtics ytics\nset key top right\n"
             printf "set ylabel \x27speed ratio\x27\nset yrange [0:*]\n"
             plot = ""
             for (s = 1; s <= ns; s++)
