@@ -108,6 +108,7 @@ typedef struct st_sched_memory {
     double kernels;     /* resident memory their kernels take: first + (T - 1) x next */
     double kernels_first; /* measured: building worker 0's replica */
     double kernels_next;  /* measured: building one more (worker 1's) beside it */
+    double shared;        /* hybrid: the model-parallel layers' buffers the workers share */
 } st_sched_memory;
 
 /* Plan the workers' replicas on a thread of their own, as the workers

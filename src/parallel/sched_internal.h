@@ -44,6 +44,11 @@ void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z);
 st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
                                    int planning);
 
+/* Hybrid: the samples of this process's batches, a whole one and the last
+ * of an epoch (its part of it, across nodes), into sizes; returns how many
+ * (scheduler.c). */
+int sched_mp_sizes(const st_sched_opts *o, int sizes[2]);
+
 /* The bytes of what a worker of capacity cap allocates besides its replica
  * (scheduler.c, whose worker_init allocates them so). x, pixels and the
  * order are touched only by test phases and SSP / ASP runs. */

@@ -13,7 +13,12 @@
  * planned either unmeasured (the backend's first implementation: cheap,
  * nothing large allocated) or measured as the workers would measure them:
  * the choices land in the shared table, where the workers find them, and
- * what measuring leaves resident is counted with the kernels. */
+ * what measuring leaves resident is counted with the kernels.
+ *
+ * Hybrid runs are planned as they run: the model-parallel layers'
+ * whole-batch slice kernels and scratch in each worker's arena, and the
+ * buffers the workers share, counted once (allocated while planning, as
+ * the layers keep pointers to them, and freed with the plan). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +34,50 @@ typedef struct plan_job {
     st_status status;
     st_error err;
 } plan_job;
+
+/* The model-parallel group of a planned replica: its shared buffers are
+ * allocated (mmap'd, untouched when large) and counted once. */
+typedef struct plan_shared {
+    struct {
+        int layer, slot;
+        size_t bytes;
+        void *p;
+    } *buf;
+    int n;
+    double bytes;
+} plan_shared;
+
+static void *plan_shared_buffer(void *ctx, int layer, int slot, size_t bytes, st_error *err)
+{
+    plan_shared *ps = ctx;
+    for (int k = 0; k < ps->n; k++)
+        if (ps->buf[k].layer == layer && ps->buf[k].slot == slot && ps->buf[k].bytes == bytes)
+            return ps->buf[k].p;
+    void *grown = realloc(ps->buf, (size_t)(ps->n + 1) * sizeof *ps->buf);
+    if (!grown) {
+        st_fail(err, ST_ENOMEM, "out of memory planning the model-parallel buffers");
+        return NULL;
+    }
+    ps->buf = grown;
+    void *p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
+    if (p) {
+        ps->buf[ps->n].layer = layer;
+        ps->buf[ps->n].slot = slot;
+        ps->buf[ps->n].bytes = bytes;
+        ps->buf[ps->n++].p = p;
+        ps->bytes += (double)bytes;
+    }
+    return p;
+}
+
+/* A planned replica runs nothing: no worker meets or applies. */
+static void plan_barrier(void *ctx)
+{
+}
+
+static void plan_apply(void *ctx, size_t offset, float *g, size_t count)
+{
+}
 
 static int same_sizes(const worker_sizes *a, const worker_sizes *b)
 {
@@ -57,6 +106,10 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     size_t rss = st_current_rss();
     /* what a test phase or an SSP / ASP run touches of the buffers */
     int own_inputs = o->test_count > 0 || o->sync != ST_SYNC_BSP;
+    plan_shared shared = {0};
+    st_mp_group groups[3]; /* workers 0 and 1 (kept), any other */
+    int mp_sizes[2], n_mp_sizes = o->hybrid ? sched_mp_sizes(o, mp_sizes) : 0;
+    int applied = o->hybrid && st_sched_tail_applied(o);
     for (int w = 0; w < T && st == ST_OK; w++) {
         sched_worker_sizes(o, T, w, &z[w]);
         worker_buffers b = sched_worker_buffers(o, net, z[w].cap);
@@ -72,6 +125,14 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
         }
         st_replica r;
         st_replica_opts ro = sched_replica_opts(o, &z[w], w, !measure);
+        st_mp_group *mp = &groups[w < 2 ? w : 2]; /* as long as the replica */
+        *mp = (st_mp_group){w, T, NULL, applied ? plan_apply : NULL, plan_barrier,
+                            plan_shared_buffer, &shared};
+        if (o->hybrid) {
+            ro.mp = mp;
+            ro.mp_batch_sizes = mp_sizes;
+            ro.n_mp_batch_sizes = n_mp_sizes;
+        }
         st = st_replica_plan(&r, net, o->backend, &ro, &arena[w], err);
         if (st != ST_OK) {
             st_error_prefix(err, "planning worker %d: ", w);
@@ -89,6 +150,10 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     }
     for (int k = 0; k < n_kept; k++)
         st_replica_free(&kept[k]);
+    for (int k = 0; k < shared.n; k++)
+        st_free_aligned(shared.buf[k].p);
+    free(shared.buf);
+    m->shared = shared.bytes;
     for (int w = 0; w < T && st == ST_OK; w++)
         m->activations += (double)arena[w];
     m->kernels = m->kernels_first + (T - 1) * m->kernels_next;

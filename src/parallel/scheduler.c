@@ -146,14 +146,13 @@ int st_sched_tail_applied(const st_sched_opts *o)
            !o->backend->slice_reduce && !o->backend->slice_apply;
 }
 
-/* The samples of this process's batches: a whole one and the last of an
- * epoch (its part of it, across nodes). */
-static void plan_mp_sizes(st_sched *s)
+int sched_mp_sizes(const st_sched_opts *o, int sizes[2])
 {
-    int node = node_last_batch(&s->o);
-    s->mp_sizes[s->n_mp_sizes++] = s->o.batch;
-    if (node > 0 && node != s->o.batch)
-        s->mp_sizes[s->n_mp_sizes++] = node;
+    int n = 0, node = node_last_batch(o);
+    sizes[n++] = o->batch;
+    if (node > 0 && node != o->batch)
+        sizes[n++] = node;
+    return n;
 }
 
 static void layer_done(void *ctx, int layer)
@@ -415,7 +414,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                        "without --overlap");
     }
     if (o->hybrid)
-        plan_mp_sizes(s);
+        s->n_mp_sizes = sched_mp_sizes(o, s->mp_sizes);
     if (ps->tail_applied != st_sched_tail_applied(o)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "the parameter server's model-parallel tail is %s "

@@ -25,12 +25,16 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     else
         snprintf(workers, sizeof workers, "1 worker: gradients %.1f MB, activations %.1f MB, "
                  "kernels %.1f MB", MB * m->grad_each, MB * m->act_each, MB * m->kernels);
+    char shared[80] = "";
+    if (m->shared > 0)
+        snprintf(shared, sizeof shared, ", model-parallel layers' shared buffers %.1f MB",
+                 MB * m->shared);
     char allreduce[64] = "";
     if (m->allreduce > 0)
         snprintf(allreduce, sizeof allreduce, ", all-reduce %.1f MB", MB * m->allreduce);
-    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %s; input buffers %.1f MB, "
-            "prefetch %.1f MB%s; before allocating %.1f MB (resident now); %.1f MB in all",
-            MB * m->weights, MB * m->state, workers, MB * m->buffers, MB * m->prefetch,
+    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %s%s; input buffers %.1f "
+            "MB, prefetch %.1f MB%s; before allocating %.1f MB (resident now); %.1f MB in all",
+            MB * m->weights, MB * m->state, workers, shared, MB * m->buffers, MB * m->prefetch,
             allreduce, MB * m->base, MB * m->total);
     if (m->unmeasured)
         st_info(&t->log, "memory: planned with each convolution's first implementation, not "
@@ -72,6 +76,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     m->kernels_first = sm.kernels_first;
     m->kernels_next = sm.kernels_next;
     m->buffers = sm.buffers;
+    m->shared = sm.shared;
     if (o->sync == ST_SYNC_BSP) {
         st_prefetch_opts po = trainer_prefetch_opts(t);
         m->prefetch = (double)st_batchq_bytes(TRAINER_BATCH_RING, t->batch,
@@ -81,7 +86,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     if (st_cluster_size(o->cluster) > 1)
         m->allreduce = m->weights;
     m->total = m->base + m->weights + m->state + m->gradients + m->activations + m->kernels +
-               m->buffers + m->prefetch + m->allreduce;
+               m->shared + m->buffers + m->prefetch + m->allreduce;
     st_memlimit lim;
     st_memlimit_read("", &lim);
     size_t room = st_memlimit_room(&lim, m->room_what, sizeof m->room_what);

@@ -36,6 +36,7 @@
 typedef struct trainer_memory {
     double base, weights, state, gradients, activations, kernels, buffers, prefetch,
         allreduce;
+    double shared;           /* hybrid: the model-parallel layers' shared buffers */
     double total;
     double grad_each;        /* the largest worker's gradient arena */
     double act_each;         /* worker 0's activation arena */

@@ -125,6 +125,17 @@ hybrid_mb=$(grads)
 # layers: each of the 4 workers holds 1.62 MB less.
 expect "LeNet-5 -t 4: gradients $data_mb MB data-parallel, $hybrid_mb MB hybrid (6.5 MB less)" \
     awk -v d="$data_mb" -v h="$hybrid_mb" 'BEGIN { x = d - h; exit !(x > 6.4 && x < 6.6) }'
+# The estimate counts the buffers the workers share: each model-parallel
+# layer's whole-batch input and output blocks, LeNet-5 at -b 256
+# 256 x (800 + 500 + 500 + 10) floats = 1.85 MB; data parallelism has none.
+check "LeNet-5 -b 256, hybrid: the estimate counts the shared buffers" out 0 \
+    "model-parallel layers' shared buffers 1.9 MB" -- \
+    "$bin" --data synthetic --train-images 256 --dry-run -t 4 -b 256 --parallel hybrid \
+    "$(dirname "$0")/../../data/lenet.cfg"
+check "LeNet-5 -b 256, data-parallel: the estimate has no shared buffers" out 0 "gradients" -- \
+    "$bin" --data synthetic --train-images 256 --dry-run -t 4 -b 256 --parallel data \
+    "$(dirname "$0")/../../data/lenet.cfg"
+expect "... and says none" sh -c "! grep -q 'shared buffers' '$tmp/stdout'"
 
 # SIGINT: wherever in an iteration it lands (before the first update in
 # backward, or after it, when the iteration is let finish), the snapshot
