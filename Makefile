@@ -120,8 +120,10 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" PORTABLE_TESTS="$(PORTABLE_TESTS)" \
 	    scripts/run-tests.sh $(BUILD)
 
+# The builds (plain, sanitized, portable) on every core; the tests then run
+# one at a time (some measure time or CPU use).
 test: deps
-	@$(MAKE) --no-print-directory check-tests
+	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
 # The binary and the manual page (singletrain.1); DESTDIR stages a package.
 install: $(BIN)
