@@ -93,6 +93,11 @@ typedef struct mp_buffer {
     void *p;
 } mp_buffer;
 
+/* The buffer (layer, slot) of bytes in the table *bufs [*n]: the one there,
+ * or a new one, zeroed, added (scheduler.c); NULL when out of memory. */
+void *sched_mp_buffer(mp_buffer **bufs, int *n, int layer, int slot, size_t bytes,
+                      st_error *err);
+
 /* One BSP iteration as each worker saw it: written before the barriers
  * that order it with its readers. */
 typedef struct iter_record {

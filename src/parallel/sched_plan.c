@@ -38,36 +38,14 @@ typedef struct plan_job {
 /* The model-parallel group of a planned replica: its shared buffers are
  * allocated (mmap'd, untouched when large) and counted once. */
 typedef struct plan_shared {
-    struct {
-        int layer, slot;
-        size_t bytes;
-        void *p;
-    } *buf;
+    mp_buffer *buf;
     int n;
-    double bytes;
 } plan_shared;
 
 static void *plan_shared_buffer(void *ctx, int layer, int slot, size_t bytes, st_error *err)
 {
     plan_shared *ps = ctx;
-    for (int k = 0; k < ps->n; k++)
-        if (ps->buf[k].layer == layer && ps->buf[k].slot == slot && ps->buf[k].bytes == bytes)
-            return ps->buf[k].p;
-    void *grown = realloc(ps->buf, (size_t)(ps->n + 1) * sizeof *ps->buf);
-    if (!grown) {
-        st_fail(err, ST_ENOMEM, "out of memory planning the model-parallel buffers");
-        return NULL;
-    }
-    ps->buf = grown;
-    void *p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
-    if (p) {
-        ps->buf[ps->n].layer = layer;
-        ps->buf[ps->n].slot = slot;
-        ps->buf[ps->n].bytes = bytes;
-        ps->buf[ps->n++].p = p;
-        ps->bytes += (double)bytes;
-    }
-    return p;
+    return sched_mp_buffer(&ps->buf, &ps->n, layer, slot, bytes, err);
 }
 
 /* A planned replica runs nothing: no worker meets or applies. */
@@ -150,10 +128,11 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     }
     for (int k = 0; k < n_kept; k++)
         st_replica_free(&kept[k]);
-    for (int k = 0; k < shared.n; k++)
+    for (int k = 0; k < shared.n; k++) {
+        m->shared += (double)shared.buf[k].bytes;
         st_free_aligned(shared.buf[k].p);
+    }
     free(shared.buf);
-    m->shared = shared.bytes;
     for (int w = 0; w < T && st == ST_OK; w++)
         m->activations += (double)arena[w];
     m->kernels = m->kernels_first + (T - 1) * m->kernels_next;

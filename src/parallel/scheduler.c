@@ -93,25 +93,29 @@ static void mp_barrier_wait(void *ctx)
     st_barrier_wait(&w->s->mp_barrier);
 }
 
+void *sched_mp_buffer(mp_buffer **bufs, int *n, int layer, int slot, size_t bytes,
+                      st_error *err)
+{
+    for (int k = 0; k < *n; k++)
+        if ((*bufs)[k].layer == layer && (*bufs)[k].slot == slot && (*bufs)[k].bytes == bytes)
+            return (*bufs)[k].p;
+    mp_buffer *grown = realloc(*bufs, (size_t)(*n + 1) * sizeof *grown);
+    if (!grown) {
+        st_fail(err, ST_ENOMEM, "out of memory for the model-parallel buffers' table");
+        return NULL;
+    }
+    *bufs = grown;
+    void *p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
+    if (p)
+        grown[(*n)++] = (mp_buffer){layer, slot, bytes, p};
+    return p;
+}
+
 static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *err)
 {
     st_sched *s = ((st_worker *)ctx)->s;
-    void *p = NULL;
     pthread_mutex_lock(&s->mp_lock);
-    for (int k = 0; k < s->n_mp_buf && !p; k++)
-        if (s->mp_buf[k].layer == layer && s->mp_buf[k].slot == slot && s->mp_buf[k].bytes == bytes)
-            p = s->mp_buf[k].p;
-    if (!p) {
-        mp_buffer *grown = realloc(s->mp_buf, (size_t)(s->n_mp_buf + 1) * sizeof *grown);
-        if (grown) {
-            s->mp_buf = grown;
-            p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
-        } else {
-            st_fail(err, ST_ENOMEM, "out of memory for the model-parallel buffers' table");
-        }
-        if (p)
-            s->mp_buf[s->n_mp_buf++] = (mp_buffer){layer, slot, bytes, p};
-    }
+    void *p = sched_mp_buffer(&s->mp_buf, &s->n_mp_buf, layer, slot, bytes, err);
     pthread_mutex_unlock(&s->mp_lock);
     return p;
 }
