@@ -164,10 +164,12 @@ typedef void (*st_iteration_fn)(void *ctx, const st_iteration *it);
  * stops at the same iteration, the reason being SIGINT if any node had
  * SIGINT, else SIGTERM (else a request, st_sched_request_stop). A node
  * that does not answer within the cluster's timeout ends every node, except
- * at iteration first when wait_for_rank0 is set: rank 0 spent the time
- * before it alone (a test phase, a snapshot), so the others wait for it. */
+ * where rank 0 said it would be alone: rank 0's alone_after (a test phase
+ * or a snapshot after iteration last - 1) goes with that iteration's
+ * control sum, and the others wait for it at the next one without a
+ * timeout (the other ranks' alone_after is not used). */
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           int wait_for_rank0, st_iteration_fn done, void *ctx,
+                           int alone_after, st_iteration_fn done, void *ctx,
                            st_error *err);
 
 /* After a run that returned ST_OK: the signal that stopped it early (the

@@ -143,16 +143,19 @@ static double gather_slice_over_nodes(st_worker *w, int *bad)
  * SIGINT, any other signal, st_sched_request_stop), loss, images. A
  * signal outranks a request. A failing MPI call or a peer that
  * does not answer within the timeout leaves the others waiting, so it
- * aborts every rank; ranks other than 0 wait patiently at the first
- * iteration after rank 0's test phase or snapshot (s->wait_for_rank0). */
+ * aborts every rank; rank 0 says, at a segment's last iteration, that it
+ * will be alone after it (s->alone_after), and the others wait for it
+ * without a timeout at the next iteration (w->patient_at). */
 static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed, int *stop,
                            double *loss, int *images)
 {
     st_sched *s = w->s;
-    double v[6] = {*failed, *stop == SIGINT, *stop > 0 && *stop != SIGINT,
-                   *stop == ST_SCHED_STOP_REQUESTED, *loss, *images};
-    int patient = it == s->first && s->wait_for_rank0 && st_cluster_rank(s->o.cluster) != 0;
-    if (st_cluster_control(s->o.cluster, w->id, v, 6, patient, &w->err) != ST_OK) {
+    int rank = st_cluster_rank(s->o.cluster);
+    double v[7] = {*failed, *stop == SIGINT, *stop > 0 && *stop != SIGINT,
+                   *stop == ST_SCHED_STOP_REQUESTED, *loss, *images,
+                   rank == 0 && it == s->last - 1 && s->alone_after};
+    int patient = it == w->patient_at && rank != 0;
+    if (st_cluster_control(s->o.cluster, w->id, v, 7, patient, &w->err) != ST_OK) {
         st_error_prefix(&w->err, "iteration %ld: ", it);
         st_cluster_abort(s->o.cluster, &w->err);
     }
@@ -163,6 +166,8 @@ static void sum_over_nodes(st_worker *w, long it, iter_record *rec, int *failed,
                        : 0;
     *loss = v[4];
     *images = (int)v[5];
+    if (v[6] > 0)
+        w->patient_at = it + 1;
     if (w->id == 0) {
         rec->nodes_loss = v[4];
         rec->nodes_images = v[5];
@@ -337,7 +342,7 @@ static int bsp_running(st_sched *s, long last)
 }
 
 st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
-                           int wait_for_rank0, st_iteration_fn done, void *ctx,
+                           int alone_after, st_iteration_fn done, void *ctx,
                            st_error *err)
 {
     if (q->depth + 2 > RECORDS)
@@ -345,7 +350,7 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     s->q = q;
     s->first = first;
     s->last = last;
-    s->wait_for_rank0 = wait_for_rank0;
+    s->alone_after = alone_after;
     s->stopped_at = -1;
     atomic_store(&s->stopping, 0);
     s->stop_reason = 0;

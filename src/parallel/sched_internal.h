@@ -78,6 +78,8 @@ typedef struct st_worker {
     st_mp_group mp;        /* --parallel hybrid: its place among the workers */
     long mp_it;            /* with ps->tail_applied: the iteration in backward, */
     float mp_scale;        /* 1 / its images, */
+    long patient_at;       /* across nodes: the iteration whose control sum waits
+                              for rank 0 without a timeout (-1: none) */
     int mp_bad;            /* whether a gradient it was to apply was not finite */
     size_t mp_bad_at;      /* (the first one's arena offset) */
     /* async progress, under s->clock_lock */
@@ -134,7 +136,7 @@ struct st_sched {
     int cmd;
     st_batchq *q;
     long first, last;
-    int wait_for_rank0;             /* BSP across nodes: at `first`, no timeout */
+    int alone_after;                /* BSP, rank 0: st_sched_run_bsp's */
     const st_source *test;
     /* BSP progress */
     iter_record rec[RECORDS];

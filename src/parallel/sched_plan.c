@@ -103,10 +103,10 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
         }
         st_replica r;
         st_replica_opts ro = sched_replica_opts(o, &z[w], w, !measure);
-        st_mp_group *mp = &groups[w < 2 ? w : 2]; /* as long as the replica */
-        *mp = (st_mp_group){w, T, NULL, applied ? plan_apply : NULL, plan_barrier,
-                            plan_shared_buffer, &shared};
         if (o->hybrid) {
+            st_mp_group *mp = &groups[w < 2 ? w : 2]; /* as long as the replica */
+            *mp = (st_mp_group){w, T, NULL, applied ? plan_apply : NULL, plan_barrier,
+                                plan_shared_buffer, &shared};
             ro.mp = mp;
             ro.mp_batch_sizes = mp_sizes;
             ro.n_mp_batch_sizes = n_mp_sizes;

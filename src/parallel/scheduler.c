@@ -438,6 +438,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         st_worker *w = &s->w[r];
         w->s = s;
         w->id = r;
+        w->patient_at = -1;
         if ((create_err = pthread_create(&w->thread, NULL, worker_main, w)) != 0)
             break;
         started++;

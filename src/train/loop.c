@@ -146,9 +146,15 @@ static st_status save_snapshot(st_trainer *t, long iteration, snapshot_kind kind
 /* The test phase; in multi-node mode rank 0 alone tests (the weights are
  * the same everywhere) while the others go on to the next iteration's
  * all-reduce and wait for it there. */
+/* Whether this process runs test phases (rank 0's alone across nodes). */
+static int tests_here(const st_trainer *t)
+{
+    return t->test && !t->o.no_test && st_cluster_rank(t->o.cluster) == 0;
+}
+
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
 {
-    if (!t->test || t->o.no_test || st_cluster_rank(t->o.cluster) != 0)
+    if (!tests_here(t))
         return ST_OK;
     long correct;
     double loss, t0 = st_now();
@@ -277,16 +283,6 @@ static long segment_end(const st_trainer *t, long first, long test_every)
     return last < t->iterations ? last : t->iterations;
 }
 
-/* Across nodes: whether rank 0 spent the time before iteration `first`
- * alone, in a test phase or writing a snapshot, which the others wait for
- * without a timeout. */
-static int rank0_was_alone(const st_trainer *t, long first, long test_every)
-{
-    int tested = t->test && !t->o.no_test && first % test_every == 0;
-    int snapshot = t->o.snapshot_every && first % t->o.snapshot_every == 0;
-    return first > t->start && (tested || snapshot);
-}
-
 /* Whether the final snapshot gathers the state from every rank (so that a
  * rank failing alone before it must end them all). */
 static int final_gather(const st_trainer *t)
@@ -315,9 +311,14 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
                 memset(st_sched_replica(t->sched, w)->time, 0,
                        (size_t)t->net.n_layers * sizeof(st_layer_time));
         }
+        int test_due = last % test_every == 0 || last == t->iterations;
+        int snapshot_due = t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
+                           last < t->iterations;
+        /* across nodes, what rank 0 does alone after the segment; the
+         * others learn it in its last iteration's control sum */
+        int alone_after = last < t->iterations && ((test_due && tests_here(t)) || snapshot_due);
         double seg_start = st_now();
-        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last,
-                                        rank0_was_alone(t, first, test_every),
+        st_status st = st_sched_run_bsp(t->sched, &t->batches, first, last, alone_after,
                                         bsp_iteration_done, &p, err);
         if (st != ST_OK)
             return st;
@@ -336,10 +337,9 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
             res->signal = reason;
             return save_snapshot(t, p.done, SNAPSHOT_ITERATION, err);
         }
-        if (last % test_every == 0 || last == t->iterations)
+        if (test_due)
             st = run_test(t, last, res, err);
-        if (st == ST_OK && t->o.snapshot_every && last % t->o.snapshot_every == 0 &&
-            last < t->iterations)
+        if (st == ST_OK && snapshot_due)
             st = save_snapshot(t, last, SNAPSHOT_ITERATION, err);
         /* rank 0's alone: the others wait for it (for the final snapshot's
          * gather too, with the state partitioned) */
