@@ -45,7 +45,11 @@ CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
 ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c,$(wildcard src/dist/allreduce/*.c))
 LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(ALLREDUCE_SRC),$(SRC))
 OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# The SW26010 model file, built into the library as a C string
+# (st_sw26010_model_builtin, include/cpe/model.h).
+MODEL_CONF := data/sw26010/model.conf
+MODEL_GEN := $(BUILD)/gen/sw26010_model.c
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o)
 CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
 # Only pattern rules need it: kept, not removed as an intermediate file.
 .SECONDARY: $(CLUSTER_SINGLE_OBJ)
@@ -86,6 +90,16 @@ $(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).
 $(BUILD)/src/ops/solver.o: CFLAGS += -fno-math-errno
+
+$(MODEL_GEN): $(MODEL_CONF)
+	@mkdir -p $(dir $@)
+	awk 'BEGIN { print "/* Generated from $(MODEL_CONF) by the Makefile. */"; \
+	             print "const char st_sw26010_model_builtin[] ="; } \
+	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "    \"" $$0 "\\n\"" } \
+	     END { print "    \"\";" }' $< > $@.tmp && mv $@.tmp $@
+
+$(MODEL_GEN:.c=.o): $(MODEL_GEN)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

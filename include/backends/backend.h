@@ -86,6 +86,14 @@ typedef struct st_backend_opts {
     st_choices *choices; /* the process's kernel choices (NULL: none kept) */
 } st_backend_opts;
 
+/* What a run asks of a backend that predicts another machine's time
+ * (st_backend.run_begin). */
+typedef struct st_backend_run {
+    int cost_only;
+    const char *report_path;
+    const char *model_path;
+} st_backend_run;
+
 typedef struct st_backend {
     const char *name;
     /* Names st_backend_opts.conv_impl may take besides "auto", the first
@@ -116,12 +124,14 @@ typedef struct st_backend {
     void (*host_work)(st_bctx *ctx, int layer, const char *what, int pass, double bytes);
     /* Optional, for a backend that predicts another machine's time (NULL:
      * it has nothing to report, and the options asking for it are refused).
-     * run_begin, before training: cost_only makes every launch only count
-     * and cost, report_path (or NULL) is where the per-kernel CSV goes;
+     * run_begin, before training: run->cost_only makes every launch only
+     * count and cost, run->report_path (or NULL) is where the per-kernel
+     * CSV goes, run->model_path (or NULL: the built-in one) the file of
+     * the predicted machine's constants;
      * trace_start: write every iteration's predicted times to path. After
      * training, run_report prints the prediction a line at a time through
      * print and trace_finish completes the trace. */
-    st_status (*run_begin)(st_bctx *ctx, int cost_only, const char *report_path, st_error *err);
+    st_status (*run_begin)(st_bctx *ctx, const st_backend_run *run, st_error *err);
     st_status (*trace_start)(st_bctx *ctx, const char *path, st_error *err);
     st_status (*run_report)(st_bctx *ctx, int images_per_iteration, int workers, size_t params,
                             void (*print)(void *pctx, const char *line), void *pctx,

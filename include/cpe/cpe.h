@@ -99,9 +99,15 @@ typedef enum st_cpe_dtype { ST_CPE_F32, ST_CPE_F64 } st_cpe_dtype;
 /* The register-communication buses of a CPE: its row and its column. */
 typedef enum st_cpe_bus { ST_CPE_ROW, ST_CPE_COL } st_cpe_bus;
 
+/* A transfer's pattern: one contiguous block; strided blocks of the CPE's
+ * own; or interleaved, strided blocks that the 8 CPEs of a row (or
+ * column) fetch or store side by side in the same launch, so that together
+ * they cover whole rows of memory (pitch = 8 blocks: swDNN's and swCaffe's
+ * input, weight and output blocks). */
 typedef enum st_cpe_dma_mode {
     ST_CPE_DMA_CONTIGUOUS,
     ST_CPE_DMA_STRIDED,
+    ST_CPE_DMA_INTERLEAVED,
     ST_CPE_DMA_MODES
 } st_cpe_dma_mode;
 
@@ -121,9 +127,9 @@ typedef struct st_cpe_dma_curve {
     double put_cycles[ST_CPE_DMA_CURVE_POINTS];
 } st_cpe_dma_curve;
 
-/* Every constant of the cost model; st_cpe_cost_params_default gives each
- * one's value, source and whether it was calibrated (on what) or assumed.
- * Bandwidths are per core group (all 64 CPEs). */
+/* Every constant of the cost model; data/sw26010/model.conf gives each
+ * one's value, source and whether it was calibrated (on what), fitted or
+ * assumed. Bandwidths are per core group (all 64 CPEs). */
 typedef struct st_cpe_cost_params {
     double clock_hz;               /* CPE clock */
     double flops_per_cycle;        /* peak per CPE: one 4-wide fused multiply-add */
@@ -142,6 +148,11 @@ typedef struct st_cpe_cost_params {
     st_cpe_dma_curve dma;
     double dma_get_latency_cycles;
     double dma_put_latency_cycles;
+    /* The share of a block's measured occupancy an interleaved transfer
+     * (ST_CPE_DMA_INTERLEAVED) pays: its row of memory is fetched by 8 CPEs
+     * together, which swCandle's per-CPE strided figures do not measure
+     * (1: no saving). */
+    double dma_interleaved_share;
     /* Register communication outside the mesh GEMM (st_cpe_send and its
      * kin): each message occupies the sender for its share of the aggregate
      * bandwidth and arrives a latency later; a receive is one instruction. */
@@ -149,12 +160,20 @@ typedef struct st_cpe_cost_params {
     double regcomm_bcast_bandwidth; /* bytes/s, aggregate */
     double regcomm_latency_cycles;  /* send to arrival */
     double regcomm_recv_cycles;     /* one receive instruction */
+    /* The mesh GEMM on floats: extra P1 cycles per register message (put or
+     * get) of its loop, for floats travelling as doubles (0 in double). */
+    double float_msg_cycles;
     double barrier_cycles;          /* one cluster-wide synchronisation */
     double launch_seconds;          /* athread_spawn + athread_join */
     double mpe_flops;               /* flop/s the MPE sustains on scalar loops */
     double mpe_bandwidth;           /* bytes/s the MPE moves through its cache */
 } st_cpe_cost_params;
 
+/* The built-in model's constants (data/sw26010/model.conf) with the ones
+ * fitted on swCaffe's measurements at their neutral values (interleaved
+ * share 1, no float penalty, the DMA latency split evenly): the model as
+ * independent sources give it, which the emulator's tests compute by hand.
+ * The cpe backend runs the fitted model (cpe/model.h). */
 st_cpe_cost_params st_cpe_cost_params_default(void);
 
 /* Predicted time of work the MPE does itself (layers not ported to the
@@ -163,9 +182,10 @@ st_cpe_cost_params st_cpe_cost_params_default(void);
 double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes);
 
 /* Cycles one CPE's transfer occupies its channel: count blocks of
- * block_bytes (a contiguous transfer is one block), getting or putting. */
-double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
-                                   size_t count);
+ * block_bytes (a contiguous transfer is one block), getting or putting, in
+ * mode's pattern. */
+double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
+                                   size_t block_bytes, size_t count);
 
 /* An inner loop as the pipeline model sees it: per iteration, the vector
  * floating-point instructions (P0), the memory instructions (P1: LDM loads
@@ -191,11 +211,12 @@ double st_cpe_loop_cycles(const st_cpe_cost_params *p, const st_cpe_loop *loop);
 
 /* Cycles of one step of the mesh GEMM (st_cpe_mesh_gemm_step: every CPE
  * waits for the slowest role) with C blocks of ni rows and nj_vec vectors
- * of 4 and nk iterations (unroll as in st_cpe_mesh_gemm); *fp gets the
+ * of 4 and nk iterations (unroll and float_msgs as in st_cpe_mesh_gemm);
+ * *fp gets the
  * multiply-add issue cycles. Kernels
  * size their blocks with it. */
-double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec, size_t nk,
-                               int unroll, double *fp);
+double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, int float_msgs, size_t ni,
+                               size_t nj_vec, size_t nk, int unroll, double *fp);
 
 /* Predicted SW26010 time of one or more launches, in seconds. */
 typedef struct st_cpe_time {
@@ -328,6 +349,16 @@ void st_cpe_dma_get_strided(st_cpe *cpe, void *ldm_dst, const void *main_src, si
 void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, size_t block_bytes,
                             size_t pitch_bytes, size_t count, st_cpe_reply *reply);
 
+/* Interleaved: strided as above, declared by a kernel whose 8 CPEs of a
+ * row or column move the blocks between theirs at the same time (pitch 8
+ * blocks); costed with dma_interleaved_share. */
+void st_cpe_dma_get_interleaved(st_cpe *cpe, void *ldm_dst, const void *main_src,
+                                size_t block_bytes, size_t pitch_bytes, size_t count,
+                                st_cpe_reply *reply);
+void st_cpe_dma_put_interleaved(st_cpe *cpe, void *main_dst, const void *ldm_src,
+                                size_t block_bytes, size_t pitch_bytes, size_t count,
+                                st_cpe_reply *reply);
+
 void st_cpe_dma_wait(st_cpe *cpe, st_cpe_reply *reply, int n);
 
 /* Register communication. st_cpe_send goes to a CPE of the same row (row
@@ -395,6 +426,8 @@ typedef struct st_cpe_mesh_gemm {
     const void *row_op; /* [nk][ld_row]: the first nj of each row */
     size_t row_nk, ld_row;
     int unroll;         /* k iterations per loop branch: swDNN's 1, a tuned BLAS's 4 */
+    int float_msgs;     /* swCaffe's float loop (gemm_float.S): floats travel as doubles,
+                           each message costed float_msg_cycles more on P1 */
 } st_cpe_mesh_gemm;
 
 void st_cpe_mesh_gemm_step(st_cpe *cpe, const st_cpe_mesh_gemm *g);

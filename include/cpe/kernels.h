@@ -91,7 +91,29 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
  * in [ri][ci][ni][b], w [kr][kc][no][ni], out [ro][co][no][b] (overwritten,
  * or added to with accumulate); input positions outside the image are
  * padding. */
+/* The two kernel designs of the implicit convolution:
+ *   ST_CPE_CONV_SWDNN          swDNN's swCNNv12 (double precision, as its
+ *                              published GFLOPS were measured): input and
+ *                              weight blocks double-buffered, a kernel row
+ *                              of weights per fetch where it fits, swDNN's
+ *                              55 KB LDM budget, B a multiple of 128, No of
+ *                              32, Ni 8 equal slices of at least 2;
+ *   ST_CPE_CONV_SWCAFFE_FLOAT  swCaffe's float kernels (sw_slave_conv_pad_
+ *                              float.c, sw_slave_conv_full_pad_float_v2.c),
+ *                              which the cpe backend runs: one buffer per
+ *                              operand, every transfer waited for before
+ *                              the multiply ("fjr1buf"), one weight block
+ *                              per multiply, each output column put and
+ *                              waited for; CoStride from an LDM budget
+ *                              counted in doubles (ldm_budget: swCaffe's 60
+ *                              KB forward, 55 KB backward); swCaffe's
+ *                              assertions: B a multiple of 128, Ni and No
+ *                              multiples of 32 and at least 64. */
+typedef enum st_cpe_conv_design { ST_CPE_CONV_SWDNN, ST_CPE_CONV_SWCAFFE_FLOAT } st_cpe_conv_design;
+
 typedef struct st_cpe_swdnn_conv {
+    st_cpe_conv_design design;
+    int ldm_budget; /* bytes per CPE the blocks may take (0: swDNN's 55 KB) */
     st_cpe_dtype type;
     int ri, ci, ro, co;
     int kr, kc, pr, pc;
@@ -116,8 +138,9 @@ typedef enum st_cpe_conv_pass {
     ST_CPE_CONV_PASSES
 } st_cpe_conv_pass;
 
-/* A convolution pass (geom, n images, floats) as the core problem, with
- * swCaffe's roles and layouts (H, W, C, N: the batch innermost):
+/* A convolution pass (geom, n images, floats) as the core problem in
+ * swCaffe's float design, with its roles, LDM budgets and layouts (H, W, C,
+ * N: the batch innermost):
  *   forward           in x [ih][iw][c][n], w [kh][kw][oc][c], out y [oh][ow][oc][n]
  *   backward-data     in dy [oh][ow][oc][n], w rotated [kh][kw][c][oc] with
  *                     w_rot[i][j] = w[kh-1-i][kw-1-j], out dx [ih][iw][c][n]
@@ -127,7 +150,11 @@ st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *geom, int n,
                                            st_cpe_conv_pass pass, const void *in, const void *w,
                                            void *out);
 
-/* Whether the implicit scheme can run the pass; otherwise why. */
+/* Whether the implicit scheme (swCaffe's float design) can run the pass;
+ * otherwise why. Backward-data runs implicitly only where backward-weights
+ * can too: swCaffe computes both in one routine (sw_conv_backward_pad_impl_f),
+ * so a layer whose backward-weights its blocking refuses has no implicit
+ * backward at all. */
 int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *geom, int n, st_cpe_conv_pass pass,
                               char *why, size_t len);
 

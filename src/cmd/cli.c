@@ -65,6 +65,10 @@ static const st_option options[] = {
      "control flow, DMA and messages for their predicted time, not their arithmetic (whole "
      "networks in minutes; the losses are meaningless)", ST_OPT_FLAG, TRAIN(cpe_cost_only), 0,
      0},
+    {"cpe-model", 0, "FILE", "Training", "with --backend cpe: the SW26010 model file whose "
+     "constants cost the emulation (default: the built-in data/sw26010/model.conf; "
+     "scripts/calibrate-sw26010.sh fits one on your measurements)", ST_OPT_STRING,
+     TRAIN(cpe_model), 0, 0},
     {"data", 0, "FILE", "Data", "data file (train=, test=, ...: a packed store, IDX, CIFAR-10 "
      ".bin or an image list) overriding [net]; Darknet .data files; or 'synthetic'",
      ST_OPT_STRING, TRAIN(data), 0, 0},

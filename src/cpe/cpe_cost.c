@@ -42,79 +42,13 @@
  * curve, the emulated swDNN kernel (cpe_conv_implicit.c, in double as
  * measured) gives swDNN's convolution GFLOPS on 1 and 4 core groups
  * (data/sw26010/swdnn_conv_*.csv) with a median error of 6-7%
- * (tests/unit/test_cpe_calibration.c). Nothing here was fitted to swCaffe's
- * layer or network timings. */
+ * (tests/unit/test_cpe_calibration.c).
+ *
+ * The constants' values and sources are in data/sw26010/model.conf (built
+ * in, read by cpe_model.c); a few of them, which no independent
+ * measurement gives, are fitted there on swCaffe's own measurements by
+ * scripts/calibrate-sw26010.sh. */
 #include "cpe_internal.h"
-
-/* The DMA curve: block sizes and the get and put occupancy of one block in
- * cycles, from swCandle's PE_STEP figures as described above. */
-static const double dma_curve_bytes[] = {8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
-static const double dma_curve_get[] = {1065.1, 1065.1, 1065.1, 1065.1, 1182.9, 1531.5,
-                                       2242.9, 3778.5, 6864.6, 13892.0, 27375.5};
-static const double dma_curve_put[] = {1911.2, 1911.2, 2187.8, 2931.3, 3611.5, 4227.9,
-                                       5835.5, 8884.0, 14937.9, 27317.9, 49872.1};
-
-st_cpe_cost_params st_cpe_cost_params_default(void)
-{
-    st_cpe_cost_params p = {
-        /* 1.45 GHz CPE clock: swCaffe (Li et al., "swCaffe: a Parallel
-         * Framework for Accelerating Deep Learning Applications on Sunway
-         * TaihuLight", IEEE CLUSTER 2018), quoted in DESIGN.md. */
-        .clock_hz = 1.45e9,
-        /* 8 flops per cycle per CPE: swCaffe's cluster peak of 742.4
-         * GFlop/s / (64 CPEs * 1.45 GHz), one 256-bit multiply-add on 4
-         * values per cycle, floats and doubles alike (4 lanes either way). */
-        .flops_per_cycle = 8.0,
-        /* An assumption: 7 cycles from a vector multiply-add's issue to its
-         * result. No published figure was at hand; swDNN's 4 x 4 register
-         * blocking (16 independent accumulators) hides anything up to 16. */
-        .fma_latency_cycles = 7.0,
-        /* swCaffe's gemm_float.S inner loop: a counter add, a compare and a
-         * branch per iteration. */
-        .loop_overhead_ops = 3.0,
-        /* An assumption: entering a loop (address set-up, the branch, the
-         * first results through the pipeline) costs about a multiply-add
-         * latency and a few integer instructions. */
-        .loop_entry_cycles = 10.0,
-        /* An assumption: per register block of the mesh GEMM and step, the
-         * multiply-add pipeline's drain before the C stores (a latency) and
-         * the branches and pointer set-up between blocks; swDNN's GFLOPS
-         * change by about a point for anything from 0 to 48. */
-        .gemm_block_cycles = 16.0,
-        /* Calibrated on swCandle's STREAM figures (see above). */
-        .dma_get_latency_cycles = 1199.0,
-        .dma_put_latency_cycles = 1199.0,
-        /* Aggregate register-communication bandwidth per core group:
-         * 2549 GB/s point to point, 4461 GB/s broadcast (swCaffe,
-         * DESIGN.md). */
-        .regcomm_p2p_bandwidth = 2549e9,
-        .regcomm_bcast_bandwidth = 4461e9,
-        /* An assumption: about ten cycles from send to arrival. swCandle
-         * found broadcast and P2P latency equal, so one figure serves both. */
-        .regcomm_latency_cycles = 10.0,
-        /* swCandle: a receive instruction costs about 1 cycle. */
-        .regcomm_recv_cycles = 1.0,
-        /* An assumption: one hardware synchronisation of the 64 CPEs. */
-        .barrier_cycles = 100.0,
-        /* An assumption: athread_spawn + athread_join of a kernel, 5 us. */
-        .launch_seconds = 5e-6,
-        /* The MPE's peak is 11.6 GFlop/s per core group (swCaffe,
-         * DESIGN.md: 1.45 GHz, 256-bit FMA); the layers left on it are
-         * scalar C loops, taken here as a quarter of peak (an assumption). */
-        .mpe_flops = 11.6e9 / 4.0,
-        /* Memory-to-memory copies through the MPE reach 9.9 GB/s (swCaffe,
-         * DESIGN.md); streaming layers are bound by it. */
-        .mpe_bandwidth = 9.9e9,
-    };
-    int n = (int)(sizeof dma_curve_bytes / sizeof dma_curve_bytes[0]);
-    p.dma.points = n;
-    for (int i = 0; i < n; i++) {
-        p.dma.bytes[i] = dma_curve_bytes[i];
-        p.dma.get_cycles[i] = dma_curve_get[i];
-        p.dma.put_cycles[i] = dma_curve_put[i];
-    }
-    return p;
-}
 
 double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes)
 {
@@ -145,10 +79,11 @@ static double block_cycles(const st_cpe_cost_params *p, int put, double bytes)
     return curve_at(&p->dma, put ? p->dma.put_cycles : p->dma.get_cycles, bytes);
 }
 
-double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, size_t block_bytes,
-                                   size_t count)
+double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
+                                   size_t block_bytes, size_t count)
 {
-    return (double)count * block_cycles(p, put, (double)block_bytes);
+    double share = mode == ST_CPE_DMA_INTERLEAVED ? p->dma_interleaved_share : 1.0;
+    return (double)count * share * block_cycles(p, put, (double)block_bytes);
 }
 
 double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put)
@@ -191,8 +126,9 @@ void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, s
                 if (cls->blocks == 0)
                     continue;
                 double mean = (double)cls->bytes / (double)cls->blocks;
+                double share = mode == ST_CPE_DMA_INTERLEAVED ? p->dma_interleaved_share : 1.0;
                 dma_cycles += (double)cls->transfers * cpe_cost_dma_latency(p, dir) +
-                              (double)cls->blocks * block_cycles(p, dir, mean);
+                              (double)cls->blocks * share * block_cycles(p, dir, mean);
             }
     double regcomm_cycles =
         (double)(c->msgs_p2p) * cpe_cost_send_cycles(p, 0) +

@@ -69,7 +69,7 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
         n->dma_get_bytes += bytes;
     cpe_clock *c = &cpe->clock;
     double start = c->dma_channel_free > c->now ? c->dma_channel_free : c->now;
-    double served = start + st_cpe_dma_occupancy_cycles(p, put, block_bytes, count);
+    double served = start + st_cpe_dma_occupancy_cycles(p, put, mode, block_bytes, count);
     double done = served + cpe_cost_dma_latency(p, put);
     c->dma_channel_free = served;
     if (done > c->dma_last_done)
@@ -87,8 +87,9 @@ static void dma_transfer(st_cpe *cpe, int put, st_cpe_dma_mode mode, int copy, v
                          const void *src, size_t block_bytes, size_t pitch_bytes, size_t count,
                          st_cpe_reply *reply)
 {
-    static const char *const ops[ST_CPE_DMA_MODES][2] = {{"get", "put"},
-                                                         {"strided get", "strided put"}};
+    static const char *const ops[ST_CPE_DMA_MODES][2] = {
+        {"get", "put"}, {"strided get", "strided put"},
+        {"interleaved get", "interleaved put"}};
     dma_check(cpe, ops[mode][put], put ? src : dst, put ? dst : src, block_bytes, pitch_bytes,
               count);
     size_t dst_pitch = put ? pitch_bytes : block_bytes, src_pitch = put ? block_bytes : pitch_bytes;
@@ -128,6 +129,22 @@ void st_cpe_dma_put_strided(st_cpe *cpe, void *main_dst, const void *ldm_src, si
                             size_t pitch_bytes, size_t count, st_cpe_reply *reply)
 {
     dma_transfer(cpe, 1, ST_CPE_DMA_STRIDED, 0, main_dst, ldm_src, block_bytes, pitch_bytes,
+                 count, reply);
+}
+
+void st_cpe_dma_get_interleaved(st_cpe *cpe, void *ldm_dst, const void *main_src,
+                                size_t block_bytes, size_t pitch_bytes, size_t count,
+                                st_cpe_reply *reply)
+{
+    dma_transfer(cpe, 0, ST_CPE_DMA_INTERLEAVED, 0, ldm_dst, main_src, block_bytes, pitch_bytes,
+                 count, reply);
+}
+
+void st_cpe_dma_put_interleaved(st_cpe *cpe, void *main_dst, const void *ldm_src,
+                                size_t block_bytes, size_t pitch_bytes, size_t count,
+                                st_cpe_reply *reply)
+{
+    dma_transfer(cpe, 1, ST_CPE_DMA_INTERLEAVED, 0, main_dst, ldm_src, block_bytes, pitch_bytes,
                  count, reply);
 }
 

@@ -26,7 +26,9 @@
  * the column operand (row s) or both ((s, s)): each block of ib x jb
  * accumulators iterates nk_s times with ib jb multiply-adds on P0, and on
  * P1 jb gets (owners: jb loads and jb puts) plus ib gets (owners: ib loads
- * and ib puts), an accumulator chain of fma_latency_cycles; the block's
+ * and ib puts), each message (get or put) float_msg_cycles more in a loop
+ * that moves floats as doubles (float_msgs),
+ * an accumulator chain of fma_latency_cycles; the block's
  * ib jb loads and ib jb stores of C issue on P1 among the iterations, and
  * gemm_block_cycles covers the drain and the set-up between blocks. The
  * dimensions are the largest in the mesh (ni over columns, nj over rows,
@@ -106,7 +108,8 @@ static void mesh_check_shapes(st_cpe *last, const cpe_mesh *m)
                                *first_of_row = &m->op[r * ST_CPE_COLS];
         const st_cpe_mesh_gemm *diag_r = &m->op[r * ST_CPE_COLS + r],
                                *diag_c = &m->op[c * ST_CPE_COLS + c];
-        if (g->type != m->op[0].type || g->unroll != m->op[0].unroll)
+        if (g->type != m->op[0].type || g->unroll != m->op[0].unroll ||
+            g->float_msgs != m->op[0].float_msgs)
             cpe_fault(last, "mesh GEMM: CPE (%d,%d) and CPE (0,0) use different element types "
                       "or loops", r, c);
         if (g->ni != first_of_col->ni)
@@ -179,9 +182,11 @@ static void mesh_multiply(cpe_mesh *m, int i)
 /* Cycles of one step for a CPE of the given roles, over the blocks of an
  * ni x nj_vec (vectors) C with nk iterations each; *fp gets the
  * multiply-add issue cycles. */
-static double role_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec, size_t nk,
-                          int unroll, int row_owner, int col_owner, double *fp)
+static double role_cycles(const st_cpe_cost_params *p, int float_msgs, size_t ni,
+                          size_t nj_vec, size_t nk, int unroll, int row_owner, int col_owner,
+                          double *fp)
 {
+    double per_msg = 1.0 + (float_msgs ? p->float_msg_cycles : 0.0);
     double cycles = 0.0;
     *fp = 0.0;
     for (size_t i0 = 0; i0 < ni; i0 += 4) {
@@ -194,8 +199,8 @@ static double role_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec,
             st_cpe_loop loop = {
                 .iterations = (double)nk,
                 .fp = ib * jb,
-                .mem = (row_owner ? 2.0 : 1.0) * jb + (col_owner ? 2.0 : 1.0) * ib +
-                       2.0 * ib * jb / (double)nk,
+                .mem = (row_owner ? 1.0 + per_msg : per_msg) * jb +
+                       (col_owner ? 1.0 + per_msg : per_msg) * ib + 2.0 * ib * jb / (double)nk,
                 .chain = p->fma_latency_cycles,
                 .unroll = unroll,
             };
@@ -206,12 +211,12 @@ static double role_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec,
     return cycles;
 }
 
-double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, size_t ni, size_t nj_vec, size_t nk,
-                               int unroll, double *fp)
+double st_cpe_mesh_step_cycles(const st_cpe_cost_params *p, int float_msgs, size_t ni,
+                               size_t nj_vec, size_t nk, int unroll, double *fp)
 {
     double worst = 0.0;
     for (int role = 0; role < 4; role++) {
-        double c = role_cycles(p, ni, nj_vec, nk, unroll, role & 1, role >> 1, fp);
+        double c = role_cycles(p, float_msgs, ni, nj_vec, nk, unroll, role & 1, role >> 1, fp);
         if (c > worst)
             worst = c;
     }
@@ -240,7 +245,8 @@ static void mesh_account(st_cpe_cluster *cg)
         size_t nk = m->op[s * ST_CPE_COLS + s].row_nk;
         if (nk == 0 || ni == 0 || nj == 0)
             continue;
-        double fp = 0.0, worst = st_cpe_mesh_step_cycles(p, ni, nj_vec, nk, m->op[0].unroll, &fp);
+        double fp = 0.0, worst = st_cpe_mesh_step_cycles(p, m->op[0].float_msgs, ni, nj_vec, nk,
+                                                         m->op[0].unroll, &fp);
         total += worst;
         fp_total += fp;
         flops += 2 * (uint64_t)ni * 4 * nj_vec * nk;

@@ -20,6 +20,7 @@
 #include "base/fileio.h"
 #include "base/memory.h"
 #include "base/signals.h"
+#include "cpe/model.h"
 #include "memory_estimate.h"
 #include "train/darknet_weights.h"
 
@@ -562,7 +563,7 @@ static st_status check_paths(const st_trainer *t, st_error *err)
         {"the network cfg", t->cfg_path}, {"--data", o->data},
         {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
         {"test_labels=", d->test_labels}, {"names=", d->names},
-        {"--kernel-choices", o->kernel_choices},
+        {"--kernel-choices", o->kernel_choices}, {"--cpe-model", o->cpe_model},
         {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
     };
     enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
@@ -693,6 +694,9 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         t->o.snapshot_dir = ".";
     o = &t->o;
     st_status st = st_backend_find(o->backend, &t->backend, err);
+    st_sw26010_model model; /* read again by the backend: checked before any work */
+    if (st == ST_OK && o->cpe_model)
+        st = st_sw26010_model_load(&model, o->cpe_model, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, log, err);
     size_t settings_bytes;
@@ -814,13 +818,18 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = share_choices(t, st, err);
     if (st == ST_OK)
         st = finish_choices(t, err);
-    if (st == ST_OK && ((o->cpe_trace && !t->backend->trace_start) ||
-                        ((o->cpe_report || o->cpe_cost_only) && !t->backend->run_begin)))
+    if (st == ST_OK &&
+        ((o->cpe_trace && !t->backend->trace_start) ||
+         ((o->cpe_report || o->cpe_cost_only || o->cpe_model) && !t->backend->run_begin)))
         st = st_fail(err, ST_EUSAGE, "--%s needs --backend cpe",
-                     o->cpe_trace ? "cpe-trace" : o->cpe_report ? "cpe-report" : "cpe-cost-only");
-    for (int w = 0; st == ST_OK && t->backend->run_begin && w < o->threads; w++)
-        st = t->backend->run_begin(st_sched_replica(t->sched, w)->bctx, o->cpe_cost_only,
-                                   w == 0 ? o->cpe_report : NULL, err);
+                     o->cpe_trace     ? "cpe-trace"
+                     : o->cpe_report  ? "cpe-report"
+                     : o->cpe_model   ? "cpe-model"
+                                      : "cpe-cost-only");
+    for (int w = 0; st == ST_OK && t->backend->run_begin && w < o->threads; w++) {
+        st_backend_run run = {o->cpe_cost_only, w == 0 ? o->cpe_report : NULL, o->cpe_model};
+        st = t->backend->run_begin(st_sched_replica(t->sched, w)->bctx, &run, err);
+    }
     if (st == ST_OK && o->cpe_trace)
         st = start_cpe_trace(t, err);
     if (st == ST_OK)

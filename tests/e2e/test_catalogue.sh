@@ -101,6 +101,8 @@ store_as() {
 # tiny.cfg: 8x8x1, 3 classes; mnist.cfg: 28x28x1, 10 classes; cifar.cfg:
 # 32x32x3, 10 classes.
 cp "$fixtures/tiny.cfg" "$fx/tiny.cfg"
+# The SW26010 model file built into singletrain (--cpe-model's cases).
+cp "$fixtures/../../data/sw26010/model.conf" "$fx/model.conf"
 cp "$fixtures/mnist-linear.cfg" "$fx/mnist.cfg"
 sed -e 's/^height=28/height=32/' -e 's/^width=28/width=32/' -e 's/^channels=1/channels=3/' \
     "$fx/mnist.cfg" >"$fx/cifar.cfg"

@@ -79,16 +79,16 @@ expect "4 losses each, cpe within 1e-3 relative of ref ($w)" \
     sh "$tmp/ref" "$tmp/cpe" "$w"
 expect "the report has a header and no partial file is left" \
     sh -c '[ "$(head -1 "$1")" = "section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note" ] && [ ! -e "$1.partial" ]' sh "$tmp/full.csv"
-# conv 128->32: every pass runs both ways, the chosen one is the faster
+# conv 128->64: every pass runs both ways, the chosen one is the faster
 # (kernel + transformations) of the two trials.
-awk -F, '$1 == "kernel" && $3 ~ /128->32/ && $7 == 1 { t[$5 "," $6] = $8 + $9; c[$5 "," $6] = $10 }
+awk -F, '$1 == "kernel" && $3 ~ /128->64/ && $7 == 1 { t[$5 "," $6] = $8 + $9; c[$5 "," $6] = $10 }
     END { for (p in t) { split(p, k, ","); n[k[1]]++ }
           for (q in n) { e = t[q ",explicit"]; i = t[q ",implicit"];
               if (n[q] != 2 || (c[q ",implicit"] == 1) != (i < e) || c[q ",implicit"] + c[q ",explicit"] != 1) bad = 1; m++ }
           exit bad || m != 3 }' "$tmp/full.csv"
-expect "conv 128->32: all three passes ran both strategies and kept the faster" [ $? -eq 0 ]
-expect "conv 16->128's backward-weights cannot run implicitly: its 16 input channels give each CPE row 2" \
-    grep -q "kernel,0,\"conv 3x3/1 16->128 8x8\",CPEs,bwd_weights,implicit,0,,,0,\"16 input channels: each CPE row gets 2" "$tmp/full.csv"
+expect "conv 128->64: all three passes ran both strategies and kept the faster" [ $? -eq 0 ]
+expect "conv 64->128's backward-weights cannot run implicitly: its 64 input channels give each CPE row 8" \
+    grep -q "kernel,0,\"conv 3x3/1 64->128 8x8\",CPEs,bwd_weights,implicit,0,,,0,\"64 input channels: each CPE row gets 8" "$tmp/full.csv"
 expect "the transformations at the implicit run's edges are costed" \
     [ "$(grep -c "layout transformations" "$tmp/implicit.out")" -ge 2 ]
 expect "the processor's images/s is in the summary" \

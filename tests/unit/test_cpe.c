@@ -277,7 +277,7 @@ static void test_gemm_counters(void **state)
     /* The argument blocks are the only other transfers. */
     assert_int_equal(st_cpe_counters_dma_transfers(&n), 4 * 64);
     double fp = 0.0;
-    assert_close(st_cpe_mesh_step_cycles(st_cpe_cluster_cost_params(cg), 8, 2, 8, 4, &fp), 276.0,
+    assert_close(st_cpe_mesh_step_cycles(st_cpe_cluster_cost_params(cg), 0, 8, 2, 8, 4, &fp), 276.0,
                  REL_EXACT, "mesh step cycles");
     assert_close(fp, 128.0, REL_EXACT, "mesh step multiply-add cycles");
     assert_close(n.time.compute_s, (42.0 + 1024.0) / HZ, REL_EXACT, "compute_s");
@@ -441,14 +441,14 @@ static void test_mesh_gemm(void **state)
     st_cpe_cluster *cg = cluster_new();
     const st_cpe_cost_params *p = st_cpe_cluster_cost_params(cg);
     double fp = 0.0;
-    assert_close(st_cpe_mesh_step_cycles(p, 4, 1, 8, 1, &fp), 114.0, REL_EXACT, "hand step");
+    assert_close(st_cpe_mesh_step_cycles(p, 0, 4, 1, 8, 1, &fp), 114.0, REL_EXACT, "hand step");
     assert_close(fp, 32.0, REL_EXACT, "hand step multiply-adds");
     static const size_t ni[8] = {5, 8, 1, 0, 3, 4, 7, 2}, nj[8] = {6, 1, 3, 8, 2, 5, 4, 7};
     static const size_t nk[8] = {3, 0, 5, 1, 2, 4, 1, 6};
     double step_total = 0.0, step_fp = 0.0;
     for (int s = 0; s < 8; s++)
         if (nk[s] > 0) {
-            step_total += st_cpe_mesh_step_cycles(p, 8, 2, nk[s], 4, &fp);
+            step_total += st_cpe_mesh_step_cycles(p, 0, 8, 2, nk[s], 4, &fp);
             step_fp += fp;
         }
     for (int variant = 0; variant < 4; variant++) {
@@ -1070,15 +1070,15 @@ static void test_cost_dma(void **state)
 {
     (void)state;
     st_cpe_cost_params p = st_cpe_cost_params_default();
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, 1000, 1), 3706.51875, REL_EXACT, "get 1000");
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 1, 1000, 1), 8741.1015625, REL_EXACT, "put 1000");
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, ST_CPE_DMA_STRIDED, 1000, 1), 3706.51875, REL_EXACT, "get 1000");
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 1, ST_CPE_DMA_STRIDED, 1000, 1), 8741.1015625, REL_EXACT, "put 1000");
     /* Below the first point, the first point's cost; strided blocks each
      * pay theirs (48 B: between the equal 32 and 64 B points); beyond the
      * last point the last slope: 27375.5 + 8192 x (27375.5 - 13892) / 4096. */
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, 4, 1), 1065.1, REL_EXACT, "get 4");
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, 48, 4), 4 * 1065.1, REL_EXACT, "get 4 x 48");
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, 16384, 1), 54342.5, REL_EXACT, "get 16384");
-    assert_close(st_cpe_dma_occupancy_cycles(&p, 1, 8192, 2), 2 * 49872.1, REL_EXACT,
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, ST_CPE_DMA_STRIDED, 4, 1), 1065.1, REL_EXACT, "get 4");
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, ST_CPE_DMA_STRIDED, 48, 4), 4 * 1065.1, REL_EXACT, "get 4 x 48");
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 0, ST_CPE_DMA_STRIDED, 16384, 1), 54342.5, REL_EXACT, "get 16384");
+    assert_close(st_cpe_dma_occupancy_cycles(&p, 1, ST_CPE_DMA_STRIDED, 8192, 2), 2 * 49872.1, REL_EXACT,
                  "put 2 x 8192");
 
     char *mem = calloc(ST_CPE_COUNT, 1000);

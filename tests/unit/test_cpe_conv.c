@@ -352,12 +352,37 @@ static void expect_close(const char *what, const void *got, st_cpe_dtype type, s
 
 typedef struct conv_case {
     const char *name;
+    st_cpe_conv_design design;
     st_cpe_dtype type;
     int n;
     st_cpe_conv_geom g;
-    unsigned passes;  /* bit p: pass p fits swDNN's blocking */
+    unsigned passes;  /* bit p: pass p fits the design's blocking */
     int explicit_too; /* also run the explicit scheme (float) */
 } conv_case;
+
+/* The pass as the case's design runs it: swCaffe's float kernels with
+ * their budgets (st_cpe_conv_pass_problem), or swDNN's swCNNv12. */
+static st_cpe_swdnn_conv case_problem(const conv_case *t, st_cpe_conv_pass pass, const void *in,
+                                      const void *w, void *out)
+{
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&t->g, t->n, pass, in, w, out);
+    p.type = t->type;
+    if (t->design == ST_CPE_CONV_SWDNN) {
+        p.design = ST_CPE_CONV_SWDNN;
+        p.ldm_budget = 0;
+    }
+    return p;
+}
+
+/* Whether the case's design runs the pass (swCaffe's: the backend's
+ * question, backward-data tied to backward-weights), and why not. */
+static int case_fits(const conv_case *t, st_cpe_conv_pass pass, char *why, size_t len)
+{
+    if (t->design == ST_CPE_CONV_SWCAFFE_FLOAT)
+        return st_cpe_conv_implicit_fits(&t->g, t->n, pass, why, len);
+    st_cpe_swdnn_conv p = case_problem(t, pass, &t->g, &t->g, (void *)&t->g);
+    return st_cpe_swdnn_conv_fits(&p, why, len);
+}
 
 #define ALL_PASSES 7u
 
@@ -467,8 +492,7 @@ static void check_pass(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass 
     assert_true(in && wt && out);
     pass_operands(cg, t, pass, x, w, dy, in, wt, scratch);
     fill_uniform(base, out_count, 1.0f, 977 + (uint64_t)pass);
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(g, t->n, pass, in, wt, out);
-    p.type = t->type;
+    st_cpe_swdnn_conv p = case_problem(t, pass, in, wt, out);
     for (p.accumulate = 0; p.accumulate <= 1; p.accumulate++) {
         /* The output: NaN, or base in the pass's layout. */
         if (p.accumulate)
@@ -580,7 +604,7 @@ static void check_case(st_cpe_cluster *cg, const conv_case *t, uint64_t seed)
     truth_compute(g, t->n, x, w, dy, &truth);
     for (int pass = 0; pass < ST_CPE_CONV_PASSES; pass++) {
         char why[256] = "";
-        int fits = st_cpe_conv_implicit_fits(g, t->n, (st_cpe_conv_pass)pass, why, sizeof why);
+        int fits = case_fits(t, (st_cpe_conv_pass)pass, why, sizeof why);
         if (fits != (int)(t->passes >> pass & 1u))
             fail_msg("%s, %s: fits %d, expected %d (%s)", t->name, pass_names[pass], fits,
                      !fits, why);
@@ -600,18 +624,26 @@ static void test_implicit_passes(void **state)
     (void)state;
     const conv_case cases[] = {
         /* c, oc, ih, iw, kh, kw, sh, sw, ph, pw */
-        {"128->32 3x2 p1x0 6x5, float", ST_CPE_F32, 128,
+        /* swCaffe's float kernels, as the backend runs them: every pass,
+         * and (64 input channels: no implicit backward-weights, so no
+         * implicit backward at all) the forward pass only. */
+        {"128->64 3x2 p1x0 4x5, float, swCaffe", ST_CPE_CONV_SWCAFFE_FLOAT, ST_CPE_F32, 128,
+         geom_make(128, 64, 4, 5, 3, 2, 1, 1, 1, 0), ALL_PASSES, 1},
+        {"64->64 3x3 p1 4x4, float, swCaffe", ST_CPE_CONV_SWCAFFE_FLOAT, ST_CPE_F32, 128,
+         geom_make(64, 64, 4, 4, 3, 3, 1, 1, 1, 1), 1u << ST_CPE_CONV_FORWARD, 0},
+        /* swDNN's swCNNv12 on shapes swCaffe's assertions refuse. */
+        {"128->32 3x2 p1x0 6x5, float, swDNN", ST_CPE_CONV_SWDNN, ST_CPE_F32, 128,
          geom_make(128, 32, 6, 5, 3, 2, 1, 1, 1, 0), ALL_PASSES, 1},
         /* Forward only: 16 input channels are too few for the backward
          * passes' SIMD and column dimensions. */
-        {"16->64 3x3 p2 7x7, float", ST_CPE_F32, 128, geom_make(16, 64, 7, 7, 3, 3, 1, 1, 2, 2),
-         1u << ST_CPE_CONV_FORWARD, 0},
+        {"16->64 3x3 p2 7x7, float, swDNN", ST_CPE_CONV_SWDNN, ST_CPE_F32, 128,
+         geom_make(16, 64, 7, 7, 3, 3, 1, 1, 2, 2), 1u << ST_CPE_CONV_FORWARD, 0},
         /* CoStride 4 of 6 output columns forward (two blocks); the
          * backward-weights kernel row (6 columns of 32 x 16 weights) does
          * not fit, so its weights come per multiply. */
-        {"128->256 3x3 p0 3x8, double", ST_CPE_F64, 128,
+        {"128->256 3x3 p0 3x8, double, swDNN", ST_CPE_CONV_SWDNN, ST_CPE_F64, 128,
          geom_make(128, 256, 3, 8, 3, 3, 1, 1, 0, 0), ALL_PASSES, 0},
-        {"128->32 5x3 p2x1 4x6, double", ST_CPE_F64, 128,
+        {"128->32 5x3 p2x1 4x6, double, swDNN", ST_CPE_CONV_SWDNN, ST_CPE_F64, 128,
          geom_make(128, 32, 4, 6, 5, 3, 1, 1, 2, 1), ALL_PASSES, 0},
     };
     st_cpe_cluster *cg = cluster_new();
@@ -620,8 +652,9 @@ static void test_implicit_passes(void **state)
     st_cpe_cluster_destroy(cg);
 }
 
-/* Shapes swDNN's blocking does not take, and the reason each gives: the
- * dimension in the pass's own names. */
+/* Shapes the implicit kernels do not take, and the reason each gives: the
+ * dimension in the pass's own names. The backend's swCaffe design first
+ * (st_cpe_conv_implicit_fits), then swDNN's. */
 static void test_implicit_refusals(void **state)
 {
     (void)state;
@@ -631,28 +664,32 @@ static void test_implicit_refusals(void **state)
         st_cpe_conv_pass pass;
         const char *why;
     } cases[] = {
-        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 32}, ST_CPE_CONV_FORWARD,
+        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 64}, ST_CPE_CONV_FORWARD,
          "stride 2 x 2: swDNN's blocking steps one input column and row at a time"},
-        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+        {128, {128, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 64}, ST_CPE_CONV_BACKWARD_WEIGHTS,
          "stride 2 x 2"},
-        {64, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_FORWARD,
+        {64, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_FORWARD,
          "64 images: each CPE row gets 8, not whole 4 x 4 register blocks of 16 (swDNN's "
          "blocking needs a multiple of 128)"},
         {128, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 48}, ST_CPE_CONV_FORWARD,
-         "48 output channels: each CPE column gets 6, not whole register blocks of 4"},
-        {128, {12, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_FORWARD,
-         "12 input channels do not split into 8 equal slices of at least 2"},
+         "48 output channels: swCaffe's float kernel needs a multiple of 32, at least 64"},
+        {128, {48, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_FORWARD,
+         "48 input channels: swCaffe's float kernel needs a multiple of 32, at least 64"},
         {128, {1024, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1024}, ST_CPE_CONV_FORWARD,
-         "the LDM cannot hold two input blocks (128 x 16), two weight blocks (128 x 128) and "
-         "one output block (128 x 16) of 4-byte values in swDNN's 55 KB"},
+         "the LDM cannot hold an input block (128 x 16), a weight block (128 x 128) and an "
+         "output block (128 x 16) counted as doubles in swCaffe's 60 KB"},
         /* The backward passes name the tensors by their roles there. */
-        {128, {48, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_DATA,
-         "48 input channels: each CPE column gets 6"},
-        {128, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 12}, ST_CPE_CONV_BACKWARD_DATA,
-         "12 output channels do not split into 8 equal slices"},
-        {100, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
-         "100 images do not split into 8 equal slices"},
-        {128, {64, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+        {128, {48, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_BACKWARD_DATA,
+         "48 input channels: swCaffe's float kernel needs"},
+        {128, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 48}, ST_CPE_CONV_BACKWARD_DATA,
+         "48 output channels: swCaffe's float kernel needs"},
+        {80, {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+         "80 images: swCaffe's float kernel needs"},
+        {128, {64, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_BACKWARD_WEIGHTS,
+         "64 input channels: each CPE row gets 8"},
+        /* swCaffe computes both backward passes in one routine. */
+        {128, {64, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 64}, ST_CPE_CONV_BACKWARD_DATA,
+         "swCaffe computes backward-data with backward-weights, which cannot run implicitly: "
          "64 input channels: each CPE row gets 8"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -660,6 +697,31 @@ static void test_implicit_refusals(void **state)
         if (st_cpe_conv_implicit_fits(&cases[i].g, cases[i].n, cases[i].pass, why, sizeof why))
             fail_msg("refusal case %zu (%s) fits", i, pass_names[cases[i].pass]);
         tl_assert_contains(why, cases[i].why);
+    }
+    /* swDNN's swCNNv12 (double buffers, swDNN's 55 KB) refuses what its
+     * register blocks cannot take. */
+    static const struct {
+        st_cpe_conv_geom g;
+        const char *why;
+    } swdnn[] = {
+        {{128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 48},
+         "48 output channels: each CPE column gets 6, not whole register blocks of 4"},
+        {{12, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32},
+         "12 input channels do not split into 8 equal slices of at least 2"},
+        {{1024, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 1024},
+         "the LDM cannot hold two input blocks (128 x 16), two weight blocks (128 x 128) and "
+         "one output block (128 x 16) of 4-byte values in swDNN's 55 KB"},
+    };
+    for (size_t i = 0; i < sizeof swdnn / sizeof swdnn[0]; i++) {
+        char why[256] = "";
+        st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&swdnn[i].g, 128, ST_CPE_CONV_FORWARD,
+                                                       &swdnn[i].g, &swdnn[i].g,
+                                                       (void *)&swdnn[i].g);
+        p.design = ST_CPE_CONV_SWDNN;
+        p.ldm_budget = 0;
+        if (st_cpe_swdnn_conv_fits(&p, why, sizeof why))
+            fail_msg("swDNN refusal case %zu fits", i);
+        tl_assert_contains(why, swdnn[i].why);
     }
     /* The run refuses too, with the core problem's names, and launches
      * nothing. */

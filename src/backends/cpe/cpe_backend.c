@@ -38,6 +38,7 @@
 #include "cpe_backend_internal.h"
 #include "base/memory.h"
 #include "backends/ref.h"
+#include "cpe/model.h"
 
 const char *const cpe_conv_strategy_names[CONV_STRATEGIES] = {"explicit", "implicit"};
 const char *const cpe_pass_names[PASSES] = {"fwd", "bwd_data", "bwd_weights"};
@@ -104,11 +105,15 @@ static st_status cpe_ctx_create(const st_backend_opts *o, st_bctx **out, st_erro
     if (!c)
         return ST_ENOMEM;
     c->worker = o->worker;
-    st_status st = st_cpe_cluster_create(&c->cg, err);
+    st_sw26010_model model;
+    st_status st = st_sw26010_model_load(&model, NULL, err);
+    if (st == ST_OK)
+        st = st_cpe_cluster_create(&c->cg, err);
     if (st != ST_OK) {
         free(c);
         return st;
     }
+    st_cpe_cluster_set_cost_params(c->cg, &model.cg);
     *out = c;
     return ST_OK;
 }
@@ -131,11 +136,21 @@ static void cpe_ctx_destroy(st_bctx *ctx)
     free(ctx);
 }
 
-st_status st_cpe_backend_run_begin(st_bctx *ctx, int cost_only, const char *report_path,
-                                   st_error *err)
+st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_error *err)
 {
-    ctx->cost_only = cost_only != 0;
+    ctx->cost_only = run->cost_only != 0;
     st_cpe_cluster_set_cost_only(ctx->cg, ctx->cost_only);
+    if (run->model_path) {
+        st_sw26010_model model;
+        st_status st = st_sw26010_model_load(&model, run->model_path, err);
+        if (st != ST_OK)
+            return st;
+        st_cpe_cluster_set_cost_params(ctx->cg, &model.cg);
+        int len = snprintf(ctx->model_path, sizeof ctx->model_path, "%s", run->model_path);
+        if (len < 0 || (size_t)len >= sizeof ctx->model_path)
+            return st_fail(err, ST_EUSAGE, "--cpe-model %s: path too long", run->model_path);
+    }
+    const char *report_path = run->report_path;
     if (!report_path)
         return ST_OK;
     int len = snprintf(ctx->report_path, sizeof ctx->report_path, "%s", report_path);

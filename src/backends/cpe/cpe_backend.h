@@ -7,12 +7,14 @@
 
 #include "backends/backend.h"
 
-/* Before training: cost_only makes every launch of ctx run in the
+/* Before training: run->cost_only makes every launch of ctx run in the
  * emulator's cost-only mode (counters and predicted times of the full
  * emulation, no arithmetic: the network's values are not computed);
- * report_path (or NULL) is where st_cpe_backend_report writes its CSV. */
-st_status st_cpe_backend_run_begin(st_bctx *ctx, int cost_only, const char *report_path,
-                                   st_error *err);
+ * run->report_path (or NULL) is where st_cpe_backend_report writes its CSV;
+ * run->model_path (or NULL) the SW26010 model file whose constants cost
+ * the launches (include/cpe/model.h; NULL keeps the built-in
+ * data/sw26010/model.conf, which every context starts with). */
+st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_error *err);
 
 /* One line per kernel in layer order (where it runs, forward, backward-data
  * and backward-weights ms per iteration, flop per DMA byte, the convolution

@@ -107,6 +107,7 @@ struct st_bctx {
     FILE *trace;            /* the trace's .partial, or NULL */
     char trace_path[4096];
     char report_path[4096]; /* the report CSV, or "" */
+    char model_path[4096];  /* the SW26010 model file, or "" for the built-in one */
     float *scratch[SCRATCHES];
     size_t scratch_floats[SCRATCHES];
 };

@@ -262,6 +262,10 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
     st_status st = predict_processor(ctx, images_per_iteration, workers, params, &proc, err);
     if (st != ST_OK)
         return st;
+    char model[sizeof ctx->model_path + 64];
+    snprintf(model, sizeof model, "cpe: the SW26010 model: %s",
+             ctx->model_path[0] ? ctx->model_path : "built in (data/sw26010/model.conf)");
+    print(pctx, model);
     snprintf(line, sizeof line, "cpe: predicted SW26010 core-group ms per iteration, worker "
              "%d's shard of %d images, %s%s:", ctx->worker, images_per_iteration,
              steady > 0 ? "after the strategy trials" : "during the strategy trials",

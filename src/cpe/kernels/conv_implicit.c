@@ -35,6 +35,19 @@
  * These shapes are refused (st_cpe_swdnn_conv_fits says why), as is any
  * stride but 1 and an LDM that cannot hold the blocks.
  *
+ * Two designs run this loop (st_cpe_conv_design, include/cpe/kernels.h):
+ * swDNN's swCNNv12 as described next, double-buffered, and swCaffe's float
+ * kernels, which the cpe backend runs: one buffer per operand and every
+ * transfer waited for before its multiply (sw_slave_conv_pad_float.c:
+ * "fjr1buf"), one multiply's weight block per fetch, swCaffe's assertions
+ * (Ni and No multiples of 32 and at least 64) and its CoStride formula,
+ * whose LDM budget is counted in doubles (60 KB forward, 55 KB backward)
+ * although the buffers hold floats. The float kernels' mesh GEMM
+ * (gemm_float.S) is the double one's loop with vlds / ldse loads, which
+ * widen floats into the 256-bit registers as they load: a register message
+ * carries 4 floats as it carries 4 doubles, and no conversion instruction
+ * is added.
+ *
  * The loop (swCNNv12): for each block of CoStride output columns, for each
  * output row: zero the output block; for each kernel row kr whose input row
  * is inside the image: the weight blocks of that kernel row (all Kc of
@@ -71,6 +84,11 @@ typedef struct conv_args {
     int wset;     /* weight blocks fetched together: Kc (a kernel row) or 1 */
     int bs, nis, nos; /* per-CPE slices of B, Ni, No */
 } conv_args;
+
+/* swCaffe's LDM budgets of its float kernels (sw_conv_layer_impl.c), in
+ * bytes per CPE counted as doubles: 60 KB forward, 55 KB backward. */
+#define SWCAFFE_FORWARD_BUDGET (60 * 1024)
+#define SWCAFFE_BACKWARD_BUDGET (55 * 1024)
 
 /* A multiply of the loop: block of output columns, output row, kernel row,
  * input column, kernel column. */
@@ -217,8 +235,8 @@ static void fetch_input(st_cpe *cpe, conv_cpe *k, int buf, const conv_op *op)
     size_t at = ((y * (size_t)p->ci + (size_t)op->x) * (size_t)p->ni + (size_t)k->col * k->a->nis) *
                     (size_t)p->b + (size_t)k->row * k->a->bs;
     cpe_reply_reset(&k->in_get[buf]);
-    cpe_get_rows(cpe, k->in[buf], elem(p->in, at, k->elt), (size_t)k->a->bs * k->elt,
-                 (size_t)p->b * k->elt, (size_t)k->a->nis, &k->in_get[buf]);
+    cpe_get_rows_interleaved(cpe, k->in[buf], elem(p->in, at, k->elt), (size_t)k->a->bs * k->elt,
+                             (size_t)p->b * k->elt, (size_t)k->a->nis, &k->in_get[buf]);
     k->in_at[buf] = *op;
 }
 
@@ -232,9 +250,10 @@ static void fetch_weights(st_cpe *cpe, conv_cpe *k, int buf, const conv_op *op)
     for (int kcol = c0; kcol < c1; kcol++) {
         size_t at = (((size_t)op->kk * p->kc + (size_t)kcol) * (size_t)p->no +
                      (size_t)k->col * a->nos) * (size_t)p->ni + (size_t)k->row * a->nis;
-        cpe_get_rows(cpe, (unsigned char *)k->w[buf] + (size_t)(kcol - c0) * block * k->elt,
-                     elem(p->w, at, k->elt), (size_t)a->nis * k->elt, (size_t)p->ni * k->elt,
-                     (size_t)a->nos, &k->w_get[buf]);
+        cpe_get_rows_interleaved(cpe,
+                                 (unsigned char *)k->w[buf] + (size_t)(kcol - c0) * block * k->elt,
+                                 elem(p->w, at, k->elt), (size_t)a->nis * k->elt,
+                                 (size_t)p->ni * k->elt, (size_t)a->nos, &k->w_get[buf]);
     }
     k->w_at[buf] = *op;
 }
@@ -280,6 +299,19 @@ static void conv_stage(st_cpe *cpe, conv_cpe *k, const conv_op *op)
     }
 }
 
+/* swCaffe's float kernels: op's input fetched into the one input buffer
+ * and waited for when it changes, then op's weight block, waited for. */
+static void conv_stage_waited(st_cpe *cpe, conv_cpe *k, const conv_op *op)
+{
+    if (!same_input(&k->in_at[0], op)) {
+        fetch_input(cpe, k, 0, op);
+        st_cpe_dma_wait(cpe, &k->in_get[0], k->in_get[0].count);
+    }
+    fetch_weights(cpe, k, 0, op);
+    st_cpe_dma_wait(cpe, &k->w_get[0], k->w_get[0].count);
+    k->in_cur = k->w_cur = 0;
+}
+
 static void conv_multiply(st_cpe *cpe, conv_cpe *k, const conv_op *op)
 {
     const conv_args *a = k->a;
@@ -295,6 +327,7 @@ static void conv_multiply(st_cpe *cpe, conv_cpe *k, const conv_op *op)
         .col_op = (unsigned char *)k->w[k->w_cur] + (size_t)wi * w_block * k->elt,
         .col_nk = (size_t)a->nis, .ld_col = (size_t)a->nis,
         .row_op = k->in[k->in_cur], .row_nk = (size_t)a->nis, .ld_row = (size_t)a->bs,
+        .float_msgs = a->p.design == ST_CPE_CONV_SWCAFFE_FLOAT && a->p.type == ST_CPE_F32,
     };
     st_cpe_mesh_gemm_step(cpe, &g);
 }
@@ -309,12 +342,15 @@ static void conv_outputs(st_cpe *cpe, conv_cpe *k, int orow, int o0, int o1, int
         size_t at = (((size_t)orow * p->co + (size_t)ocol) * (size_t)p->no +
                      (size_t)k->col * a->nos) * (size_t)p->b + (size_t)k->row * a->bs;
         unsigned char *ldm = (unsigned char *)k->out + (size_t)(ocol - o0) * out_block * k->elt;
+        st_cpe_reply reply = {0};
         if (put)
-            cpe_put_rows_now(cpe, (unsigned char *)p->out + at * k->elt, ldm,
-                             (size_t)a->bs * k->elt, (size_t)p->b * k->elt, (size_t)a->nos);
+            cpe_put_rows_interleaved(cpe, (unsigned char *)p->out + at * k->elt, ldm,
+                                     (size_t)a->bs * k->elt, (size_t)p->b * k->elt,
+                                     (size_t)a->nos, &reply);
         else
-            cpe_get_rows_now(cpe, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
-                             (size_t)p->b * k->elt, (size_t)a->nos);
+            cpe_get_rows_interleaved(cpe, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
+                                     (size_t)p->b * k->elt, (size_t)a->nos, &reply);
+        st_cpe_dma_wait(cpe, &reply, reply.count);
     }
 }
 
@@ -329,14 +365,17 @@ static void conv_kernel(st_cpe *cpe, void *args)
     k.col = st_cpe_col(cpe);
     size_t in_block = (size_t)a->nis * a->bs, w_block = (size_t)a->nos * a->nis;
     size_t out_block = (size_t)a->nos * a->bs;
-    for (int b = 0; b < 2; b++) {
+    int buffers = a->p.design == ST_CPE_CONV_SWCAFFE_FLOAT ? 1 : 2;
+    for (int b = 0; b < buffers; b++) {
         k.in[b] = st_cpe_ldm_alloc(cpe, in_block * k.elt, "input block");
         k.w[b] = st_cpe_ldm_alloc(cpe, (size_t)a->wset * w_block * k.elt, "weight blocks");
-        k.in_at[b].blk = k.w_at[b].blk = -1; /* holds nothing */
     }
+    for (int b = 0; b < 2; b++)
+        k.in_at[b].blk = k.w_at[b].blk = -1; /* holds nothing */
     k.out = st_cpe_ldm_alloc(cpe, (size_t)a->cstride * out_block * k.elt, "output blocks");
+    int waited = a->p.design == ST_CPE_CONV_SWCAFFE_FLOAT;
     conv_op first = op_first(a, 0, 0);
-    if (!first.done) {
+    if (!first.done && !waited) {
         fetch_input(cpe, &k, 1, &first);
         fetch_weights(cpe, &k, 1, &first);
     }
@@ -347,13 +386,18 @@ static void conv_kernel(st_cpe *cpe, void *args)
             if (a->p.accumulate) {
                 conv_outputs(cpe, &k, orow, o0, o1, 0);
             } else {
-                cpe_vector_loop(cpe, (size_t)(o1 - o0) * out_block, 0.0, 1.0, 0.0);
+                /* swCaffe zeroes its whole CoStride buffer, swDNN the block */
+                int zeroed = waited ? a->cstride : o1 - o0;
+                cpe_vector_loop(cpe, (size_t)zeroed * out_block, 0.0, 1.0, 0.0);
                 if (!st_cpe_cost_only(cpe))
                     memset(k.out, 0, (size_t)(o1 - o0) * out_block * k.elt);
             }
             for (conv_op op = op_first(a, blk, orow);
                  !op.done && op.blk == blk && op.orow == orow; op_advance(a, &op)) {
-                conv_stage(cpe, &k, &op);
+                if (waited)
+                    conv_stage_waited(cpe, &k, &op);
+                else
+                    conv_stage(cpe, &k, &op);
                 conv_multiply(cpe, &k, &op);
             }
             conv_outputs(cpe, &k, orow, o0, o1, 1);
@@ -371,6 +415,39 @@ typedef struct conv_names {
 static const conv_names core_names = {"values of the SIMD dimension", "output channels",
                                       "input channels"};
 
+/* swCaffe's float design (p->b already checked): its assertions on the
+ * channels, one weight block per multiply, CoStride = (budget in doubles -
+ * input block - weight block) / output block. */
+static int swcaffe_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_args *a,
+                        char *why, size_t len)
+{
+    if (p->no % 32 != 0 || p->no < 64) {
+        snprintf(why, len, "%d %s: swCaffe's float kernel needs a multiple of 32, at least 64",
+                 p->no, names->scalar);
+        return 0;
+    }
+    if (p->ni % 32 != 0 || p->ni < 64) {
+        snprintf(why, len, "%d %s: swCaffe's float kernel needs a multiple of 32, at least 64",
+                 p->ni, names->reduction);
+        return 0;
+    }
+    a->bs = p->b / 8;
+    a->nis = p->ni / 8;
+    a->nos = p->no / 8;
+    int budget = p->ldm_budget > 0 ? p->ldm_budget : SWCAFFE_BACKWARD_BUDGET;
+    long in = (long)a->nis * a->bs, w = (long)a->nos * a->nis, out = (long)a->nos * a->bs;
+    long cstride = (budget / (long)sizeof(double) - in - w) / out;
+    if (cstride < 1) {
+        snprintf(why, len, "the LDM cannot hold an input block (%d x %d), a weight block (%d x "
+                 "%d) and an output block (%d x %d) counted as doubles in swCaffe's %d KB",
+                 a->nis, a->bs, a->nos, a->nis, a->nos, a->bs, budget / 1024);
+        return 0;
+    }
+    a->wset = 1;
+    a->cstride = cstride < p->co ? (int)cstride : p->co;
+    return 1;
+}
+
 /* Plan a: slices, weight staging and CoStride; 0 with why (in the pass's
  * names) when the blocking cannot take the problem. */
 static int conv_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_args *a, char *why,
@@ -383,6 +460,8 @@ static int conv_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_a
                  "(swDNN's blocking needs a multiple of 128)", p->b, names->simd, p->b / 8);
         return 0;
     }
+    if (p->design == ST_CPE_CONV_SWCAFFE_FLOAT)
+        return swcaffe_plan(p, names, a, why, len);
     if (p->no % 32 != 0) {
         snprintf(why, len, "%d %s: each CPE column gets %d, not whole register blocks of 4 "
                  "(swDNN's blocking needs a multiple of 32)", p->no, names->scalar, p->no / 8);
@@ -457,7 +536,10 @@ static int pass_geometry_ok(const st_cpe_conv_geom *g, char *why, size_t len)
 st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *g, int n, st_cpe_conv_pass pass,
                                            const void *in, const void *w, void *out)
 {
-    st_cpe_swdnn_conv p = {.type = ST_CPE_F32, .in = in, .w = w, .out = out};
+    st_cpe_swdnn_conv p = {.design = ST_CPE_CONV_SWCAFFE_FLOAT,
+                           .ldm_budget = pass == ST_CPE_CONV_FORWARD ? SWCAFFE_FORWARD_BUDGET
+                                                                      : SWCAFFE_BACKWARD_BUDGET,
+                           .type = ST_CPE_F32, .in = in, .w = w, .out = out};
     switch (pass) {
     case ST_CPE_CONV_FORWARD:
         p.ri = g->ih; p.ci = g->iw; p.ro = g->oh; p.co = g->ow;
@@ -492,5 +574,15 @@ int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *g, int n, st_cpe_conv_pass
     };
     st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(g, n, pass, g, g, (void *)g);
     conv_args a;
-    return conv_plan(&p, &pass_names[pass], &a, why, len);
+    if (!conv_plan(&p, &pass_names[pass], &a, why, len))
+        return 0;
+    char weights_why[256];
+    if (pass == ST_CPE_CONV_BACKWARD_DATA &&
+        !st_cpe_conv_implicit_fits(g, n, ST_CPE_CONV_BACKWARD_WEIGHTS, weights_why,
+                                   sizeof weights_why)) {
+        snprintf(why, len, "swCaffe computes backward-data with backward-weights, which cannot "
+                 "run implicitly: %s", weights_why);
+        return 0;
+    }
+    return 1;
 }

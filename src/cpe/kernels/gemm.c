@@ -287,8 +287,8 @@ static double rows_cycles(const st_cpe_cost_params *p, int put, size_t rows, siz
     if (rows == 0 || cols == 0)
         return 0.0;
     if (rows == 1 || cols == ld)
-        return st_cpe_dma_occupancy_cycles(p, put, rows * cols * elt, 1);
-    return st_cpe_dma_occupancy_cycles(p, put, cols * elt, rows);
+        return st_cpe_dma_occupancy_cycles(p, put, ST_CPE_DMA_CONTIGUOUS, rows * cols * elt, 1);
+    return st_cpe_dma_occupancy_cycles(p, put, ST_CPE_DMA_STRIDED, cols * elt, rows);
 }
 
 /* The cost model's estimate of a plan, in cycles. */
@@ -298,7 +298,8 @@ static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_
     const st_cpe_gemm_desc *d = &g->d;
     size_t elt = st_cpe_dtype_size(d->type);
     double fp;
-    double mesh = ST_CPE_COLS * st_cpe_mesh_step_cycles(p, bm, div_up(bn, 4), bk, GEMM_UNROLL, &fp);
+    double mesh = ST_CPE_COLS * st_cpe_mesh_step_cycles(p, 0, bm, div_up(bn, 4), bk, GEMM_UNROLL,
+                                                        &fp);
     if (d->trans_b)
         mesh += p->loop_entry_cycles + (double)div_up(bk * bn, 4) * 2.0;
     double dma = p->dma_get_latency_cycles +

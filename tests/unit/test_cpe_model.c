@@ -1,0 +1,131 @@
+/* The SW26010 model file (include/cpe/model.h, src/cpe/cpe_model.c): the
+ * built-in model is data/sw26010/model.conf byte for byte and parses; the
+ * cost model's defaults are it with the fitted constants neutral; the
+ * parser's refusals that the bad-input catalogue (tests/e2e/catalogue.tsv,
+ * cpe-model-*) does not reach through the command line. Run from the
+ * repository root (scripts/run-tests.sh does). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+#include "base/fileio.h"
+#include "cpe/model.h"
+
+#define MODEL_FILE "data/sw26010/model.conf"
+
+/* The built-in model with line `name ...` replaced by `line` (NULL:
+ * removed), malloc'd. */
+static char *model_with(const char *name, const char *line)
+{
+    const char *src = st_sw26010_model_builtin;
+    size_t cap = strlen(src) + (line ? strlen(line) : 0) + 2;
+    char *out = malloc(cap), *w = out;
+    assert_non_null(out);
+    size_t name_len = strlen(name);
+    while (*src) {
+        const char *nl = strchr(src, '\n');
+        size_t len = nl ? (size_t)(nl - src) + 1 : strlen(src);
+        int match = strncmp(src, name, name_len) == 0 && (src[name_len] == ' ');
+        if (match && line)
+            w += sprintf(w, "%s\n", line);
+        else if (!match) {
+            memcpy(w, src, len);
+            w += len;
+        }
+        src += len;
+    }
+    *w = '\0';
+    return out;
+}
+
+static void expect_refused(const char *name, const char *line, const char *message)
+{
+    char *text = model_with(name, line);
+    st_sw26010_model m;
+    st_error err = {0};
+    assert_int_equal(st_sw26010_model_parse(&m, text, "m.conf", &err), ST_EINPUT);
+    tl_assert_contains(err.msg, message);
+    free(text);
+}
+
+static void test_builtin_is_the_file(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    st_error err = {0};
+    assert_int_equal(st_read_text(MODEL_FILE, "model", 1 << 20, &text, NULL, &err), ST_OK);
+    if (strcmp(text, st_sw26010_model_builtin) != 0)
+        fail_msg("the built-in model differs from %s: rebuild (make)", MODEL_FILE);
+    free(text);
+    st_sw26010_model from_file, built_in;
+    assert_int_equal(st_sw26010_model_load(&from_file, MODEL_FILE, &err), ST_OK);
+    assert_int_equal(st_sw26010_model_load(&built_in, NULL, &err), ST_OK);
+    assert_memory_equal(&from_file, &built_in, sizeof from_file);
+}
+
+/* The values land where they belong: the clock, the 11-point DMA curve
+ * (swCandle's), the cluster's supernodes. */
+static void test_builtin_values(void **state)
+{
+    (void)state;
+    st_sw26010_model m;
+    st_error err = {0};
+    assert_int_equal(st_sw26010_model_load(&m, NULL, &err), ST_OK);
+    assert_true(m.cg.clock_hz == 1.45e9);
+    assert_int_equal(m.cg.dma.points, 11);
+    assert_true(m.cg.dma.bytes[0] == 8.0 && m.cg.dma.bytes[10] == 8192.0);
+    assert_true(m.cg.dma.get_cycles[10] == 27375.5 && m.cg.dma.put_cycles[0] == 1911.2);
+    assert_true(m.cluster.supernode_nodes == 256.0 && m.cluster.cross_supernode_factor == 4.0);
+    assert_true(m.cg.dma_get_latency_cycles + m.cg.dma_put_latency_cycles == 2398.0);
+}
+
+/* The defaults: the built-in constants with the fitted ones neutral. */
+static void test_defaults_are_neutral(void **state)
+{
+    (void)state;
+    st_sw26010_model m;
+    st_error err = {0};
+    assert_int_equal(st_sw26010_model_load(&m, NULL, &err), ST_OK);
+    st_cpe_cost_params d = st_cpe_cost_params_default();
+    assert_true(d.dma_interleaved_share == 1.0 && d.float_msg_cycles == 0.0);
+    assert_true(d.dma_get_latency_cycles == 1199.0 && d.dma_put_latency_cycles == 1199.0);
+    st_cpe_cost_params fitted = m.cg;
+    fitted.dma_interleaved_share = d.dma_interleaved_share;
+    fitted.float_msg_cycles = d.float_msg_cycles;
+    fitted.dma_get_latency_cycles = d.dma_get_latency_cycles;
+    fitted.dma_put_latency_cycles = d.dma_put_latency_cycles;
+    assert_memory_equal(&fitted, &d, sizeof d);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    expect_refused("clock_hz", "clock_hz inf Hz x", "m.conf:8: clock_hz: 'inf' is not a number");
+    expect_refused("clock_hz", "clock_hz nan Hz x", "m.conf:8: clock_hz: 'nan' is not a number");
+    expect_refused("clock_hz", "clock_hz 0 Hz x", "'0' is not a number above 0");
+    expect_refused("clock_hz", "clock_hz", "m.conf:8: clock_hz needs a value, a unit (Hz)");
+    expect_refused("dma_curve_bytes", "dma_curve_bytes 8,,16 B x",
+                   "dma_curve_bytes: point 2, '', is not a number");
+    expect_refused("dma_curve_bytes",
+                   "dma_curve_bytes 2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18 B x",
+                   "dma_curve_bytes has more than 16 points");
+    expect_refused("node_time_spread", NULL, "m.conf: node_time_spread (1) is missing");
+    char long_line[1200];
+    memset(long_line, '#', sizeof long_line - 1);
+    long_line[sizeof long_line - 1] = '\0';
+    expect_refused("uncertainty_share", long_line, "line longer than 1023 characters");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builtin_is_the_file),
+        cmocka_unit_test(test_builtin_values),
+        cmocka_unit_test(test_defaults_are_neutral),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
