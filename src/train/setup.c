@@ -309,13 +309,14 @@ static st_status setup_choices(st_trainer *t, st_error *err)
     if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
         return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
                        "file chooses per kernel, --conv-impl for all)", o->conv_impl);
-    st_status st = st_choices_create(&t->choices, err);
+    st_status st = st_choices_create(&t->choices, t->backend->choice_syntax, err);
     char *text = NULL;
+    size_t len = 0;
     if (st == ST_OK && o->kernel_choices)
         st = st_read_text(o->kernel_choices, "kernel choice file", (size_t)16 << 20, &text,
-                          NULL, err);
+                          &len, err);
     if (st == ST_OK && text)
-        st = st_choices_parse(t->choices, text, o->kernel_choices, err);
+        st = st_choices_parse(t->choices, text, len, o->kernel_choices, ST_CHOICE_FILE, err);
     free(text);
     if (st != ST_OK && o->kernel_choices)
         st_error_prefix(err, "--kernel-choices ");
@@ -343,8 +344,10 @@ static st_status finish_choices(st_trainer *t, st_error *err)
 {
     if (!t->choices)
         return ST_OK;
-    int measured, given, unused, count;
-    st_choices_counts(t->choices, &measured, &given, &unused);
+    st_choice_counts n;
+    int count;
+    st_choices_counts(t->choices, &n);
+    int given = n.taken[ST_CHOICE_FILE] + n.taken[ST_CHOICE_SNAPSHOT] + n.taken[ST_CHOICE_RANK0];
     t->choices_text = st_choices_text(t->choices, ST_CHOICES_VALUES, &count);
     char *notes = st_choices_text(t->choices, ST_CHOICES_NOTES, NULL);
     if (!t->choices_text || !notes) {
@@ -354,12 +357,13 @@ static st_status finish_choices(st_trainer *t, st_error *err)
     for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
         st_warn(&t->log, "kernel choice %s; measured instead", line + 2);
     free(notes);
-    if (unused && kernel_choices_used(t))
+    if (n.unused && kernel_choices_used(t))
         st_warn(&t->log, "%d of the kernel choices given match no kernel of this run (choices "
                 "are per layer, shape and samples per worker: made for another network, batch "
-                "or -t?)", unused);
+                "or -t?)", n.unused);
     if (count && kernel_choices_used(t))
-        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s", measured, given,
+        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s",
+                n.taken[ST_CHOICE_MEASURED], given,
                 t->o.profile ? " (listed with the profile)" : "");
     st_status st = ST_OK;
     if (t->o.save_kernel_choices && st_cluster_rank(t->o.cluster) == 0) {
@@ -386,7 +390,8 @@ static st_status share_choices(st_trainer *t, st_status local, st_error *err)
     int ok = local == ST_OK && (st_cluster_rank(c) != 0 || !t->choices || text);
     st_status st = st_cluster_share_text(c, ok, &text, err);
     if (st == ST_OK && local == ST_OK && st_cluster_rank(c) != 0 && text && t->choices)
-        st = st_choices_parse(t->choices, text, "rank 0's kernel choices", err);
+        st = st_choices_parse(t->choices, text, strlen(text), "rank 0's kernel choices",
+                              ST_CHOICE_RANK0, err);
     free(text);
     return local != ST_OK ? local : st;
 }
@@ -424,7 +429,8 @@ static st_status resume(st_trainer *t, st_error *err)
                      "it was taken with (or start from its weights with --weights)", path,
                      diff);
     if (st == ST_OK && m.choices && t->choices && kernel_choices_used(t))
-        st = st_choices_parse(t->choices, m.choices, path, err);
+        st = st_choices_parse(t->choices, m.choices, strlen(m.choices), path,
+                              ST_CHOICE_SNAPSHOT, err);
     else if (st == ST_OK && m.choices && t->choices)
         st_warn(&t->log, "%s: the snapshot's kernel choices are not used with --conv-impl %s, "
                 "so the weights will not be bitwise those of an uninterrupted run (leave "

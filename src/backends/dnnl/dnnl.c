@@ -1102,6 +1102,7 @@ static void dnnl_ctx_destroy(st_bctx *c)
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
     .conv_impls = dn_conv_impls,
+    .choice_syntax = dn_conv_choice_syntax,
     .ctx_create = dnnl_ctx_create,
     .ctx_destroy = dnnl_ctx_destroy,
     .kernel_create = dnnl_kernel_create,
