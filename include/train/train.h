@@ -125,7 +125,10 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
  * snapshot directory is made, no file removed): the layer table, the
  * "memory:" and "memory limit:" lines, and a warning when the memory check
  * would refuse the run (the dry run itself succeeds). A missing schedule
- * (--iters, --epochs, max_batches=) is not an error here. */
+ * (--iters, --epochs, max_batches=) is not an error here. With
+ * o->save_kernel_choices the kernels are measured as the run's set-up
+ * would (a run that fits, or --force; not with --resume, whose snapshot's
+ * choices a dry run does not read: ST_EUSAGE) and the file written. */
 st_status st_trainer_dry_run(const char *cfg_path, const st_train_opts *o, const st_log *log,
                              st_error *err);
 

@@ -50,7 +50,8 @@ static const st_option options[] = {
      "--save-kernel-choices writes them) instead of measuring; kernels FILE does not name "
      "are measured", ST_OPT_STRING, TRAIN(kernel_choices), 0, 0},
     {"save-kernel-choices", 0, "FILE", "Training", "write the implementation choices of "
-     "this run (measured or given) to FILE after set-up, for --kernel-choices",
+     "this run (measured or given) to FILE after set-up, for --kernel-choices; with "
+     "--dry-run, measure them and write FILE without training",
      ST_OPT_STRING, TRAIN(save_kernel_choices), 0, 0},
     {"force", 0, NULL, "Training", "run even when the memory the run would take is more than "
      "this process may take (MemAvailable, the cgroup's limit): a warning instead of the "

@@ -309,6 +309,11 @@ static st_status setup_choices(st_trainer *t, st_error *err)
     if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
         return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
                        "file chooses per kernel, --conv-impl for all)", o->conv_impl);
+    if (o->save_kernel_choices && t->dry_run && o->resume)
+        return st_fail(err, ST_EUSAGE, "--save-kernel-choices with --dry-run and --resume: the "
+                       "run would take the snapshot's kernel choices, which a dry run does not "
+                       "read; leave out --dry-run (the choices are saved after set-up, before "
+                       "the first iteration)");
     st_status st = st_choices_create(&t->choices, t->backend->choice_syntax, err);
     char *text = NULL;
     size_t len = 0;
@@ -615,23 +620,31 @@ static st_status start_cpe_trace(st_trainer *t, st_error *err)
 /* The memory estimate and its check (memory_estimate.h), logged. Kernels
  * that measure their implementation are planned unmeasured first, then,
  * if that fits (or --force), measured, as the workers would (whose choices
- * they become): not in a dry run, not when resuming (the snapshot's
- * choices, read with its arenas after this, are the ones to use), and not
- * on the ranks other than 0 of a multi-node run, which take rank 0's
- * choices after this (share_choices). */
+ * they become): not in a dry run (but for --save-kernel-choices, which
+ * saves what set-up chose), not when resuming (the snapshot's choices,
+ * read with its arenas after this, are the ones to use), and not on the
+ * ranks other than 0 of a multi-node run, which take rank 0's choices
+ * after this (share_choices). */
 static st_status check_memory(st_trainer *t, st_error *err)
 {
     int measures = kernel_choices_used(t);
+    int saving = t->dry_run && t->o.save_kernel_choices;
     trainer_memory m;
     st_status st = trainer_memory_estimate(t, 0, &m, err);
     m.unmeasured = measures;
-    if (st == ST_OK && measures && !t->dry_run && !t->o.resume &&
-        st_cluster_rank(t->o.cluster) == 0 && (t->o.force || trainer_memory_fits(&m)))
+    int fits = st == ST_OK && (t->o.force || trainer_memory_fits(&m));
+    if (st == ST_OK && measures && (!t->dry_run || saving) && !t->o.resume &&
+        st_cluster_rank(t->o.cluster) == 0 && fits)
         st = trainer_memory_estimate(t, 1, &m, err);
     if (st != ST_OK)
         return st;
     trainer_memory_log(t, &m);
-    return trainer_memory_check(t, &m, err);
+    st = trainer_memory_check(t, &m, err);
+    if (st == ST_OK && saving && measures && !fits)
+        st = st_fail(err, ST_EUSAGE, "--save-kernel-choices %s: not written: a dry run "
+                     "measures the kernels only for a run that fits in memory (see above); "
+                     "give --force to measure them anyway", t->o.save_kernel_choices);
+    return st;
 }
 
 /* Warn once when the threads of this host's ranks outnumber its cores: they
@@ -774,7 +787,9 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         choose_parallel(t, &t->shared_from);
     if (st == ST_OK)
         st = check_memory(t, err);
-    if (dry_run) {
+    if (dry_run) { /* --save-kernel-choices: what set-up chose, measured above */
+        if (st == ST_OK && o->save_kernel_choices)
+            st = finish_choices(t, err);
         st_trainer_free(t);
         return st;
     }

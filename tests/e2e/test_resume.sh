@@ -56,6 +56,12 @@ check "--save-kernel-choices" out 0 "kernel choices saved to $tmp/choices" -- \
     "$tmp/tiny.cfg"
 expect "the choice file has the convolution's choice" \
     grep -q "^0.conv n8 1x8x8>4x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = " "$tmp/choices"
+# A dry run measures and saves them too, without training.
+check "--dry-run --save-kernel-choices" out 0 "kernel choices saved to $tmp/dry.choices" -- \
+    "$bin" --dry-run -t 2 --data synthetic --no-test --iters 1 \
+    --save-kernel-choices "$tmp/dry.choices" "$tmp/tiny.cfg"
+expect "the dry run's choice file has the convolution's choice" \
+    grep -q "^0.conv n8 1x8x8>4x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = " "$tmp/dry.choices"
 # the standard run: $train DIR [options...]
 train="$bin -q -t 2 --data synthetic --no-test --kernel-choices $tmp/choices --iters"
 run() { # run DIR [options...], outside check
