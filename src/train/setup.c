@@ -77,6 +77,7 @@ void st_trainer_free(st_trainer *t)
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
     free(t->settings);
+    st_choice_cache_close(t->cache);
     st_choices_free(t->choices);
     free(t->choices_text);
     free(t);
@@ -283,13 +284,57 @@ static int kernel_choices_used(const st_trainer *t)
     return t->choices && (!t->o.conv_impl || strcmp(t->o.conv_impl, "auto") == 0);
 }
 
+/* Seconds a run waits for another holding the kernel-choice cache's lock
+ * (which it holds while it measures: a few seconds for LeNet-5 and the
+ * 32x32 AlexNets on 2 cores) before it measures without waiting. */
+#define CHOICE_CACHE_WAIT 120.0
+
+/* What the choices of this run hold for, as the cache keys them: the
+ * backend's (library, instruction set, CPU, precision), the threads (which
+ * share the cores while the kernels are timed) and the layers (a layer's
+ * choice weighs the reorders its neighbours' layouts force, and its
+ * activation is fused: neither is in its key). */
+static void choice_context(const st_trainer *t, char *buf, size_t size)
+{
+    char backend[512];
+    t->backend->choice_context(backend, sizeof backend);
+    snprintf(buf, size, "%s; %d worker%s x %d intra-op thread%s; layers %016llx", backend,
+             t->o.threads, t->o.threads == 1 ? "" : "s", t->o.intra, t->o.intra == 1 ? "" : "s",
+             (unsigned long long)trainer_cfg_hash(&t->cfg, 0));
+}
+
+/* The kernel-choice cache, for rank 0 of a run whose kernels measure (a
+ * dry run only to save its choices): its choices added to the table below
+ * the given ones (none read with --kernel-choices measure), its lock held
+ * until finish_choices stores what was measured. */
+static st_status open_cache(st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    if (!o->choice_cache || !kernel_choices_used(t) || !t->backend->choice_context ||
+        st_cluster_rank(o->cluster) != 0 || (t->dry_run && !o->save_kernel_choices))
+        return ST_OK;
+    if (!o->choice_cache[0]) {
+        st_warn(&t->log, "kernel-choice cache: no directory for it (neither XDG_CACHE_HOME, "
+                "an absolute path, nor HOME is set): this run measures its kernels without it "
+                "(--no-choice-cache leaves the cache alone)");
+        return ST_OK;
+    }
+    char context[1024];
+    choice_context(t, context, sizeof context);
+    st_choice_cache_opts co = {.dir = o->choice_cache, .context = context,
+                               .read = !o->remeasure, .lock_wait = CHOICE_CACHE_WAIT};
+    return st_choice_cache_open(&t->cache, &co, t->choices, &t->log, err);
+}
+
 /* The kernel choices: --conv-impl checked against the backend's names, the
- * table the workers share, and the choices --kernel-choices gives. */
+ * table the workers share, the choices --kernel-choices gives, then the
+ * cache's. */
 static st_status setup_choices(st_trainer *t, st_error *err)
 {
     const st_train_opts *o = &t->o;
     const char *const *impls = t->backend->conv_impls;
     const char *given = o->conv_impl ? "--conv-impl" : o->kernel_choices ? "--kernel-choices"
+                      : o->remeasure ? "--kernel-choices measure"
                       : o->save_kernel_choices ? "--save-kernel-choices" : NULL;
     if (!impls)
         return given ? st_fail(err, ST_EUSAGE, "%s: the %s backend has one implementation "
@@ -306,9 +351,16 @@ static st_status setup_choices(st_trainer *t, st_error *err)
     }
     if (!known)
         return st_fail(err, ST_EUSAGE, "--conv-impl %s: expected %s", o->conv_impl, names);
-    if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
-        return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
-                       "file chooses per kernel, --conv-impl for all)", o->conv_impl);
+    if ((o->kernel_choices || o->remeasure) && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices%s with --conv-impl %s: give one (%s, "
+                       "--conv-impl for all)", o->remeasure ? " measure" : "", o->conv_impl,
+                       o->remeasure ? "the first measures each kernel" :
+                       "the file chooses per kernel");
+    if (o->remeasure && !o->choice_cache)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices measure with --no-choice-cache: give "
+                       "one (the first measures every kernel again and updates the choice "
+                       "cache, the second leaves the cache alone; without either, a kernel "
+                       "the cache has no choice for is measured)");
     if (o->save_kernel_choices && t->dry_run && o->resume)
         return st_fail(err, ST_EUSAGE, "--save-kernel-choices with --dry-run and --resume: the "
                        "run would take the snapshot's kernel choices, which a dry run does not "
@@ -325,7 +377,7 @@ static st_status setup_choices(st_trainer *t, st_error *err)
     free(text);
     if (st != ST_OK && o->kernel_choices)
         st_error_prefix(err, "--kernel-choices ");
-    return st;
+    return st == ST_OK ? open_cache(t, err) : st;
 }
 
 static st_status write_choices(FILE *f, void *ctx, st_error *err)
@@ -343,33 +395,64 @@ static st_status write_choices(FILE *f, void *ctx, st_error *err)
                      : ST_OK;
 }
 
-/* After set-up: what was measured and given, the text snapshots keep, and
+/* The "kernel choices:" line: how many the kernels took from where. */
+static void log_choices(const st_trainer *t, const st_choice_counts *n, int stored)
+{
+    char line[3 * ST_PATH_MAX + 512];
+    const char *cache = t->cache ? st_choice_cache_file(t->cache) : "";
+    size_t at = (size_t)snprintf(line, sizeof line, "kernel choices: %d measured at set-up%s%s",
+                                 n->taken[ST_CHOICE_MEASURED],
+                                 stored ? " and stored in the cache " : "", stored ? cache : "");
+    if (n->taken[ST_CHOICE_CACHE] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from the cache %s",
+                               n->taken[ST_CHOICE_CACHE], cache);
+    if (n->taken[ST_CHOICE_FILE] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from --kernel-choices %s",
+                               n->taken[ST_CHOICE_FILE], t->o.kernel_choices);
+    if (n->taken[ST_CHOICE_SNAPSHOT] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from the snapshot %s",
+                               n->taken[ST_CHOICE_SNAPSHOT], t->o.resume);
+    if (n->taken[ST_CHOICE_RANK0] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from rank 0",
+                               n->taken[ST_CHOICE_RANK0]);
+    st_info(&t->log, "%s%s", line, t->o.profile ? " (listed with the profile)" : "");
+}
+
+/* After set-up: what was measured and given, the text snapshots keep, the
+ * cache updated with what was measured (its lock released), and
  * --save-kernel-choices. */
 static st_status finish_choices(st_trainer *t, st_error *err)
 {
     if (!t->choices)
         return ST_OK;
     st_choice_counts n;
-    int count;
+    int count, stored = 0;
     st_choices_counts(t->choices, &n);
-    int given = n.taken[ST_CHOICE_FILE] + n.taken[ST_CHOICE_SNAPSHOT] + n.taken[ST_CHOICE_RANK0];
     t->choices_text = st_choices_text(t->choices, ST_CHOICES_VALUES, &count);
     char *notes = st_choices_text(t->choices, ST_CHOICES_NOTES, NULL);
-    if (!t->choices_text || !notes) {
+    char *origins = st_choices_text(t->choices, ST_CHOICES_VALUES | ST_CHOICES_ORIGINS, NULL);
+    if (!t->choices_text || !notes || !origins) {
         free(notes);
+        free(origins);
         return st_fail(err, ST_ENOMEM, "out of memory listing the kernel choices");
     }
     for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
         st_warn(&t->log, "kernel choice %s; measured instead", line + 2);
     free(notes);
+    if (t->cache)
+        st_choice_cache_store(t->cache, t->choices, &stored);
     if (n.unused && kernel_choices_used(t))
         st_warn(&t->log, "%d of the kernel choices given match no kernel of this run (choices "
                 "are per layer, shape and samples per worker: made for another network, batch "
                 "or -t?)", n.unused);
-    if (count && kernel_choices_used(t))
-        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s",
-                n.taken[ST_CHOICE_MEASURED], given,
-                t->o.profile ? " (listed with the profile)" : "");
+    if (count && kernel_choices_used(t)) {
+        log_choices(t, &n, stored);
+        for (char *line = strtok(origins, "\n"); line; line = strtok(NULL, "\n"))
+            st_debug(&t->log, "  %s", line);
+    }
+    free(origins);
+    st_choice_cache_close(t->cache); /* its lock released: another run may take it */
+    t->cache = NULL;
     st_status st = ST_OK;
     if (t->o.save_kernel_choices && st_cluster_rank(t->o.cluster) == 0) {
         st = st_write_atomic(t->o.save_kernel_choices, write_choices, t, err);
