@@ -4,7 +4,10 @@
 # build-address/), the ThreadSanitizer builds of those in $TSAN_TESTS (in
 # build-thread/), the portable builds of those in $PORTABLE_TESTS (in
 # build-portable/), and the shell tests (tests/e2e/, tests/mpi/). Each under a timeout;
-# prints one line per test and fails if any failed.
+# prints one line per test and fails if any failed. Each test has a
+# kernel-choice cache of its own (XDG_CACHE_HOME, see
+# src/backends/choice_cache.c), empty at its start and removed after it:
+# none reads or writes the user's, and none depends on what another left.
 # usage: SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." scripts/run-tests.sh BUILD_DIR
 set -u
 build=${1:-build}
@@ -17,7 +20,8 @@ run() {
     total=$((total + 1))
     start=$(date +%s)
     log=$(mktemp)
-    if timeout 900 "$@" >"$log" 2>&1; then
+    cache=$(mktemp -d)
+    if XDG_CACHE_HOME=$cache timeout 900 "$@" >"$log" 2>&1; then
         echo "PASS  $name ($(($(date +%s) - start)) s)"
     else
         echo "FAIL  $name (exit $?)"
@@ -25,6 +29,7 @@ run() {
         failed=$((failed + 1))
     fi
     rm -f "$log"
+    rm -rf "$cache"
 }
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] && run "$(basename "$t")" "$t"

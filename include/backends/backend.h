@@ -100,6 +100,13 @@ typedef struct st_backend {
      * being the default when measuring is not asked for; NULL-terminated,
      * or NULL: one implementation only. */
     const char *const *conv_impls;
+    /* For a backend with conv_impls: the syntax of its choices' values
+     * (choices.h), and what makes a measured choice valid elsewhere (the
+     * library's version, the instruction set, the CPU model, the
+     * precision) as one line of text into buf [size], for the choice
+     * cache (choice_cache.h). */
+    st_choice_syntax choice_syntax;
+    void (*choice_context)(char *buf, size_t size);
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);

@@ -4,16 +4,23 @@
  *
  * One table per process, shared by its workers. A backend asks the table
  * for a kernel's key when it creates the kernel: a choice already there
- * (made by another worker of the same shape, read from a choice file or
- * from the snapshot being resumed) is used as it is; otherwise the worker
- * claims the key, measures its candidates and records the fastest, while
- * workers asking for the same key wait for it. So every worker of a shape
- * runs the same implementation, and a run given the same table (the file
- * --save-kernel-choices wrote, or a snapshot's) makes the same choices: the
- * only thing measurement changes between two runs is the table.
+ * (made by another worker of the same shape, read from a choice file, from
+ * the snapshot being resumed, from rank 0 or from the choice cache) is used
+ * as it is; otherwise the worker claims the key, measures its candidates
+ * and records the fastest, while workers asking for the same key wait for
+ * it. So every worker of a shape runs the same implementation, and a run
+ * given the same table (the file --save-kernel-choices wrote, a snapshot's,
+ * the cache's) makes the same choices: the only thing measurement changes
+ * between two runs is the table.
+ *
+ * Where a choice comes from decides which wins (st_choice_source): a file,
+ * a snapshot or rank 0 give choices that must agree with each other; the
+ * cache's give way to all of them.
  *
  * Text form, one choice per line: "KEY = VALUE"; lines starting with '#'
- * are comments (a measured choice is followed by one with its trials). */
+ * are comments (a measured choice is followed by one with its trials). The
+ * VALUE's syntax is the backend's (st_choice_syntax), checked for every
+ * line when it is read, whether or not a kernel asks for its key. */
 #ifndef ST_CHOICES_H
 #define ST_CHOICES_H
 
@@ -30,7 +37,22 @@ typedef enum st_choice_get {
     ST_CHOICE_CLAIMED /* absent: the caller measures, then st_choices_record */
 } st_choice_get;
 
-st_status st_choices_create(st_choices **out, st_error *err);
+/* Where a choice came from, for its precedence and the log. */
+typedef enum st_choice_source {
+    ST_CHOICE_MEASURED, /* measured in this process */
+    ST_CHOICE_FILE,     /* --kernel-choices FILE */
+    ST_CHOICE_SNAPSHOT, /* the snapshot resumed */
+    ST_CHOICE_RANK0,    /* multi-node: rank 0's, sent to the other ranks */
+    ST_CHOICE_CACHE,    /* the choice cache (choice_cache.h): below every other source */
+    ST_CHOICE_SOURCES
+} st_choice_source;
+
+/* Whether value has the syntax of one of the backend's choices; if not, 0
+ * and what was expected in why [size]. */
+typedef int (*st_choice_syntax)(const char *value, char *why, size_t size);
+
+/* syntax: the backend's (NULL: any non-empty value). */
+st_status st_choices_create(st_choices **out, st_choice_syntax syntax, st_error *err);
 void st_choices_free(st_choices *c);
 
 /* The choice for key in value [size], waiting while another worker
@@ -50,26 +72,53 @@ void st_choices_abandon(st_choices *c, const char *key);
  * caller asks again (and measures). */
 void st_choices_reject(st_choices *c, const char *key, const char *value, const char *why);
 
-/* Add the choices of text (the text form; origin names it in messages:
- * the file, or the snapshot) to the table; a malformed line is ST_EINPUT
- * naming origin:line and what was expected. */
-st_status st_choices_parse(st_choices *c, const char *text, const char *origin, st_error *err);
+/* Add the choices of text [len] (the text form; origin names it in
+ * messages: the file, the snapshot) from source to the table. Every line
+ * is checked, its value's syntax included; a malformed one (a NUL byte in
+ * it, no " = ", too long, a value of the wrong syntax, a second choice for
+ * a key that differs from the first) is ST_EINPUT naming origin:line and
+ * what was expected. A key the cache gave takes the text's choice. */
+st_status st_choices_parse(st_choices *c, const char *text, size_t len, const char *origin,
+                           st_choice_source source, st_error *err);
+
+/* One line of the text form (line [len], no newline), trimmed and split
+ * into key and value [ST_CHOICE_MAX each], the value's syntax checked;
+ * ST_EINPUT with what was expected (no origin: the caller adds it). */
+st_status st_choices_split(const st_choices *c, const char *line, size_t len, char *key,
+                           char *value, st_error *err);
+
+/* One choice from source (origin, "FILE:LINE", for messages), with
+ * st_choices_parse's precedence: from the cache, it is dropped silently
+ * when the key has a choice already; from elsewhere, it replaces the
+ * cache's, and differing from another source's is ST_EINPUT. The value is
+ * not checked here (st_choices_split does). */
+st_status st_choices_add(st_choices *c, const char *key, const char *value, const char *origin,
+                         st_choice_source source, st_error *err);
 
 /* What st_choices_text lists. */
 enum {
-    ST_CHOICES_VALUES = 1, /* the "KEY = VALUE" lines */
-    ST_CHOICES_TRIALS = 2, /* after each measured one, "# " and its trials */
-    ST_CHOICES_NOTES = 4,  /* the given choices rejected here: "# " and why */
+    ST_CHOICES_VALUES = 1,   /* the "KEY = VALUE" lines of the run: those a kernel took or
+                                this process measured, and those a file, a snapshot or rank 0
+                                gave (the cache's that no kernel took are left out) */
+    ST_CHOICES_TRIALS = 2,   /* after each measured one, "# " and its trials */
+    ST_CHOICES_NOTES = 4,    /* the given choices rejected here: "# " and why */
+    ST_CHOICES_MEASURED = 8, /* with VALUES: only the choices measured in this process */
+    ST_CHOICES_ORIGINS = 16, /* after each value, "# from " and where: "measured here", or
+                                its source and FILE:LINE */
 };
 
 /* The table in text form, ordered by key (layers in their order), with
  * what `what` asks for; malloc'd, NULL when out of memory. *count (if not
- * NULL) gets the number of choices. */
+ * NULL) gets the number of choices listed. */
 char *st_choices_text(const st_choices *c, int what, int *count);
 
-/* Counts of the choices measured here, given (parsed) and used by a
- * kernel, and given but asked for by none (unused). */
-void st_choices_counts(const st_choices *c, int *measured, int *given, int *unused);
+/* What the kernels took, by source. */
+typedef struct st_choice_counts {
+    int taken[ST_CHOICE_SOURCES]; /* choices a kernel took (measured: every one measured) */
+    int unused;                   /* given by a file, a snapshot or rank 0, taken by none */
+} st_choice_counts;
+
+void st_choices_counts(const st_choices *c, st_choice_counts *n);
 
 /* Where key's given choice came from ("FILE:LINE"), into buf [size]; ""
  * when it was measured here or is unknown. */

@@ -37,6 +37,12 @@ typedef struct st_train_opts {
                                 NULL: auto where the backend has several */
     const char *kernel_choices;      /* --kernel-choices FILE to use, or NULL */
     const char *save_kernel_choices; /* --save-kernel-choices FILE to write, or NULL */
+    int remeasure;           /* --kernel-choices measure: the choice cache is not read (every
+                                kernel not given otherwise is measured) but updated */
+    const char *choice_cache;/* the kernel-choice cache's directory (choice_cache.h), read and
+                                written by rank 0 when kernels measure; NULL: none (the
+                                default here, --no-choice-cache); "": the CLI found no place
+                                for it (a warning when kernels measure) */
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
@@ -126,7 +132,11 @@ st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_tra
  * snapshot directory is made, no file removed): the layer table, the
  * "memory:" and "memory limit:" lines, and a warning when the memory check
  * would refuse the run (the dry run itself succeeds). A missing schedule
- * (--iters, --epochs, max_batches=) is not an error here. */
+ * (--iters, --epochs, max_batches=) is not an error here. With
+ * o->save_kernel_choices the kernels are measured (or taken from the
+ * choice cache) as the run's set-up would (a run that fits, or --force;
+ * not with --resume, whose snapshot's choices a dry run does not read:
+ * ST_EUSAGE), stored in the cache and the file written. */
 st_status st_trainer_dry_run(const char *cfg_path, const st_train_opts *o, const st_log *log,
                              st_error *err);
 

@@ -1,13 +1,18 @@
 /* The kernel-choice table shared by a process's workers; see choices.h.
  *
- * A small array of entries under one mutex: a network has at most a few
- * hundred kernels, and the table is only used while kernels are created. */
+ * An array of entries under one mutex, with an open-addressing index of
+ * their keys (FNV-1a, linear probing), so that reading a file of n choices
+ * takes O(n), not O(n^2): a network has a few hundred kernels, but a choice
+ * file or the cache may hold many networks' and batches' choices. */
 #include "backends/choices.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/hash.h"
 
 typedef enum entry_state { ENTRY_ABSENT, ENTRY_PENDING, ENTRY_READY } entry_state;
 
@@ -18,22 +23,33 @@ typedef struct choice_entry {
     char *note;       /* a given choice rejected here, or NULL */
     char origin[ST_CHOICE_MAX]; /* given: "FILE:LINE" */
     entry_state state;
-    int measured;     /* 1: measured in this process; 0: given */
-    int used;         /* a kernel asked for it */
+    st_choice_source source;
+    int used;         /* a kernel took it (or measured it) */
 } choice_entry;
 
 struct st_choices {
     pthread_mutex_t lock;
     pthread_cond_t changed;
+    st_choice_syntax syntax; /* the backend's, or NULL */
     choice_entry *e;
     int n, cap;
+    int *index;       /* [slots]: an entry's position + 1, 0 empty */
+    size_t slots;     /* a power of two, at least twice cap */
 };
 
-st_status st_choices_create(st_choices **out, st_error *err)
+/* How a source is named after "from" in the text's origin comments. */
+static const char *const source_words[ST_CHOICE_SOURCES] = {
+    [ST_CHOICE_MEASURED] = "measurement here", [ST_CHOICE_FILE] = "the file",
+    [ST_CHOICE_SNAPSHOT] = "the snapshot", [ST_CHOICE_RANK0] = "rank 0",
+    [ST_CHOICE_CACHE] = "the cache",
+};
+
+st_status st_choices_create(st_choices **out, st_choice_syntax syntax, st_error *err)
 {
     st_choices *c = st_calloc(1, sizeof *c, "kernel choices", err);
     if (!c)
         return ST_ENOMEM;
+    c->syntax = syntax;
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
         free(c);
         return st_fail(err, ST_EINTERNAL, "cannot create the kernel choices' lock");
@@ -56,34 +72,65 @@ void st_choices_free(st_choices *c)
         free(c->e[i].note);
     }
     free(c->e);
+    free(c->index);
     pthread_cond_destroy(&c->changed);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
+/* The index slot where key is, or the empty one where it would go. */
+static size_t slot_of(const st_choices *c, const char *key)
+{
+    size_t mask = c->slots - 1;
+    size_t s = (size_t)st_hash_string(ST_HASH_START, key) & mask;
+    while (c->index[s] && strcmp(c->e[c->index[s] - 1].key, key) != 0)
+        s = (s + 1) & mask;
+    return s;
+}
+
 /* Under the lock. */
 static choice_entry *find(st_choices *c, const char *key)
 {
+    if (!c->slots)
+        return NULL;
+    int at = c->index[slot_of(c, key)];
+    return at ? &c->e[at - 1] : NULL;
+}
+
+/* Under the lock: room for one more entry, the index rebuilt when the
+ * array grows; 0 when out of memory. */
+static int reserve(st_choices *c)
+{
+    if (c->n < c->cap)
+        return 1;
+    int cap = c->cap ? 2 * c->cap : 32;
+    size_t slots = 2 * (size_t)cap;
+    choice_entry *e = realloc(c->e, (size_t)cap * sizeof *e);
+    if (e)
+        c->e = e;
+    int *index = calloc(slots, sizeof *index);
+    if (!e || !index) {
+        free(index);
+        return 0;
+    }
+    free(c->index);
+    c->index = index;
+    c->slots = slots;
+    c->cap = cap;
     for (int i = 0; i < c->n; i++)
-        if (strcmp(c->e[i].key, key) == 0)
-            return &c->e[i];
-    return NULL;
+        c->index[slot_of(c, c->e[i].key)] = i + 1;
+    return 1;
 }
 
 /* Under the lock; NULL when out of memory. */
 static choice_entry *add(st_choices *c, const char *key)
 {
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 32;
-        choice_entry *e = realloc(c->e, (size_t)cap * sizeof *e);
-        if (!e)
-            return NULL;
-        c->e = e;
-        c->cap = cap;
-    }
+    if (!reserve(c))
+        return NULL;
     choice_entry *e = &c->e[c->n++];
     memset(e, 0, sizeof *e);
     snprintf(e->key, sizeof e->key, "%s", key);
+    c->index[slot_of(c, key)] = c->n;
     return e;
 }
 
@@ -119,7 +166,9 @@ void st_choices_record(st_choices *c, const char *key, const char *value, const 
         free(e->trials);
         e->trials = trials ? strdup(trials) : NULL;
         e->state = ENTRY_READY;
-        e->measured = 1;
+        e->source = ST_CHOICE_MEASURED;
+        e->origin[0] = '\0';
+        e->used = 1;
     }
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
@@ -142,87 +191,128 @@ void st_choices_reject(st_choices *c, const char *key, const char *value, const 
     if (e && e->state == ENTRY_READY && strcmp(e->value, value) == 0) {
         e->state = ENTRY_ABSENT;
         free(e->note);
-        size_t len = strlen(value) + strlen(why) + 64;
+        size_t len = strlen(value) + strlen(e->origin) + strlen(why) + 64;
         e->note = malloc(len);
-        if (e->note)
+        if (e->note && e->source == ST_CHOICE_CACHE)
+            snprintf(e->note, len, "the cached choice '%s' (%s) was not usable here: %s", value,
+                     e->origin, why);
+        else if (e->note)
             snprintf(e->note, len, "the given choice '%s' was not usable here: %s", value, why);
     }
     pthread_mutex_unlock(&c->lock);
 }
 
-/* The line's key and value, trimmed, into key / value; 0 if malformed. */
-static int parse_line(char *line, char *key, char *value)
+/* s [*len] without the spaces and tabs at either end. */
+static const char *trim(const char *s, size_t *len)
 {
-    char *sep = strstr(line, " = ");
-    if (!sep)
-        return 0;
-    *sep = '\0';
-    char *k = line, *v = sep + 3;
-    while (*k == ' ' || *k == '\t')
-        k++;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    for (char *end = k + strlen(k); end > k && (end[-1] == ' ' || end[-1] == '\t');)
-        *--end = '\0';
-    for (char *end = v + strlen(v); end > v && (end[-1] == ' ' || end[-1] == '\t');)
-        *--end = '\0';
-    if (!*k || !*v || strlen(k) >= ST_CHOICE_MAX || strlen(v) >= ST_CHOICE_MAX)
-        return 0;
-    strcpy(key, k);
-    strcpy(value, v);
-    return 1;
+    while (*len && (*s == ' ' || *s == '\t')) {
+        s++;
+        (*len)--;
+    }
+    while (*len && (s[*len - 1] == ' ' || s[*len - 1] == '\t'))
+        (*len)--;
+    return s;
 }
 
-st_status st_choices_parse(st_choices *c, const char *text, const char *origin, st_error *err)
+st_status st_choices_split(const st_choices *c, const char *line, size_t len, char *key,
+                           char *value, st_error *err)
+{
+    const char *sep = NULL;
+    for (size_t i = 0; i + 3 <= len && !sep; i++)
+        if (memcmp(line + i, " = ", 3) == 0)
+            sep = line + i;
+    if (!sep)
+        return st_fail(err, ST_EINPUT, "expected 'KEY = VALUE' (a kernel choice, as "
+                       "--save-kernel-choices writes them)");
+    size_t klen = (size_t)(sep - line), vlen = len - klen - 3;
+    const char *k = trim(line, &klen), *v = trim(sep + 3, &vlen);
+    if (!klen || !vlen)
+        return st_fail(err, ST_EINPUT, "expected 'KEY = VALUE' (a kernel choice, as "
+                       "--save-kernel-choices writes them), got an empty %s",
+                       klen ? "value" : "key");
+    if (klen >= ST_CHOICE_MAX || vlen >= ST_CHOICE_MAX)
+        return st_fail(err, ST_EINPUT, "a %s of %zu bytes: expected 'KEY = VALUE' of at most "
+                       "%d bytes each", klen >= ST_CHOICE_MAX ? "key" : "value",
+                       klen >= ST_CHOICE_MAX ? klen : vlen, ST_CHOICE_MAX - 1);
+    memcpy(key, k, klen);
+    key[klen] = '\0';
+    memcpy(value, v, vlen);
+    value[vlen] = '\0';
+    char why[ST_CHOICE_MAX];
+    if (c->syntax && !c->syntax(value, why, sizeof why))
+        return st_fail(err, ST_EINPUT, "the choice '%s' for %s: %s", value, key, why);
+    return ST_OK;
+}
+
+st_status st_choices_add(st_choices *c, const char *key, const char *value, const char *origin,
+                         st_choice_source source, st_error *err)
 {
     st_status st = ST_OK;
-    int lineno = 0;
     pthread_mutex_lock(&c->lock);
-    for (const char *p = text; *p && st == ST_OK;) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        lineno++;
-        char line[3 * ST_CHOICE_MAX], key[ST_CHOICE_MAX], value[ST_CHOICE_MAX];
-        const char *q = p;
-        p = eol ? eol + 1 : p + len;
-        while (len && (*q == ' ' || *q == '\t')) {
-            q++;
-            len--;
-        }
-        if (len && q[len - 1] == '\r')
-            len--;
-        if (len == 0 || *q == '#')
-            continue;
-        if (len >= sizeof line) {
-            st = st_fail(err, ST_EINPUT, "%s:%d: a line of %zu bytes: expected 'KEY = VALUE' "
-                         "of at most %d bytes each", origin, lineno, len, ST_CHOICE_MAX - 1);
-            break;
-        }
-        memcpy(line, q, len);
-        line[len] = '\0';
-        if (!parse_line(line, key, value)) {
-            st = st_fail(err, ST_EINPUT, "%s:%d: expected 'KEY = VALUE' (a kernel choice, as "
-                         "--save-kernel-choices writes them)", origin, lineno);
-            break;
-        }
-        choice_entry *e = find(c, key);
-        if (e && e->state == ENTRY_READY && strcmp(e->value, value) != 0) {
-            st = st_fail(err, ST_EINPUT, "%s:%d: a second choice for '%s' ('%s', then '%s')",
-                         origin, lineno, key, e->value, value);
-            break;
-        }
-        if (!e && !(e = add(c, key))) {
-            st = st_fail(err, ST_ENOMEM, "out of memory reading the kernel choices of %s",
-                         origin);
-            break;
-        }
+    choice_entry *e = find(c, key);
+    int taken = e && e->state == ENTRY_READY;
+    if (taken && source == ST_CHOICE_CACHE) {
+        pthread_mutex_unlock(&c->lock); /* the cache gives way to every other source */
+        return ST_OK;
+    }
+    if (taken && e->source != ST_CHOICE_CACHE && strcmp(e->value, value) != 0)
+        st = st_fail(err, ST_EINPUT, "%s: a second choice for '%s' ('%s', then '%s')", origin,
+                     key, e->value, value);
+    else if (!e && !(e = add(c, key)))
+        st = st_fail(err, ST_ENOMEM, "out of memory reading the kernel choices of %s", origin);
+    if (st == ST_OK) {
         snprintf(e->value, sizeof e->value, "%s", value);
-        snprintf(e->origin, sizeof e->origin, "%s:%d", origin, lineno);
+        snprintf(e->origin, sizeof e->origin, "%s", origin);
         e->state = ENTRY_READY;
-        e->measured = 0;
+        e->source = source;
+        e->used = 0;
     }
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+st_status st_choices_parse(st_choices *c, const char *text, size_t len, const char *origin,
+                           st_choice_source source, st_error *err)
+{
+    st_status st = ST_OK;
+    const char *end = text + len;
+    int lineno = 0;
+    for (const char *p = text; p < end && st == ST_OK;) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        size_t n = eol ? (size_t)(eol - p) : (size_t)(end - p);
+        const char *q = p;
+        p = eol ? eol + 1 : end;
+        lineno++;
+        if (memchr(q, '\0', n)) {
+            st = st_fail(err, ST_EINPUT, "%s:%d: contains a NUL byte: expected text, "
+                         "'KEY = VALUE' lines", origin, lineno);
+            break;
+        }
+        if (n && q[n - 1] == '\r')
+            n--;
+        q = trim(q, &n);
+        if (n == 0 || *q == '#')
+            continue;
+        char key[ST_CHOICE_MAX], value[ST_CHOICE_MAX], where[ST_CHOICE_MAX];
+        st = st_choices_split(c, q, n, key, value, err);
+        if (st != ST_OK) {
+            st_error_prefix(err, "%s:%d: ", origin, lineno);
+            break;
+        }
+        snprintf(where, sizeof where, "%s:%d", origin, lineno);
+        st = st_choices_add(c, key, value, where, source, err);
+    }
+    return st;
+}
+
+/* Whether entry e's "KEY = VALUE" line is listed for what. */
+static int value_listed(const choice_entry *e, int what)
+{
+    if (!(what & ST_CHOICES_VALUES) || e->state != ENTRY_READY)
+        return 0;
+    if (what & ST_CHOICES_MEASURED)
+        return e->source == ST_CHOICE_MEASURED;
+    return e->source != ST_CHOICE_CACHE || e->used;
 }
 
 /* Keys in layer order: the leading number, then the text. */
@@ -241,18 +331,24 @@ char *st_choices_text(const st_choices *cc, int what, int *count)
     pthread_mutex_lock(&c->lock);
     choice_entry **order = malloc(((size_t)c->n + 1) * sizeof *order);
     size_t bytes = 1;
-    int n = 0;
-    int values = what & ST_CHOICES_VALUES, trials = what & ST_CHOICES_TRIALS;
-    int notes = what & ST_CHOICES_NOTES;
+    int n = 0, listed = 0;
+    int trials = what & ST_CHOICES_TRIALS, notes = what & ST_CHOICES_NOTES;
+    int origins = what & ST_CHOICES_ORIGINS;
     for (int i = 0; order && i < c->n; i++) {
         choice_entry *e = &c->e[i];
-        if (e->state != ENTRY_READY && !e->note)
+        int value = value_listed(e, what), note = notes && e->note;
+        if (!value && !note)
             continue;
         order[n++] = e;
-        bytes += strlen(e->key) + strlen(e->value) + 8;
-        if (trials && e->trials)
-            bytes += strlen(e->trials) + 4;
-        if (notes && e->note)
+        if (value) {
+            listed++;
+            bytes += strlen(e->key) + strlen(e->value) + 8;
+            if (trials && e->trials)
+                bytes += strlen(e->trials) + 4;
+            if (origins)
+                bytes += strlen(e->origin) + 48;
+        }
+        if (note)
             bytes += strlen(e->key) + strlen(e->note) + 8;
     }
     char *text = order ? malloc(bytes) : NULL;
@@ -264,36 +360,38 @@ char *st_choices_text(const st_choices *cc, int what, int *count)
             const choice_entry *e = order[i];
             if (notes && e->note)
                 at += (size_t)snprintf(text + at, bytes - at, "# %s: %s\n", e->key, e->note);
-            if (values && e->state == ENTRY_READY)
-                at += (size_t)snprintf(text + at, bytes - at, "%s = %s\n", e->key, e->value);
-            if (trials && e->trials && e->state == ENTRY_READY)
+            if (!value_listed(e, what))
+                continue;
+            at += (size_t)snprintf(text + at, bytes - at, "%s = %s\n", e->key, e->value);
+            if (trials && e->trials)
                 at += (size_t)snprintf(text + at, bytes - at, "# %s\n", e->trials);
+            if (origins)
+                at += (size_t)snprintf(text + at, bytes - at, "# from %s%s%s%s\n",
+                                       source_words[e->source], e->origin[0] ? " (" : "",
+                                       e->origin, e->origin[0] ? ")" : "");
         }
     }
-    int ready = 0;
-    for (int i = 0; i < n; i++)
-        ready += order[i]->state == ENTRY_READY;
     if (count)
-        *count = ready;
+        *count = listed;
     free(order);
     pthread_mutex_unlock(&c->lock);
     return text;
 }
 
-void st_choices_counts(const st_choices *cc, int *measured, int *given, int *unused)
+void st_choices_counts(const st_choices *cc, st_choice_counts *n)
 {
     st_choices *c = (st_choices *)cc;
     pthread_mutex_lock(&c->lock);
-    *measured = *given = *unused = 0;
-    for (int i = 0; i < c->n; i++)
-        if (c->e[i].state == ENTRY_READY) {
-            if (c->e[i].measured)
-                (*measured)++;
-            else if (c->e[i].used)
-                (*given)++;
-            else
-                (*unused)++;
-        }
+    memset(n, 0, sizeof *n);
+    for (int i = 0; i < c->n; i++) {
+        const choice_entry *e = &c->e[i];
+        if (e->state != ENTRY_READY)
+            continue;
+        if (e->used)
+            n->taken[e->source]++;
+        else if (e->source != ST_CHOICE_CACHE)
+            n->unused++;
+    }
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -301,6 +399,6 @@ void st_choices_origin(st_choices *c, const char *key, char *buf, size_t size)
 {
     pthread_mutex_lock(&c->lock);
     const choice_entry *e = find(c, key);
-    snprintf(buf, size, "%s", e && !e->measured ? e->origin : "");
+    snprintf(buf, size, "%s", e && e->source != ST_CHOICE_MEASURED ? e->origin : "");
     pthread_mutex_unlock(&c->lock);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/choice_cache.h"
 #include "dist/allreduce_algos.h"
 #include "options.h"
 
@@ -46,12 +47,19 @@ static const st_option options[] = {
      "default: each convolution times its candidates on its first call and keeps the "
      "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm)",
      ST_OPT_STRING, TRAIN(conv_impl), 0, 0},
-    {"kernel-choices", 0, "FILE", "Training", "use the implementation choices in FILE (as "
-     "--save-kernel-choices writes them) instead of measuring; kernels FILE does not name "
-     "are measured", ST_OPT_STRING, TRAIN(kernel_choices), 0, 0},
+    {"kernel-choices", 0, "FILE|measure", "Training", "use the implementation choices in FILE "
+     "(as --save-kernel-choices writes them) before the choice cache's; kernels neither names "
+     "are measured. 'measure': read nothing from the cache, measure every kernel again and "
+     "update the cache (./measure names a file)", ST_OPT_STRING, TRAIN(kernel_choices), 0, 0},
     {"save-kernel-choices", 0, "FILE", "Training", "write the implementation choices of "
-     "this run (measured or given) to FILE after set-up, for --kernel-choices",
+     "this run (measured, cached or given) to FILE after set-up, for --kernel-choices; with "
+     "--dry-run, measure them and write FILE without training",
      ST_OPT_STRING, TRAIN(save_kernel_choices), 0, 0},
+    {"no-choice-cache", 0, NULL, "Training", "leave the kernel-choice cache alone: neither "
+     "read it nor write it (default: measured choices are kept in "
+     "$XDG_CACHE_HOME/singletrain, else ~/.cache/singletrain, and later runs of the same "
+     "network, threads and machine take them, so that they compute the same bits)",
+     ST_OPT_FLAG, offsetof(st_cli, no_choice_cache), 0, 0},
     {"force", 0, NULL, "Training", "run even when the memory the run would take is more than "
      "this process may take (MemAvailable, the cgroup's limit): a warning instead of the "
      "refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
@@ -249,6 +257,26 @@ static st_status parse_log_format(st_cli *cli, st_error *err)
                    cli->log_format);
 }
 
+/* --kernel-choices measure (a file of that name is ./measure), and the
+ * choice cache's directory unless --no-choice-cache ("" when the
+ * environment names none: the trainer warns if it measures). */
+static void choose_choice_cache(st_cli *cli)
+{
+    st_train_opts *o = &cli->train;
+    if (o->kernel_choices && strcmp(o->kernel_choices, "measure") == 0) {
+        o->kernel_choices = NULL;
+        o->remeasure = 1;
+    }
+    char why[128];
+    if (cli->no_choice_cache)
+        o->choice_cache = NULL;
+    else if (st_choice_cache_default_dir(cli->choice_cache, sizeof cli->choice_cache, why,
+                                         sizeof why))
+        o->choice_cache = cli->choice_cache;
+    else
+        o->choice_cache = "";
+}
+
 /* A real option's value v (if given) in (0, max] into *out; `expected`
  * says what it is. */
 static st_status parse_real(const char *name, const char *v, double max, const char *expected,
@@ -309,6 +337,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_log_format(cli, err);
     if (st == ST_OK)
         st = parse_accuracy(cli, err);
+    if (st == ST_OK)
+        choose_choice_cache(cli);
     if (st != ST_OK || cli->help || cli->version)
         return st;
     cli->cfg_path = pos[0];

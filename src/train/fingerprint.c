@@ -1,6 +1,7 @@
 /* Multi-node: what every rank must agree on before training together
  * (st_trainer_fingerprint, compared by st_cluster_agree) and the
- * communication channels its run needs. */
+ * communication channels its run needs; the cfg's hash, which the
+ * kernel-choice cache's context also takes (setup.c). */
 #include "trainer_internal.h"
 
 #include <stdint.h>
@@ -20,11 +21,10 @@ static int is_data_key(const char *key)
     return 0;
 }
 
-/* Every section, key and value of the cfg but the data keys of [net]. */
-static uint64_t cfg_hash(const st_cfg *cfg)
+uint64_t trainer_cfg_hash(const st_cfg *cfg, int with_net)
 {
     uint64_t h = ST_HASH_START;
-    for (int s = 0; s < cfg->n_secs; s++) {
+    for (int s = with_net ? 0 : 1; s < cfg->n_secs; s++) {
         const st_cfg_section *sec = &cfg->secs[s];
         h = st_hash_string(h, sec->type);
         for (int k = 0; k < sec->n_opts; k++)
@@ -107,7 +107,7 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add(fp, "the input transform (input_mean=, input_scale=, crop=, mirror= in "
                       "[net])", st_hash_bytes(ST_HASH_START, transform, sizeof transform));
     st_cluster_fp_add(fp, "a key of the cfg (the cfgs differ beyond the data paths)",
-                      cfg_hash(&t->cfg));
+                      trainer_cfg_hash(&t->cfg, 1));
     st_cluster_fp_add(fp, "the training data's kind (--data synthetic, or files)",
                       strcmp(train->name, "synthetic") == 0);
     st_cluster_fp_add(fp, "the number of training records (--train-images, the data)",

@@ -78,6 +78,7 @@ void st_trainer_free(st_trainer *t)
     st_net_free(&t->net);
     st_cfg_free(&t->cfg);
     free(t->settings);
+    st_choice_cache_close(t->cache);
     st_choices_free(t->choices);
     free(t->choices_text);
     free(t);
@@ -284,13 +285,57 @@ static int kernel_choices_used(const st_trainer *t)
     return t->choices && (!t->o.conv_impl || strcmp(t->o.conv_impl, "auto") == 0);
 }
 
+/* Seconds a run waits for another holding the kernel-choice cache's lock
+ * (which it holds while it measures: a few seconds for LeNet-5 and the
+ * 32x32 AlexNets on 2 cores) before it measures without waiting. */
+#define CHOICE_CACHE_WAIT 120.0
+
+/* What the choices of this run hold for, as the cache keys them: the
+ * backend's (library, instruction set, CPU, precision), the threads (which
+ * share the cores while the kernels are timed) and the layers (a layer's
+ * choice weighs the reorders its neighbours' layouts force, and its
+ * activation is fused: neither is in its key). */
+static void choice_context(const st_trainer *t, char *buf, size_t size)
+{
+    char backend[512];
+    t->backend->choice_context(backend, sizeof backend);
+    snprintf(buf, size, "%s; %d worker%s x %d intra-op thread%s; layers %016llx", backend,
+             t->o.threads, t->o.threads == 1 ? "" : "s", t->o.intra, t->o.intra == 1 ? "" : "s",
+             (unsigned long long)trainer_cfg_hash(&t->cfg, 0));
+}
+
+/* The kernel-choice cache, for rank 0 of a run whose kernels measure (a
+ * dry run only to save its choices): its choices added to the table below
+ * the given ones (none read with --kernel-choices measure), its lock held
+ * until finish_choices stores what was measured. */
+static st_status open_cache(st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    if (!o->choice_cache || !kernel_choices_used(t) || !t->backend->choice_context ||
+        st_cluster_rank(o->cluster) != 0 || (t->dry_run && !o->save_kernel_choices))
+        return ST_OK;
+    if (!o->choice_cache[0]) {
+        st_warn(&t->log, "kernel-choice cache: no directory for it (neither XDG_CACHE_HOME, "
+                "an absolute path, nor HOME is set): this run measures its kernels without it "
+                "(--no-choice-cache leaves the cache alone)");
+        return ST_OK;
+    }
+    char context[1024];
+    choice_context(t, context, sizeof context);
+    st_choice_cache_opts co = {.dir = o->choice_cache, .context = context,
+                               .read = !o->remeasure, .lock_wait = CHOICE_CACHE_WAIT};
+    return st_choice_cache_open(&t->cache, &co, t->choices, &t->log, err);
+}
+
 /* The kernel choices: --conv-impl checked against the backend's names, the
- * table the workers share, and the choices --kernel-choices gives. */
+ * table the workers share, the choices --kernel-choices gives, then the
+ * cache's. */
 static st_status setup_choices(st_trainer *t, st_error *err)
 {
     const st_train_opts *o = &t->o;
     const char *const *impls = t->backend->conv_impls;
     const char *given = o->conv_impl ? "--conv-impl" : o->kernel_choices ? "--kernel-choices"
+                      : o->remeasure ? "--kernel-choices measure"
                       : o->save_kernel_choices ? "--save-kernel-choices" : NULL;
     if (!impls)
         return given ? st_fail(err, ST_EUSAGE, "%s: the %s backend has one implementation "
@@ -307,20 +352,33 @@ static st_status setup_choices(st_trainer *t, st_error *err)
     }
     if (!known)
         return st_fail(err, ST_EUSAGE, "--conv-impl %s: expected %s", o->conv_impl, names);
-    if (o->kernel_choices && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
-        return st_fail(err, ST_EUSAGE, "--kernel-choices with --conv-impl %s: give one (the "
-                       "file chooses per kernel, --conv-impl for all)", o->conv_impl);
-    st_status st = st_choices_create(&t->choices, err);
+    if ((o->kernel_choices || o->remeasure) && o->conv_impl && strcmp(o->conv_impl, "auto") != 0)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices%s with --conv-impl %s: give one (%s, "
+                       "--conv-impl for all)", o->remeasure ? " measure" : "", o->conv_impl,
+                       o->remeasure ? "the first measures each kernel" :
+                       "the file chooses per kernel");
+    if (o->remeasure && !o->choice_cache)
+        return st_fail(err, ST_EUSAGE, "--kernel-choices measure with --no-choice-cache: give "
+                       "one (the first measures every kernel again and updates the choice "
+                       "cache, the second leaves the cache alone; without either, a kernel "
+                       "the cache has no choice for is measured)");
+    if (o->save_kernel_choices && t->dry_run && o->resume)
+        return st_fail(err, ST_EUSAGE, "--save-kernel-choices with --dry-run and --resume: the "
+                       "run would take the snapshot's kernel choices, which a dry run does not "
+                       "read; leave out --dry-run (the choices are saved after set-up, before "
+                       "the first iteration)");
+    st_status st = st_choices_create(&t->choices, t->backend->choice_syntax, err);
     char *text = NULL;
+    size_t len = 0;
     if (st == ST_OK && o->kernel_choices)
         st = st_read_text(o->kernel_choices, "kernel choice file", (size_t)16 << 20, &text,
-                          NULL, err);
+                          &len, err);
     if (st == ST_OK && text)
-        st = st_choices_parse(t->choices, text, o->kernel_choices, err);
+        st = st_choices_parse(t->choices, text, len, o->kernel_choices, ST_CHOICE_FILE, err);
     free(text);
     if (st != ST_OK && o->kernel_choices)
         st_error_prefix(err, "--kernel-choices ");
-    return st;
+    return st == ST_OK ? open_cache(t, err) : st;
 }
 
 static st_status write_choices(FILE *f, void *ctx, st_error *err)
@@ -338,30 +396,64 @@ static st_status write_choices(FILE *f, void *ctx, st_error *err)
                      : ST_OK;
 }
 
-/* After set-up: what was measured and given, the text snapshots keep, and
+/* The "kernel choices:" line: how many the kernels took from where. */
+static void log_choices(const st_trainer *t, const st_choice_counts *n, int stored)
+{
+    char line[3 * ST_PATH_MAX + 512];
+    const char *cache = t->cache ? st_choice_cache_file(t->cache) : "";
+    size_t at = (size_t)snprintf(line, sizeof line, "kernel choices: %d measured at set-up%s%s",
+                                 n->taken[ST_CHOICE_MEASURED],
+                                 stored ? " and stored in the cache " : "", stored ? cache : "");
+    if (n->taken[ST_CHOICE_CACHE] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from the cache %s",
+                               n->taken[ST_CHOICE_CACHE], cache);
+    if (n->taken[ST_CHOICE_FILE] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from --kernel-choices %s",
+                               n->taken[ST_CHOICE_FILE], t->o.kernel_choices);
+    if (n->taken[ST_CHOICE_SNAPSHOT] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from the snapshot %s",
+                               n->taken[ST_CHOICE_SNAPSHOT], t->o.resume);
+    if (n->taken[ST_CHOICE_RANK0] && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at, ", %d from rank 0",
+                               n->taken[ST_CHOICE_RANK0]);
+    st_info(&t->log, "%s%s", line, t->o.profile ? " (listed with the profile)" : "");
+}
+
+/* After set-up: what was measured and given, the text snapshots keep, the
+ * cache updated with what was measured (its lock released), and
  * --save-kernel-choices. */
 static st_status finish_choices(st_trainer *t, st_error *err)
 {
     if (!t->choices)
         return ST_OK;
-    int measured, given, unused, count;
-    st_choices_counts(t->choices, &measured, &given, &unused);
+    st_choice_counts n;
+    int count, stored = 0;
+    st_choices_counts(t->choices, &n);
     t->choices_text = st_choices_text(t->choices, ST_CHOICES_VALUES, &count);
     char *notes = st_choices_text(t->choices, ST_CHOICES_NOTES, NULL);
-    if (!t->choices_text || !notes) {
+    char *origins = st_choices_text(t->choices, ST_CHOICES_VALUES | ST_CHOICES_ORIGINS, NULL);
+    if (!t->choices_text || !notes || !origins) {
         free(notes);
+        free(origins);
         return st_fail(err, ST_ENOMEM, "out of memory listing the kernel choices");
     }
     for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
         st_warn(&t->log, "kernel choice %s; measured instead", line + 2);
     free(notes);
-    if (unused && kernel_choices_used(t))
+    if (t->cache)
+        st_choice_cache_store(t->cache, t->choices, &stored);
+    if (n.unused && kernel_choices_used(t))
         st_warn(&t->log, "%d of the kernel choices given match no kernel of this run (choices "
                 "are per layer, shape and samples per worker: made for another network, batch "
-                "or -t?)", unused);
-    if (count && kernel_choices_used(t))
-        st_info(&t->log, "kernel choices: %d measured at set-up, %d given%s", measured, given,
-                t->o.profile ? " (listed with the profile)" : "");
+                "or -t?)", n.unused);
+    if (count && kernel_choices_used(t)) {
+        log_choices(t, &n, stored);
+        for (char *line = strtok(origins, "\n"); line; line = strtok(NULL, "\n"))
+            st_debug(&t->log, "  %s", line);
+    }
+    free(origins);
+    st_choice_cache_close(t->cache); /* its lock released: another run may take it */
+    t->cache = NULL;
     st_status st = ST_OK;
     if (t->o.save_kernel_choices && st_cluster_rank(t->o.cluster) == 0) {
         st = st_write_atomic(t->o.save_kernel_choices, write_choices, t, err);
@@ -387,7 +479,8 @@ static st_status share_choices(st_trainer *t, st_status local, st_error *err)
     int ok = local == ST_OK && (st_cluster_rank(c) != 0 || !t->choices || text);
     st_status st = st_cluster_share_text(c, ok, &text, err);
     if (st == ST_OK && local == ST_OK && st_cluster_rank(c) != 0 && text && t->choices)
-        st = st_choices_parse(t->choices, text, "rank 0's kernel choices", err);
+        st = st_choices_parse(t->choices, text, strlen(text), "rank 0's kernel choices",
+                              ST_CHOICE_RANK0, err);
     free(text);
     return local != ST_OK ? local : st;
 }
@@ -425,7 +518,8 @@ static st_status resume(st_trainer *t, st_error *err)
                      "it was taken with (or start from its weights with --weights)", path,
                      diff);
     if (st == ST_OK && m.choices && t->choices && kernel_choices_used(t))
-        st = st_choices_parse(t->choices, m.choices, path, err);
+        st = st_choices_parse(t->choices, m.choices, strlen(m.choices), path,
+                              ST_CHOICE_SNAPSHOT, err);
     else if (st == ST_OK && m.choices && t->choices)
         st_warn(&t->log, "%s: the snapshot's kernel choices are not used with --conv-impl %s, "
                 "so the weights will not be bitwise those of an uninterrupted run (leave "
@@ -610,23 +704,31 @@ static st_status start_cpe_trace(st_trainer *t, st_error *err)
 /* The memory estimate and its check (memory_estimate.h), logged. Kernels
  * that measure their implementation are planned unmeasured first, then,
  * if that fits (or --force), measured, as the workers would (whose choices
- * they become): not in a dry run, not when resuming (the snapshot's
- * choices, read with its arenas after this, are the ones to use), and not
- * on the ranks other than 0 of a multi-node run, which take rank 0's
- * choices after this (share_choices). */
+ * they become): not in a dry run (but for --save-kernel-choices, which
+ * saves what set-up chose), not when resuming (the snapshot's choices,
+ * read with its arenas after this, are the ones to use), and not on the
+ * ranks other than 0 of a multi-node run, which take rank 0's choices
+ * after this (share_choices). */
 static st_status check_memory(st_trainer *t, st_error *err)
 {
     int measures = kernel_choices_used(t);
+    int saving = t->dry_run && t->o.save_kernel_choices;
     trainer_memory m;
     st_status st = trainer_memory_estimate(t, 0, &m, err);
     m.unmeasured = measures;
-    if (st == ST_OK && measures && !t->dry_run && !t->o.resume &&
-        st_cluster_rank(t->o.cluster) == 0 && (t->o.force || trainer_memory_fits(&m)))
+    int fits = st == ST_OK && (t->o.force || trainer_memory_fits(&m));
+    if (st == ST_OK && measures && (!t->dry_run || saving) && !t->o.resume &&
+        st_cluster_rank(t->o.cluster) == 0 && fits)
         st = trainer_memory_estimate(t, 1, &m, err);
     if (st != ST_OK)
         return st;
     trainer_memory_log(t, &m);
-    return trainer_memory_check(t, &m, err);
+    st = trainer_memory_check(t, &m, err);
+    if (st == ST_OK && saving && measures && !fits)
+        st = st_fail(err, ST_EUSAGE, "--save-kernel-choices %s: not written: a dry run "
+                     "measures the kernels only for a run that fits in memory (see above); "
+                     "give --force to measure them anyway", t->o.save_kernel_choices);
+    return st;
 }
 
 /* Warn once when the threads of this host's ranks outnumber its cores: they
@@ -772,7 +874,9 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         choose_parallel(t, &t->shared_from);
     if (st == ST_OK)
         st = check_memory(t, err);
-    if (dry_run) {
+    if (dry_run) { /* --save-kernel-choices: what set-up chose, measured above */
+        if (st == ST_OK && o->save_kernel_choices)
+            st = finish_choices(t, err);
         st_trainer_free(t);
         return st;
     }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "backends/backend.h"
+#include "backends/choice_cache.h"
 #include "backends/choices.h"
 #include "base/cfg.h"
 #include "data/batchq.h"
@@ -65,6 +66,8 @@ struct st_trainer {
     int dry_run;            /* st_trainer_dry_run: set up up to the memory estimate */
     st_choices *choices;    /* the workers' kernel choices (NULL: the backend has none) */
     char *choices_text;     /* their text after set-up, for snapshots */
+    st_choice_cache *cache; /* the kernel-choice cache, held from setup_choices until the
+                               measured choices are stored (its lock held), or NULL */
 };
 
 /* Whether the ranks hold the solver state in parts (--rank-update
@@ -106,6 +109,10 @@ void trainer_log_line(void *ctx, const char *line);
  * test accuracy, why it stopped and the summary, then --profile's tables
  * and the backend's run_report (report.c). */
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err);
+
+/* A hash of every section, key and value of the cfg but the data keys of
+ * [net] (with_net), or of its layer sections alone (fingerprint.c). */
+uint64_t trainer_cfg_hash(const st_cfg *cfg, int with_net);
 
 /* Whether --stop-at-accuracy or --patience was given (stopping.c). */
 int trainer_stopping(const st_trainer *t);

@@ -56,6 +56,12 @@ check "--save-kernel-choices" out 0 "kernel choices saved to $tmp/choices" -- \
     "$tmp/tiny.cfg"
 expect "the choice file has the convolution's choice" \
     grep -q "^0.conv n8 1x8x8>4x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = " "$tmp/choices"
+# A dry run measures and saves them too, without training.
+check "--dry-run --save-kernel-choices" out 0 "kernel choices saved to $tmp/dry.choices" -- \
+    "$bin" --dry-run -t 2 --data synthetic --no-test --iters 1 \
+    --save-kernel-choices "$tmp/dry.choices" "$tmp/tiny.cfg"
+expect "the dry run's choice file has the convolution's choice" \
+    grep -q "^0.conv n8 1x8x8>4x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd_weights = " "$tmp/dry.choices"
 # the standard run: $train DIR [options...]
 train="$bin -q -t 2 --data synthetic --no-test --kernel-choices $tmp/choices --iters"
 run() { # run DIR [options...], outside check
@@ -86,19 +92,21 @@ check "resume says where it starts" out 0 "resuming from $tmp/every/tiny_1000.sn
 # The snapshot keeps the choices: resumed without the file, nothing is
 # measured, and the run ends with the same bits.
 rm "$tmp/every/tiny_final.snap"
-check "resume takes the snapshot's kernel choices" out 0 "kernel choices: 0 measured at set-up, 1 given" -- \
+check "resume takes the snapshot's kernel choices" out 0 \
+    "kernel choices: 0 measured at set-up, 1 from the snapshot $tmp/every/tiny_4000.snap" -- \
     "$bin" -t 2 --data synthetic --no-test --iters $iters --snapshot-dir "$tmp/every" \
     --resume "$tmp/every/tiny_4000.snap" "$tmp/tiny.cfg"
 expect "resumed without the choice file: final snapshot byte-identical" \
     cmp -s "$tmp/ref/tiny_final.snap" "$tmp/every/tiny_final.snap"
 
 # Timing-based choices cost no reproducibility: a run measuring its own
-# and saving them, and a run given them, end with the same bits; so do two
-# runs given one implementation.
+# (not the choice cache's, which the first run above filled) and saving
+# them, and a run given them, end with the same bits; so do two runs given
+# one implementation.
 mkdir "$tmp/measured" "$tmp/given" "$tmp/nhwc1" "$tmp/nhwc2"
 check "a run measuring its choices" err 0 "" -- "$bin" -q -t 2 --data synthetic --no-test \
     --iters 300 --snapshot-dir "$tmp/measured" --save-kernel-choices "$tmp/measured.choices" \
-    "$tmp/tiny.cfg"
+    --kernel-choices measure "$tmp/tiny.cfg"
 check "a run given them" err 0 "" -- "$bin" -q -t 2 --data synthetic --no-test --iters 300 \
     --snapshot-dir "$tmp/given" --kernel-choices "$tmp/measured.choices" "$tmp/tiny.cfg"
 expect "given the measured choices: final snapshot byte-identical" \

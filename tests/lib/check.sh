@@ -6,7 +6,10 @@
 
 # suite_start PATH_TO_SINGLETRAIN: bin (made absolute), fixtures (the
 # shared input files, tests/fixtures) and tmp, a scratch directory removed
-# on exit; a missing or unusable binary exits 2.
+# on exit; a missing or unusable binary exits 2. The kernel-choice cache
+# (XDG_CACHE_HOME) is the suite's own, tmp/.xdg-cache (hidden from the
+# listings of tmp that tests make), empty at the start: no test reads or
+# writes the user's.
 suite_start() {
     suite=$(basename "$0")
     bin=${1:-}
@@ -17,6 +20,8 @@ suite_start() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/${suite%.sh}.XXXXXX") || exit 2
     trap 'rm -rf "$tmp"' EXIT
     trap 'exit 130' HUP INT PIPE TERM
+    XDG_CACHE_HOME=$tmp/.xdg-cache
+    export XDG_CACHE_HOME
 }
 
 failed=0

@@ -221,8 +221,11 @@ static int eq_setup(eq_ctx *t, const eq_case *c, const char *impl, char *msg, si
              c->choices ? "given choices" : impl ? impl : "default");
     if (c->choices) {
         st_error cerr = {0};
-        if (st_choices_create(&t->choices, &cerr) != ST_OK ||
-            st_choices_parse(t->choices, c->choices, c->name, &cerr) != ST_OK) {
+        const st_backend *dnnl = NULL;
+        if (st_backend_find("dnnl", &dnnl, &cerr) != ST_OK ||
+            st_choices_create(&t->choices, dnnl->choice_syntax, &cerr) != ST_OK ||
+            st_choices_parse(t->choices, c->choices, strlen(c->choices), c->name,
+                             ST_CHOICE_FILE, &cerr) != ST_OK) {
             snprintf(msg, size, "%s: the case's choices: %s", c->name, cerr.msg);
             return -1;
         }
@@ -261,9 +264,10 @@ static int eq_setup(eq_ctx *t, const eq_case *c, const char *impl, char *msg, si
                           t->net.layers[i]->out.h, t->net.layers[i]->out.w,
                           dn->out_layout[i] ? "blocked" : "plain", dn->out_bytes[i]);
     }
-    int measured = 0, given = 0, unused = 0;
+    st_choice_counts counts = {.unused = 0};
     if (t->choices)
-        st_choices_counts(t->choices, &measured, &given, &unused);
+        st_choices_counts(t->choices, &counts);
+    int measured = counts.taken[ST_CHOICE_MEASURED], unused = counts.unused;
     if (measured || unused) {
         snprintf(msg, size, "%s: test design: %d convolution(s) had no choice among the "
                  "case's (their keys differ: see dnnl_conv.c's choice_key) and were measured, "

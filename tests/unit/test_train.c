@@ -2,6 +2,7 @@
  * root): LeNet-5 learns, the same seed gives bitwise-identical weights, and
  * snapshots round-trip and reject damaged files. */
 #include "testlib.h"
+#include "tmpdir.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -68,14 +69,20 @@ static float *weights_after(const st_train_opts *o, size_t *count)
 
 /* Same seed: bitwise-identical weights after 20 iterations (5 under
  * AddressSanitizer, where ref's LeNet-5 runs 5x slower), on both backends;
- * another seed gives different ones (so the comparison can fail). */
+ * another seed gives different ones (so the comparison can fail). dnnl's
+ * runs share a kernel-choice cache of their own (choice_cache.h): the
+ * first measures, the others take its choices, as runs of the binary do;
+ * each measuring its own could choose another implementation. */
 static void test_determinism(void **state)
 {
     (void)state;
     const char *backends[2] = {"dnnl", "ref"};
+    char cache[] = "/tmp/st_choice_cache_XXXXXX";
+    assert_non_null(mkdtemp(cache));
     for (int k = 0; k < 2; k++) {
         st_train_opts o = st_train_defaults();
         o.backend = backends[k];
+        o.choice_cache = cache;
         o.train_images = 2000;
         o.test_images = 100;
 #if defined(__SANITIZE_ADDRESS__)
@@ -97,6 +104,7 @@ static void test_determinism(void **state)
         free(b);
         free(c);
     }
+    assert_int_equal(nftw(cache, tl_remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
 /* The issue's bar for the oneDNN backend: 20 iterations of LeNet-5 (the

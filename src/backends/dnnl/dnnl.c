@@ -32,6 +32,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "base/cores.h"
 #include "dnnl_internal.h"
 
 st_status dn_fail(st_error *err, const char *what, dnnl_status_t s)
@@ -1099,9 +1100,28 @@ static void dnnl_ctx_destroy(st_bctx *c)
     free(c);
 }
 
+/* st_backend.choice_context: what a measured choice holds for. oneDNN's
+ * version (its implementations and their names), the instruction set it
+ * dispatches to (ONEDNN_MAX_CPU_ISA can lower it) and the CPU model (the
+ * timings) decide which implementation exists and wins; the activations
+ * are 32-bit floats throughout. */
+static void dnnl_choice_context(char *buf, size_t size)
+{
+    const dnnl_version_t *v = dnnl_version();
+    char cpu[160];
+    st_cpu_model(cpu, sizeof cpu);
+    const char *isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+    if (strncmp(isa, "cpu_isa_", 8) == 0)
+        isa += 8;
+    snprintf(buf, size, "oneDNN %d.%d.%d (%s), isa %s, cpu %s, f32", v->major, v->minor,
+             v->patch, v->hash ? v->hash : "no hash", isa, cpu);
+}
+
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
     .conv_impls = dn_conv_impls,
+    .choice_syntax = dn_conv_choice_syntax,
+    .choice_context = dnnl_choice_context,
     .ctx_create = dnnl_ctx_create,
     .ctx_destroy = dnnl_ctx_destroy,
     .kernel_create = dnnl_kernel_create,

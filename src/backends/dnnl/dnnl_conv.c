@@ -314,24 +314,46 @@ static void plan_format(const dn_conv_plan *plan, char *buf, size_t size)
              plan->impl[2][0] ? plan->impl[2] : "-");
 }
 
-/* "FAMILY FWD BWD_DATA BWD_WEIGHTS" ("-": oneDNN's first); 0 if malformed. */
+/* What a plan's text is, for messages. */
+static const char plan_syntax[] = "expected 'LAYOUT FWD BWD_DATA BWD_WEIGHTS', LAYOUT one of "
+                                  "blocked, nhwc, nchw, then oneDNN implementation names (of "
+                                  "at most 63 bytes) or '-'";
+
+/* "FAMILY FWD BWD_DATA BWD_WEIGHTS" ("-": oneDNN's first), words separated
+ * by spaces or tabs; 0 if malformed (a word too long for its field
+ * included: it is never cut to fit). */
 static int plan_parse(const char *text, dn_conv_plan *plan)
 {
-    char fam[16], impl[DN_PASSES][64];
-    char extra;
     memset(plan, 0, sizeof *plan);
-    if (sscanf(text, "%15s %63s %63s %63s %c", fam, impl[0], impl[1], impl[2], &extra) != 4)
-        return 0;
-    int f = 0;
-    while (f < DN_FAMILIES && strcmp(fam, dn_family_names[f]) != 0)
-        f++;
-    if (f == DN_FAMILIES)
-        return 0;
-    plan->family = (dn_family)f;
-    for (int p = 0; p < DN_PASSES; p++)
-        if (strcmp(impl[p], "-") != 0)
-            memcpy(plan->impl[p], impl[p], sizeof plan->impl[p]);
-    return 1;
+    const char *p = text;
+    for (int w = 0; w < 1 + DN_PASSES; w++) {
+        p += strspn(p, " \t");
+        size_t len = strcspn(p, " \t");
+        if (len == 0 || len >= sizeof plan->impl[0])
+            return 0;
+        if (w == 0) {
+            int f = 0;
+            while (f < DN_FAMILIES && (strlen(dn_family_names[f]) != len ||
+                                       strncmp(p, dn_family_names[f], len) != 0))
+                f++;
+            if (f == DN_FAMILIES)
+                return 0;
+            plan->family = (dn_family)f;
+        } else if (len != 1 || *p != '-') {
+            memcpy(plan->impl[w - 1], p, len);
+        }
+        p += len;
+    }
+    return p[strspn(p, " \t")] == '\0';
+}
+
+int dn_conv_choice_syntax(const char *value, char *why, size_t size)
+{
+    dn_conv_plan plan;
+    if (plan_parse(value, &plan))
+        return 1;
+    snprintf(why, size, "%s", plan_syntax);
+    return 0;
 }
 
 /* The plan conv_impl names (NULL: blocked); 0 if it names none. */
@@ -394,9 +416,8 @@ static st_status conv_decide(dn_kernel *k, st_error *err)
             if (!plan_parse(value, &k->plan)) {
                 char origin[ST_CHOICE_MAX];
                 st_choices_origin(c->choices, key, origin, sizeof origin);
-                return st_fail(err, ST_EINPUT, "%s: the choice '%s' for %s: expected 'LAYOUT "
-                               "FWD BWD_DATA BWD_WEIGHTS', LAYOUT one of blocked, nhwc, nchw, "
-                               "then oneDNN implementation names or '-'", origin, value, key);
+                return st_fail(err, ST_EINPUT, "%s: the choice '%s' for %s: %s", origin, value,
+                               key, plan_syntax);
             }
             st_error why = {0};
             if (plan_check(k, &k->plan, &why) == ST_OK)

@@ -182,5 +182,7 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
 st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err);
 /* The names st_backend_opts.conv_impl may take besides "auto". */
 extern const char *const dn_conv_impls[];
+/* st_backend.choice_syntax: a convolution's plan as text. */
+int dn_conv_choice_syntax(const char *value, char *why, size_t size);
 
 #endif
