@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cfg.h"
 #include "dist/allreduce_algos.h"
 #include "options.h"
 
@@ -246,7 +247,8 @@ static st_status parse_log_format(st_cli *cli, st_error *err)
 }
 
 /* A real option's value v (if given) in (0, max] into *out; `expected`
- * says what it is. */
+ * says what it is. Decimal only, as the integer options and the cfg's
+ * numbers (st_decimal_length): strtod alone took "0x10" as 16. */
 static st_status parse_real(const char *name, const char *v, double max, const char *expected,
                             double *out, st_error *err)
 {
@@ -255,7 +257,8 @@ static st_status parse_real(const char *name, const char *v, double max, const c
     char *end;
     errno = 0;
     double f = strtod(v, &end);
-    if (end == v || *end || errno || !(f > 0.0 && f <= max))
+    if (end == v || *end || errno || !(f > 0.0 && f <= max) ||
+        st_decimal_length(v) != (size_t)(end - v))
         return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
     *out = f;
     return ST_OK;
@@ -273,7 +276,8 @@ static st_status parse_accuracy(st_cli *cli, st_error *err)
     errno = 0;
     double x = strtod(v, &end);
     int percent = end != v && *end == '%';
-    if (end == v || *(end + percent) || errno || !(x > 0.0 && x <= (percent ? 100.0 : 1.0)))
+    if (end == v || *(end + percent) || errno || !(x > 0.0 && x <= (percent ? 100.0 : 1.0)) ||
+        st_decimal_length(v) != (size_t)(end - v))
         return st_fail(err, ST_EUSAGE, "option --stop-at-accuracy: expected a fraction X with "
                        "0 < X <= 1 (such as 0.9) or a percentage P%% with 0 < P <= 100 (such "
                        "as 90%%), got '%s'", v);
