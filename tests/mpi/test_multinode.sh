@@ -11,7 +11,8 @@
 # algorithm gives the same bytes twice; the crossing-bytes count follows
 # --supernode-size; ranks that differ or fail at set-up stop every rank
 # with a message, no hang, and so does a rank that differs in any setting
-# that changes the computation (momentum, decay, policy, data, backend).
+# that changes the computation (momentum, decay, policy, data, backend,
+# --conv-impl, --parallel).
 # --patience, decided by rank 0's test phases, ends every rank cleanly at
 # the same iteration.
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
@@ -270,6 +271,10 @@ differ "--train-images" "the number of training records (--train-images" --data 
     "$tiny" -- --data synthetic --train-images 512 "$tiny"
 differ "--backend ref" "the backend (--backend)" --data synthetic "$tiny" -- \
     --data synthetic --backend ref "$tiny"
+differ "--conv-impl" "the convolution implementation (--conv-impl)" --data synthetic "$tiny" \
+    -- --data synthetic --conv-impl gemm "$tiny"
+differ "--parallel" "the parallelism (--parallel, as resolved)" --data synthetic "$tiny" -- \
+    --data synthetic --parallel hybrid "$tiny"
 differ "--rank-update" "--rank-update" --data synthetic "$tiny" -- \
     --data synthetic --rank-update partitioned "$tiny"
 differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update partitioned" \
