@@ -450,6 +450,14 @@ static st_status resume(st_trainer *t, st_error *err)
                 "round differently, so the weights will not be bitwise those of an "
                 "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
                 m.workers);
+    int ranks = st_cluster_size(t->o.cluster);
+    if (m.ranks != ranks)
+        st_warn(&t->log, "%s was written by a run of %d rank%s, this run has %d: -b is per "
+                "rank, so the global batch was %ld and is now %ld: the iterations to come "
+                "average their gradients over other images than those of the run that "
+                "stopped (resume with mpirun -np %d for that)", path, m.ranks,
+                m.ranks == 1 ? "" : "s", ranks, (long)m.batch * m.ranks,
+                (long)t->batch * ranks, m.ranks);
     t->start = m.iteration;
     t->tests = m.tests;
     st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,

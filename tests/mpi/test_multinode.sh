@@ -12,7 +12,8 @@
 # --supernode-size; ranks that differ or fail at set-up stop every rank
 # with a message, no hang, and so does a rank that differs in any setting
 # that changes the computation (momentum, decay, policy, data, backend,
-# --conv-impl, --parallel).
+# --conv-impl, --parallel); a snapshot of 3 ranks resumed by 1 or 2 says
+# that the global batch changed.
 # --patience, decided by rank 0's test phases, ends every rank cleanly at
 # the same iteration.
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
@@ -281,6 +282,22 @@ differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update par
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ0" "$tiny" -- \
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ1" --snapshot-every 2 \
     "$tiny"
+# A snapshot of a 3-rank run resumed by one process or two ranks: -b is
+# per rank, so the global batch drops from 24 to 8 or 16; said, as a
+# resume with another -t is (it went on silently); by 3 ranks, nothing.
+mkdir "$tmp/ranks"
+check "a 3-rank run writes its snapshot" err 0 "" -- \
+    mpirun -np 3 "$bin" -q -t 1 --iters 2 --no-test --data synthetic --snapshot-dir "$tmp/ranks" \
+    "$tiny"
+check "resumed by one process: the rank counts and global batches are named" err 0 \
+    "$tmp/ranks/tiny_final.snap was written by a run of 3 ranks, this run has 1: -b is per rank, so the global batch was 24 and is now 8" -- \
+    "$bin" -q -t 1 --iters 4 --no-test --data synthetic --resume "$tmp/ranks/tiny_final.snap" "$tiny"
+check "resumed by 2 ranks: so are they" err 0 "a run of 3 ranks, this run has 2" -- \
+    mpirun -np 2 "$bin" -q -t 1 --iters 4 --no-test --data synthetic --resume \
+    "$tmp/ranks/tiny_final.snap" "$tiny"
+check "resumed by 3 ranks" err 0 "" -- mpirun -np 3 "$bin" -q -t 1 --iters 4 --no-test \
+    --data synthetic --resume "$tmp/ranks/tiny_final.snap" "$tiny"
+expect "... without a word about ranks" sh -c "! grep -q 'ranks, this run has' '$tmp/stderr'"
 check "ranks that differ only in output and test options run" err 0 "" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 3 --data synthetic "$tiny" : -np 1 "$bin" -q -t 1 \
     --iters 3 --data synthetic --log-every 1 --test-images 10 --io-threads 2 "$tiny"
