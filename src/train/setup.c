@@ -648,18 +648,23 @@ static void warn_oversubscribed(const st_trainer *t)
     long threads = (long)t->o.threads * t->o.intra * ranks;
     if (threads <= cores)
         return;
-    char of_ranks[64] = "", fits[64];
+    char of_ranks[64] = "", fits[160];
     if (ranks > 1)
         snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
     long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
     if (workers > 0)
-        snprintf(fits, sizeof fits, "-t %ld", workers);
-    else
-        snprintf(fits, sizeof fits, "-t 1 --intra %ld", intra > 0 ? intra : 1);
+        snprintf(fits, sizeof fits, "-t %ld gives each thread a core of its own", workers);
+    else if (intra > 0)
+        snprintf(fits, sizeof fits, "-t 1 --intra %ld gives each thread a core of its own",
+                 intra);
+    else /* -t 1 --intra 1 is too many already: the ranks are */
+        snprintf(fits, sizeof fits, "more ranks than cores: even one thread a rank is too "
+                 "many; start at most %d rank%s on this host for a core each", cores,
+                 cores > 1 ? "s" : "");
     st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
-            "they will take turns on the cores (%s gives each thread a core of its own)",
-            t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra, t->o.intra > 1 ? "s" : "",
-            of_ranks, threads, cores, cores > 1 ? "s" : "", fits);
+            "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
+            t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
+            cores > 1 ? "s" : "", fits);
 }
 
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)

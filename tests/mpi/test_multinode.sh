@@ -13,7 +13,8 @@
 # with a message, no hang, and so does a rank that differs in any setting
 # that changes the computation (momentum, decay, policy, data, backend,
 # --conv-impl, --parallel); a snapshot of 3 ranks resumed by 1 or 2 says
-# that the global batch changed.
+# that the global batch changed; more ranks than cores are told to be
+# fewer.
 # --patience, decided by rank 0's test phases, ends every rank cleanly at
 # the same iteration.
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
@@ -282,6 +283,24 @@ differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update par
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ0" "$tiny" -- \
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ1" --snapshot-every 2 \
     "$tiny"
+# More ranks on this host than cores (MPI_LOCALNRANKS, which mpirun sets,
+# raised above the cores): even -t 1 --intra 1 oversubscribes, and the
+# warning says to start fewer ranks (it advised -t 1 --intra 1, the
+# setting already). Left out when the process may not use every core
+# (the ranks are then taken as bound to cores of their own).
+cores=$(nproc)
+if [ "$cores" -eq "$(getconf _NPROCESSORS_ONLN)" ]; then
+    check "more ranks than cores: the warning says to start fewer" err 0 \
+        "x $((cores + 1)) ranks on this host = $((cores + 1)) threads on $cores usable core" \
+        "more ranks than cores: even one thread a rank is too many; start at most $cores rank" -- \
+        mpirun -np 2 env MPI_LOCALNRANKS=$((cores + 1)) "$bin" -q -t 1 --iters 1 --no-test \
+        --data synthetic "$tiny"
+    expect "... and not -t 1 --intra 1, which is the setting" \
+        sh -c "! grep -q -e '-t 1 --intra 1 gives' '$tmp/stderr'"
+else
+    echo "SKIP more ranks than cores: this process may use $cores of $(getconf _NPROCESSORS_ONLN) cores"
+fi
+
 # A snapshot of a 3-rank run resumed by one process or two ranks: -b is
 # per rank, so the global batch drops from 24 to 8 or 16; said, as a
 # resume with another -t is (it went on silently); by 3 ranks, nothing.
