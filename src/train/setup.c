@@ -174,6 +174,13 @@ static st_status plan_schedule(st_trainer *t, st_error *err)
 static st_status check_trainable(const st_trainer *t, st_error *err)
 {
     const st_layer *last = t->net.layers[t->net.n_layers - 1];
+    const st_layer *scores = t->net.layers[t->net.output_layer];
+    if (last->is_loss && t->net.classes == 1) /* it trained to loss 0 and 100%, silently */
+        st_warn(&t->log, "%s:%d: the network has one class ([%s] gives 1 output): every label "
+                "is 0 and the one score is always the answer, so the loss goes to 0 and the "
+                "accuracy is 100%% whatever the weights: nothing is learned (give the last "
+                "layer with weights one output per class, at least 2)", t->cfg.path,
+                scores->line, scores->ops->type);
     if (last->is_loss)
         return ST_OK;
     return st_fail(err, ST_EINPUT, "%s:%d: the last layer is [%s]: training needs a loss "
