@@ -95,7 +95,15 @@ static st_status open_split(st_trainer *t, const char *where, const char *key, c
     };
     char net_where[ST_PATH_MAX + 32];
     snprintf(net_where, sizeof net_where, "%s:%d [net]", t->cfg.path, t->cfg.secs[0].line);
+    long skipped = t->skipped;
     st_status st = st_source_open(out, &spec, err);
+    /* said now, not only in the summary at the end, which a dry run, a
+     * failure or a signal never reaches */
+    if (st == ST_OK && t->skipped > skipped)
+        st_warn(&t->log, "%s: %s=%s: %ld listed image%s cannot be read and %s dropped "
+                "(--skip-bad-images): %ld records left", where, key, path,
+                t->skipped - skipped, t->skipped - skipped == 1 ? "" : "s",
+                t->skipped - skipped == 1 ? "was" : "were", (*out)->count);
     if (st == ST_OK)
         st = st_transform_check(&t->transform, *out, net_where, err);
     if (st != ST_OK)
