@@ -58,9 +58,16 @@ int st_remove_stale_temporaries(const char *dir, const char *prefix, const char 
  * existing directory this process may create files in. */
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
 
-/* DIR and its missing parents created (mkdir -p; *created set when one
- * was), then checked as st_check_dir_writable does. */
-st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err);
+/* DIR and its missing parents created (mkdir -p), then checked as
+ * st_check_dir_writable does. *made: 0 when none was created, else the
+ * length of the leading part of DIR that names the first (shallowest) one
+ * created, for st_unmake_dirs. */
+st_status st_make_dirs(const char *what, const char *dir, size_t *made, st_error *err);
+
+/* Undo st_make_dirs when what it was for failed: DIR and its parents up to
+ * the first it created (made: its *made; 0 does nothing), each removed only
+ * if it is empty, so nothing but the empty directories it made goes. */
+void st_unmake_dirs(const char *dir, size_t made);
 
 /* The same for the directory the file PATH will be created in; a PATH that
  * is a directory fails too, and so does a name too long to write it under

@@ -153,9 +153,9 @@ long st_name_max(const char *dir)
     return n > 0 ? n : 255;
 }
 
-st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err)
+st_status st_make_dirs(const char *what, const char *dir, size_t *made, st_error *err)
 {
-    *created = 0;
+    *made = 0;
     char *path = strdup(dir);
     if (!path)
         return st_fail(err, ST_ENOMEM, "out of memory creating %s", dir);
@@ -168,11 +168,13 @@ st_status st_make_dirs(const char *what, const char *dir, int *created, st_error
         *p = '\0';
         struct stat sb;
         if (stat(path, &sb) != 0) {
-            if (mkdir(path, 0777) == 0)
-                *created = 1;
-            else if (errno != EEXIST)
+            if (mkdir(path, 0777) == 0) {
+                if (!*made)
+                    *made = (size_t)(p - path);
+            } else if (errno != EEXIST) {
                 st = st_fail(err, ST_EUSAGE, "%s %s: cannot create %s: %s", what, dir, path,
                              strerror(errno));
+            }
         }
         *p = c;
         if (c == '\0')
@@ -180,6 +182,23 @@ st_status st_make_dirs(const char *what, const char *dir, int *created, st_error
     }
     free(path);
     return st == ST_OK ? st_check_dir_writable(what, dir, err) : st;
+}
+
+void st_unmake_dirs(const char *dir, size_t made)
+{
+    char *path = made ? strdup(dir) : NULL;
+    if (!path)
+        return;
+    for (size_t len = strlen(path); len >= made && rmdir(path) == 0;) {
+        while (len > 0 && path[len - 1] == '/') /* "a/b/" is "a/b" */
+            path[--len] = '\0';
+        char *slash = strrchr(path, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+        len = (size_t)(slash - path);
+    }
+    free(path);
 }
 
 st_status st_check_output_path(const char *what, const char *path, st_error *err)

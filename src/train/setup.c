@@ -728,10 +728,10 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
     if (st == ST_OK) /* the network as the cfg says, whatever is checked next */
         st_net_print(&t->net, log);
-    int created = 0; /* once the cfg is known good: no directory left for a typo */
+    size_t made = 0; /* once the cfg is known good: no directory left for a typo */
     if (st == ST_OK && o->snapshot_dir && !dry_run)
-        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
-    if (st == ST_OK && created)
+        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &made, err);
+    if (st == ST_OK && made)
         st_info(log, "created the snapshot directory %s", o->snapshot_dir);
     if (st == ST_OK)
         st = name_snapshots(t, err);
@@ -855,6 +855,8 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = st_batchq_init(&t->batches, TRAINER_BATCH_RING, t->batch,
                             st_shape_count(t->net.input), err);
     if (st != ST_OK) {
+        if (made) /* a run refused leaves no directory it made (empty: nothing written) */
+            st_unmake_dirs(t->o.snapshot_dir, made);
         st_trainer_free(t);
         return st;
     }
