@@ -54,8 +54,8 @@ static const st_option options[] = {
      "this run (measured or given) to FILE after set-up, for --kernel-choices",
      ST_OPT_STRING, TRAIN(save_kernel_choices), 0, 0},
     {"force", 0, NULL, "Training", "run even when the memory the run would take is more than "
-     "this process may take (MemAvailable, the cgroup's limit): a warning instead of the "
-     "refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
+     "this process may take (MemAvailable, the cgroup's limit, ulimit -v and -d): a warning "
+     "instead of the refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
     {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
      "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
      TRAIN(cpe_trace), 0, 0},
