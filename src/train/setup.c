@@ -567,14 +567,10 @@ static st_status check_paths(const st_trainer *t, st_error *err)
 {
     const st_train_opts *o = &t->o;
     const st_data_paths *d = &t->data;
-    char metrics_partial[ST_PATH_MAX + 16] = "", trace_partial[ST_PATH_MAX + 16] = "";
-    char report_partial[ST_PATH_MAX + 16] = "";
-    if (o->metrics)
-        snprintf(metrics_partial, sizeof metrics_partial, "%s.partial", o->metrics);
-    if (o->cpe_trace)
-        snprintf(trace_partial, sizeof trace_partial, "%s.partial", o->cpe_trace);
-    if (o->cpe_report)
-        snprintf(report_partial, sizeof report_partial, "%s.partial", o->cpe_report);
+    /* their temporaries: TARGET.partial (none when written in place) */
+    char *metrics_partial = o->metrics ? st_output_partial_name(o->metrics) : NULL;
+    char *trace_partial = o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL;
+    char *report_partial = o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL;
     const st_named_path outputs[] = {
         {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
         {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
@@ -612,18 +608,21 @@ static st_status check_paths(const st_trainer *t, st_error *err)
                          trainer_stopping(t) ? t->snapshot_name : "",
                          trainer_stopping(t) ? "_best.snap" : "");
     }
+    free(metrics_partial);
+    free(trace_partial);
+    free(report_partial);
     return st;
 }
 
-/* --cpe-trace FILE, written as FILE.partial, which the backend creates
- * exclusively: an old one (a killed run's, a planted symbolic link) is
- * removed first, not followed. */
+/* --cpe-trace FILE, written as FILE.partial (st_output_open), which the
+ * backend creates exclusively: an old one (a killed run's, a planted
+ * symbolic link) is removed first, not followed; removed on a signal in
+ * the set-up. None when FILE is written in place. */
 static st_status start_cpe_trace(st_trainer *t, st_error *err)
 {
-    char partial[ST_PATH_MAX + 16];
-    snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
-    unlink(partial);
-    st_status st = st_signals_remove_on_exit(partial, err);
+    char *partial = st_output_partial_name(t->o.cpe_trace);
+    st_status st = partial ? st_signals_remove_on_exit(partial, err) : ST_OK;
+    free(partial);
     return st == ST_OK
                ? t->backend->trace_start(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err)
                : st;
