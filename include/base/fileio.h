@@ -17,6 +17,7 @@
 #define ST_FILEIO_H
 
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "base/status.h"
 
@@ -154,6 +155,31 @@ typedef struct st_named_path {
  * another output. */
 st_status st_check_distinct(const st_named_path *outputs, int n_out,
                             const st_named_path *inputs, int n_in, st_error *err);
+
+/* The files of a run's outputs (and their temporaries) that exist, by
+ * device and inode: a source that reads many files through a list or a
+ * store (an image list's entries, a store's stripes) looks each one up as
+ * it opens it, instead of comparing it with every output by name
+ * (st_check_distinct), which would be a stat per output per entry. A hash
+ * table, so a look-up costs the same however many outputs there are. */
+typedef struct st_output_id {
+    unsigned long long dev, ino;
+    const char *what, *path; /* as given to st_output_ids_add (not copied) */
+} st_output_id;
+
+typedef struct st_output_ids {
+    int n, cap;          /* entries, slots (a power of two, or 0) */
+    st_output_id *slot;  /* [cap]; what NULL: empty */
+} st_output_ids;
+
+/* Add p's file if it exists (a link: the file it names); a path not given
+ * or absent is left out. ST_ENOMEM only. */
+st_status st_output_ids_add(st_output_ids *ids, const st_named_path *p, st_error *err);
+
+/* The output that is the file of sb (stat's), or NULL. */
+const st_output_id *st_output_ids_find(const st_output_ids *ids, const struct stat *sb);
+
+void st_output_ids_free(st_output_ids *ids);
 
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "base/fileio.h"
 #include "base/shape.h"
 #include "base/status.h"
 
@@ -75,6 +76,8 @@ typedef struct st_image_opts {
     st_shape shape;
     int skip_bad;
     long *skipped;
+    const st_output_ids *outputs; /* the files the caller will write, or NULL: a listed
+                                     image among them is refused at open (ST_EUSAGE) */
 } st_image_opts;
 
 st_status st_images_open(st_source **out, const char *list, const char *names, long limit,
@@ -96,9 +99,11 @@ st_status st_class_names_read(const char *path, int classes, char ***names, st_e
 void st_class_names_free(char **names, int classes);
 
 /* The striped store written by `singletrain pack` (store.h): path is its
- * index file. verify: check every block's checksum now. */
+ * index file. verify: check every block's checksum now. outputs (or NULL):
+ * the files the caller will write; a stripe among them is refused
+ * (ST_EUSAGE). */
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
-                        st_error *err);
+                        const st_output_ids *outputs, st_error *err);
 
 /* count deterministic records of the given shape with learnable structure:
  * each class has its own pattern (a function of seed and class), each record
@@ -116,7 +121,7 @@ typedef struct st_source_spec {
     const char *names;  /* image lists: class names (Darknet's labels=) */
     long limit;         /* keep at most this many records (0: all) */
     int classes;
-    st_image_opts images;
+    st_image_opts images; /* its outputs also a store's */
     int verify;         /* stores: check block checksums at open */
 } st_source_spec;
 

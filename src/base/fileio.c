@@ -465,6 +465,64 @@ st_status st_check_distinct(const st_named_path *outputs, int n_out,
     return ST_OK;
 }
 
+static size_t id_hash(unsigned long long dev, unsigned long long ino)
+{
+    unsigned long long h = (ino ^ (dev << 32 | dev >> 32)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h ^ h >> 29);
+}
+
+/* The slot of (dev, ino) in ids: its entry, or the empty slot it goes in. */
+static st_output_id *id_slot(const st_output_ids *ids, unsigned long long dev,
+                             unsigned long long ino)
+{
+    size_t mask = (size_t)ids->cap - 1;
+    for (size_t i = id_hash(dev, ino) & mask;; i = (i + 1) & mask) {
+        st_output_id *e = &ids->slot[i];
+        if (!e->what || (e->dev == dev && e->ino == ino))
+            return e;
+    }
+}
+
+st_status st_output_ids_add(st_output_ids *ids, const st_named_path *p, st_error *err)
+{
+    struct stat sb;
+    if (!given(p) || stat(p->path, &sb) != 0)
+        return ST_OK;
+    if (2 * (ids->n + 1) > ids->cap) { /* at most half full */
+        st_output_ids bigger = {ids->n, ids->cap ? 2 * ids->cap : 16, NULL};
+        bigger.slot = calloc((size_t)bigger.cap, sizeof *bigger.slot);
+        if (!bigger.slot)
+            return st_fail(err, ST_ENOMEM, "out of memory listing the outputs");
+        for (int i = 0; i < ids->cap; i++)
+            if (ids->slot[i].what)
+                *id_slot(&bigger, ids->slot[i].dev, ids->slot[i].ino) = ids->slot[i];
+        free(ids->slot);
+        *ids = bigger;
+    }
+    st_output_id *e = id_slot(ids, (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino);
+    if (!e->what) {
+        *e = (st_output_id){(unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino,
+                            p->what, p->path};
+        ids->n++;
+    }
+    return ST_OK;
+}
+
+const st_output_id *st_output_ids_find(const st_output_ids *ids, const struct stat *sb)
+{
+    if (!ids || ids->n == 0)
+        return NULL;
+    const st_output_id *e = id_slot(ids, (unsigned long long)sb->st_dev,
+                                    (unsigned long long)sb->st_ino);
+    return e->what ? e : NULL;
+}
+
+void st_output_ids_free(st_output_ids *ids)
+{
+    free(ids->slot);
+    memset(ids, 0, sizeof *ids);
+}
+
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err)
 {
     if (bytes && fwrite(data, 1, bytes, f) != bytes)

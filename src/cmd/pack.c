@@ -307,8 +307,8 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
     if (!cli->classes && !d.classes && kind == KIND_LIST && spec.names &&
         (st = count_names(spec.names, &spec.classes, err)) != ST_OK)
         return st;
-    spec.images = (st_image_opts){{cli->channels ? cli->channels : 3, h, w}, cli->skip_bad,
-                                  &skipped};
+    spec.images = (st_image_opts){.shape = {cli->channels ? cli->channels : 3, h, w},
+                                  .skip_bad = cli->skip_bad, .skipped = &skipped};
     st_source *src = NULL;
     if ((st = st_source_open(&src, &spec, err)) != ST_OK)
         return st;

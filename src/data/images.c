@@ -35,6 +35,7 @@ typedef struct images_source {
     unsigned char *bad;   /* [count] (skip_bad) set once an entry fails to decode */
     int skip_bad;
     long *skipped;        /* shared counter, may be NULL */
+    const st_output_ids *outputs; /* at open only: the caller's outputs, or NULL */
 } images_source;
 
 /* ---- reading ---- */
@@ -576,6 +577,14 @@ static st_status parse_list(images_source *s, FILE *f, const char *list, const n
             break;
         const char *path = trim(text, &len);
         listed++;
+        struct stat sb;
+        const st_output_id *o = s->outputs && s->outputs->n && stat(path, &sb) == 0
+                                    ? st_output_ids_find(s->outputs, &sb) : NULL;
+        if (o) {
+            st = st_fail(err, ST_EUSAGE, "%s %s is %s:%d's image %s: writing it would destroy "
+                         "that input; give another file", o->what, o->path, list, line, path);
+            break;
+        }
         char why[160];
         st_regular_why(path, why, sizeof why);
         if (why[0]) {
@@ -629,6 +638,7 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
         s->base.classes = classes;
         s->skip_bad = o->skip_bad;
         s->skipped = o->skipped;
+        s->outputs = o->outputs;
         snprintf(s->base.name, sizeof s->base.name, "%s", list);
     }
     if (st == ST_OK && have_names)
@@ -645,6 +655,8 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
     if (f)
         fclose(f);
     names_free(&nl);
+    if (s)
+        s->outputs = NULL; /* the caller's, for the open only */
     if (st != ST_OK) {
         if (s)
             images_close(&s->base);

@@ -105,8 +105,28 @@ static st_status read_index_file(const char *path, unsigned char **data, size_t 
     return ST_OK;
 }
 
+/* A stripe that is one of the caller's outputs: writing it would ruin the
+ * store. */
+static st_status refuse_outputs(const store_source *s, const st_output_ids *outputs,
+                                st_error *err)
+{
+    for (uint32_t k = 0; outputs && outputs->n && k < s->L.stripes; k++) {
+        struct stat sb;
+        const st_output_id *o = fstat(s->fds[k], &sb) == 0 ? st_output_ids_find(outputs, &sb)
+                                                           : NULL;
+        if (o) {
+            char name[4200];
+            store_stripe_name(name, sizeof name, s->stripes_at, s->L.generation, k);
+            return st_fail(err, ST_EUSAGE, "%s %s is stripe %u of the store %s (%s): writing it "
+                           "would destroy that input; give another file", o->what, o->path, k,
+                           s->index, name);
+        }
+    }
+    return ST_OK;
+}
+
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
-                        st_error *err)
+                        const st_output_ids *outputs, st_error *err)
 {
     unsigned char *data = NULL;
     size_t len = 0;
@@ -134,6 +154,8 @@ st_status st_store_open(st_source **out, const char *path, long limit, int class
     }
     if (st == ST_OK)
         st = store_stripes_open(s->stripes_at, &s->L, s->fds, err);
+    if (st == ST_OK)
+        st = refuse_outputs(s, outputs, err);
     if (st == ST_OK && verify)
         st = store_blocks_verify(s->stripes_at, &s->L, s->fds, err);
     free(data);

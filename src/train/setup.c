@@ -84,14 +84,14 @@ void st_trainer_free(st_trainer *t)
 
 /* One split; errors say which file and key named it. */
 static st_status open_split(st_trainer *t, const char *where, const char *key, const char *path,
-                            const char *labels, const char *names, long limit, st_source **out,
-                            st_error *err)
+                            const char *labels, const char *names, long limit,
+                            const st_output_ids *outputs, st_source **out, st_error *err)
 {
     st_source_spec spec = {
         .path = path, .labels = labels, .names = names[0] ? names : NULL, .limit = limit,
         .classes = t->net.classes, .verify = !t->o.no_verify,
         .images = {.shape = t->hp.image_size, .skip_bad = t->o.skip_bad_images,
-                   .skipped = &t->skipped},
+                   .skipped = &t->skipped, .outputs = outputs},
     };
     char net_where[ST_PATH_MAX + 32];
     snprintf(net_where, sizeof net_where, "%s:%d [net]", t->cfg.path, t->cfg.secs[0].line);
@@ -145,11 +145,32 @@ static st_status open_data(st_trainer *t, st_error *err)
     }
     if (!d->train[0])
         return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
-    st_status st = open_split(t, where, "train", d->train, d->train_labels, d->names,
-                              t->o.train_images, &t->train, err);
+    /* The outputs that exist, which the images of a list and the stripes of
+     * a store must not be (check_paths compared them with the files named
+     * here; these are read through those). */
+    const st_train_opts *o = &t->o;
+    char *partials[3] = {o->metrics ? st_output_partial_name(o->metrics) : NULL,
+                         o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL,
+                         o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL};
+    const st_named_path outputs[] = {
+        {"--metrics", o->metrics}, {"--metrics's temporary", partials[0]},
+        {"--save-kernel-choices", o->save_kernel_choices},
+        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", partials[1]},
+        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", partials[2]},
+    };
+    st_output_ids ids = {0};
+    st_status st = ST_OK;
+    for (size_t i = 0; st == ST_OK && i < sizeof outputs / sizeof outputs[0]; i++)
+        st = st_output_ids_add(&ids, &outputs[i], err);
+    if (st == ST_OK)
+        st = open_split(t, where, "train", d->train, d->train_labels, d->names,
+                        t->o.train_images, &ids, &t->train, err);
     if (st == ST_OK && d->test[0])
         st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
-                        &t->test, err);
+                        &ids, &t->test, err);
+    st_output_ids_free(&ids);
+    for (int i = 0; i < 3; i++)
+        free(partials[i]);
     if (st == ST_OK)
         st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
                 t->train->count, t->train->name, t->test ? t->test->count : 0L,

@@ -3,8 +3,9 @@
  * afterwards; paths in lists are relative, Darknet's convention): records
  * read back byte-exactly, limits, labels from class names and from
  * "path label" lines, resizing, JPEG within a tolerance, every error's status
- * and message, skip_bad, dispatch through st_source_open, and reads from
- * several threads matching a single-threaded read.
+ * and message, skip_bad, dispatch through st_source_open, reads from
+ * several threads matching a single-threaded read, and a list entry that
+ * is one of the caller's outputs refused.
  *
  * Also run under ThreadSanitizer (@tsan): it starts threads. */
 #include "testlib.h"
@@ -223,7 +224,7 @@ static void check_pattern(const unsigned char *pix, int k, int w, int h, int com
 
 static st_image_opts image_opts(int c, int h, int w)
 {
-    st_image_opts o = {{c, h, w}, 0, NULL};
+    st_image_opts o = {.shape = {c, h, w}};
     return o;
 }
 
@@ -471,7 +472,7 @@ static void test_images_skip_bad(void **state)
                            "img/dog/bad.png\n"
                            "img/cat/3.jpg\n");
     long skipped = 0;
-    st_image_opts o = {{3, 8, 8}, 1, &skipped};
+    st_image_opts o = {.shape = {3, 8, 8}, .skip_bad = 1, .skipped = &skipped};
     st_source *s = open_list("list.txt", "names.txt", 0, 2, &o);
     assert_int_equal(s->count, 4); /* the missing file is dropped */
     assert_int_equal(skipped, 1);
@@ -605,7 +606,7 @@ static void test_concurrent_reads(void **state)
     free(text);
 
     long skipped = 0;
-    st_image_opts o = {{3, 8, 8}, 1, &skipped};
+    st_image_opts o = {.shape = {3, 8, 8}, .skip_bad = 1, .skipped = &skipped};
     st_source *s = open_list("list.txt", NULL, 0, 4, &o);
     assert_int_equal(s->count, 40);
     check_concurrent(s);
@@ -625,6 +626,62 @@ static void test_concurrent_reads(void **state)
     st_source_close(s);
 }
 
+/* An image list whose entry is one of the caller's outputs is refused at
+ * open, naming the output, the list's line and the image, whichever name
+ * the entry goes by (a link to it); 20,000 entries before it take one
+ * look-up each in the outputs' hash table, whatever their number (200
+ * here, each found, none mistaken for another). */
+static void test_images_outputs_refused(void **state)
+{
+    (void)state;
+    write_image("a.png", 1, 8, 8, 3);
+    write_image("out.png", 2, 8, 8, 3);
+    assert_int_equal(symlink("out.png", "link.png"), 0);
+    enum { OUTPUTS = 200, ENTRIES = 20000 };
+    static char names[OUTPUTS][32];
+    st_output_ids ids = {0};
+    st_error err = {0};
+    for (int i = 0; i < OUTPUTS; i++) {
+        snprintf(names[i], sizeof names[i], "o%03d.csv", i);
+        write_text(names[i], "x\n");
+        const st_named_path p = {"--metrics", names[i]};
+        assert_int_equal(st_output_ids_add(&ids, &p, &err), ST_OK);
+    }
+    const st_named_path none = {"--cpe-trace", "absent.csv"}; /* not there: left out */
+    assert_int_equal(st_output_ids_add(&ids, &none, &err), ST_OK);
+    const st_named_path out = {"--save-kernel-choices", "out.png"};
+    assert_int_equal(st_output_ids_add(&ids, &out, &err), ST_OK);
+    assert_int_equal(ids.n, OUTPUTS + 1);
+    struct stat sb;
+    for (int i = 0; i < OUTPUTS; i++) {
+        assert_int_equal(stat(names[i], &sb), 0);
+        const st_output_id *o = st_output_ids_find(&ids, &sb);
+        assert_non_null(o);
+        assert_string_equal(o->path, names[i]);
+    }
+    assert_int_equal(stat("a.png", &sb), 0);
+    assert_null(st_output_ids_find(&ids, &sb));
+
+    FILE *f = fopen("long.txt", "w");
+    assert_non_null(f);
+    for (int i = 0; i < ENTRIES; i++)
+        fputs("a.png 0\n", f);
+    fputs("link.png 1\n", f);
+    fclose(f);
+    st_image_opts o = {.shape = {3, 8, 8}, .outputs = &ids};
+    st_source *s = NULL;
+    assert_int_equal(st_images_open(&s, "long.txt", NULL, 0, 2, &o, &err), ST_EUSAGE);
+    assert_null(s);
+    tl_assert_contains(err.msg, "--save-kernel-choices out.png is long.txt:20001's image "
+                                "link.png: writing it would destroy that input");
+    /* without it among the outputs, the list opens */
+    st_output_ids_free(&ids);
+    err = (st_error){0};
+    assert_int_equal(st_images_open(&s, "long.txt", NULL, 0, 2, &o, &err), ST_OK);
+    assert_int_equal(s->count, ENTRIES + 1);
+    st_source_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +692,7 @@ int main(void)
         tl_tmpdir_test(test_images_errors),
         tl_tmpdir_test(test_images_skip_bad),
         tl_tmpdir_test(test_concurrent_reads),
+        tl_tmpdir_test(test_images_outputs_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
