@@ -85,20 +85,6 @@ static st_snapshot_meta meta_of(const fixture *f)
     return m;
 }
 
-static unsigned char *read_all(const char *path, size_t *len)
-{
-    FILE *in = fopen(path, "rb");
-    assert_non_null(in);
-    fseek(in, 0, SEEK_END);
-    *len = (size_t)ftell(in);
-    rewind(in);
-    unsigned char *bytes = malloc(*len);
-    assert_non_null(bytes);
-    assert_int_equal(fread(bytes, 1, *len, in), *len);
-    fclose(in);
-    return bytes;
-}
-
 /* f saved as path: the file's bytes (malloc'd), *len of them. */
 static unsigned char *save_and_read(const fixture *f, const char *path, size_t *len)
 {
@@ -106,7 +92,7 @@ static unsigned char *save_and_read(const fixture *f, const char *path, size_t *
     st_error err = {0};
     if (st_snapshot_save(path, &f->net, f->w, f->state, &m, &err) != ST_OK)
         fail_msg("saving %s: %s", path, err.msg);
-    return read_all(path, len);
+    return tl_read_file(path, len);
 }
 
 /* Whether both readers refuse path; err gets the resume's message. */
@@ -344,7 +330,7 @@ static void test_choices_kept(void **state)
     free(back.settings);
     /* the header counts settings, NUL and choices */
     size_t len;
-    unsigned char *bytes = read_all("c.snap", &len);
+    unsigned char *bytes = tl_read_file("c.snap", &len);
     uint32_t settings_bytes;
     memcpy(&settings_bytes, bytes + 60, sizeof settings_bytes);
     assert_int_equal(settings_bytes, f.settings_bytes + 1 + strlen(choices));
@@ -423,7 +409,7 @@ static void test_test_record_kept(void **state)
     assert_int_equal(back.tests.phases, 0);
     free(back.settings);
     size_t len;
-    unsigned char *bytes = read_all("n.snap", &len);
+    unsigned char *bytes = tl_read_file("n.snap", &len);
     assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
     free(bytes);
     /* one that does not hold */
@@ -482,7 +468,7 @@ static void test_ranks_kept(void **state)
     if (st_snapshot_save("one.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
         fail_msg("%s", err.msg);
     size_t len;
-    unsigned char *bytes = read_all("one.snap", &len);
+    unsigned char *bytes = tl_read_file("one.snap", &len);
     assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
     free(bytes);
     st_snapshot_meta back = {.settings = NULL};
@@ -495,7 +481,7 @@ static void test_ranks_kept(void **state)
     m.ranks = 2;
     if (st_snapshot_save("bad.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
         fail_msg("%s", err.msg);
-    bytes = read_all("bad.snap", &len);
+    bytes = tl_read_file("bad.snap", &len);
     uint32_t settings_bytes;
     memcpy(&settings_bytes, bytes + 60, 4);
     unsigned char *digit = bytes + HEADER_BYTES + settings_bytes - 1;
