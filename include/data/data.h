@@ -41,6 +41,9 @@ struct st_source {
     long count;
     st_shape shape; /* stored record shape */
     int classes;    /* every label is in [0, classes) */
+    size_t read_bytes;      /* the most memory one read allocates while it runs, besides
+                               the record (an image's decode); 0: none to speak of */
+    char read_bytes_why[160]; /* what read_bytes is, for the memory line ("" when 0) */
 };
 
 void st_source_close(st_source *s);
@@ -87,9 +90,18 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
  * channels (1 or 3), stretched to shape.h x shape.w, into pixels [C, H, W]
  * (planar). A file that cannot be opened is ST_EIO; one that cannot be
  * decoded, whose header claims more than 32 megapixels, or a 16-bit PGM /
- * PPM of other channels than shape.c, ST_EINPUT; each naming path. */
+ * PPM of other channels than shape.c, ST_EINPUT; a well-formed image whose
+ * decode buffers cannot be had, ST_ENOMEM ("out of memory"); each naming
+ * path. */
 st_status st_image_decode(const char *path, st_shape shape, unsigned char *pixels,
                           st_error *err);
+
+/* The most memory stb_image holds at once decoding a w x h image of
+ * channels_in_file channels (16-bit when bits16) from a file of file_bytes
+ * to `channels` channels, plus the resize: the bound an image list's
+ * memory estimate and its out-of-memory test use (images.c says how). */
+size_t st_image_decode_bytes(int w, int h, int channels_in_file, int bits16, size_t file_bytes,
+                             int channels);
 
 /* The class names of a names file (Darknet's names= / labels=): one per
  * line, trimmed, blank lines skipped, distinct, and exactly classes of them
