@@ -116,9 +116,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ)
 	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(CLUSTER_SINGLE_OBJ) $(LIB) $(LDFLAGS) -lcmocka \
 	    $(LDLIBS)
 
-$(BUILD)/tools/%: tests/tools/%.c $(CLUSTER_SINGLE_OBJ) $(LIB)
+$(BUILD)/tools/%: tests/tools/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(CLUSTER_SINGLE_OBJ) $(LIB) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/lib -o $@ $< $(CLUSTER_SINGLE_OBJ) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 deps:
 	@scripts/deps.sh

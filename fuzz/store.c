@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         st_source *s = NULL;
         st_error err = {0};
         st_status st = st_store_open(&s, path, runs[r].limit, runs[r].classes, runs[r].verify,
-                                     &err);
+                                     NULL, &err);
         fz_check(st, &err, "st_store_open", INDEX_NAME);
         if (st != ST_OK)
             continue;

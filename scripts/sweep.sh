@@ -35,7 +35,8 @@
 # then replaced. Each row is written after its run ended, by writing the new
 # CSV beside the old and renaming it, so an interrupted sweep (SIGINT,
 # SIGTERM: the run in flight is stopped and not recorded) leaves only whole
-# rows. One sweep per CSV at a time.
+# rows. One sweep per CSV at a time: it holds OUT.lock (flock(1)), and a
+# second sweep on the same --out is refused, naming the first (exit 1).
 #
 # --preset singlecaffe: the SingleCaffe experiments against real distributed
 # baselines (README.md, "SingleCaffe experiments"). LeNet-5 at batches 64,
@@ -56,8 +57,8 @@
 # its process counts), markdown, beside the CSV as NAME-ratio.md. --dry-run
 # lists the grid and estimates its time.
 #
-# Exit status: 0 when every run of the grid is ok, 1 when a run failed, 2 on
-# bad usage, 128 + the signal when stopped.
+# Exit status: 0 when every run of the grid is ok, 1 when a run failed or
+# another sweep holds the CSV, 2 on bad usage, 128 + the signal when stopped.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -338,6 +339,43 @@ rule_keys() {
 }
 
 mkdir -p "$logs/cfg" || die_usage "--logs $logs: cannot create it"
+
+# One sweep per CSV: OUT.lock, locked with flock(1) on descriptor 9 for the
+# sweep's life and holding its pid, as `singletrain pack` locks its store.
+# Two sweeps on one --out each renamed their own copy of the CSV over it,
+# and half the rows were lost; a second is now refused, naming the first.
+# The lock must still be the file named OUT.lock: its holder removes that
+# file when it ends, and a sweep that opened it just before would hold a
+# lock on a removed file. A dry run writes nothing and takes no lock.
+lock=$out.lock
+locked=0
+lock_out() {
+    command -v flock >/dev/null 2>&1 || die_usage "--out $out: locking it needs flock(1) \
+(util-linux)"
+    tries=0
+    while [ "$tries" -lt 16 ]; do
+        exec 9>>"$lock" || { echo "sweep.sh: $out: cannot create the lock $lock" >&2; exit 1; }
+        if ! flock -n 9; then
+            holder=$(head -n 1 "$lock" 2>/dev/null)
+            echo "sweep.sh: $out: another sweep (process ${holder:-unknown}) is writing this \
+CSV (it holds $lock): wait for it to end, or give another --out" >&2
+            exit 1
+        fi
+        if [ "$(stat -L -c %d:%i /dev/fd/9 2>/dev/null)" = "$(stat -c %d:%i "$lock" 2>/dev/null)" ]
+        then
+            echo $$ >"$lock"
+            locked=1
+            trap 'rm -f "$lock"' EXIT # until cleanup (below) takes over
+            return
+        fi
+        exec 9>&-
+        tries=$((tries + 1))
+    done
+    echo "sweep.sh: $out: cannot take the lock $lock: it keeps changing" >&2
+    exit 1
+}
+[ "$dry" -eq 1 ] || lock_out
+
 if [ -e "$out" ]; then
     first=$(head -n 1 "$out")
     [ "$first" = "$header" ] || die_usage "$out exists and its first line is not this sweep's \
@@ -348,7 +386,10 @@ tmp_csv=$out.tmp.$$
 done_keys=$logs/.done.$$
 failed_keys=$logs/.failed.$$
 child=
-cleanup() { rm -f "$tmp_csv" "$done_keys" "$failed_keys" "$logs/.points.$$" "$logs/.todo.$$"; }
+cleanup() {
+    rm -f "$tmp_csv" "$done_keys" "$failed_keys" "$logs/.points.$$" "$logs/.todo.$$"
+    [ "$locked" -eq 0 ] || rm -f "$lock" # removed while still held (see lock_out)
+}
 on_signal() {
     if [ -n "$child" ]; then
         kill -TERM "$child" 2>/dev/null

@@ -58,6 +58,13 @@ st_status st_cfg_float(const st_cfg *cfg, st_cfg_section *sec, const char *key, 
                        float lo, float hi, float *out, st_error *err);
 void st_cfg_string(st_cfg_section *sec, const char *key, const char *def, const char **out);
 
+/* The length of the decimal number s starts with: an optional sign,
+ * digits with an optional point (at least one digit), an optional
+ * exponent; 0 when it does not start with one. strtod and strtof also
+ * take hexadecimal ("0x10"), "inf" and "nan", which no cfg key and no
+ * option accepts: integers are decimal, and so are reals. */
+size_t st_decimal_length(const char *s);
+
 /* Comma-separated lists; more than max entries is an error. */
 st_status st_cfg_int_list(const st_cfg *cfg, st_cfg_section *sec, const char *key, int *out,
                           int max, int *count, st_error *err);

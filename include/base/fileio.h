@@ -11,11 +11,13 @@
  * Crash-safe output: files are written under a temporary name in the same
  * directory, flushed and fsynced, then renamed over the final name (and the
  * directory fsynced), so a crash leaves the old file or the new one under
- * the final name, never a partial one. */
+ * the final name, never a partial one; devices, FIFOs and the standard
+ * streams are written in place instead (see "outputs"). */
 #ifndef ST_FILEIO_H
 #define ST_FILEIO_H
 
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "base/status.h"
 
@@ -44,7 +46,9 @@ st_status st_read_text(const char *path, const char *what, size_t max_bytes, cha
 /* Produces the file's content; returns ST_OK or a failure already recorded. */
 typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
 
-/* Also removes PATH's temporaries left by killed processes (see below). */
+/* PATH written whole (see "outputs" below: its target replaced, or written
+ * in place); also removes the temporaries of its target left by killed
+ * processes (see below). */
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
 
 /* Removes the temporaries "STEM.tmp.PID" in DIR whose process no longer
@@ -58,14 +62,69 @@ int st_remove_stale_temporaries(const char *dir, const char *prefix, const char 
  * existing directory this process may create files in. */
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err);
 
-/* DIR and its missing parents created (mkdir -p; *created set when one
- * was), then checked as st_check_dir_writable does. */
-st_status st_make_dirs(const char *what, const char *dir, int *created, st_error *err);
+/* DIR and its missing parents created (mkdir -p), then checked as
+ * st_check_dir_writable does. *made: 0 when none was created, else the
+ * length of the leading part of DIR that names the first (shallowest) one
+ * created, for st_unmake_dirs. */
+st_status st_make_dirs(const char *what, const char *dir, size_t *made, st_error *err);
 
-/* The same for the directory the file PATH will be created in; a PATH that
- * is a directory fails too, and so does a name too long to write it under
- * (with the suffix of its temporary). */
+/* Undo st_make_dirs when what it was for failed: DIR and its parents up to
+ * the first it created (made: its *made; 0 does nothing), each removed only
+ * if it is empty, so nothing but the empty directories it made goes. */
+void st_unmake_dirs(const char *dir, size_t made);
+
+/* ---- outputs: where a named output goes ----
+ *
+ * A new name or a regular file is replaced whole: written under a
+ * temporary name beside it and renamed over it (st_write_atomic, and
+ * st_output_open's FILE.partial). A symbolic link to a regular file is
+ * written through: its target is replaced so, and the link stays. An
+ * existing character device or FIFO (/dev/null, a named pipe, /dev/stdout
+ * on a terminal or a pipe), and the file this process's stdout or stderr
+ * writes to (/dev/stdout with stdout redirected to a file), are written in
+ * place and never replaced: renaming over them put a regular file in their
+ * place (as root, over /dev/null; and a link /dev/stdout became a file),
+ * and as another user it was refused for want of writing /dev. Anything
+ * else (a block device, a socket, a dangling link, a directory) is refused
+ * (ST_EUSAGE) naming WHAT (the option) and PATH. */
+typedef struct st_output_target {
+    char *path;    /* the file written: PATH, or the target of the link PATH (malloc'd) */
+    int in_place;  /* written where it is, never replaced */
+    int stream_fd; /* in place on this process's stdout (1) or stderr (2), written through
+                      a duplicate of it (sharing its offset); -1 otherwise */
+} st_output_target;
+
+st_status st_output_target_find(const char *what, const char *path, st_output_target *t,
+                                st_error *err);
+void st_output_target_free(st_output_target *t);
+
+/* Checked before long work: PATH's target (above) can be written: for one
+ * that is replaced, its directory takes new files and the name with the
+ * suffix of its temporary fits; for one written in place, it is writable. */
 st_status st_check_output_path(const char *what, const char *path, st_error *err);
+
+/* An output written over time (--metrics, --cpe-trace): as FILE.partial
+ * (FILE: PATH's target), created exclusively and renamed to FILE when
+ * closed with keep, removed when closed without; an in-place target is
+ * written directly (partial NULL). */
+typedef struct st_output {
+    FILE *f;          /* write here */
+    const char *what; /* the option, for messages */
+    char *path;       /* the file it becomes (malloc'd) */
+    char *partial;    /* what f is until then, or NULL (in place) */
+} st_output;
+
+/* Errors name WHAT and PATH (ST_EUSAGE: at set-up). */
+st_status st_output_open(st_output *o, const char *what, const char *path, st_error *err);
+
+/* Close o (nothing when it is not open): flushed; with keep FILE.partial
+ * is fsynced and renamed to FILE, without it is removed. A failed write is
+ * ST_EIO, and FILE.partial is then kept as it is. */
+st_status st_output_close(st_output *o, int keep, st_error *err);
+
+/* The FILE.partial st_output_open would write PATH as, or NULL (written
+ * in place, or PATH cannot be an output); malloc'd. */
+char *st_output_partial_name(const char *path);
 
 /* Bytes a temporary's name adds to its file's (".tmp." and a PID). */
 #define ST_TEMP_SUFFIX_MAX 15
@@ -96,6 +155,31 @@ typedef struct st_named_path {
  * another output. */
 st_status st_check_distinct(const st_named_path *outputs, int n_out,
                             const st_named_path *inputs, int n_in, st_error *err);
+
+/* The files of a run's outputs (and their temporaries) that exist, by
+ * device and inode: a source that reads many files through a list or a
+ * store (an image list's entries, a store's stripes) looks each one up as
+ * it opens it, instead of comparing it with every output by name
+ * (st_check_distinct), which would be a stat per output per entry. A hash
+ * table, so a look-up costs the same however many outputs there are. */
+typedef struct st_output_id {
+    unsigned long long dev, ino;
+    const char *what, *path; /* as given to st_output_ids_add (not copied) */
+} st_output_id;
+
+typedef struct st_output_ids {
+    int n, cap;          /* entries, slots (a power of two, or 0) */
+    st_output_id *slot;  /* [cap]; what NULL: empty */
+} st_output_ids;
+
+/* Add p's file if it exists (a link: the file it names); a path not given
+ * or absent is left out. ST_ENOMEM only. */
+st_status st_output_ids_add(st_output_ids *ids, const st_named_path *p, st_error *err);
+
+/* The output that is the file of sb (stat's), or NULL. */
+const st_output_id *st_output_ids_find(const st_output_ids *ids, const struct stat *sb);
+
+void st_output_ids_free(st_output_ids *ids);
 
 /* fwrite that records "path: write failed: reason" on a short write. */
 st_status st_fwrite(FILE *f, const void *data, size_t bytes, const char *path, st_error *err);

@@ -16,7 +16,10 @@
  * FILE.partial, flushed row by row, and renamed to FILE when training
  * ends, whether it finished, stopped on a signal or failed, so FILE is
  * never a truncated file (after kill -9 only FILE.partial exists). When
- * training never began (a set-up error), FILE.partial is removed.
+ * training never began (a set-up error), FILE.partial is removed. A FILE
+ * that is a character device, a FIFO or this process's stdout or stderr
+ * (/dev/null, /dev/stdout) is written in place instead, and a symbolic
+ * link to a regular file is written through (fileio.h's outputs).
  *
  * CSV columns: phase (train or test), iteration (iterations done), epoch,
  * wall_s (seconds since training began, test phases included), loss (mean

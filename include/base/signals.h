@@ -15,7 +15,10 @@
  *   graceful (training, a pack writing its stripes): the signal is stored
  *       in the stop flag, which the iteration loop and the pack's writer
  *       read to stop at their next boundary and finish cleanly; a second
- *       signal quits at once as above.
+ *       signal quits at once as above, unless it comes within a second of
+ *       the first (timeout(1) and a terminal deliver one request twice:
+ *       to the process and to its process group), which is the same
+ *       request.
  *
  * State: the stop flag, the phase, and the few paths to remove are global
  * (the signal concerns the whole process, and the waiting thread must see

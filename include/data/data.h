@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "base/fileio.h"
 #include "base/shape.h"
 #include "base/status.h"
 
@@ -40,6 +41,9 @@ struct st_source {
     long count;
     st_shape shape; /* stored record shape */
     int classes;    /* every label is in [0, classes) */
+    size_t read_bytes;      /* the most memory one read allocates while it runs, besides
+                               the record (an image's decode); 0: none to speak of */
+    char read_bytes_why[160]; /* what read_bytes is, for the memory line ("" when 0) */
 };
 
 void st_source_close(st_source *s);
@@ -75,6 +79,8 @@ typedef struct st_image_opts {
     st_shape shape;
     int skip_bad;
     long *skipped;
+    const st_output_ids *outputs; /* the files the caller will write, or NULL: a listed
+                                     image among them is refused at open (ST_EUSAGE) */
 } st_image_opts;
 
 st_status st_images_open(st_source **out, const char *list, const char *names, long limit,
@@ -84,9 +90,18 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
  * channels (1 or 3), stretched to shape.h x shape.w, into pixels [C, H, W]
  * (planar). A file that cannot be opened is ST_EIO; one that cannot be
  * decoded, whose header claims more than 32 megapixels, or a 16-bit PGM /
- * PPM of other channels than shape.c, ST_EINPUT; each naming path. */
+ * PPM of other channels than shape.c, ST_EINPUT; a well-formed image whose
+ * decode buffers cannot be had, ST_ENOMEM ("out of memory"); each naming
+ * path. */
 st_status st_image_decode(const char *path, st_shape shape, unsigned char *pixels,
                           st_error *err);
+
+/* The most memory stb_image holds at once decoding a w x h image of
+ * channels_in_file channels (16-bit when bits16) from a file of file_bytes
+ * to `channels` channels, plus the resize: the bound an image list's
+ * memory estimate and its out-of-memory test use (images.c says how). */
+size_t st_image_decode_bytes(int w, int h, int channels_in_file, int bits16, size_t file_bytes,
+                             int channels);
 
 /* The class names of a names file (Darknet's names= / labels=): one per
  * line, trimmed, blank lines skipped, distinct, and exactly classes of them
@@ -96,9 +111,11 @@ st_status st_class_names_read(const char *path, int classes, char ***names, st_e
 void st_class_names_free(char **names, int classes);
 
 /* The striped store written by `singletrain pack` (store.h): path is its
- * index file. verify: check every block's checksum now. */
+ * index file. verify: check every block's checksum now. outputs (or NULL):
+ * the files the caller will write; a stripe among them is refused
+ * (ST_EUSAGE). */
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
-                        st_error *err);
+                        const st_output_ids *outputs, st_error *err);
 
 /* count deterministic records of the given shape with learnable structure:
  * each class has its own pattern (a function of seed and class), each record
@@ -116,7 +133,7 @@ typedef struct st_source_spec {
     const char *names;  /* image lists: class names (Darknet's labels=) */
     long limit;         /* keep at most this many records (0: all) */
     int classes;
-    st_image_opts images;
+    st_image_opts images; /* its outputs also a store's */
     int verify;         /* stores: check block checksums at open */
 } st_source_spec;
 

@@ -261,29 +261,33 @@ static int parse_int(const char *s, long *out)
     return *end == '\0';
 }
 
-/* Whether s starts with a decimal number: an optional sign, digits with
- * an optional point (at least one digit), an optional exponent. strtof
- * also takes hexadecimal, "inf" and "nan", which no cfg key accepts (an
- * integer key took only decimal: one number syntax for every key). */
-static int decimal_syntax(const char *s)
+size_t st_decimal_length(const char *s)
 {
-    s += *s == '+' || *s == '-';
-    size_t ints = strspn(s, "0123456789");
-    s += ints;
+    const char *p = s;
+    p += *p == '+' || *p == '-';
+    size_t ints = strspn(p, "0123456789");
+    p += ints;
     size_t fraction = 0;
-    if (*s == '.')
-        fraction = strspn(++s, "0123456789");
-    s += fraction;
+    if (*p == '.')
+        fraction = strspn(++p, "0123456789");
+    p += fraction;
     if (ints + fraction == 0)
         return 0;
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        s += *s == '+' || *s == '-';
-        if (!isdigit((unsigned char)*s))
+    if (*p == 'e' || *p == 'E') {
+        const char *e = p + 1;
+        e += *e == '+' || *e == '-';
+        if (!isdigit((unsigned char)*e))
             return 0;
-        s += strspn(s, "0123456789");
+        p = e + strspn(e, "0123456789");
     }
-    return *s == '\0' || isspace((unsigned char)*s);
+    return (size_t)(p - s);
+}
+
+/* Whether s is a decimal number (st_decimal_length), then blanks only. */
+static int decimal_syntax(const char *s)
+{
+    size_t n = st_decimal_length(s);
+    return n > 0 && (s[n] == '\0' || isspace((unsigned char)s[n]));
 }
 
 static int parse_float(const char *s, float *out)

@@ -158,11 +158,51 @@ static int tightest(const char *root, const cg_mount *m, const char *path, int v
     return found;
 }
 
+/* The soft limit named (a row of /proc/self/limits: "Max address space
+ * 419430400   unlimited   bytes"): its bytes, ST_MEMLIMIT_NONE when
+ * "unlimited" or not found. */
+static size_t soft_limit(const char *limits, const char *name)
+{
+    const char *at = strstr(limits, name);
+    if (!at)
+        return ST_MEMLIMIT_NONE;
+    at += strlen(name);
+    while (*at == ' ' || *at == '\t')
+        at++;
+    char *end;
+    unsigned long long v = strtoull(at, &end, 10);
+    if (end == at || (*end != ' ' && *end != '\t'))
+        return ST_MEMLIMIT_NONE; /* "unlimited" */
+    return (size_t)v;
+}
+
+/* A "kB" line of /proc/self/status ("VmSize:\t  123456 kB") in bytes; 0
+ * when not found. */
+static size_t status_bytes(const char *status, const char *name)
+{
+    const char *at = strstr(status, name);
+    if (!at)
+        return 0;
+    char *end;
+    unsigned long long kb = strtoull(at + strlen(name), &end, 10);
+    return end == at + strlen(name) ? 0 : (size_t)kb * 1024;
+}
+
 void st_memlimit_read(const char *root, st_memlimit *m)
 {
     memset(m, 0, sizeof *m);
     m->available = ST_MEMLIMIT_NONE;
+    m->as_limit = m->data_limit = ST_MEMLIMIT_NONE;
     char text[8192];
+    if (read_text(root, "/proc/self/limits", text, sizeof text)) {
+        m->as_limit = soft_limit(text, "Max address space");
+        m->data_limit = soft_limit(text, "Max data size");
+    }
+    if ((m->as_limit != ST_MEMLIMIT_NONE || m->data_limit != ST_MEMLIMIT_NONE) &&
+        read_text(root, "/proc/self/status", text, sizeof text)) {
+        m->as_used = status_bytes(text, "VmSize:");
+        m->data_used = status_bytes(text, "VmData:");
+    }
     if (read_text(root, "/proc/meminfo", text, sizeof text)) {
         const char *at = strstr(text, "MemAvailable:");
         char *end;
@@ -178,13 +218,32 @@ void st_memlimit_read(const char *root, st_memlimit *m)
         tightest(root, &v1, path1, 1, m);
 }
 
+/* limit - used, 0 when used is over it, ST_MEMLIMIT_NONE without a limit. */
+static size_t left_under(size_t limit, size_t used)
+{
+    return limit == ST_MEMLIMIT_NONE ? ST_MEMLIMIT_NONE : limit > used ? limit - used : 0;
+}
+
 size_t st_memlimit_room(const st_memlimit *m, char *what, size_t size)
 {
     size_t cgroup = m->cgroup_version == 0 ? ST_MEMLIMIT_NONE
                     : m->cgroup_limit > m->cgroup_usage ? m->cgroup_limit - m->cgroup_usage : 0;
-    if (cgroup == ST_MEMLIMIT_NONE && m->available == ST_MEMLIMIT_NONE) {
+    size_t as = left_under(m->as_limit, m->as_used);
+    size_t data = left_under(m->data_limit, m->data_used);
+    if (cgroup == ST_MEMLIMIT_NONE && m->available == ST_MEMLIMIT_NONE &&
+        as == ST_MEMLIMIT_NONE && data == ST_MEMLIMIT_NONE) {
         snprintf(what, size, "no limit known");
         return ST_MEMLIMIT_NONE;
+    }
+    if (as <= data && as <= cgroup && as <= m->available) {
+        snprintf(what, size, "the address-space limit (ulimit -v) of %.1f MB: VmSize %.1f MB "
+                 "in /proc/self/status", (double)m->as_limit / 1e6, (double)m->as_used / 1e6);
+        return as;
+    }
+    if (data <= cgroup && data <= m->available) {
+        snprintf(what, size, "the data-size limit (ulimit -d) of %.1f MB: VmData %.1f MB in "
+                 "/proc/self/status", (double)m->data_limit / 1e6, (double)m->data_used / 1e6);
+        return data;
     }
     if (cgroup < m->available) {
         snprintf(what, size, "the cgroup v%d limit of %s: %s %.1f MB, %s %.1f MB",

@@ -39,9 +39,8 @@ struct st_progress {
     /* the time left: training time (test phases excluded) per iteration */
     double train_seconds;
     long train_iters;
-    /* --metrics */
-    FILE *metrics;
-    char *metrics_path, *partial_path;
+    /* --metrics: FILE.partial until it is closed, or written in place (fileio.h) */
+    st_output metrics;
 };
 
 st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_error *err)
@@ -55,22 +54,11 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
     p->out = o->out;
     const char *term = getenv("TERM");
     p->dumb = !term || !*term || strcmp(term, "dumb") == 0;
-    if (o->metrics) {
-        size_t len = strlen(o->metrics) + sizeof ".partial";
-        p->metrics_path = strdup(o->metrics);
-        p->partial_path = malloc(len);
-        if (!p->metrics_path || !p->partial_path) {
-            st_progress_close(p, NULL);
-            return st_fail(err, ST_ENOMEM, "out of memory for --metrics %s", o->metrics);
-        }
-        snprintf(p->partial_path, len, "%s.partial", o->metrics);
-        p->metrics = st_create_exclusive(p->partial_path);
-        if (!p->metrics) {
-            int e = errno;
-            st_progress_close(p, NULL);
-            return st_fail(err, ST_EUSAGE, "--metrics %s: cannot create %s.partial: %s",
-                           o->metrics, o->metrics, strerror(e));
-        }
+    st_status st = o->metrics ? st_output_open(&p->metrics, "--metrics", o->metrics, err)
+                              : ST_OK;
+    if (st != ST_OK) {
+        st_progress_close(p, NULL);
+        return st;
     }
     *out = p;
     return ST_OK;
@@ -78,7 +66,7 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
 
 const char *st_progress_partial(const st_progress *p)
 {
-    return p && p->metrics ? p->partial_path : NULL;
+    return p && p->metrics.f ? p->metrics.partial : NULL;
 }
 
 int st_progress_plain(const st_progress *p)
@@ -184,9 +172,9 @@ static void write_rows(st_progress *p, const char *row)
         fputs(row, p->out);
         st_log_flush(p->out);
     }
-    if (p->metrics) {
-        fputs(row, p->metrics);
-        fflush(p->metrics);
+    if (p->metrics.f) {
+        fputs(row, p->metrics.f);
+        fflush(p->metrics.f);
     }
 }
 
@@ -229,7 +217,7 @@ void st_progress_step(st_progress *p, long done, double loss, long images)
 
 void st_progress_train(st_progress *p, const st_progress_row *r)
 {
-    if (!p || (p->format != ST_PROGRESS_CSV && !p->metrics))
+    if (!p || (p->format != ST_PROGRESS_CSV && !p->metrics.f))
         return;
     pthread_mutex_lock(&p->lock);
     char row[512], split[256] = ",,,,,";
@@ -257,28 +245,6 @@ void st_progress_test(st_progress *p, long iteration, double accuracy, double lo
     pthread_mutex_unlock(&p->lock);
 }
 
-/* Finish the metrics file: FILE.partial to FILE once complete. */
-static st_status close_metrics(st_progress *p, st_error *err)
-{
-    int failed = fflush(p->metrics) != 0 || ferror(p->metrics);
-    if (!failed && p->began)
-        failed = fsync(fileno(p->metrics)) != 0;
-    int e = errno;
-    failed |= fclose(p->metrics) != 0;
-    p->metrics = NULL;
-    if (failed)
-        return st_fail(err, ST_EIO, "--metrics %s: writing %s failed: %s (the rows written so "
-                       "far are in it)", p->metrics_path, p->partial_path, strerror(e));
-    if (!p->began) {
-        unlink(p->partial_path);
-        return ST_OK;
-    }
-    if (rename(p->partial_path, p->metrics_path) != 0)
-        return st_fail(err, ST_EIO, "--metrics %s: cannot rename %s to it: %s",
-                       p->metrics_path, p->partial_path, strerror(errno));
-    return ST_OK;
-}
-
 st_status st_progress_close(st_progress *p, st_error *err)
 {
     if (!p)
@@ -286,11 +252,9 @@ st_status st_progress_close(st_progress *p, st_error *err)
     st_status st = ST_OK;
     if (p->shown)
         clear_line(p);
-    if (p->metrics)
-        st = close_metrics(p, err);
+    /* FILE.partial to FILE once training began, removed if it never did */
+    st = st_output_close(&p->metrics, p->began, err);
     pthread_mutex_destroy(&p->lock);
-    free(p->metrics_path);
-    free(p->partial_path);
     free(p);
     return st;
 }

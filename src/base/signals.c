@@ -8,7 +8,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+
 #define MAX_PATHS 4
+
+/* Seconds after the first signal of the graceful phase during which more
+ * signals are the same request: timeout(1) forwards one SIGINT or SIGTERM
+ * to its child and then to its own process group, which holds the child
+ * again, and a terminal's ^C reaches every process of the foreground group
+ * (mpirun forwards it too): one request arrives as two signals a few
+ * milliseconds apart. Only a signal after this counts as asking again. */
+#define REPEAT_SECONDS 1.0
 
 /* The process-wide state of signals.h: the stop flag (0 or a signal), the
  * phase (1: graceful), and the files to remove on a stop at once. */
@@ -42,14 +52,19 @@ static void *wait_signals(void *arg)
     (void)arg;
     sigset_t set;
     stop_set(&set);
+    double first_at = 0.0; /* when the stop flag was set (this thread's alone) */
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0)
             continue;
         int first = 0;
         if (atomic_load(&graceful_phase) &&
-            atomic_compare_exchange_strong(&stop_signal, &first, sig))
+            atomic_compare_exchange_strong(&stop_signal, &first, sig)) {
+            first_at = st_now();
             continue;
+        }
+        if (first != 0 && st_now() - first_at < REPEAT_SECONDS)
+            continue; /* the same request, delivered twice */
         quit_at_once(sig, first != 0);
     }
     return NULL;

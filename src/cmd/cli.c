@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/choice_cache.h"
+#include "base/cfg.h"
 #include "dist/allreduce_algos.h"
 #include "options.h"
 
@@ -61,8 +62,8 @@ static const st_option options[] = {
      "network, threads and machine take them, so that they compute the same bits)",
      ST_OPT_FLAG, offsetof(st_cli, no_choice_cache), 0, 0},
     {"force", 0, NULL, "Training", "run even when the memory the run would take is more than "
-     "this process may take (MemAvailable, the cgroup's limit): a warning instead of the "
-     "refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
+     "this process may take (MemAvailable, the cgroup's limit, ulimit -v and -d): a warning "
+     "instead of the refusal", ST_OPT_FLAG, TRAIN(force), 0, 0},
     {"cpe-trace", 0, "FILE", "Training", "with --backend cpe: write the predicted SW26010 ms of "
      "every kernel and pass at every iteration to the CSV FILE", ST_OPT_STRING,
      TRAIN(cpe_trace), 0, 0},
@@ -278,7 +279,8 @@ static void choose_choice_cache(st_cli *cli)
 }
 
 /* A real option's value v (if given) in (0, max] into *out; `expected`
- * says what it is. */
+ * says what it is. Decimal only, as the integer options and the cfg's
+ * numbers (st_decimal_length): strtod alone took "0x10" as 16. */
 static st_status parse_real(const char *name, const char *v, double max, const char *expected,
                             double *out, st_error *err)
 {
@@ -287,7 +289,8 @@ static st_status parse_real(const char *name, const char *v, double max, const c
     char *end;
     errno = 0;
     double f = strtod(v, &end);
-    if (end == v || *end || errno || !(f > 0.0 && f <= max))
+    if (end == v || *end || errno || !(f > 0.0 && f <= max) ||
+        st_decimal_length(v) != (size_t)(end - v))
         return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
     *out = f;
     return ST_OK;
@@ -305,7 +308,8 @@ static st_status parse_accuracy(st_cli *cli, st_error *err)
     errno = 0;
     double x = strtod(v, &end);
     int percent = end != v && *end == '%';
-    if (end == v || *(end + percent) || errno || !(x > 0.0 && x <= (percent ? 100.0 : 1.0)))
+    if (end == v || *(end + percent) || errno || !(x > 0.0 && x <= (percent ? 100.0 : 1.0)) ||
+        st_decimal_length(v) != (size_t)(end - v))
         return st_fail(err, ST_EUSAGE, "option --stop-at-accuracy: expected a fraction X with "
                        "0 < X <= 1 (such as 0.9) or a percentage P%% with 0 < P <= 100 (such "
                        "as 90%%), got '%s'", v);

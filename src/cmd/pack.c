@@ -217,6 +217,22 @@ static st_status check_out(const char *out, st_error *err)
     return st_check_output_path("OUT", out, err);
 }
 
+/* The file OUT names (fileio.h's outputs: a link's target, else OUT) into
+ * target [size]. */
+static st_status link_target(const char *out, char *target, size_t size, st_error *err)
+{
+    st_output_target t;
+    st_status st = st_output_target_find("OUT", out, &t, err);
+    if (st != ST_OK)
+        return st;
+    if (strlen(t.path) >= size)
+        st = st_fail(err, ST_EUSAGE, "OUT %s: its target %s is too long a path", out, t.path);
+    else
+        snprintf(target, size, "%s", t.path);
+    st_output_target_free(&t);
+    return st;
+}
+
 static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
                       const st_log *log, st_error *err)
 {
@@ -243,6 +259,16 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
         return st_fail(err, ST_EINPUT, "%s: cannot open SRC: %s", src_arg, why);
     if ((st = check_out(out, err)) != ST_OK)
         return st;
+    /* OUT a symbolic link to a store: the store it names is replaced, its
+     * stripes beside it (a store's stripes are found beside its index),
+     * and the link stays */
+    char target[ST_PATH_MAX];
+    if ((st = link_target(out, target, sizeof target, err)) != ST_OK)
+        return st;
+    if (strcmp(target, out) != 0)
+        st_info(log, "pack: OUT %s is a symbolic link: packing into the store it names, %s",
+                out, target);
+    out = target;
     int data_file = strchr(src_arg, ',') == NULL && is_data_file(src_arg);
     if (data_file) {
         if ((st = st_data_paths_load(src_arg, &d, log, err)) != ST_OK)
@@ -281,8 +307,8 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
     if (!cli->classes && !d.classes && kind == KIND_LIST && spec.names &&
         (st = count_names(spec.names, &spec.classes, err)) != ST_OK)
         return st;
-    spec.images = (st_image_opts){{cli->channels ? cli->channels : 3, h, w}, cli->skip_bad,
-                                  &skipped};
+    spec.images = (st_image_opts){.shape = {cli->channels ? cli->channels : 3, h, w},
+                                  .skip_bad = cli->skip_bad, .skipped = &skipped};
     st_source *src = NULL;
     if ((st = st_source_open(&src, &spec, err)) != ST_OK)
         return st;

@@ -79,7 +79,8 @@ st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *er
         return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
                        "or truncated)", sp->path, why);
     if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
-        return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify, err);
+        return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify,
+                             sp->images.outputs, err);
     if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
         (head[3] == 1 || head[3] == 3)) {
         if (!sp->labels || !sp->labels[0])

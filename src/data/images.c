@@ -9,6 +9,7 @@
  * thing they write is the per-entry "bad" flag under skip_bad (atomic), so
  * they are safe from several threads. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #define MAX_SIDE 65536 /* of the decode shape */
 #define MAX_IMAGE_PIXELS (1L << 25) /* of an image file: 32 megapixels */
 #define IMAGE_HEAD_BYTES 4096 /* read to find an image's length */
+#define HEADS_READ_MAX 20000 /* lists this long have every header read at open */
 
 typedef struct images_source {
     st_source base;
@@ -35,6 +37,10 @@ typedef struct images_source {
     unsigned char *bad;   /* [count] (skip_bad) set once an entry fails to decode */
     int skip_bad;
     long *skipped;        /* shared counter, may be NULL */
+    const st_output_ids *outputs; /* at open only: the caller's outputs, or NULL */
+    pthread_rwlock_t decode_lock; /* decodes hold it shared; a failed one retries
+                                     holding it alone (see decode_file) */
+    int lock_made;
 } images_source;
 
 /* ---- reading ---- */
@@ -199,17 +205,39 @@ static st_status check_length(FILE *f, const char *path, int w, int h, st_error 
     return ST_OK;
 }
 
-/* What stb_image must not be given, read from the header (f is left at its
- * start): more than MAX_IMAGE_PIXELS, which a few bytes can claim and
- * stb_image would allocate (gigabytes) before finding no data; and a
- * 16-bit PGM or PPM of other channels than the decode's, whose conversion
- * overruns stb_image's buffer (2.27, Debian 12's); and Radiance HDR, a
- * float format no training set uses, whose decoder the fuzzer found
- * taking over 20 s on a 12 x 12 file. */
-static st_status check_header(FILE *f, const char *path, int channels, st_error *err)
+/* An image's header as stbi_info reads it (without decoding); w 0 when it
+ * cannot (the file is not an image stb_image knows, or corrupt). */
+typedef struct image_head {
+    int w, h, channels, bits16;
+    size_t file_bytes;
+} image_head;
+
+static void read_head(FILE *f, image_head *head)
 {
-    int w = 0, h = 0, in_file = 0;
-    if (!stbi_info_from_file(f, &w, &h, &in_file))
+    memset(head, 0, sizeof *head);
+    struct stat sb;
+    if (!stbi_info_from_file(f, &head->w, &head->h, &head->channels) || head->w < 1 ||
+        head->h < 1) {
+        head->w = head->h = 0;
+        return;
+    }
+    head->bits16 = stbi_is_16_bit_from_file(f);
+    head->file_bytes = fstat(fileno(f), &sb) == 0 ? (size_t)sb.st_size : 0;
+}
+
+/* What stb_image must not be given, read from the header into *head (f is
+ * left at its start): more than MAX_IMAGE_PIXELS, which a few bytes can
+ * claim and stb_image would allocate (gigabytes) before finding no data;
+ * and a 16-bit PGM or PPM of other channels than the decode's, whose
+ * conversion overruns stb_image's buffer (2.27, Debian 12's); and Radiance
+ * HDR, a float format no training set uses, whose decoder the fuzzer found
+ * taking over 20 s on a 12 x 12 file. */
+static st_status check_header(FILE *f, const char *path, int channels, image_head *head,
+                              st_error *err)
+{
+    read_head(f, head);
+    int w = head->w, h = head->h, in_file = head->channels;
+    if (!w)
         return ST_OK; /* the decoder will say why */
     if ((long)w * h > MAX_IMAGE_PIXELS)
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
@@ -220,7 +248,7 @@ static st_status check_header(FILE *f, const char *path, int channels, st_error 
     if (stbi_is_hdr_from_file(f))
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: a Radiance HDR file: expected "
                        "PNG, JPEG, BMP, GIF, TGA, PSD or PNM (8-bit images to train on)", path);
-    if (pnm && in_file != channels && stbi_is_16_bit_from_file(f))
+    if (pnm && in_file != channels && head->bits16)
         return st_fail(err, ST_EINPUT, "%s: cannot decode image: a 16-bit %s of %d channel%s: "
                        "expected %d channel%s (stb_image cannot convert 16-bit PGM / PPM)", path,
                        magic[1] == '5' ? "PGM" : "PPM", in_file, in_file == 1 ? "" : "s",
@@ -249,8 +277,48 @@ static const char *failure_reason(const char *code)
     return code;
 }
 
-/* Decode one image file into pixels (planar, shape); see data.h. */
-st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
+size_t st_image_decode_bytes(int w, int h, int channels_in_file, int bits16, size_t file_bytes,
+                             int channels)
+{
+    size_t px = (size_t)w * (size_t)h, bpc = bits16 ? 2 : 1;
+    size_t n = channels_in_file > 0 ? (size_t)channels_in_file : 4;
+    /* stb_image (2.27), PNG: the file's compressed data, the inflated rows
+     * (a filter byte each) and the pixels they become (an alpha channel
+     * added there when `channels` asks for it), all at once; then the
+     * pixels and their conversion to `channels` (and from 16 bits to 8).
+     * JPEG's per-component planes and GIF's canvas, background and history
+     * are no more. The resize to the record (stb_image_resize) takes a few
+     * rows of floats on top. Measured on 5000 x 5000 RGB PNGs decoded to 3
+     * channels (150.7 MB each here): a run's estimate 167.2 MB, its peak
+     * 167.3 MB with one reader; 619.4 MB and 612.8 MB with four. */
+    size_t out_n = (size_t)channels == n + 1 && channels != 3 ? n + 1 : n;
+    size_t raw = (size_t)h + px * n * bpc, pixels = px * out_n * bpc;
+    size_t conversion = pixels + px * (size_t)channels * bpc + (bits16 ? px * channels : 0);
+    size_t decode = file_bytes + raw + pixels;
+    return (decode > conversion ? decode : conversion) + (size_t)w * 4 * sizeof(float) * 8;
+}
+
+/* The image at path into pixels (planar, shape); see data.h. lock: NULL,
+ * or shared by the threads that decode from one list, held shared during
+ * a decode.
+ *
+ * Out of memory is told from a corrupt file here, not by stb_image's
+ * failure reason: stb_image keeps one reason per thread, and some of its
+ * allocations fail without setting one (the inflate buffer of a PNG), so
+ * the reason left is a stale one, such as "no SOI" from the JPEG test that
+ * ran first on a PNG; and with several readers a decode also fails for the
+ * memory the others hold at that moment. Debian's libstb is compiled
+ * without our STBI_MALLOC, so its allocations cannot be watched. So: a
+ * decode that fails on a well-formed header (stbi_info read its size) is
+ * tried once more holding the lock alone, once the other readers' decodes
+ * have ended and freed their buffers; if it fails again, an allocation of
+ * what such a decode takes at once (st_image_decode_bytes) is attempted:
+ * if that fails, the image did not fit (ST_ENOMEM, never skipped as bad);
+ * if it succeeds, the memory was there and the file is corrupt (ST_EINPUT).
+ * A corrupt file is decoded twice; a valid one that needed the others'
+ * memory is decoded after all. */
+static st_status decode_file(const char *path, st_shape sh, unsigned char *pixels,
+                             pthread_rwlock_t *lock, st_error *err)
 {
     char why[160], buf[128];
     int fd = st_open_regular(path, why, sizeof why);
@@ -261,26 +329,48 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
     }
     if (!f)
         return st_fail(err, ST_EIO, "%s: cannot read: %s", path, why);
-    st_status header = check_header(f, path, sh.c, err);
+    image_head head;
+    st_status header = check_header(f, path, sh.c, &head, err);
     if (header != ST_OK) {
         fclose(f);
         return header;
     }
     int w = 0, h = 0, in_file = 0;
+    if (lock)
+        pthread_rwlock_rdlock(lock);
     unsigned char *img = stbi_load_from_file(f, &w, &h, &in_file, sh.c);
-    fclose(f);
-    if (!img)
-        return st_fail(err, ST_EINPUT, "%s: cannot decode image: %s", path,
-                       failure_reason(stbi_failure_reason()));
-    if (w < 1 || h < 1) { /* stb_image "decodes" a PNM of height 0 */
-        stbi_image_free(img);
-        return st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
-                       "least 1 x 1", path, w, h);
+    if (!img && head.w && lock) { /* alone, once more */
+        pthread_rwlock_unlock(lock);
+        pthread_rwlock_wrlock(lock);
+        rewind(f);
+        img = stbi_load_from_file(f, &w, &h, &in_file, sh.c);
     }
+    const char *reason = img ? NULL : stbi_failure_reason();
+    size_t need = 0;
+    if (!img && head.w) {
+        need = st_image_decode_bytes(head.w, head.h, head.channels, head.bits16,
+                                     head.file_bytes, sh.c);
+        void *probe = malloc(need);
+        if (probe)
+            need = 0; /* it would have fitted: corrupt */
+        free(probe);
+    }
+    fclose(f);
     st_status st = ST_OK;
+    if (!img && need)
+        st = st_fail(err, ST_ENOMEM, "%s: out of memory decoding this %d x %d image: it "
+                     "takes about %.0f MB at once, which could not be had%s", path, head.w,
+                     head.h, (double)need / 1e6,
+                     lock ? " (with no other image being decoded)" : "");
+    else if (!img)
+        st = st_fail(err, ST_EINPUT, "%s: cannot decode image: %s", path,
+                     failure_reason(reason));
+    else if (w < 1 || h < 1) /* stb_image "decodes" a PNM of height 0 */
+        st = st_fail(err, ST_EINPUT, "%s: cannot decode image: %d x %d pixels: expected at "
+                     "least 1 x 1", path, w, h);
     const unsigned char *src = img;
     unsigned char *sized = NULL;
-    if (w != sh.w || h != sh.h) {
+    if (st == ST_OK && (w != sh.w || h != sh.h)) {
         sized = malloc(st_shape_count(sh));
         if (!sized)
             st = st_fail(err, ST_ENOMEM, "%s: out of memory resizing %d x %d to %d x %d", path,
@@ -301,14 +391,22 @@ st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, 
     }
     free(sized);
     stbi_image_free(img);
+    if (lock) /* held until the image is freed: a decode alone is alone */
+        pthread_rwlock_unlock(lock);
     return st;
+}
+
+st_status st_image_decode(const char *path, st_shape sh, unsigned char *pixels, st_error *err)
+{
+    return decode_file(path, sh, pixels, NULL, err);
 }
 
 /* Decode entry i into pixels (planar, the source's shape). On failure the
  * message goes to err and the status is returned. */
 static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
 {
-    st_status st = st_image_decode(s->paths + s->offset[i], s->base.shape, pixels, err);
+    st_status st = decode_file(s->paths + s->offset[i], s->base.shape, pixels,
+                               (pthread_rwlock_t *)&s->decode_lock, err);
     if (st != ST_OK)
         st_error_prefix(err, "%s:%d: ", s->base.name, s->lines[i]);
     return st;
@@ -349,6 +447,8 @@ static st_status images_read(const st_source *src, long index, unsigned char *pi
 static void images_close(st_source *src)
 {
     images_source *s = (images_source *)src;
+    if (s->lock_made)
+        pthread_rwlock_destroy(&s->decode_lock);
     free(s->paths);
     free(s->offset);
     free(s->labels);
@@ -576,6 +676,14 @@ static st_status parse_list(images_source *s, FILE *f, const char *list, const n
             break;
         const char *path = trim(text, &len);
         listed++;
+        struct stat sb;
+        const st_output_id *o = s->outputs && s->outputs->n && stat(path, &sb) == 0
+                                    ? st_output_ids_find(s->outputs, &sb) : NULL;
+        if (o) {
+            st = st_fail(err, ST_EUSAGE, "%s %s is %s:%d's image %s: writing it would destroy "
+                         "that input; give another file", o->what, o->path, list, line, path);
+            break;
+        }
         char why[160];
         st_regular_why(path, why, sizeof why);
         if (why[0]) {
@@ -599,6 +707,70 @@ static st_status parse_list(images_source *s, FILE *f, const char *list, const n
                      listed);
     free(buf);
     return st;
+}
+
+/* The decodes' lock (see decode_file), preferring the one that waits to
+ * hold it alone over new shared holders, which would otherwise starve it
+ * while the other readers decode. */
+static st_status make_decode_lock(images_source *s, st_error *err)
+{
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int e = pthread_rwlock_init(&s->decode_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (e != 0)
+        return st_fail(err, ST_EINTERNAL, "%s: cannot create a lock: %s", s->base.name,
+                       strerror(e));
+    s->lock_made = 1;
+    return ST_OK;
+}
+
+/* What one read may take while it decodes (st_source's read_bytes): the
+ * largest decode of the list's images, from their headers (stbi_info reads
+ * the size without decoding) when the list has at most HEADS_READ_MAX
+ * entries, else the decode of the largest image a read accepts (32
+ * megapixels of 4 channels). */
+static void size_decodes(images_source *s)
+{
+    st_shape sh = s->base.shape;
+    size_t largest = 0;
+    int lw = 0, lh = 0;
+    if (s->base.count > HEADS_READ_MAX) {
+        int side = 1 << 12; /* 4096 x 8192: MAX_IMAGE_PIXELS */
+        largest = st_image_decode_bytes(side, (int)(MAX_IMAGE_PIXELS / side), 4, 0, 0, sh.c);
+        snprintf(s->base.read_bytes_why, sizeof s->base.read_bytes_why, "a bound: an image of "
+                 "32 megapixels, the most a read takes; the %ld entries' headers are not read "
+                 "at set-up (over %d)", s->base.count, HEADS_READ_MAX);
+        s->base.read_bytes = largest;
+        return;
+    }
+    for (long i = 0; i < s->base.count; i++) {
+        char why[160];
+        int fd = st_open_regular(s->paths + s->offset[i], why, sizeof why);
+        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+        if (!f) {
+            if (fd >= 0)
+                close(fd);
+            continue; /* its read will say why */
+        }
+        image_head head;
+        read_head(f, &head);
+        fclose(f);
+        if (!head.w || (long)head.w * head.h > MAX_IMAGE_PIXELS)
+            continue; /* refused by its read, before decoding */
+        size_t bytes = st_image_decode_bytes(head.w, head.h, head.channels, head.bits16,
+                                             head.file_bytes, sh.c);
+        if (bytes > largest) {
+            largest = bytes;
+            lw = head.w;
+            lh = head.h;
+        }
+    }
+    s->base.read_bytes = largest;
+    if (largest)
+        snprintf(s->base.read_bytes_why, sizeof s->base.read_bytes_why, "the largest image, "
+                 "%d x %d, of the headers read at set-up", lw, lh);
 }
 
 st_status st_images_open(st_source **out, const char *list, const char *names, long limit,
@@ -629,6 +801,7 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
         s->base.classes = classes;
         s->skip_bad = o->skip_bad;
         s->skipped = o->skipped;
+        s->outputs = o->outputs;
         snprintf(s->base.name, sizeof s->base.name, "%s", list);
     }
     if (st == ST_OK && have_names)
@@ -642,9 +815,15 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
         if (!s->bad)
             st = st_fail(err, ST_ENOMEM, "%s: out of memory", list);
     }
+    if (st == ST_OK)
+        st = make_decode_lock(s, err);
+    if (st == ST_OK)
+        size_decodes(s);
     if (f)
         fclose(f);
     names_free(&nl);
+    if (s)
+        s->outputs = NULL; /* the caller's, for the open only */
     if (st != ST_OK) {
         if (s)
             images_close(&s->base);

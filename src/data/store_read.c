@@ -1,7 +1,8 @@
 /* Reading the striped store (store_format.h gives its layout): st_store_open
  * reads the index and checks it whole (magic, version, CRC, sizes, a
- * consistent header), then each stripe's exact length; verify=1 also reads
- * every block back and checks its CRC. The store is then a data source
+ * consistent header), then each stripe's exact length (the stripes are
+ * beside the index, or, through a symbolic link, beside the file it
+ * names); verify=1 also reads every block back and checks its CRC. The store is then a data source
  * (data.h) whose record is one preadv at its computed stripe and offset, so
  * any number of threads may read at once. */
 #include "data/store.h"
@@ -22,7 +23,9 @@ typedef struct store_source {
     st_source base;
     store_layout L;
     int *fds;          /* [stripes] */
-    char *index;       /* the index path */
+    char *index;       /* the index path, as given (messages) */
+    char *stripes_at;  /* the stripes are named after it: index, or the file a
+                          symbolic link index names (pack writes a store so) */
 } store_source;
 
 static st_status store_read(const st_source *src, long index, unsigned char *pixels,
@@ -44,7 +47,7 @@ static st_status store_read(const st_source *src, long index, unsigned char *pix
     while (got < 0 && errno == EINTR);
     if (got < 0 || (uint64_t)got != rec) {
         char name[4200];
-        store_stripe_name(name, sizeof name, s->index, L->generation, k);
+        store_stripe_name(name, sizeof name, s->stripes_at, L->generation, k);
         if (got < 0)
             return st_fail(err, ST_EIO, "%s: reading record %ld from stripe %u (%s): %s",
                            s->index, index, k, name, strerror(errno));
@@ -66,6 +69,7 @@ static void store_close(st_source *src)
     free(s->fds);
     free(s->L.crc);
     free(s->index);
+    free(s->stripes_at);
     free(s);
 }
 
@@ -101,15 +105,39 @@ static st_status read_index_file(const char *path, unsigned char **data, size_t 
     return ST_OK;
 }
 
+/* A stripe that is one of the caller's outputs: writing it would ruin the
+ * store. */
+static st_status refuse_outputs(const store_source *s, const st_output_ids *outputs,
+                                st_error *err)
+{
+    for (uint32_t k = 0; outputs && outputs->n && k < s->L.stripes; k++) {
+        struct stat sb;
+        const st_output_id *o = fstat(s->fds[k], &sb) == 0 ? st_output_ids_find(outputs, &sb)
+                                                           : NULL;
+        if (o) {
+            char name[4200];
+            store_stripe_name(name, sizeof name, s->stripes_at, s->L.generation, k);
+            return st_fail(err, ST_EUSAGE, "%s %s is stripe %u of the store %s (%s): writing it "
+                           "would destroy that input; give another file", o->what, o->path, k,
+                           s->index, name);
+        }
+    }
+    return ST_OK;
+}
+
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
-                        st_error *err)
+                        const st_output_ids *outputs, st_error *err)
 {
     unsigned char *data = NULL;
     size_t len = 0;
     store_source *s = st_calloc(1, sizeof *s, "store source", err);
     st_status st = s ? ST_OK : ST_ENOMEM;
+    struct stat ls;
     if (st == ST_OK && !(s->index = strdup(path)))
         st = st_fail(err, ST_ENOMEM, "out of memory opening %s", path);
+    if (st == ST_OK && !(s->stripes_at = lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)
+                                       ? realpath(path, NULL) : strdup(path)))
+        st = st_fail(err, ST_ENOMEM, "%s: cannot resolve the link: %s", path, strerror(errno));
     if (st == ST_OK)
         st = read_index_file(path, &data, &len, err);
     if (st == ST_OK)
@@ -125,9 +153,11 @@ st_status st_store_open(st_source **out, const char *path, long limit, int class
             s->fds[k] = -1;
     }
     if (st == ST_OK)
-        st = store_stripes_open(path, &s->L, s->fds, err);
+        st = store_stripes_open(s->stripes_at, &s->L, s->fds, err);
+    if (st == ST_OK)
+        st = refuse_outputs(s, outputs, err);
     if (st == ST_OK && verify)
-        st = store_blocks_verify(path, &s->L, s->fds, err);
+        st = store_blocks_verify(s->stripes_at, &s->L, s->fds, err);
     free(data);
     if (st != ST_OK) {
         if (s)

@@ -87,6 +87,14 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add_double(fp, "--sim-cross-bandwidth", t->o.sim_cross_bandwidth);
     st_cluster_fp_add(fp, "the backend (--backend)", st_hash_string(ST_HASH_START,
                                                                     t->backend->name));
+    /* With --conv-impl NAME a rank runs its own implementation instead of
+     * rank 0's choices (share_choices), which round differently; hybrid
+     * runs the fully connected layers model-parallel. Both ran to exit 0
+     * with other weights than a uniform run's. --parallel auto is compared
+     * as resolved (from values compared here). */
+    st_cluster_fp_add(fp, "the convolution implementation (--conv-impl)",
+                      st_hash_string(ST_HASH_START, t->o.conv_impl ? t->o.conv_impl : "auto"));
+    st_cluster_fp_add(fp, "the parallelism (--parallel, as resolved)", (uint64_t)t->o.hybrid);
     st_cluster_fp_add_double(fp, "the learning rate (learning_rate= in [net])",
                              sv->lr.learning_rate);
     st_cluster_fp_add(fp, "the learning-rate policy (policy= in [net])", sv->lr.policy);

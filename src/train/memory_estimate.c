@@ -32,10 +32,14 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     char allreduce[64] = "";
     if (m->allreduce > 0)
         snprintf(allreduce, sizeof allreduce, ", all-reduce %.1f MB", MB * m->allreduce);
+    char decode[480] = "";
+    if (m->decode > 0)
+        snprintf(decode, sizeof decode, ", image decoding %.1f MB (%s)", MB * m->decode,
+                 m->decode_what);
     st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %s%s; input buffers %.1f "
-            "MB, prefetch %.1f MB%s; before allocating %.1f MB (resident now); %.1f MB in all",
-            MB * m->weights, MB * m->state, workers, shared, MB * m->buffers, MB * m->prefetch,
-            allreduce, MB * m->base, MB * m->total);
+            "MB, prefetch %.1f MB%s%s; before allocating %.1f MB (resident now); %.1f MB in "
+            "all", MB * m->weights, MB * m->state, workers, shared, MB * m->buffers,
+            MB * m->prefetch, decode, allreduce, MB * m->base, MB * m->total);
     if (m->unmeasured)
         st_info(&t->log, "memory: planned with each convolution's first implementation, not "
                 "the one the run measures as fastest (--conv-impl auto), which may lay the "
@@ -45,6 +49,32 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     else
         st_info(&t->log, "memory limit: %.1f MB more may be taken (%s)", MB * m->room,
                 m->room_what);
+}
+
+/* What the readers allocate while they decode (an image list's read_bytes,
+ * data.h): the training data's readers at once (BSP: the prefetcher's
+ * --io-threads; SSP and ASP: the workers read their own batches), and,
+ * when there is a test phase, the workers reading the test set meanwhile
+ * (the prefetcher may be filling the ring then). */
+static void estimate_decoding(const st_trainer *t, trainer_memory *m)
+{
+    const st_train_opts *o = &t->o;
+    int train_readers = o->sync == ST_SYNC_BSP ? (o->io_threads > 0 ? o->io_threads : 1)
+                                               : o->threads;
+    double train = (double)t->train->read_bytes * train_readers;
+    int tests = t->test && !o->no_test && t->test->read_bytes;
+    double test = tests ? (double)t->test->read_bytes * o->threads : 0.0;
+    m->decode = train + test;
+    int n = 0;
+    if (train > 0)
+        n = snprintf(m->decode_what, sizeof m->decode_what, "%d reader%s x %.1f MB: %s",
+                     train_readers, train_readers > 1 ? "s" : "",
+                     MB * (double)t->train->read_bytes, t->train->read_bytes_why);
+    if (test > 0)
+        snprintf(m->decode_what + n, sizeof m->decode_what - (size_t)n,
+                 "%s%d worker%s x %.1f MB on the test set: %s", n ? "; " : "", o->threads,
+                 o->threads > 1 ? "s" : "", MB * (double)t->test->read_bytes,
+                 t->test->read_bytes_why);
 }
 
 st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
@@ -85,8 +115,9 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     }
     if (st_cluster_size(o->cluster) > 1)
         m->allreduce = m->weights;
+    estimate_decoding(t, m);
     m->total = m->base + m->weights + m->state + m->gradients + m->activations + m->kernels +
-               m->shared + m->buffers + m->prefetch + m->allreduce;
+               m->shared + m->buffers + m->prefetch + m->allreduce + m->decode;
     st_memlimit lim;
     st_memlimit_read("", &lim);
     size_t room = st_memlimit_room(&lim, m->room_what, sizeof m->room_what);
@@ -122,6 +153,9 @@ static void advice(const st_trainer *t, const trainer_memory *m, char *buf, size
     else if (T > 1 && m->gradients > 0.1 * need)
         snprintf(buf, size, "a smaller batch (-b, now %d) or fewer workers (-t, now %d: each "
                  "holds a gradient of %.1f MB)", t->batch, T, MB * m->grad_each);
+    else if (m->decode > 0.5 * need)
+        snprintf(buf, size, "fewer readers decoding at once (--io-threads, now %d), or smaller "
+                 "images", t->o.io_threads);
     else
         snprintf(buf, size, "a smaller batch (-b, now %d: the activations grow with the "
                  "images per worker)", t->batch);
@@ -137,14 +171,17 @@ st_status trainer_memory_check(const st_trainer *t, const trainer_memory *m, st_
     if (trainer_memory_fits(m))
         return ST_OK;
     double need = m->total - m->base, rest = need - m->activations - m->gradients - m->weights -
-                                             m->state;
+                                             m->state - m->decode;
     int T = t->o.threads, per = (t->batch + T - 1) / T;
     char what[1024];
+    char decode[64] = "";
+    if (m->decode > 0)
+        snprintf(decode, sizeof decode, ", image decoding %.0f MB", MB * m->decode);
     snprintf(what, sizeof what, "about %.0f MB beyond the %.0f MB the process holds "
-             "(activations %.0f MB, gradients %.0f MB, weights and solver state %.0f MB, the "
+             "(activations %.0f MB, gradients %.0f MB, weights and solver state %.0f MB%s, the "
              "rest %.0f MB; %d worker%s of %d image%s), and %.0f MB may be taken (%s)",
              MB * need, MB * m->base, MB * m->activations, MB * m->gradients,
-             MB * (m->weights + m->state), MB * rest, T, T > 1 ? "s" : "", per,
+             MB * (m->weights + m->state), decode, MB * rest, T, T > 1 ? "s" : "", per,
              per > 1 ? "s" : "", MB * m->room, m->room_what);
     if (t->o.force) {
         st_warn(&t->log, "the run would take %s: %s (--force)", what,

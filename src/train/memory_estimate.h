@@ -18,6 +18,9 @@
  *                 plan (worker 0's, and one more beside it)
  *   buffers       the workers' own input buffers
  *   prefetch      the batch ring and the prefetcher's buffers (BSP)
+ *   decoding      an image list's decode buffers (stb_image's, for its largest
+ *                 image, read from the headers at set-up, or a bound for a list
+ *                 too long to read), once per reader decoding at once
  *   all-reduce    multi-node: the scratch of the all-reduce, up to one
  *                 gradient in all
  * Kernels that measure their implementation ("auto") are planned twice:
@@ -37,6 +40,8 @@ typedef struct trainer_memory {
     double base, weights, state, gradients, activations, kernels, buffers, prefetch,
         allreduce;
     double shared;           /* hybrid: the model-parallel layers' shared buffers */
+    double decode;           /* image decoding: the readers' decode buffers at once */
+    char decode_what[400];   /* how many of what size, and where that comes from */
     double total;
     double grad_each;        /* the largest worker's gradient arena */
     double act_each;         /* worker 0's activation arena */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fileio.h"
 #include "base/signals.h"
 #include "train/roofline.h"
 
@@ -154,11 +155,10 @@ st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *er
                                     t->o.threads, t->ps.count, trainer_log_line, &t->log, err);
         if (st == ST_OK && t->backend->trace_finish)
             st = t->backend->trace_finish(bctx0, err);
-        if (t->o.cpe_trace) {
-            char partial[ST_PATH_MAX + 16];
-            snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
+        char *partial = t->o.cpe_trace ? st_output_partial_name(t->o.cpe_trace) : NULL;
+        if (partial) /* renamed by trace_finish: no longer ours to remove */
             st_signals_keep(partial);
-        }
+        free(partial);
     }
     return st;
 }

@@ -86,18 +86,26 @@ void st_trainer_free(st_trainer *t)
 
 /* One split; errors say which file and key named it. */
 static st_status open_split(st_trainer *t, const char *where, const char *key, const char *path,
-                            const char *labels, const char *names, long limit, st_source **out,
-                            st_error *err)
+                            const char *labels, const char *names, long limit,
+                            const st_output_ids *outputs, st_source **out, st_error *err)
 {
     st_source_spec spec = {
         .path = path, .labels = labels, .names = names[0] ? names : NULL, .limit = limit,
         .classes = t->net.classes, .verify = !t->o.no_verify,
         .images = {.shape = t->hp.image_size, .skip_bad = t->o.skip_bad_images,
-                   .skipped = &t->skipped},
+                   .skipped = &t->skipped, .outputs = outputs},
     };
     char net_where[ST_PATH_MAX + 32];
     snprintf(net_where, sizeof net_where, "%s:%d [net]", t->cfg.path, t->cfg.secs[0].line);
+    long skipped = t->skipped;
     st_status st = st_source_open(out, &spec, err);
+    /* said now, not only in the summary at the end, which a dry run, a
+     * failure or a signal never reaches */
+    if (st == ST_OK && t->skipped > skipped)
+        st_warn(&t->log, "%s: %s=%s: %ld listed image%s cannot be read and %s dropped "
+                "(--skip-bad-images): %ld records left", where, key, path,
+                t->skipped - skipped, t->skipped - skipped == 1 ? "" : "s",
+                t->skipped - skipped == 1 ? "was" : "were", (*out)->count);
     if (st == ST_OK)
         st = st_transform_check(&t->transform, *out, net_where, err);
     if (st != ST_OK)
@@ -139,11 +147,32 @@ static st_status open_data(st_trainer *t, st_error *err)
     }
     if (!d->train[0])
         return st_fail(err, ST_EINPUT, "%s: test data without train= data", where);
-    st_status st = open_split(t, where, "train", d->train, d->train_labels, d->names,
-                              t->o.train_images, &t->train, err);
+    /* The outputs that exist, which the images of a list and the stripes of
+     * a store must not be (check_paths compared them with the files named
+     * here; these are read through those). */
+    const st_train_opts *o = &t->o;
+    char *partials[3] = {o->metrics ? st_output_partial_name(o->metrics) : NULL,
+                         o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL,
+                         o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL};
+    const st_named_path outputs[] = {
+        {"--metrics", o->metrics}, {"--metrics's temporary", partials[0]},
+        {"--save-kernel-choices", o->save_kernel_choices},
+        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", partials[1]},
+        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", partials[2]},
+    };
+    st_output_ids ids = {0};
+    st_status st = ST_OK;
+    for (size_t i = 0; st == ST_OK && i < sizeof outputs / sizeof outputs[0]; i++)
+        st = st_output_ids_add(&ids, &outputs[i], err);
+    if (st == ST_OK)
+        st = open_split(t, where, "train", d->train, d->train_labels, d->names,
+                        t->o.train_images, &ids, &t->train, err);
     if (st == ST_OK && d->test[0])
         st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
-                        &t->test, err);
+                        &ids, &t->test, err);
+    st_output_ids_free(&ids);
+    for (int i = 0; i < 3; i++)
+        free(partials[i]);
     if (st == ST_OK)
         st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
                 t->train->count, t->train->name, t->test ? t->test->count : 0L,
@@ -176,6 +205,13 @@ static st_status plan_schedule(st_trainer *t, st_error *err)
 static st_status check_trainable(const st_trainer *t, st_error *err)
 {
     const st_layer *last = t->net.layers[t->net.n_layers - 1];
+    const st_layer *scores = t->net.layers[t->net.output_layer];
+    if (last->is_loss && t->net.classes == 1) /* it trained to loss 0 and 100%, silently */
+        st_warn(&t->log, "%s:%d: the network has one class ([%s] gives 1 output): every label "
+                "is 0 and the one score is always the answer, so the loss goes to 0 and the "
+                "accuracy is 100%% whatever the weights: nothing is learned (give the last "
+                "layer with weights one output per class, at least 2)", t->cfg.path,
+                scores->line, scores->ops->type);
     if (last->is_loss)
         return ST_OK;
     return st_fail(err, ST_EINPUT, "%s:%d: the last layer is [%s]: training needs a loss "
@@ -545,6 +581,14 @@ static st_status resume(st_trainer *t, st_error *err)
                 "round differently, so the weights will not be bitwise those of an "
                 "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
                 m.workers);
+    int ranks = st_cluster_size(t->o.cluster);
+    if (m.ranks != ranks)
+        st_warn(&t->log, "%s was written by a run of %d rank%s, this run has %d: -b is per "
+                "rank, so the global batch was %ld and is now %ld: the iterations to come "
+                "average their gradients over other images than those of the run that "
+                "stopped (resume with mpirun -np %d for that)", path, m.ranks,
+                m.ranks == 1 ? "" : "s", ranks, (long)m.batch * m.ranks,
+                (long)t->batch * ranks, m.ranks);
     t->start = m.iteration;
     t->tests = m.tests;
     st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,
@@ -639,14 +683,10 @@ static st_status check_paths(const st_trainer *t, st_error *err)
 {
     const st_train_opts *o = &t->o;
     const st_data_paths *d = &t->data;
-    char metrics_partial[ST_PATH_MAX + 16] = "", trace_partial[ST_PATH_MAX + 16] = "";
-    char report_partial[ST_PATH_MAX + 16] = "";
-    if (o->metrics)
-        snprintf(metrics_partial, sizeof metrics_partial, "%s.partial", o->metrics);
-    if (o->cpe_trace)
-        snprintf(trace_partial, sizeof trace_partial, "%s.partial", o->cpe_trace);
-    if (o->cpe_report)
-        snprintf(report_partial, sizeof report_partial, "%s.partial", o->cpe_report);
+    /* their temporaries: TARGET.partial (none when written in place) */
+    char *metrics_partial = o->metrics ? st_output_partial_name(o->metrics) : NULL;
+    char *trace_partial = o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL;
+    char *report_partial = o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL;
     const st_named_path outputs[] = {
         {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
         {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
@@ -684,18 +724,21 @@ static st_status check_paths(const st_trainer *t, st_error *err)
                          trainer_stopping(t) ? t->snapshot_name : "",
                          trainer_stopping(t) ? "_best.snap" : "");
     }
+    free(metrics_partial);
+    free(trace_partial);
+    free(report_partial);
     return st;
 }
 
-/* --cpe-trace FILE, written as FILE.partial, which the backend creates
- * exclusively: an old one (a killed run's, a planted symbolic link) is
- * removed first, not followed. */
+/* --cpe-trace FILE, written as FILE.partial (st_output_open), which the
+ * backend creates exclusively: an old one (a killed run's, a planted
+ * symbolic link) is removed first, not followed; removed on a signal in
+ * the set-up. None when FILE is written in place. */
 static st_status start_cpe_trace(st_trainer *t, st_error *err)
 {
-    char partial[ST_PATH_MAX + 16];
-    snprintf(partial, sizeof partial, "%s.partial", t->o.cpe_trace);
-    unlink(partial);
-    st_status st = st_signals_remove_on_exit(partial, err);
+    char *partial = st_output_partial_name(t->o.cpe_trace);
+    st_status st = partial ? st_signals_remove_on_exit(partial, err) : ST_OK;
+    free(partial);
     return st == ST_OK
                ? t->backend->trace_start(st_sched_replica(t->sched, 0)->bctx, t->o.cpe_trace, err)
                : st;
@@ -743,18 +786,23 @@ static void warn_oversubscribed(const st_trainer *t)
     long threads = (long)t->o.threads * t->o.intra * ranks;
     if (threads <= cores)
         return;
-    char of_ranks[64] = "", fits[64];
+    char of_ranks[64] = "", fits[160];
     if (ranks > 1)
         snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
     long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
     if (workers > 0)
-        snprintf(fits, sizeof fits, "-t %ld", workers);
-    else
-        snprintf(fits, sizeof fits, "-t 1 --intra %ld", intra > 0 ? intra : 1);
+        snprintf(fits, sizeof fits, "-t %ld gives each thread a core of its own", workers);
+    else if (intra > 0)
+        snprintf(fits, sizeof fits, "-t 1 --intra %ld gives each thread a core of its own",
+                 intra);
+    else /* -t 1 --intra 1 is too many already: the ranks are */
+        snprintf(fits, sizeof fits, "more ranks than cores: even one thread a rank is too "
+                 "many; start at most %d rank%s on this host for a core each", cores,
+                 cores > 1 ? "s" : "");
     st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
-            "they will take turns on the cores (%s gives each thread a core of its own)",
-            t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra, t->o.intra > 1 ? "s" : "",
-            of_ranks, threads, cores, cores > 1 ? "s" : "", fits);
+            "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
+            t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
+            cores > 1 ? "s" : "", fits);
 }
 
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
@@ -806,10 +854,10 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
     if (st == ST_OK) /* the network as the cfg says, whatever is checked next */
         st_net_print(&t->net, log);
-    int created = 0; /* once the cfg is known good: no directory left for a typo */
+    size_t made = 0; /* once the cfg is known good: no directory left for a typo */
     if (st == ST_OK && o->snapshot_dir && !dry_run)
-        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &created, err);
-    if (st == ST_OK && created)
+        st = st_make_dirs("--snapshot-dir", o->snapshot_dir, &made, err);
+    if (st == ST_OK && made)
         st_info(log, "created the snapshot directory %s", o->snapshot_dir);
     if (st == ST_OK)
         st = name_snapshots(t, err);
@@ -940,6 +988,8 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = st_batchq_init(&t->batches, TRAINER_BATCH_RING, t->batch,
                             st_shape_count(t->net.input), err);
     if (st != ST_OK) {
+        if (made) /* a run refused leaves no directory it made (empty: nothing written) */
+            st_unmake_dirs(t->o.snapshot_dir, made);
         st_trainer_free(t);
         return st;
     }

@@ -9,12 +9,18 @@
  * bytes: the cfg's settings, then, when the run kept kernel choices or had
  * test phases, a NUL and the choices' text (maybe empty), then, when it
  * had test phases, a NUL and the test record, "test_phases=P
- * best_accuracy=A best_iteration=I since_best=S"), count floats of weights
+ * best_accuracy=A best_iteration=I since_best=S"), then, when the run had
+ * several ranks (mpirun), a NUL and "ranks=R" (the test record empty when
+ * there was none)), count floats of weights
  * and state planes x count floats of solver state. Every byte is under one
  * of the two checksums. Readers that predate the choices see the settings
  * up to the first NUL, readers that predate the test record the choices up
- * to the second, and snapshots that predate either have none, so all still
- * read each other's files (the version stays 3). */
+ * to the second, readers that predate the rank count the test record up to
+ * the third, and snapshots that predate any of them have none, so they
+ * still read each other's files (the version stays 3); only a reader that
+ * predates the rank count refuses a multi-rank snapshot without test
+ * phases (it reads the empty test record as corrupt). A snapshot of one
+ * process is as it was. */
 #include "train/snapshot.h"
 
 #include <limits.h>
@@ -136,10 +142,14 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     char tests[160];
     size_t tests_len = meta->tests.phases > 0 ? test_record_text(&meta->tests, tests,
                                                                  sizeof tests) : 0;
+    char ranks[32];
+    size_t ranks_len = meta->ranks > 1 ? (size_t)snprintf(ranks, sizeof ranks, "ranks=%d",
+                                                          meta->ranks) : 0;
     size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
     size_t choices = meta->choices ? strlen(meta->choices) : 0;
-    size_t settings = cfg_settings + (meta->choices || tests_len ? 1 + choices : 0) +
-                      (tests_len ? 1 + tests_len : 0);
+    size_t settings = cfg_settings + (meta->choices || tests_len || ranks_len ? 1 + choices : 0) +
+                      (tests_len || ranks_len ? 1 + tests_len : 0) +
+                      (ranks_len ? 1 + ranks_len : 0);
     if (settings > ST_SNAPSHOT_SETTINGS_MAX)
         return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
                        "more than a snapshot holds (%u)", path, settings,
@@ -158,6 +168,8 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
         memcpy(o.settings + cfg_settings + 1, meta->choices, choices);
     if (tests_len) /* the NULs before it are calloc's */
         memcpy(o.settings + cfg_settings + 1 + choices + 1, tests, tests_len);
+    if (ranks_len)
+        memcpy(o.settings + cfg_settings + 1 + choices + 1 + tests_len + 1, ranks, ranks_len);
     memcpy(o.h.magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
@@ -314,9 +326,18 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     size_t choices_len = choices ? strlen(choices) : 0;
     const char *tests = choices && cfg_settings + 1 + choices_len < h.settings_bytes
                             ? choices + choices_len + 1 : NULL;
+    size_t tests_len = tests ? strlen(tests) : 0;
+    const char *ranks_text = tests && (size_t)(tests - settings) + tests_len < h.settings_bytes
+                                 ? tests + tests_len + 1 : NULL;
     st_test_record record = {0};
-    if (tests)
+    int ranks = 1, used = -1;
+    if (tests && (tests_len || !ranks_text))
         st = test_record_parse(tests, (long)h.iteration, path, &record, err);
+    if (st == ST_OK && ranks_text &&
+        (sscanf(ranks_text, "ranks=%d%n", &ranks, &used) != 1 || used < 0 ||
+         ranks_text[used] != '\0' || ranks < 2))
+        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (rank count '%.40s')", path,
+                     ranks_text);
     if (st != ST_OK) {
         free(settings);
         return st;
@@ -330,5 +351,6 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->settings = settings;
     meta->choices = choices_len ? choices : NULL;
     meta->tests = record;
+    meta->ranks = ranks;
     return ST_OK;
 }

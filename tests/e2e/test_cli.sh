@@ -348,6 +348,67 @@ check "--cpe-trace: a planted FILE.partial link" err 0 "" -- \
 expect "--cpe-trace: the link's target is untouched, FILE is the trace" \
     untouched_and grep -q "^iteration," "$tmp/links/trace.csv"
 
+# Outputs that exist and are not regular files are written in place, never
+# replaced (renaming over them turned a link to /proc/self/fd/1 into a
+# regular file, and, as root, /dev/null; as another user /dev/stdout was
+# refused for want of writing /dev). Tested on links in the scratch
+# directory and FIFOs, never on /dev itself. A link to a regular file is
+# written through: its target replaced, the link kept.
+mkdir "$tmp/dev"
+ln -s /proc/self/fd/1 "$tmp/dev/stdout"
+# is_link_to_stdout: $tmp/dev/stdout is still the link
+is_link_to_stdout() {
+    [ -L "$tmp/dev/stdout" ] && [ "$(readlink "$tmp/dev/stdout")" = /proc/self/fd/1 ]
+}
+check "--save-kernel-choices onto a link to /proc/self/fd/1 (stdout a file)" out 0 \
+    "# singletrain kernel choices for" -- "$bin" -q -t 1 --iters 2 --no-test --data synthetic \
+    --save-kernel-choices "$tmp/dev/stdout" "$tmp/tiny.cfg"
+expect "--save-kernel-choices onto the link: the link is kept" is_link_to_stdout
+check "--metrics onto the link" out 0 "train,2," -- "$bin" -q -t 1 --iters 2 --no-test \
+    --data synthetic --metrics "$tmp/dev/stdout" "$tmp/tiny.cfg"
+expect "--metrics onto the link: the link is kept" is_link_to_stdout
+check "--metrics and --save-kernel-choices both onto the link: allowed, both written" out 0 \
+    "phase,iteration," -- "$bin" -q -t 1 --iters 2 --no-test --data synthetic --metrics \
+    "$tmp/dev/stdout" --save-kernel-choices "$tmp/dev/stdout" "$tmp/tiny.cfg"
+expect "... the choices among them" grep -q "^# singletrain kernel choices" "$tmp/stdout"
+"$bin" -q --data synthetic --iters 2 --no-test --snapshot-dir "$tmp/dev" "$tmp/tiny.cfg"
+check "export onto the link" out 0 "" -- \
+    "$bin" export -q "$tmp/tiny.cfg" "$tmp/dev/tiny_final.snap" "$tmp/dev/stdout"
+expect "export onto the link: the link is kept, the weights went to stdout" \
+    is_link_to_stdout && [ "$(wc -c <"$tmp/stdout")" -eq 1000 ]
+check "--cpe-trace onto the link" out 0 "iteration,kernel," -- "$bin" -q --backend cpe \
+    --data synthetic --iters 1 --no-test --cpe-trace "$tmp/dev/stdout" "$tmp/tiny.cfg"
+expect "--cpe-trace onto the link: the link is kept" is_link_to_stdout
+mkfifo "$tmp/dev/fifo"
+# (the reader gives up after 20 s: a FIFO replaced by a file never gets a writer)
+timeout 20 cat "$tmp/dev/fifo" >"$tmp/fifo.got" &
+reader=$!
+check "--metrics onto a FIFO with a reader" err 0 "" -- \
+    "$bin" -q -t 1 --iters 2 --no-test --data synthetic --metrics "$tmp/dev/fifo" "$tmp/tiny.cfg"
+wait $reader
+expect "--metrics onto a FIFO: the reader got the rows, the FIFO is still one" \
+    grep -q "^train,2," "$tmp/fifo.got" && [ -p "$tmp/dev/fifo" ]
+echo old >"$tmp/dev/real.csv"
+ln -s real.csv "$tmp/dev/link.csv"
+check "--metrics onto a link to a regular file" err 0 "" -- \
+    "$bin" -q -t 1 --iters 2 --no-test --data synthetic --metrics "$tmp/dev/link.csv" "$tmp/tiny.cfg"
+expect "... written through: the link kept, its target the CSV, no temporary left" \
+    [ -L "$tmp/dev/link.csv" ] && grep -q "^train,2," "$tmp/dev/real.csv" && \
+    [ -z "$(ls "$tmp/dev" | grep partial)" ]
+ln -s "$tmp/dev/none.csv" "$tmp/dev/dangling.csv"
+check "--metrics onto a dangling link: refused, naming it" err 2 \
+    "--metrics $tmp/dev/dangling.csv: a symbolic link to $tmp/dev/none.csv, which cannot be written through" -- \
+    "$bin" -q -t 1 --iters 2 --no-test --data synthetic --metrics "$tmp/dev/dangling.csv" "$tmp/tiny.cfg"
+expect "... and left as it was" [ -L "$tmp/dev/dangling.csv" ] && [ ! -e "$tmp/dev/none.csv" ]
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+    # another user, the link in a directory it cannot write (as /dev/stdout)
+    chmod 755 "$tmp" "$tmp/dev"
+    chmod 644 "$tmp/tiny.cfg"
+    check "as another user, --metrics onto the link in a directory it cannot write" out 0 \
+        "train,2," -- setpriv --reuid=65534 --regid=65534 --clear-groups "$bin" -q -t 1 \
+        --iters 2 --no-test --data synthetic --metrics "$tmp/dev/stdout" "$tmp/tiny.cfg"
+fi
+
 # SIGTERM during training: FILE is renamed, with whole rows only.
 "$bin" -t 1 --data synthetic --iters 100000000 --log-every 100 --no-test --metrics "$tmp/sig.csv" \
     "$tmp/tiny.cfg" >/dev/null 2>"$tmp/sig.err" &

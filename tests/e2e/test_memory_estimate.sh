@@ -14,7 +14,8 @@
 # takes 4.5 GB) does not refuse them. Also: more
 # threads than cores draw one warning with the numbers; a run too large is
 # refused (tests/e2e/catalogue.tsv has the cases), which --force and a dry
-# run turn into a warning.
+# run turn into a warning. And image decoding: large PNGs in an image
+# list, counted per reader, and out of memory while decoding (see below).
 # usage: sh tests/e2e/test_memory_estimate.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -87,5 +88,78 @@ check "--dry-run --force says the run would go on" err 0 "it would go on (--forc
     "$bin" --dry-run --force -t 2 -b 16384 --data synthetic "$tmp/deep.cfg"
 check "--dry-run prints the limit" out 0 "memory limit: " "MB in all" -- \
     "$bin" --dry-run --data synthetic "$data/lenet.cfg"
+
+# ---------------------------------------------------------- image decoding
+
+# A 16 x 16 network with one connected layer on an image list of 4 large
+# flat PNGs and 4 small ones: the decodes dominate (the estimate said 18.9
+# MB against a peak of 170 MB with one reader, 616 MB with four, on 5000 x
+# 5000). The largest image's decode, read from the headers at set-up, is
+# counted per reader; with one reader the estimate is within 20% of the
+# peak, with four never below it (how many decodes overlap depends on the
+# scheduling). Then the refusals: too many readers for the address space
+# (exit 2, before any decode); and with --force, a decode that cannot fit
+# even alone: exit 1 naming the image, also with --skip-bad-images (out of
+# memory was reported as a corrupt image, "no SOI", and skipped).
+make_images=$(dirname "$bin")/tools/make_images
+[ -x "$make_images" ] || { echo "test_memory_estimate.sh: build $make_images first" >&2; exit 2; }
+mkdir "$tmp/img"
+printf '[net]\nbatch=8\nheight=16\nwidth=16\nchannels=3\nlearning_rate=0.01\n\n[connected]\noutput=2\nactivation=linear\n\n[softmax]\n' \
+    >"$tmp/img/im.cfg"
+# list SIDE: the list of 4 SIDE x SIDE images and 4 small ones, and its data file
+list() {
+    for i in 1 2 3 4; do
+        [ -e "$tmp/img/big$1-$i.png" ] || "$make_images" flat "$1" "$1" "$tmp/img/big$1-$i.png"
+        [ -e "$tmp/img/small$i.png" ] || "$make_images" flat 20 20 "$tmp/img/small$i.png"
+        echo "$tmp/img/big$1-$i.png $((i % 2))"
+        echo "$tmp/img/small$i.png $((i % 2))"
+    done >"$tmp/img/list$1.txt"
+    printf 'classes=2\ntrain=%s\n' "$tmp/img/list$1.txt" >"$tmp/img/img$1.data"
+}
+list 2500
+list 5000
+list 20
+for io in 1 4; do
+    $limit "$bin" -t 1 -b 8 --iters 3 --no-test --io-threads $io --data "$tmp/img/img2500.data" \
+        "$tmp/img/im.cfg" >"$tmp/run" 2>&1
+    rc=$?
+    est=$(sed -n 's/^memory: .*; \([0-9.]*\) MB in all$/\1/p' "$tmp/run")
+    peak=$(sed -n 's/^done: .*peak memory \([0-9.]*\) MB$/\1/p' "$tmp/run")
+    printf '     %-40s estimate %8s MB, peak %8s MB\n' "2500 x 2500 PNGs, --io-threads $io" \
+        "${est:-?}" "${peak:-?}"
+    expect "2500 x 2500 PNGs, --io-threads $io: the run ends well (exit $rc)" \
+        [ "$rc" -eq 0 -a -n "$est" -a -n "$peak" ]
+    expect "... the memory line counts the decodes of the largest image, from the headers" \
+        grep -q -E "image decoding [0-9.]+ MB \($io readers? x 37\.[0-9] MB: the largest image, 2500 x 2500, of the headers read at set-up\)" \
+        "$tmp/run"
+    if [ $io -eq 1 ]; then
+        expect "... the estimate is within 20% of the peak" \
+            awk -v e="${est:-0}" -v p="${peak:-0}" 'BEGIN { exit !(p > 0 && e >= 0.8 * p && e <= 1.2 * p) }'
+    else
+        expect "... the estimate is not below the peak" \
+            awk -v e="${est:-0}" -v p="${peak:-0}" 'BEGIN { exit !(p > 0 && e >= p) }'
+    fi
+done
+check "8 readers of 5000 x 5000 PNGs in 1 GB of address space: refused before decoding" err 2 \
+    "image decoding 1206 MB" "give fewer readers decoding at once (--io-threads, now 8)" -- \
+    sh -c "ulimit -v 1000000; exec '$bin' -t 1 -b 8 --iters 3 --no-test --io-threads 8 \
+    --data '$tmp/img/img5000.data' '$tmp/img/im.cfg'"
+# The address space the run takes with its threads started (small images
+# alone), then 120 MB more: a 5000 x 5000 decode (151 MB) cannot fit.
+"$bin" -t 1 -b 8 --iters 1000000 --log-every 1 --no-test --io-threads 4 \
+    --data "$tmp/img/img20.data" "$tmp/img/im.cfg" >"$tmp/vm.out" 2>&1 &
+pid=$!
+wait_for "$tmp/vm.out" "iter 2/"
+vm=$(sed -n 's/^VmSize:[^0-9]*\([0-9]*\) kB$/\1/p' /proc/$pid/status)
+kill -TERM $pid
+wait $pid
+for skip in "" --skip-bad-images; do
+    check "with --force, a decode that cannot fit alone${skip:+, $skip}: exit 1 naming it" err 1 \
+        "$tmp/img/list5000.txt:" \
+        ".png: out of memory decoding this 5000 x 5000 image: it takes about 151 MB at once" -- \
+        sh -c "ulimit -v $((vm + 122880)); exec '$bin' -t 1 -b 8 --iters 3 --no-test --force \
+        --io-threads 4 $skip --data '$tmp/img/img5000.data' '$tmp/img/im.cfg'"
+    expect "... not skipped as unreadable" sh -c "! grep -q 'skipped' '$tmp/stderr'"
+done
 
 finish test_memory_estimate.sh

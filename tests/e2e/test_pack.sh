@@ -139,6 +139,18 @@ check "image list without --image-size" err 2 \
 check "OUT is not a store" err 2 "$tmp/precious.txt exists and is not a singletrain store" -- \
     "$bin" pack "$images" "$tmp/precious.txt" --labels "$labels" --limit 10
 expect "OUT that is not a store is untouched" [ "$(cat "$tmp/precious.txt")" = "not a store" ]
+# OUT a symbolic link to a store elsewhere: that store is replaced, its
+# stripes beside it, and the link kept (it was replaced by a regular file).
+mkdir "$tmp/elsewhere"
+"$bin" pack -q "$images" "$tmp/elsewhere/s" --labels "$labels" --limit 10
+ln -s elsewhere/s "$tmp/s-link"
+check "OUT a link to a store" out 0 "packing into the store it names, $tmp/elsewhere/s" -- \
+    "$bin" pack "$images" "$tmp/s-link" --labels "$labels" --limit 20
+expect "... the link is kept" [ -L "$tmp/s-link" ]
+expect "... the store it names has the new records, stripes beside it" \
+    sh -c "'$bin' read '$tmp/elsewhere/s' --batches 1 | grep -q '20 records'"
+expect "... and reads through the link" sh -c "'$bin' read '$tmp/s-link' --batches 1 | grep -q '20 records'"
+expect "... no stripe beside the link" [ "$(stripes "$tmp/s-link")" -eq 0 ]
 
 # ------------------------------------------------------------- bad input
 

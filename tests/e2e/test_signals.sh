@@ -5,7 +5,9 @@
 # with SIGSTOP at its layer table, so that the signal surely lands in the
 # set-up); one after the last iteration, during the final test phase,
 # still completes the metrics file and the final snapshot; SSP and ASP
-# runs stop with a snapshot; a pack stopped by SIGINT removes its stripes,
+# runs stop with a snapshot; two SIGINTs within a second are one request
+# (timeout(1) delivers one twice), one more than a second later quits at
+# once; a pack stopped by SIGINT removes its stripes,
 # and a second pack into the same store is refused while the first runs;
 # stdout through `head -3` or into /dev/full: the run finishes (snapshot,
 # metrics) and exits 1 with a message. Every wait polls the run's output
@@ -80,6 +82,44 @@ expect "SIGTERM in the final test phase: the final snapshot is written" \
     [ -s "$tmp/final/lenet_final.snap" ]
 expect "SIGTERM in the final test phase: it says so" \
     grep -q "Terminated after the last iteration: the run finished" "$tmp/final.err"
+
+# ------------------------------------------------ one request, two signals
+
+# timeout(1) forwards a SIGINT to its child, then to its process group
+# (the child again): two signals within milliseconds are one request, and
+# the run stops gracefully with its snapshot. A signal more than a second
+# after the first still quits at once. The run is frozen (SIGSTOP) between
+# the two, so that the second surely lands before the graceful stop is
+# over; the clock runs on meanwhile (LeNet-5 at batch 2048: the stop takes
+# a few hundred milliseconds here).
+for gap in 0 1.2; do
+    apart=$(awk "BEGIN { print $gap + 0.1 }")
+    d=$tmp/twice-$gap
+    mkdir "$d"
+    "$bin" -t 1 -b 2048 --conv-impl gemm --data synthetic --iters 100 --log-every 1 --no-test \
+        --snapshot-dir "$d" "$root/data/lenet.cfg" >"$d.out" 2>"$d.err" &
+    pid=$!
+    wait_for "$d.out" "iter 1/"
+    kill -INT $pid
+    sleep 0.1
+    kill -STOP $pid
+    sleep $gap
+    kill -INT $pid
+    kill -CONT $pid
+    wait $pid
+    rc=$?
+    expect "SIGINT twice, $apart s apart: exit 130 (got $rc)" [ "$rc" -eq 130 ]
+    if [ $gap = 0 ]; then
+        expect "SIGINT twice, $apart s apart: one request: the run stopped with its snapshot" \
+            [ -n "$(ls "$d" | grep '^lenet_[0-9]*\.snap$')" ]
+        expect "SIGINT twice, $apart s apart: not taken as asking again" \
+            sh -c "! grep -q 'Interrupt again' '$d.err'"
+    else
+        expect "SIGINT twice, $apart s apart: the second quits at once" \
+            grep -q "Interrupt again: stopped at once" "$d.err"
+        expect "SIGINT twice, $apart s apart: no snapshot" [ -z "$(ls -A "$d")" ]
+    fi
+done
 
 # ------------------------------------------------------------- SSP, ASP
 

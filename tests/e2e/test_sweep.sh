@@ -3,7 +3,7 @@
 # 2 points x 2 repeats writes the header and one row per run whose figures
 # are those of the run's own log; a re-run skips everything; a sweep killed
 # in the middle of a run keeps whole rows only and, re-run, ends with every
-# run once; failed and timed-out runs are recorded, not retried unless asked,
+# run once; a second sweep on the same CSV is refused while one runs; failed and timed-out runs are recorded, not retried unless asked,
 # and replaced when retried; another solver runs a derived cfg; two ranks run
 # under mpirun with the whole job's images/s and the communication time;
 # --preset singlecaffe's dry run lists the paper's grid system by system,
@@ -107,10 +107,16 @@ until grep -q "^iter " "$third" 2>/dev/null || [ "$waited" -ge 600 ]; do
     sleep 0.1
     waited=$((waited + 1))
 done
+# Meanwhile a second sweep on the same CSV is refused, naming the first
+# (both ran, each renaming its own copy over the CSV: half the rows lost).
+check "a second sweep on the same --out is refused while the first runs" err 1 \
+    "k.csv: another sweep (process $sweep_pid) is writing this CSV (it holds k.csv.lock)" -- \
+    sh tiny-sweep.sh k.csv
 kill -TERM "$sweep_pid"
 wait "$sweep_pid"
 rc=$?
 expect "SIGTERM stops the sweep with 143" [ "$rc" -eq 143 ]
+expect "the stopped sweep removed its lock" [ ! -e k.csv.lock ]
 expect "the run in flight was stopped by the signal" grep -q 'Terminated: stopping' "$third"
 expect "the killed sweep left its 2 finished rows, whole" rows_ok k.csv 2
 expect "the killed sweep says how to go on" grep -q 'run the same command to go on' k.err

@@ -62,6 +62,23 @@ static inline void tl_write_file(const char *path, const void *data, size_t len)
     assert_int_equal(fclose(f), 0);
 }
 
+/* The whole file at path (malloc'd), *len bytes, failing the test when it
+ * cannot be read. */
+static inline unsigned char *tl_read_file(const char *path, size_t *len)
+{
+    FILE *in = fopen(path, "rb");
+    if (!in)
+        fail_msg("cannot open %s", path);
+    fseek(in, 0, SEEK_END);
+    *len = (size_t)ftell(in);
+    rewind(in);
+    unsigned char *bytes = malloc(*len ? *len : 1);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, *len, in), *len);
+    fclose(in);
+    return bytes;
+}
+
 /* A cmocka test that runs in its own temporary directory. */
 #define tl_tmpdir_test(f) cmocka_unit_test_setup_teardown(f, tl_tmpdir_setup, tl_tmpdir_teardown)
 

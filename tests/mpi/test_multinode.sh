@@ -11,7 +11,10 @@
 # algorithm gives the same bytes twice; the crossing-bytes count follows
 # --supernode-size; ranks that differ or fail at set-up stop every rank
 # with a message, no hang, and so does a rank that differs in any setting
-# that changes the computation (momentum, decay, policy, data, backend).
+# that changes the computation (momentum, decay, policy, data, backend,
+# --conv-impl, --parallel); a snapshot of 3 ranks resumed by 1 or 2 says
+# that the global batch changed; more ranks than cores are told to be
+# fewer.
 # --patience, decided by rank 0's test phases, ends every rank cleanly at
 # the same iteration.
 # Signals: SIGTERM to mpirun and SIGINT to one rank stop every rank at the
@@ -274,12 +277,50 @@ differ "--train-images" "the number of training records (--train-images" --data 
     "$tiny" -- --data synthetic --train-images 512 "$tiny"
 differ "--backend ref" "the backend (--backend)" --data synthetic "$tiny" -- \
     --data synthetic --backend ref "$tiny"
+differ "--conv-impl" "the convolution implementation (--conv-impl)" --data synthetic "$tiny" \
+    -- --data synthetic --conv-impl gemm "$tiny"
+differ "--parallel" "the parallelism (--parallel, as resolved)" --data synthetic "$tiny" -- \
+    --data synthetic --parallel hybrid "$tiny"
 differ "--rank-update" "--rank-update" --data synthetic "$tiny" -- \
     --data synthetic --rank-update partitioned "$tiny"
 differ "--snapshot-every, partitioned" "--snapshot-every (with --rank-update partitioned" \
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ0" "$tiny" -- \
     --data synthetic --rank-update partitioned --snapshot-dir "$tmp/differ1" --snapshot-every 2 \
     "$tiny"
+# More ranks on this host than cores (MPI_LOCALNRANKS, which mpirun sets,
+# raised above the cores): even -t 1 --intra 1 oversubscribes, and the
+# warning says to start fewer ranks (it advised -t 1 --intra 1, the
+# setting already). Left out when the process may not use every core
+# (the ranks are then taken as bound to cores of their own).
+cores=$(nproc)
+if [ "$cores" -eq "$(getconf _NPROCESSORS_ONLN)" ]; then
+    check "more ranks than cores: the warning says to start fewer" err 0 \
+        "x $((cores + 1)) ranks on this host = $((cores + 1)) threads on $cores usable core" \
+        "more ranks than cores: even one thread a rank is too many; start at most $cores rank" -- \
+        mpirun -np 2 env MPI_LOCALNRANKS=$((cores + 1)) "$bin" -q -t 1 --iters 1 --no-test \
+        --data synthetic "$tiny"
+    expect "... and not -t 1 --intra 1, which is the setting" \
+        sh -c "! grep -q -e '-t 1 --intra 1 gives' '$tmp/stderr'"
+else
+    echo "SKIP more ranks than cores: this process may use $cores of $(getconf _NPROCESSORS_ONLN) cores"
+fi
+
+# A snapshot of a 3-rank run resumed by one process or two ranks: -b is
+# per rank, so the global batch drops from 24 to 8 or 16; said, as a
+# resume with another -t is (it went on silently); by 3 ranks, nothing.
+mkdir "$tmp/ranks"
+check "a 3-rank run writes its snapshot" err 0 "" -- \
+    mpirun -np 3 "$bin" -q -t 1 --iters 2 --no-test --data synthetic --snapshot-dir "$tmp/ranks" \
+    "$tiny"
+check "resumed by one process: the rank counts and global batches are named" err 0 \
+    "$tmp/ranks/tiny_final.snap was written by a run of 3 ranks, this run has 1: -b is per rank, so the global batch was 24 and is now 8" -- \
+    "$bin" -q -t 1 --iters 4 --no-test --data synthetic --resume "$tmp/ranks/tiny_final.snap" "$tiny"
+check "resumed by 2 ranks: so are they" err 0 "a run of 3 ranks, this run has 2" -- \
+    mpirun -np 2 "$bin" -q -t 1 --iters 4 --no-test --data synthetic --resume \
+    "$tmp/ranks/tiny_final.snap" "$tiny"
+check "resumed by 3 ranks" err 0 "" -- mpirun -np 3 "$bin" -q -t 1 --iters 4 --no-test \
+    --data synthetic --resume "$tmp/ranks/tiny_final.snap" "$tiny"
+expect "... without a word about ranks" sh -c "! grep -q 'ranks, this run has' '$tmp/stderr'"
 check "ranks that differ only in output and test options run" err 0 "" -- \
     mpirun -np 1 "$bin" -q -t 1 --iters 3 --data synthetic "$tiny" : -np 1 "$bin" -q -t 1 \
     --iters 3 --data synthetic --log-every 1 --test-images 10 --io-threads 2 "$tiny"

@@ -5,7 +5,11 @@
  * and the README's walk-through; no downloads.
  * usage: make_images IDX_IMAGES IDX_LABELS OUT COUNT [SIZE [rgb]]
  *   SIZE: resize to SIZE x SIZE (default 28); rgb: three channels, tinted
- *   per class so colour carries information. */
+ *   per class so colour carries information.
+ * or:    make_images flat WIDTH HEIGHT OUT.png
+ *   one RGB PNG of a single colour (tests/lib/flat_png.h): a 5000 x 5000
+ *   image (75 MB of pixels) in about 85 kB of file, for the tests of
+ *   large decodes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,8 @@
 
 #include <stb/stb_image_resize.h>
 #include <stb/stb_image_write.h>
+
+#include "flat_png.h"
 
 #include "data/data.h"
 
@@ -28,10 +34,27 @@ static int make_dir(const char *path)
     return 1;
 }
 
+/* make_images flat W H OUT.png */
+static int write_flat(long w, long h, const char *path)
+{
+    if (w < 1 || h < 1 || w > 65535 || h > 65535) {
+        fprintf(stderr, "make_images: flat: sides from 1 to 65535, got %ld x %ld\n", w, h);
+        return 2;
+    }
+    if (tl_write_flat_png(path, w, h) != 0) {
+        fprintf(stderr, "make_images: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "flat") == 0)
+        return write_flat(atol(argv[2]), atol(argv[3]), argv[4]);
     if (argc < 5) {
-        fprintf(stderr, "usage: make_images IDX_IMAGES IDX_LABELS OUT COUNT [SIZE [rgb]]\n");
+        fprintf(stderr, "usage: make_images IDX_IMAGES IDX_LABELS OUT COUNT [SIZE [rgb]]\n"
+                        "   or: make_images flat WIDTH HEIGHT OUT.png\n");
         return 2;
     }
     const char *out = argv[3];

@@ -3,7 +3,9 @@
  * alone; a cgroup v2 limit at the process's cgroup and at an ancestor;
  * "max" as no limit; the v1 limit as the fallback where v2 has none, and
  * v1's "unlimited" default; a container's mount that shows a subtree; a
- * usage above the limit; and nothing readable at all. */
+ * usage above the limit; nothing readable at all; and the process's own
+ * address-space and data limits (ulimit -v, -d) against its VmSize and
+ * VmData. */
 #include "testlib.h"
 #include "tmpdir.h"
 
@@ -200,6 +202,68 @@ static void test_default_mount_and_garbage(void **state)
     assert_int_equal(st_memlimit_room(&m, what, sizeof what), 4000000);
 }
 
+/* /proc/self/limits with the soft limits set or not (its real layout). */
+static void put_limits(const char *address_space, const char *data)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "Limit                     Soft Limit           Hard Limit           Units     \n"
+             "Max cpu time              unlimited            unlimited            seconds   \n"
+             "Max file size             unlimited            unlimited            bytes     \n"
+             "Max data size             %-20s unlimited            bytes     \n"
+             "Max stack size            8388608              unlimited            bytes     \n"
+             "Max address space         %-20s unlimited            bytes     \n"
+             "Max locked memory         8388608              8388608              bytes     \n",
+             data, address_space);
+    put("proc/self/limits", text);
+}
+
+static const char *STATUS = "Name:\tsingletrain\nVmPeak:\t  300000 kB\n"
+                            "VmSize:\t  200000 kB\nVmData:\t   50000 kB\nVmRSS:\t   10000 kB\n";
+
+/* ulimit -v: the address-space limit less VmSize, when tighter than
+ * MemAvailable (it was not counted: a run passed the check, then failed
+ * to allocate). */
+static void test_address_space_limit(void **state)
+{
+    put("proc/meminfo", MEMINFO);
+    put("proc/self/status", STATUS);
+    put_limits("1536000000", "unlimited");
+    st_memlimit m;
+    st_memlimit_read(root(state), &m);
+    assert_int_equal(m.as_limit, 1536000000);
+    assert_int_equal(m.as_used, (size_t)200000 * 1024);
+    assert_int_equal(m.data_limit, ST_MEMLIMIT_NONE);
+    char what[256];
+    assert_int_equal(st_memlimit_room(&m, what, sizeof what), 1536000000 - 200000 * 1024);
+    tl_assert_contains(what, "the address-space limit (ulimit -v) of 1536.0 MB: VmSize 204.8 MB");
+    /* above what the machine has free: MemAvailable is the room */
+    put_limits("99000000000", "unlimited");
+    st_memlimit_read(root(state), &m);
+    assert_int_equal(st_memlimit_room(&m, what, sizeof what), (size_t)8000000 * 1024);
+    tl_assert_contains(what, "MemAvailable");
+    /* VmSize over the limit already: no room */
+    put_limits("100000000", "unlimited");
+    st_memlimit_read(root(state), &m);
+    assert_int_equal(st_memlimit_room(&m, what, sizeof what), 0);
+}
+
+/* ulimit -d: the data-size limit less VmData; unlimited is no limit. */
+static void test_data_limit(void **state)
+{
+    put("proc/self/status", STATUS);
+    put_limits("unlimited", "300000000");
+    st_memlimit m;
+    st_memlimit_read(root(state), &m);
+    char what[256];
+    assert_int_equal(st_memlimit_room(&m, what, sizeof what), 300000000 - 50000 * 1024);
+    tl_assert_contains(what, "the data-size limit (ulimit -d) of 300.0 MB: VmData 51.2 MB");
+    put_limits("unlimited", "unlimited");
+    st_memlimit_read(root(state), &m);
+    assert_int_equal(st_memlimit_room(&m, what, sizeof what), ST_MEMLIMIT_NONE);
+    tl_assert_contains(what, "no limit known");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +276,8 @@ int main(void)
         tl_tmpdir_test(test_v1_unlimited),
         tl_tmpdir_test(test_container_subtree),
         tl_tmpdir_test(test_default_mount_and_garbage),
+        tl_tmpdir_test(test_address_space_limit),
+        tl_tmpdir_test(test_data_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

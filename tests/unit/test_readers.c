@@ -3,8 +3,10 @@
  * afterwards; paths in lists are relative, Darknet's convention): records
  * read back byte-exactly, limits, labels from class names and from
  * "path label" lines, resizing, JPEG within a tolerance, every error's status
- * and message, skip_bad, dispatch through st_source_open, and reads from
- * several threads matching a single-threaded read.
+ * and message, skip_bad, dispatch through st_source_open, reads from
+ * several threads matching a single-threaded read, a list entry that is
+ * one of the caller's outputs refused, and out of memory while decoding
+ * told from a corrupt image.
  *
  * Also run under ThreadSanitizer (@tsan): it starts threads. */
 #include "testlib.h"
@@ -16,9 +18,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <malloc.h>
 #include <stb/stb_image_write.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "data/data.h"
+#include "flat_png.h"
 
 
 /* ---- writing inputs ---- */
@@ -223,7 +229,7 @@ static void check_pattern(const unsigned char *pix, int k, int w, int h, int com
 
 static st_image_opts image_opts(int c, int h, int w)
 {
-    st_image_opts o = {{c, h, w}, 0, NULL};
+    st_image_opts o = {.shape = {c, h, w}};
     return o;
 }
 
@@ -471,7 +477,7 @@ static void test_images_skip_bad(void **state)
                            "img/dog/bad.png\n"
                            "img/cat/3.jpg\n");
     long skipped = 0;
-    st_image_opts o = {{3, 8, 8}, 1, &skipped};
+    st_image_opts o = {.shape = {3, 8, 8}, .skip_bad = 1, .skipped = &skipped};
     st_source *s = open_list("list.txt", "names.txt", 0, 2, &o);
     assert_int_equal(s->count, 4); /* the missing file is dropped */
     assert_int_equal(skipped, 1);
@@ -605,7 +611,7 @@ static void test_concurrent_reads(void **state)
     free(text);
 
     long skipped = 0;
-    st_image_opts o = {{3, 8, 8}, 1, &skipped};
+    st_image_opts o = {.shape = {3, 8, 8}, .skip_bad = 1, .skipped = &skipped};
     st_source *s = open_list("list.txt", NULL, 0, 4, &o);
     assert_int_equal(s->count, 40);
     check_concurrent(s);
@@ -625,8 +631,232 @@ static void test_concurrent_reads(void **state)
     st_source_close(s);
 }
 
-int main(void)
+/* An image list whose entry is one of the caller's outputs is refused at
+ * open, naming the output, the list's line and the image, whichever name
+ * the entry goes by (a link to it); 20,000 entries before it take one
+ * look-up each in the outputs' hash table, whatever their number (200
+ * here, each found, none mistaken for another). */
+static void test_images_outputs_refused(void **state)
 {
+    (void)state;
+    write_image("a.png", 1, 8, 8, 3);
+    write_image("out.png", 2, 8, 8, 3);
+    assert_int_equal(symlink("out.png", "link.png"), 0);
+    enum { OUTPUTS = 200, ENTRIES = 20000 };
+    static char names[OUTPUTS][32];
+    st_output_ids ids = {0};
+    st_error err = {0};
+    for (int i = 0; i < OUTPUTS; i++) {
+        snprintf(names[i], sizeof names[i], "o%03d.csv", i);
+        write_text(names[i], "x\n");
+        const st_named_path p = {"--metrics", names[i]};
+        assert_int_equal(st_output_ids_add(&ids, &p, &err), ST_OK);
+    }
+    const st_named_path none = {"--cpe-trace", "absent.csv"}; /* not there: left out */
+    assert_int_equal(st_output_ids_add(&ids, &none, &err), ST_OK);
+    const st_named_path out = {"--save-kernel-choices", "out.png"};
+    assert_int_equal(st_output_ids_add(&ids, &out, &err), ST_OK);
+    assert_int_equal(ids.n, OUTPUTS + 1);
+    struct stat sb;
+    for (int i = 0; i < OUTPUTS; i++) {
+        assert_int_equal(stat(names[i], &sb), 0);
+        const st_output_id *o = st_output_ids_find(&ids, &sb);
+        assert_non_null(o);
+        assert_string_equal(o->path, names[i]);
+    }
+    assert_int_equal(stat("a.png", &sb), 0);
+    assert_null(st_output_ids_find(&ids, &sb));
+
+    FILE *f = fopen("long.txt", "w");
+    assert_non_null(f);
+    for (int i = 0; i < ENTRIES; i++)
+        fputs("a.png 0\n", f);
+    fputs("link.png 1\n", f);
+    fclose(f);
+    st_image_opts o = {.shape = {3, 8, 8}, .outputs = &ids};
+    st_source *s = NULL;
+    assert_int_equal(st_images_open(&s, "long.txt", NULL, 0, 2, &o, &err), ST_EUSAGE);
+    assert_null(s);
+    tl_assert_contains(err.msg, "--save-kernel-choices out.png is long.txt:20001's image "
+                                "link.png: writing it would destroy that input");
+    /* without it among the outputs, the list opens */
+    st_output_ids_free(&ids);
+    err = (st_error){0};
+    assert_int_equal(st_images_open(&s, "long.txt", NULL, 0, 2, &o, &err), ST_OK);
+    assert_int_equal(s->count, ENTRIES + 1);
+    st_source_close(s);
+}
+
+/* ---- out of memory while decoding ---- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1 /* their allocators reserve terabytes: no address-space limit */
+#else
+#define SANITIZED 0
+#endif
+
+/* The process's VmSize in bytes. */
+static size_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmSize:", 7) == 0)
+            kb = (size_t)strtoull(line + 7, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+/* The address space limited to what the process has now and extra more. */
+static void limit_address_space(size_t extra)
+{
+    struct rlimit r = {vm_size() + extra, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_AS, &r) != 0) {
+        perror("setrlimit");
+        _exit(9);
+    }
+}
+
+#define BIG 3000 /* a 3000 x 3000 RGB PNG: 27 MB of rows and 27 MB of pixels at once */
+
+typedef struct oom_reader {
+    const st_source *s;
+    long index;
+    pthread_barrier_t *warm, *go;
+    st_status st;
+    st_error err;
+} oom_reader;
+
+static void *oom_read(void *arg)
+{
+    oom_reader *r = arg;
+    free(malloc(1 << 16)); /* this thread's malloc arena made before the limit */
+    pthread_barrier_wait(r->warm);
+    pthread_barrier_wait(r->go);
+    unsigned char *pix = malloc(st_record_bytes(r->s));
+    int label;
+    r->st = pix ? r->s->ops->read(r->s, r->index, pix, &label, &r->err) : ST_ENOMEM;
+    free(pix);
+    return NULL;
+}
+
+/* The argument that makes this program run out_of_memory_cases alone. */
+#define OOM_CHILD "--out-of-memory-cases"
+
+/* In a child process (its address space limited): exit 0 when each case
+ * behaves, else a case's number, its message on stderr. Blocks above 1 MB
+ * are mapped and unmapped each time (glibc would otherwise raise its
+ * threshold to the size of the first one freed and keep the next ones in
+ * its heap, mapped when freed), so the address space in use is what the
+ * decodes hold. */
+static int out_of_memory_cases(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    st_shape sh = {3, 8, 8};
+    unsigned char pix[3 * 8 * 8];
+    st_error err = {0};
+    /* 1. room for no decode of it at all: out of memory, naming it */
+    limit_address_space((size_t)30 << 20);
+    st_status st = st_image_decode("big0.png", sh, pix, &err);
+    if (st != ST_ENOMEM ||
+        !strstr(err.msg, "big0.png: out of memory decoding this 3000 x 3000 image")) {
+        fprintf(stderr, "big0.png: status %d: %s\n", st, err.msg);
+        return 1;
+    }
+    /* 2. four readers of one list, room for one decode at a time (not two):
+     * a read that fails for the others' memory decodes again alone */
+    st_image_opts o = {.shape = sh};
+    st_source *s = NULL;
+    err = (st_error){0};
+    limit_address_space((size_t)1 << 40);
+    if (st_images_open(&s, "big.txt", NULL, 0, 2, &o, &err) != ST_OK) {
+        fprintf(stderr, "big.txt: %s\n", err.msg);
+        return 2;
+    }
+    pthread_barrier_t warm, go;
+    pthread_barrier_init(&warm, NULL, 5);
+    pthread_barrier_init(&go, NULL, 5);
+    oom_reader r[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (oom_reader){s, i, &warm, &go, ST_OK, {0}};
+        pthread_create(&th[i], NULL, oom_read, &r[i]);
+    }
+    pthread_barrier_wait(&warm);
+    limit_address_space((size_t)80 << 20);
+    pthread_barrier_wait(&go);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        if (r[i].st != ST_OK) {
+            fprintf(stderr, "reader %d: status %d: %s\n", i, r[i].st, r[i].err.msg);
+            bad = 1;
+        }
+    }
+    st_source_close(s);
+    if (bad)
+        return 2;
+    /* 3. a corrupt image with a well-formed header, memory to spare: corrupt */
+    limit_address_space((size_t)1 << 40);
+    err = (st_error){0};
+    st = st_image_decode("corrupt.png", sh, pix, &err);
+    if (st != ST_EINPUT || !strstr(err.msg, "corrupt.png: cannot decode image")) {
+        fprintf(stderr, "corrupt.png: status %d: %s\n", st, err.msg);
+        return 3;
+    }
+    return 0;
+}
+
+/* Out of memory while decoding was reported as a corrupt image (stb_image
+ * left a stale failure reason, "no SOI", or the readers' decodes together
+ * did not fit), and skipped as one under skip_bad: (1) a valid image that
+ * cannot be decoded for memory is ST_ENOMEM saying so; (2) four readers of
+ * one list with room for one decode at a time all succeed; (3) a corrupt
+ * image with memory to spare is still corrupt. Not under the sanitizers. */
+static void test_images_out_of_memory(void **state)
+{
+    (void)state;
+    if (SANITIZED) {
+        printf("SKIP out of memory while decoding: no address-space limit under a sanitizer\n");
+        return;
+    }
+    FILE *list = fopen("big.txt", "w");
+    assert_non_null(list);
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "big%d.png", i);
+        assert_int_equal(tl_write_flat_png(name, BIG, BIG), 0);
+        fprintf(list, "%s %d\n", name, i % 2);
+    }
+    fclose(list);
+    /* corrupt.png: big0.png with its compressed rows overwritten past 1 kB */
+    size_t len;
+    unsigned char *bytes = tl_read_file("big0.png", &len);
+    assert_true(len > 4096);
+    memset(bytes + 1024, 0x55, 2048);
+    tl_write_file("corrupt.png", bytes, len);
+    free(bytes);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* a fresh process: no free blocks of the earlier tests to reuse */
+        execl("/proc/self/exe", "test_readers", OOM_CHILD, (char *)NULL);
+        _exit(8);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("case %d failed (%s %d; its message above)", WIFEXITED(status) ?
+                 WEXITSTATUS(status) : 0, WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], OOM_CHILD) == 0)
+        return out_of_memory_cases();
     const struct CMUnitTest tests[] = {
         tl_tmpdir_test(test_cifar_reads),
         tl_tmpdir_test(test_cifar_errors),
@@ -635,6 +865,8 @@ int main(void)
         tl_tmpdir_test(test_images_errors),
         tl_tmpdir_test(test_images_skip_bad),
         tl_tmpdir_test(test_concurrent_reads),
+        tl_tmpdir_test(test_images_outputs_refused),
+        tl_tmpdir_test(test_images_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  * written nor read; the kernel choices a snapshot keeps come back as they
  * were, under the header's checksum; so does the record of the test
  * phases (test-driven stopping), with or without choices, a snapshot
- * without one reading as none and one that does not hold refused. */
+ * without one reading as none and one that does not hold refused; and the
+ * rank count of a multi-rank run, a run of one writing none. */
 #include "testlib.h"
 #include "tmpdir.h"
 
@@ -84,20 +85,6 @@ static st_snapshot_meta meta_of(const fixture *f)
     return m;
 }
 
-static unsigned char *read_all(const char *path, size_t *len)
-{
-    FILE *in = fopen(path, "rb");
-    assert_non_null(in);
-    fseek(in, 0, SEEK_END);
-    *len = (size_t)ftell(in);
-    rewind(in);
-    unsigned char *bytes = malloc(*len);
-    assert_non_null(bytes);
-    assert_int_equal(fread(bytes, 1, *len, in), *len);
-    fclose(in);
-    return bytes;
-}
-
 /* f saved as path: the file's bytes (malloc'd), *len of them. */
 static unsigned char *save_and_read(const fixture *f, const char *path, size_t *len)
 {
@@ -105,7 +92,7 @@ static unsigned char *save_and_read(const fixture *f, const char *path, size_t *
     st_error err = {0};
     if (st_snapshot_save(path, &f->net, f->w, f->state, &m, &err) != ST_OK)
         fail_msg("saving %s: %s", path, err.msg);
-    return read_all(path, len);
+    return tl_read_file(path, len);
 }
 
 /* Whether both readers refuse path; err gets the resume's message. */
@@ -343,7 +330,7 @@ static void test_choices_kept(void **state)
     free(back.settings);
     /* the header counts settings, NUL and choices */
     size_t len;
-    unsigned char *bytes = read_all("c.snap", &len);
+    unsigned char *bytes = tl_read_file("c.snap", &len);
     uint32_t settings_bytes;
     memcpy(&settings_bytes, bytes + 60, sizeof settings_bytes);
     assert_int_equal(settings_bytes, f.settings_bytes + 1 + strlen(choices));
@@ -422,7 +409,7 @@ static void test_test_record_kept(void **state)
     assert_int_equal(back.tests.phases, 0);
     free(back.settings);
     size_t len;
-    unsigned char *bytes = read_all("n.snap", &len);
+    unsigned char *bytes = tl_read_file("n.snap", &len);
     assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
     free(bytes);
     /* one that does not hold */
@@ -439,11 +426,86 @@ static void test_test_record_kept(void **state)
     fixture_close(&f);
 }
 
+/* The rank count of a multi-rank run rides after the test record (empty
+ * when there is none): read back with and without choices and a record,
+ * the rest unchanged; a run of one process writes none (the file as it
+ * was) and reads back 1; a count below 2 in the file is refused. */
+static void test_ranks_kept(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_open(&f, CFG);
+    static const char choices[] = "0.conv n2 1x6x6>2x6x6 k3x3 s1x1 p1x1 g1 fwd = nhwc\n";
+    const st_test_record record = {.phases = 3, .best_accuracy = 0.5, .best_iteration = 20,
+                                   .since_best = 1};
+    float *w = calloc(f.count, sizeof *w), *st = calloc(f.count, sizeof *st);
+    assert_non_null(w);
+    assert_non_null(st);
+    st_error err = {0};
+    for (int with = 0; with < 4; with++) {
+        st_snapshot_meta m = meta_of(&f);
+        m.choices = with & 1 ? (char *)choices : NULL;
+        if (with & 2)
+            m.tests = record;
+        m.ranks = 3;
+        if (st_snapshot_save("r.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+            fail_msg("%s", err.msg);
+        st_snapshot_meta back = {.settings = NULL};
+        if (st_snapshot_resume("r.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+            fail_msg("choices %d, test record %d: %s", with & 1, with >> 1, err.msg);
+        assert_int_equal(back.ranks, 3);
+        assert_string_equal(back.settings, f.settings);
+        if (with & 1)
+            assert_string_equal(back.choices, choices);
+        else
+            assert_null(back.choices);
+        assert_int_equal(back.tests.phases, with & 2 ? record.phases : 0);
+        assert_int_equal(back.iteration, 1234);
+        free(back.settings);
+    }
+    st_snapshot_meta m = meta_of(&f);
+    m.ranks = 1;
+    if (st_snapshot_save("one.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    size_t len;
+    unsigned char *bytes = tl_read_file("one.snap", &len);
+    assert_int_equal(len, HEADER_BYTES + f.settings_bytes + 2 * f.count * sizeof(float));
+    free(bytes);
+    st_snapshot_meta back = {.settings = NULL};
+    if (st_snapshot_resume("one.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.ranks, 1);
+    free(back.settings);
+    /* "ranks=2" made "ranks=1", the header's checksum redone: a count of 1
+     * is never written, so the file is corrupt */
+    m.ranks = 2;
+    if (st_snapshot_save("bad.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    bytes = tl_read_file("bad.snap", &len);
+    uint32_t settings_bytes;
+    memcpy(&settings_bytes, bytes + 60, 4);
+    unsigned char *digit = bytes + HEADER_BYTES + settings_bytes - 1;
+    assert_int_equal(*digit, '2');
+    *digit = '1';
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), bytes, 84);
+    crc = (uint32_t)crc32(crc, bytes + HEADER_BYTES, settings_bytes);
+    memcpy(bytes + 84, &crc, 4);
+    tl_write_file("bad.snap", bytes, len);
+    free(bytes);
+    back = (st_snapshot_meta){.settings = NULL};
+    assert_int_equal(st_snapshot_resume("bad.snap", &f.net, w, st, 1, &back, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "bad.snap: corrupt snapshot header (rank count 'ranks=1')");
+    free(w);
+    free(st);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         tl_tmpdir_test(test_choices_kept),
         tl_tmpdir_test(test_test_record_kept),
+        tl_tmpdir_test(test_ranks_kept),
         tl_tmpdir_test(test_every_bit_flip_refused),
         tl_tmpdir_test(test_field_messages),
         tl_tmpdir_test(test_settings_name_the_difference),

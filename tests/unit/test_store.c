@@ -191,7 +191,7 @@ static st_source *open_store(const char *path, long limit, int classes, int veri
 {
     st_error err = {0};
     st_source *s = NULL;
-    if (st_store_open(&s, path, limit, classes, verify, &err) != ST_OK)
+    if (st_store_open(&s, path, limit, classes, verify, NULL, &err) != ST_OK)
         fail_msg("st_store_open %s: %s", path, err.msg);
     return s;
 }
@@ -462,7 +462,7 @@ static void expect_open_error(const char *path, int classes, int verify, const c
 {
     st_error err = {0};
     st_source *s = NULL;
-    st_status st = st_store_open(&s, path, 0, classes, verify, &err);
+    st_status st = st_store_open(&s, path, 0, classes, verify, NULL, &err);
     if (st == ST_OK) {
         st_source_close(s);
         fail_msg("%s opened; expected an error containing \"%s\"", path, needle);

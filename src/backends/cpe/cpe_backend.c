@@ -75,23 +75,23 @@ static void cpe_iteration_end(st_bctx *ctx, long iter)
 {
     for (int i = 0; i < ctx->n_kernels; i++) {
         cpe_kernel *k = ctx->kernels[i];
-        if (ctx->trace) {
-            cpe_trace_row(ctx->trace, iter, k->what, &k->work);
+        if (ctx->trace.f) {
+            cpe_trace_row(ctx->trace.f, iter, k->what, &k->work);
             /* Only kernels that can meet another layout transform. */
             if (k->base.kind == ST_K_CONV || k->src_state)
-                cpe_trace_row(ctx->trace, iter, "  layout transformations", &k->layout);
+                cpe_trace_row(ctx->trace.f, iter, "  layout transformations", &k->layout);
         }
         cpe_work_close(&k->work, ctx->iterations);
         cpe_work_close(&k->layout, ctx->iterations);
     }
     for (int i = 0; i < ctx->n_host; i++) {
-        if (ctx->trace)
-            cpe_trace_row(ctx->trace, iter, ctx->host[i].what, &ctx->host[i].work);
+        if (ctx->trace.f)
+            cpe_trace_row(ctx->trace.f, iter, ctx->host[i].what, &ctx->host[i].work);
         cpe_work_close(&ctx->host[i].work, ctx->iterations);
     }
-    if (ctx->trace) {
-        cpe_trace_row(ctx->trace, iter, "gradient sum + update", &ctx->reduce_update);
-        fflush(ctx->trace);
+    if (ctx->trace.f) {
+        cpe_trace_row(ctx->trace.f, iter, "gradient sum + update", &ctx->reduce_update);
+        fflush(ctx->trace.f);
     }
     cpe_work_close(&ctx->reduce_update, ctx->iterations);
     ctx->iterations++;
@@ -122,12 +122,8 @@ static void cpe_ctx_destroy(st_bctx *ctx)
 {
     if (!ctx)
         return;
-    if (ctx->trace) { /* a run that did not finish: no half-written trace is left */
-        char partial[sizeof ctx->trace_path + 8];
-        snprintf(partial, sizeof partial, "%s.partial", ctx->trace_path);
-        fclose(ctx->trace);
-        remove(partial);
-    }
+    /* a run that did not finish: no half-written trace is left */
+    st_output_close(&ctx->trace, 0, NULL);
     st_cpe_cluster_destroy(ctx->cg);
     free(ctx->host);
     for (int i = 0; i < SCRATCHES; i++)

@@ -42,7 +42,8 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
 
 /* Write every iteration's predicted ms per kernel and pass to a CSV at
  * path (iteration, kernel, forward_ms, bwd_data_ms, bwd_weights_ms), as
- * path.partial until st_cpe_backend_trace_finish renames it. */
+ * path.partial until st_cpe_backend_trace_finish renames it (fileio.h's
+ * st_output: a device or FIFO is written in place). */
 st_status st_cpe_backend_trace(st_bctx *ctx, const char *path, st_error *err);
 st_status st_cpe_backend_trace_finish(st_bctx *ctx, st_error *err);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "backends/backend.h"
+#include "base/fileio.h"
 #include "cpe/cpe.h"
 #include "cpe/kernels.h"
 
@@ -104,8 +105,7 @@ struct st_bctx {
     size_t slice_floats;    /* the slice's parameters (last update) */
     long iterations;        /* iteration_end calls */
     int cost_only;
-    FILE *trace;            /* the trace's .partial, or NULL */
-    char trace_path[4096];
+    st_output trace;        /* --cpe-trace (fileio.h); trace.f NULL when none */
     char report_path[4096]; /* the report CSV, or "" */
     char model_path[4096];  /* the SW26010 model file, or "" for the built-in one */
     float *scratch[SCRATCHES];

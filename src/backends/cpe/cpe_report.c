@@ -232,24 +232,28 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
         fprintf(f, "summary,,%s,,,,,%.9g,,,\n", rows[r].name, rows[r].value);
 }
 
+typedef struct report_ctx {
+    const st_bctx *ctx;
+    const processor *p;
+    int images;
+} report_ctx;
+
+static st_status write_report_file(FILE *f, void *arg, st_error *err)
+{
+    const report_ctx *r = arg;
+    write_report(f, r->ctx, r->p, r->images);
+    return ferror(f) ? st_fail(err, ST_EIO, "%s: cannot write the cpe report: %s",
+                               r->ctx->report_path, strerror(errno))
+                     : ST_OK;
+}
+
+/* Written whole (a temporary renamed over it), or in place (fileio.h). */
 static st_status report_file(const st_bctx *ctx, const processor *p, int images, st_error *err)
 {
     if (!ctx->report_path[0])
         return ST_OK;
-    char partial[sizeof ctx->report_path + 8];
-    snprintf(partial, sizeof partial, "%s.partial", ctx->report_path);
-    FILE *f = st_create_exclusive(partial);
-    if (!f)
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe report: %s", partial,
-                       strerror(errno));
-    write_report(f, ctx, p, images);
-    int bad = ferror(f) | fclose(f);
-    if (bad || rename(partial, ctx->report_path) != 0) {
-        remove(partial);
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe report: %s", ctx->report_path,
-                       strerror(errno));
-    }
-    return ST_OK;
+    report_ctx r = {ctx, p, images};
+    return st_write_atomic(ctx->report_path, write_report_file, &r, err);
 }
 
 st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int workers,
@@ -316,29 +320,13 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
 
 st_status st_cpe_backend_trace(st_bctx *ctx, const char *path, st_error *err)
 {
-    int len = snprintf(ctx->trace_path, sizeof ctx->trace_path, "%s", path);
-    if (len < 0 || (size_t)len + sizeof ".partial" > sizeof ctx->trace_path)
-        return st_fail(err, ST_EUSAGE, "--cpe-trace %s: path too long", path);
-    char partial[sizeof ctx->trace_path + 8];
-    snprintf(partial, sizeof partial, "%s.partial", path);
-    ctx->trace = fopen(partial, "wx"); /* exclusive: the trainer removed any old one */
-    if (!ctx->trace)
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
-                       strerror(errno));
-    fprintf(ctx->trace, "iteration,kernel,forward_ms,bwd_data_ms,bwd_weights_ms\n");
-    return ST_OK;
+    st_status st = st_output_open(&ctx->trace, "--cpe-trace", path, err);
+    if (st == ST_OK)
+        fprintf(ctx->trace.f, "iteration,kernel,forward_ms,bwd_data_ms,bwd_weights_ms\n");
+    return st;
 }
 
 st_status st_cpe_backend_trace_finish(st_bctx *ctx, st_error *err)
 {
-    if (!ctx->trace)
-        return ST_OK;
-    char partial[sizeof ctx->trace_path + 8];
-    snprintf(partial, sizeof partial, "%s.partial", ctx->trace_path);
-    int bad = ferror(ctx->trace) | fclose(ctx->trace);
-    ctx->trace = NULL;
-    if (bad || rename(partial, ctx->trace_path) != 0)
-        return st_fail(err, ST_EIO, "%s: cannot write the cpe trace: %s", partial,
-                       strerror(errno));
-    return ST_OK;
+    return st_output_close(&ctx->trace, 1, err);
 }

@@ -1012,17 +1012,27 @@ static int address_space_limited(void)
            (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
 }
 
+/* Under a limit, BUILD_HEADROOM must be available before oneDNN builds
+ * (what: what is being built, for the message). */
+static st_status check_headroom(const st_bctx *c, const char *what, st_error *err)
+{
+    if (!c->limited)
+        return ST_OK;
+    void *headroom = malloc(BUILD_HEADROOM);
+    if (!headroom)
+        return st_fail(err, ST_ENOMEM, "out of memory creating %s: the %zu MB of address "
+                       "space its set-up may need are not available", what,
+                       BUILD_HEADROOM >> 20);
+    free(headroom);
+    return ST_OK;
+}
+
 static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **out,
                                     st_error *err)
 {
-    if (c->limited) {
-        void *headroom = malloc(BUILD_HEADROOM);
-        if (!headroom)
-            return st_fail(err, ST_ENOMEM, "out of memory creating a oneDNN kernel: the %zu "
-                           "MB of address space its set-up may need are not available",
-                           BUILD_HEADROOM >> 20);
-        free(headroom);
-    }
+    st_status hst = check_headroom(c, "a oneDNN kernel", err);
+    if (hst != ST_OK)
+        return hst;
     if ((size_t)d->kind >= sizeof kinds / sizeof kinds[0] || !kinds[d->kind].build)
         return st_fail(err, ST_EINTERNAL, "oneDNN backend: unknown kernel kind %d", d->kind);
     int sizes[MAX_VARIANTS];
@@ -1068,19 +1078,33 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     c->conv_impl = o->conv_impl;
     c->choices = o->choices;
     c->limited = address_space_limited();
+    st_status hst = check_headroom(c, "a oneDNN context", err);
+    if (hst != ST_OK) {
+        free(c);
+        return hst;
+    }
     omp_set_num_threads(o->intra_threads > 0 ? o->intra_threads : 1);
     dnnl_status_t s = dnnl_engine_create(&c->engine, dnnl_cpu, 0);
     if (s == dnnl_success)
         s = dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags);
     /* oneDNN generates the code of its sgemm at its first real call (about
      * 7 MB with the library code it touches, once per process; a 1 x 1
-     * product takes another path and generates less): an 8 x 8 product
-     * makes it here, in set-up, where the memory estimate's plan of a
-     * worker measures what set-up takes, rather than in the first
-     * iteration. */
+     * product takes another path and generates less), each path's kernels
+     * under a once-flag of its own, and does not check those allocations:
+     * one that fails is a segmentation fault (in dnnl_sgemm, pthread_once),
+     * as it was under ulimit -v when the first product ran in training
+     * while the readers decoded large images. So the products the kernels
+     * make run here, in set-up, inside the memory estimate (whose plan of
+     * a worker creates this context) and after the headroom check: an 8 x
+     * 8 x 8 product (the blocked JIT GEMM and its packing kernels), and
+     * the inner product's forward, dst^T = W * src^T, with 2 outputs (with
+     * AVX-512, fewer than 16 outputs take oneDNN's "small-n" kernels,
+     * generated apart at their first use; elsewhere the same GEMM). */
     float a[64] = {0}, b[64] = {0}, product[64];
     if (s == dnnl_success)
         s = dnnl_sgemm('N', 'N', 8, 8, 8, 1.0f, a, 8, b, 8, 0.0f, product, 8);
+    if (s == dnnl_success)
+        s = dnnl_sgemm('N', 'T', 2, 8, 8, 1.0f, a, 8, b, 8, 0.0f, product, 8);
     if (s != dnnl_success) {
         if (c->engine)
             dnnl_engine_destroy(c->engine);
