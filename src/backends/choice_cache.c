@@ -238,7 +238,7 @@ static int take_lock(st_choice_cache *cache)
  * the directory may still be read when it exists. */
 static void prepare_dir(st_choice_cache *cache)
 {
-    int created;
+    size_t created;
     st_error err = {0};
     if (st_make_dirs("kernel-choice cache", cache->dir, &created, &err) != ST_OK) {
         struct stat sb;
