@@ -9,64 +9,87 @@
 #             core group 0 sums the 4 gradients and updates, as swCaffe):
 #             AlexNet-BN at 256, VGG-16 and VGG-19 at 64, ResNet-50 at 32,
 #             GoogLeNet at 128, images/s;
-#   scaling   P = 1..1024 nodes of TaihuLight: a processor's iteration plus
-#             the all-reduce of the packed gradient (recursive halving /
+#   scaling   P = 1..1024 nodes of TaihuLight under BSP: a processor's
+#             iteration, stretched to the slowest of P nodes, plus the
+#             all-reduce of the packed gradient (recursive halving /
 #             doubling over ranks numbered round-robin across supernodes,
-#             src/dist/allreduce/rhd_supernode.c's cost formula) plus the striped
-#             input's reads beyond what the I/O thread hides: speed-up over
-#             one node and the communication's share of the iteration, for
-#             AlexNet-BN at 64, 128 and 256 images per node and ResNet-50 at
-#             32 and 64.
+#             src/dist/allreduce/rhd_supernode.c's cost formula, its steps
+#             slowed by the network's contention) plus the striped input's
+#             reads beyond what the I/O thread hides: speed-up over one node
+#             and the communication's share of the iteration, for AlexNet-BN
+#             at 64, 128 and 256 images per node and ResNet-50 at 32 and 64.
 # Each emulation runs 2 iterations (the strategy trials: explicit, then
 # implicit where it can run) or 3 (one more with the choices) and writes
 # the backend's report CSV (--cpe-report) under DIR/reports; the CSVs are
 # made from those reports (--from-reports DIR remakes them without
 # emulating).
 #
-# The network model's constants (change them with the environment):
-#   ALPHA=1e-6     s per message: MPI latency, "microsecond-level" between
-#                  TaihuLight nodes (swCaffe); an assumption within that
-#   NET_GBPS=12    GB/s between two nodes achieved by MPI (swCaffe)
-#   CROSS=4        times slower across supernodes (links over-subscribed to
-#                  about a quarter: swCaffe)
-#   SUPERNODE=256  nodes per supernode (swCaffe)
-#   IO_GBPS=64     GB/s the striped store delivers to all nodes together:
-#                  an assumption (32 disk arrays at 2 GB/s; the file is
-#                  striped over them in 256 MB units, swCaffe); each node's
-#                  I/O thread reads its next batch (uint8 images) during the
-#                  iteration, so only reads longer than the iteration count
-# The reduction's gamma is the CPEs' measured (emulated) rate of adding two
-# gradient buffers, from each network's report.
+# Every constant comes from the model file (--model FILE, default
+# data/sw26010/model.conf, the one built into singletrain): the core
+# group's (passed on as --cpe-model) and the cluster's:
+#   net_latency_s, net_bandwidth    one message's latency, MPI's bandwidth
+#                                   between two nodes
+#   allreduce_contention            the all-reduce's steps run at
+#                                   net_bandwidth / (1 + c log2 P): every
+#                                   node sends at once, and each doubling of
+#                                   the machine adds a level of shared links
+#   supernode_nodes,                supernodes of Q nodes, c times slower
+#   cross_supernode_factor          between them
+#   node_time_spread                under BSP every iteration waits for the
+#                                   slowest of P nodes, whose iteration times
+#                                   vary with this coefficient of variation:
+#                                   t1 (1 + spread E[max of P normals])
+#   io_bandwidth                    the striped store, all nodes together:
+#                                   each node's I/O thread reads its next
+#                                   batch during the iteration, so only reads
+#                                   longer than the iteration count
+# The reduction's gamma is the CPEs' emulated rate of adding two gradient
+# buffers, from each network's report. Beside each figure, the band the
+# calibration residuals imply (the model file's uncertainty_* constants:
+# scripts/calibrate-sw26010.sh).
 #
 # usage: scripts/predict-sw26010.sh [--csv DIR] [--only layers|networks|scaling]
-#                                   [--from-reports DIR]
+#                                   [--from-reports DIR] [--model FILE]
 #   SINGLETRAIN=build/singletrain (default)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=${SINGLETRAIN:-$root/build/singletrain}
-ALPHA=${ALPHA:-1e-6}
-NET_GBPS=${NET_GBPS:-12}
-CROSS=${CROSS:-4}
-SUPERNODE=${SUPERNODE:-256}
-IO_GBPS=${IO_GBPS:-64}
 csv=""
 only=""
 from=""
+model="$root/data/sw26010/model.conf"
 die() { echo "predict-sw26010.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
     --csv) csv=${2:-}; [ -n "$csv" ] || die "--csv needs a directory"; shift 2 ;;
     --only) only=${2:-}; shift 2 ;;
     --from-reports) from=${2:-}; [ -n "$from" ] || die "--from-reports needs a directory"; shift 2 ;;
+    --model) model=${2:-}; [ -n "$model" ] || die "--model needs a file"; shift 2 ;;
     -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (expected --csv DIR, --only layers|networks|scaling, --from-reports DIR)" ;;
+    *) die "unknown option '$1' (expected --csv DIR, --only layers|networks|scaling, --from-reports DIR, --model FILE)" ;;
     esac
 done
 case $only in '' | layers | networks | scaling) ;; *) die "--only takes layers, networks or scaling, not '$only'" ;; esac
-for v in "$ALPHA" "$NET_GBPS" "$CROSS" "$SUPERNODE" "$IO_GBPS"; do
-    case $v in '' | *[!0-9.e+-]*) die "the model constants are numbers, not '$v'" ;; esac
-done
+[ -f "$model" ] && [ -r "$model" ] || die "$model: no model file to read (--model FILE)"
+
+# constant NAME: its value in the model file (singletrain checks the whole
+# file when it emulates; here each constant used must be a number).
+constant() {
+    v=$(awk -v n="$1" '{ sub(/#.*/, "") } $1 == n { print $2; exit }' "$model")
+    case $v in '' | *[!0-9.e+-]*) die "$model: $1 is missing or not a number ('$v')" ;; esac
+    echo "$v"
+}
+ALPHA=$(constant net_latency_s)
+NET_BW=$(constant net_bandwidth)
+CONTENTION=$(constant allreduce_contention)
+CROSS=$(constant cross_supernode_factor)
+SUPERNODE=$(constant supernode_nodes)
+IO_BW=$(constant io_bandwidth)
+SPREAD=$(constant node_time_spread)
+BAND_PASS=$(constant uncertainty_pass)
+BAND_SPEEDUP=$(constant uncertainty_speedup)
+BAND_SHARE=$(constant uncertainty_share)
 if [ -n "$from" ]; then
     [ -d "$from/reports" ] || die "$from/reports: no reports to make the CSVs from"
     dir=$from
@@ -76,7 +99,10 @@ else
 fi
 mkdir -p "$dir/reports" || die "cannot make $dir/reports"
 [ -n "$csv" ] && { mkdir -p "$csv" || die "cannot make $csv"; }
-[ -z "$csv" ] && [ -z "$from" ] && trap 'rm -rf "$dir"' EXIT
+scratch=""
+[ -z "$csv" ] && [ -z "$from" ] && scratch=$dir
+scaling_table=$(mktemp) || die "cannot make a temporary file"
+trap 'rm -f "$scaling_table"; [ -z "$scratch" ] || rm -rf "$scratch"' EXIT
 
 # emulate NAME CFG IMAGES_PER_CORE_GROUP ITERATIONS: one cost-only run, its
 # report in $dir/reports/NAME.csv (kept when it is already there and
@@ -88,7 +114,7 @@ emulate() {
         return
     fi
     start=$(date +%s)
-    if ! "$bin" --backend cpe --cpe-cost-only --cpe-report "$report" -t 1 -b "$3" --iters "$4" \
+    if ! "$bin" --backend cpe --cpe-model "$model" --cpe-cost-only --cpe-report "$report" -t 1 -b "$3" --iters "$4" \
         --data synthetic --train-images "$3" --test-images 1 --no-test "$2" >"$dir/reports/$1.log" 2>&1; then
         cat "$dir/reports/$1.log" >&2
         echo "predict-sw26010.sh: $bin failed on $2" >&2
@@ -108,7 +134,7 @@ layers() {
     emulate vgg16-layers "$root/data/vgg16.cfg" 128 2
     out=${csv:+$csv/layers.csv}
     out=${out:-/dev/null}
-    awk -F, -v out="$out" '
+    awk -F, -v out="$out" -v band="$BAND_PASS" '
         BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen" >out
                 split("fwd bwd_data bwd_weights", pass_name, " ") }
         $1 == "kernel" && $3 ~ /^"conv / {
@@ -127,7 +153,7 @@ layers() {
             order[++rows] = layer[$2] " " $5
         }
         END {
-            printf "%-10s %-12s %12s %12s  %s\n", "layer", "pass", "explicit s", "implicit s", "chosen"
+            printf "%-10s %-12s %12s %12s  %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", 100 * band
             for (i = 1; i <= rows; i++) {
                 k = order[i]; if (k in done) continue; done[k] = 1
                 split(k, p, " ")
@@ -146,13 +172,14 @@ networks_list="alexnet-bn:alexnet-bn.cfg:256 vgg16:vgg16.cfg:64 vgg19:vgg19.cfg:
 networks() {
     out=${csv:+$csv/networks.csv}
     [ -n "$out" ] && echo "net,batch,img_s" >"$out"
-    printf "%-12s %6s %10s %14s %12s\n" net batch img/s "iteration s" "CG0 sum s"
+    printf "%-12s %6s %18s %14s %12s\n" net batch img/s "iteration s" "CG0 sum s"
     for entry in $networks_list; do
         net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
         emulate "$net-$batch" "$root/data/$cfg" $((batch / 4)) 3
         r="$dir/reports/$net-$batch.csv"
         img_s=$(summary "$r" processor_img_s)
-        printf "%-12s %6d %10.1f %14.3f %12.3f\n" "$net" "$batch" "$img_s" \
+        printf "%-12s %6d %10.1f (+-%2.0f%%) %14.3f %12.3f\n" "$net" "$batch" "$img_s" \
+            "$(awk -v b="$BAND_PASS" 'BEGIN { print 100 * b }')" \
             "$(summary "$r" processor_iteration_seconds)" "$(summary "$r" cg0_sum_of_4_seconds)"
         [ -n "$out" ] && printf "%s,%d,%.3f\n" "$net" "$batch" "$img_s" >>"$out"
     done
@@ -168,6 +195,22 @@ input_bytes() {
              END { print v["height"] * v["width"] * v["channels"] }' "$1"
 }
 
+# The scaling table of one (net, batch): awk's main program beside
+# sw26010-scaling.awk's functions.
+cat >"$scaling_table" <<'AWK'
+BEGIN {
+    n = 4 * params; gamma = gamma_float / 4
+    printf "%-12s %5s %6s %19s %22s %9s %9s %9s\n", "net", "batch", "nodes", "speedup",
+           "comm share", "wait s", "reduce s", "I/O s"
+    for (p = 1; p <= 1024; p *= 2) {
+        sw_scale(p, t1, n, gamma, batch, img)
+        printf "%-12s %5d %6d %9.1f (+-%4.1f%%) %9.3f (+-%4.1f pt) %9.3f %9.3f %9.3f\n", net, batch, p,
+               SW_SPEEDUP, 100 * band_speedup, SW_SHARE, 100 * band_share, SW_WAIT, SW_ALLREDUCE, SW_IO
+        printf "%s,%d,%d,%.3f,%.4f\n", net, batch, p, SW_SPEEDUP, SW_SHARE >> out
+    }
+}
+AWK
+
 scaling() {
     out=${csv:+$csv/scaling.csv}
     [ -n "$out" ] && echo "net,sub_batch,nodes,speedup,comm_share" >"$out"
@@ -180,35 +223,14 @@ scaling() {
         awk -v net="$net" -v batch="$batch" -v params="$params" -v img="$(input_bytes "$root/data/$cfg")" \
             -v t1="$(summary "$r" processor_iteration_seconds)" \
             -v gamma_float="$(summary "$r" cpe_sum_of_2_seconds_per_float)" \
-            -v alpha="$ALPHA" -v gbps="$NET_GBPS" -v cross="$CROSS" -v q="$SUPERNODE" \
-            -v io_gbps="$IO_GBPS" -v out="${out:-/dev/null}" '
-            function log2(x) { return log(x) / log(2) }
-            BEGIN {
-                n = 4 * params; beta = 1 / (gbps * 1e9); gamma = gamma_float / 4
-                printf "%-12s %5s %6s %9s %12s %10s %10s\n", "net", "batch", "nodes", "speedup",
-                       "comm share", "comm s", "I/O s"
-                for (p = 1; p <= 1024; p *= 2) {
-                    comm = 0
-                    if (p > 1) {
-                        inside = p <= q ? 2 * (p - 1) / p : 2 * (p - p / q) / p
-                        across = p <= q ? 0 : 2 * (p / q - 1) / p
-                        comm = 2 * log2(p) * alpha + inside * n * beta
-                        comm += across * n * beta * cross + (p - 1) / p * n * gamma
-                    }
-                    io = p * batch * img / (io_gbps * 1e9)
-                    exposed = io > t1 ? io - t1 : 0
-                    t = t1 + comm + exposed
-                    speedup = p * t1 / t
-                    printf "%-12s %5d %6d %9.1f %12.3f %10.3f %10.3f\n", net, batch, p, speedup,
-                           comm / t, comm, io
-                    printf "%s,%d,%d,%.3f,%.4f\n", net, batch, p, speedup, comm / t >> out
-                }
-            }'
+            -v alpha="$ALPHA" -v net_bw="$NET_BW" -v contention="$CONTENTION" -v cross="$CROSS" \
+            -v q="$SUPERNODE" -v io_bw="$IO_BW" -v spread="$SPREAD" -v band_speedup="$BAND_SPEEDUP" \
+            -v band_share="$BAND_SHARE" -v out="${out:-/dev/null}" -f "$here/sw26010-scaling.awk" -f "$scaling_table"
     done
 }
 
 [ -z "$only" ] || [ "$only" = layers ] && { echo "== VGG-16's convolutions, batch 128, one core group (seconds)"; layers; }
 [ -z "$only" ] || [ "$only" = networks ] && { echo "== one SW26010 processor"; networks; }
-[ -z "$only" ] || [ "$only" = scaling ] && { echo "== TaihuLight nodes (alpha $ALPHA s, $NET_GBPS GB/s, x$CROSS across supernodes of $SUPERNODE, I/O $IO_GBPS GB/s)"; scaling; }
+[ -z "$only" ] || [ "$only" = scaling ] && { echo "== TaihuLight nodes (alpha $ALPHA s, $NET_BW B/s / (1 + $CONTENTION log2 P), x$CROSS across supernodes of $SUPERNODE, node time spread $SPREAD, I/O $IO_BW B/s)"; scaling; }
 [ -n "$csv" ] && echo "CSVs in $csv: $(cd "$csv" && ls *.csv | tr '\n' ' ')"
 exit 0

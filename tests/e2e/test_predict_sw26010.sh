@@ -4,8 +4,9 @@
 # layers.csv (VGG names, each strategy's seconds with its layout
 # transformations, the chosen flag), networks.csv (the processor's
 # images/s) and scaling.csv against values worked out by hand from the
-# model in the script's header (the all-reduce's alpha-beta-gamma cost, the
-# I/O beyond the iteration); and its option errors.
+# model in the script's header (the all-reduce's alpha-beta-gamma cost, its
+# contention, the slowest of P nodes, the I/O beyond the iteration), with
+# model files made for the test; and its option errors.
 # usage: sh tests/e2e/test_predict_sw26010.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -47,8 +48,20 @@ kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,implicit,1,1.25,0,1,""
 kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,explicit,1,1.5,0.25,0,""
 CSV
 
+# model NAME VALUE...: the built-in model file with these constants, as
+# $tmp/model.conf.
+model() {
+    cp "$root/data/sw26010/model.conf" "$tmp/model.conf"
+    while [ $# -gt 1 ]; do
+        sed -i "s/^$1 .*/$1 $2 1 test/" "$tmp/model.conf"
+        shift 2
+    done
+}
+# The cluster model without contention or spread: the alpha-beta-gamma
+# all-reduce alone.
+model allreduce_contention 0 node_time_spread 0
 check "the CSVs from hand-made reports" out 0 "CSVs in" -- \
-    sh "$script" --from-reports "$tmp/in" --csv "$tmp/out"
+    sh "$script" --from-reports "$tmp/in" --csv "$tmp/out" --model "$tmp/model.conf"
 expect "layers.csv: a header and a row per layer, pass and runnable strategy" [ "$(cat "$tmp/out/layers.csv")" = "net,layer,ni,no,image,pass,strategy,seconds,chosen
 vgg16,conv1_1,3,64,224,fwd,explicit,0.750000,1
 vgg16,conv1_2,64,64,224,fwd,explicit,3.000000,0
@@ -62,7 +75,8 @@ vgg19,64,192.000
 resnet50,32,96.000
 googlenet,128,384.000" ]
 # AlexNet-BN (60,965,576 parameters: n = 243,862,304 bytes) at 64 per node,
-# t1 = 1 s, alpha 1e-6 s, beta = 1 / 12e9 s per byte, gamma = 1e-10 s per
+# t1 = 1 s, alpha 1e-6 s, beta = 1 / 12e9 s per byte (no contention, no
+# spread), gamma = 1e-10 s per
 # byte, supernodes of 256, 4x across, I/O 64 GB/s of 227 x 227 x 3 bytes:
 #   P = 2:    comm = 2 * 1 * 1e-6 + 1 * n beta + 1/2 * n gamma = 0.0325170 s,
 #             I/O 3.1e-4 s < t1: speed-up 2 / 1.0325170 = 1.937, share 0.0315
@@ -78,16 +92,32 @@ expect "scaling.csv: 11 node counts for each of 5 (net, batch), and a header" \
 # With the store at 1 GB/s, 128 nodes read 128 * 64 * 154,587 bytes in
 # 1.2664 s, 0.2664 s more than the iteration: comm 0.0645359 s, speed-up
 # 128 / (1 + 0.0645359 + 0.2663767) = 96.175.
+sed -i 's/^io_bandwidth .*/io_bandwidth 1e9 B\/s test/' "$tmp/model.conf"
 check "a slow store shows in the speed-up" out 0 "CSVs in" -- \
-    env IO_GBPS=1 sh "$script" --from-reports "$tmp/in" --csv "$tmp/slow" --only scaling
+    sh "$script" --from-reports "$tmp/in" --csv "$tmp/slow" --only scaling --model "$tmp/model.conf"
 expect "128 nodes at 1 GB/s of I/O: 96.175 (worked out by hand)" \
     grep -q "^alexnet-bn,64,128,96.175,0.0485$" "$tmp/slow/scaling.csv"
+# Contention 1 (each step at 12 GB/s / (1 + log2 P)) and a spread of 0.1
+# (E[max] of 2 and 4 standard normals: 1/sqrt(pi) = 0.5641896 and 1.0293754):
+#   P = 2: wait 0.0564190 s; 2e-6 + n / 6e9 + 1/2 n gamma = 0.0528388 s:
+#          speed-up 2 / 1.1092578 = 1.803, share 0.0985
+#   P = 4: wait 0.1029375 s; 4e-6 + 1.5 n / 4e9 + 3/4 n gamma = 0.1097420 s:
+#          speed-up 4 / 1.2126795 = 3.298, share 0.1754
+model allreduce_contention 1 node_time_spread 0.1
+check "contention and the slowest node" out 0 "CSVs in" -- \
+    sh "$script" --from-reports "$tmp/in" --csv "$tmp/spread" --only scaling --model "$tmp/model.conf"
+expect "2 and 4 nodes with contention 1 and spread 0.1 (worked out by hand)" \
+    sh -c 'grep -q "^alexnet-bn,64,2,1.803,0.0985$" "$1" && grep -q "^alexnet-bn,64,4,3.298,0.1754$" "$1"' \
+    sh "$tmp/spread/scaling.csv"
 check "an unknown option" err 2 "unknown option '--bogus'" -- sh "$script" --bogus
 check "--only with a bad part" err 2 "--only takes layers, networks or scaling, not 'all'" -- \
     sh "$script" --only all
 check "reports missing" err 2 "no reports to make the CSVs from" -- \
     sh "$script" --from-reports "$tmp/nothing"
-check "a constant that is not a number" err 2 "the model constants are numbers, not 'fast'" -- \
-    env IO_GBPS=fast sh "$script" --from-reports "$tmp/in"
+sed -i 's/^io_bandwidth .*/io_bandwidth fast B\/s test/' "$tmp/model.conf"
+check "a constant that is not a number" err 2 "io_bandwidth is missing or not a number ('fast')" -- \
+    sh "$script" --from-reports "$tmp/in" --model "$tmp/model.conf"
+check "a model file that is not there" err 2 "$tmp/none.conf: no model file to read" -- \
+    sh "$script" --from-reports "$tmp/in" --model "$tmp/none.conf"
 
 finish test_predict_sw26010.sh
