@@ -7,7 +7,7 @@
  * sum and the solver update, declared in cpe/kernels.h) are CPE programs
  * written against this API, which needs nothing above base/. Hardware
  * facts and their sources: ../shared/DESIGN.md, "The SW26010 emulation",
- * and the constants in st_cpe_cost_params_default (src/cpe/cpe_cost.c).
+ * and the constants in data/sw26010/model.conf (src/cpe/cpe_model.c).
  *
  * A CPE program is `void kernel(st_cpe *cpe, void *args)`, run on all 64
  * CPEs by one st_cpe_launch, as athread_spawn + athread_join run a slave
@@ -181,11 +181,18 @@ st_cpe_cost_params st_cpe_cost_params_default(void);
  * written / mpe_bandwidth, in seconds. */
 double st_cpe_mpe_seconds(const st_cpe_cost_params *p, double flops, double bytes);
 
-/* Cycles one CPE's transfer occupies its channel: count blocks of
- * block_bytes (a contiguous transfer is one block), getting or putting, in
- * mode's pattern. */
-double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
-                                   size_t block_bytes, size_t count);
+/* One transfer's charge: the cycles its count blocks of block_bytes (a
+ * contiguous transfer is one block), got or put (put 1) in mode's pattern,
+ * occupy the CPE's DMA channel, then the cycles until its reply counter
+ * sees it. The one place a DMA is costed: the emulator's timed transfers
+ * (cpe_dma.c) and the GEMM's planner (kernels/gemm.c) both ask it. */
+typedef struct st_cpe_dma_charge {
+    double occupancy_cycles;
+    double latency_cycles;
+} st_cpe_dma_charge;
+
+st_cpe_dma_charge st_cpe_dma_cost(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
+                                  size_t block_bytes, size_t count);
 
 /* An inner loop as the pipeline model sees it: per iteration, the vector
  * floating-point instructions (P0), the memory instructions (P1: LDM loads
@@ -272,12 +279,6 @@ uint64_t st_cpe_counters_dma_transfers(const st_cpe_counters *c);
 /* The size class of a transfer or block of bytes (bytes >= 1). */
 int st_cpe_dma_size_class(size_t bytes);
 
-/* Predicted time from the counts alone, as if the work were spread evenly
- * over the 64 CPEs and nothing overlapped: compute, DMA (each class's
- * blocks at their mean size) and messages outside the mesh GEMM one after
- * another. Compared with c->time it shows how much overlap and how much
- * imbalance the kernel has. */
-void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, st_cpe_time *out);
 
 /* ---- the cluster (host side: the MPE) ---- */
 

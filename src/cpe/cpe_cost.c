@@ -1,6 +1,6 @@
-/* The cost model: SW26010 core-group constants with their sources, the cost
- * of each event the emulator times (a declared loop, a DMA transfer, a
- * register message), and the counts-only estimate.
+/* The cost model: the cost of each event the emulator times (a declared
+ * loop, a DMA transfer, a register message), under the constants of
+ * data/sw26010/model.conf.
  *
  * Per CPE, in cycles (the emulator adds these to each CPE's clock, see
  * include/cpe/cpe.h "Time"):
@@ -18,6 +18,8 @@
  *            aggregate; arrival regcomm_latency_cycles later; receive
  *            regcomm_recv_cycles
  *   barrier  the latest arrival + barrier_cycles
+ * Each is costed in one place: a DMA by st_cpe_dma_cost, a loop by
+ * st_cpe_loop_cycles, a message by cpe_cost_send_cycles.
  *
  * Calibration. The DMA curve and latency come from swCandle's STREAM
  * kernels on one core group (Lin et al., Parallel Computing 77, 2018;
@@ -79,16 +81,15 @@ static double block_cycles(const st_cpe_cost_params *p, int put, double bytes)
     return curve_at(&p->dma, put ? p->dma.put_cycles : p->dma.get_cycles, bytes);
 }
 
-double st_cpe_dma_occupancy_cycles(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
-                                   size_t block_bytes, size_t count)
+st_cpe_dma_charge st_cpe_dma_cost(const st_cpe_cost_params *p, int put, st_cpe_dma_mode mode,
+                                  size_t block_bytes, size_t count)
 {
     double share = mode == ST_CPE_DMA_INTERLEAVED ? p->dma_interleaved_share : 1.0;
-    return (double)count * share * block_cycles(p, put, (double)block_bytes);
-}
-
-double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put)
-{
-    return put ? p->dma_put_latency_cycles : p->dma_get_latency_cycles;
+    st_cpe_dma_charge c = {
+        .occupancy_cycles = (double)count * share * block_cycles(p, put, (double)block_bytes),
+        .latency_cycles = put ? p->dma_put_latency_cycles : p->dma_get_latency_cycles,
+    };
+    return c;
 }
 
 /* ---- computation ---- */
@@ -111,33 +112,4 @@ double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast)
 {
     double bandwidth = broadcast ? p->regcomm_bcast_bandwidth : p->regcomm_p2p_bandwidth;
     return ST_CPE_MSG_BYTES / (bandwidth / ST_CPE_COUNT / p->clock_hz);
-}
-
-/* ---- the counts-only estimate ---- */
-
-void st_cpe_cost_counts(const st_cpe_cost_params *p, const st_cpe_counters *c, st_cpe_time *out)
-{
-    double hz = p->clock_hz;
-    double dma_cycles = 0.0;
-    for (int dir = 0; dir < ST_CPE_DMA_DIRS; dir++)
-        for (int mode = 0; mode < ST_CPE_DMA_MODES; mode++)
-            for (int k = 0; k < ST_CPE_DMA_SIZE_CLASSES; k++) {
-                const st_cpe_dma_class *cls = &c->dma[dir][mode][k];
-                if (cls->blocks == 0)
-                    continue;
-                double mean = (double)cls->bytes / (double)cls->blocks;
-                double share = mode == ST_CPE_DMA_INTERLEAVED ? p->dma_interleaved_share : 1.0;
-                dma_cycles += (double)cls->transfers * cpe_cost_dma_latency(p, dir) +
-                              (double)cls->blocks * share * block_cycles(p, dir, mean);
-            }
-    double regcomm_cycles =
-        (double)(c->msgs_p2p) * cpe_cost_send_cycles(p, 0) +
-        (double)(c->msgs_bcast - c->mesh_msgs_bcast) * cpe_cost_send_cycles(p, 1) +
-        (double)(c->msgs_received - c->mesh_msgs_received) * p->regcomm_recv_cycles;
-    out->compute_s = c->compute_cycles / ST_CPE_COUNT / hz;
-    out->dma_s = dma_cycles / ST_CPE_COUNT / hz;
-    out->regcomm_s = regcomm_cycles / ST_CPE_COUNT / hz;
-    out->sync_s = (double)c->barriers * p->barrier_cycles / hz;
-    out->launch_s = (double)c->launches * p->launch_seconds;
-    out->total_s = out->compute_s + out->dma_s + out->regcomm_s + out->sync_s + out->launch_s;
 }

@@ -4,7 +4,7 @@
  * The copy happens at issue: emulation shares one address space, and the
  * rules (read a buffer only after its wait) make the moment invisible to a
  * correct program. Time is modelled per CPE: its DMA channel serves
- * transfers in issue order, each taking cpe_cost_dma_cycles from when the
+ * transfers in issue order, each taking st_cpe_dma_cost's charge from when the
  * channel is free (or from issue, if later); the CPE's clock pays only when
  * it waits for a transfer that has not completed, so a kernel that issues
  * the next block's transfer before computing on the current one hides it.
@@ -69,8 +69,9 @@ static void dma_account(st_cpe *cpe, int put, st_cpe_dma_mode mode, size_t block
         n->dma_get_bytes += bytes;
     cpe_clock *c = &cpe->clock;
     double start = c->dma_channel_free > c->now ? c->dma_channel_free : c->now;
-    double served = start + st_cpe_dma_occupancy_cycles(p, put, mode, block_bytes, count);
-    double done = served + cpe_cost_dma_latency(p, put);
+    st_cpe_dma_charge charge = st_cpe_dma_cost(p, put, mode, block_bytes, count);
+    double served = start + charge.occupancy_cycles;
+    double done = served + charge.latency_cycles;
     c->dma_channel_free = served;
     if (done > c->dma_last_done)
         c->dma_last_done = done;

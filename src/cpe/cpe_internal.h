@@ -168,10 +168,7 @@ int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
  * in its FIFO for that bus: a broadcast can go. */
 int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus);
 
-/* Per-event costs in cycles under p (cpe_cost.c): the latency a transfer
- * adds after its occupancy (put: 1 for a put, 0 for a get), and a message's
- * send. */
-double cpe_cost_dma_latency(const st_cpe_cost_params *p, int put);
+/* A message's send in cycles under p (cpe_cost.c). */
 double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
 
 /* Advance cpe's clock by cycles of computation, split into compute (the

@@ -771,8 +771,8 @@ static void test_stream_counters(void **state)
      * (2264.1) and 5 us of launch: 604570.8 cycles + 5 us = 421.95 us. */
     st_cpe_cost_params p = st_cpe_cost_params_default();
     double per_cpe = (double)count * sizeof(float) / ST_CPE_COUNT;
-    double lower = per_cpe * (st_cpe_dma_occupancy_cycles(&p, 0, ST_CPE_DMA_STRIDED, 8192, 1) +
-                              st_cpe_dma_occupancy_cycles(&p, 1, ST_CPE_DMA_STRIDED, 8192, 1)) / 8192 / p.clock_hz;
+    double lower = per_cpe * (st_cpe_dma_cost(&p, 0, ST_CPE_DMA_STRIDED, 8192, 1).occupancy_cycles +
+                              st_cpe_dma_cost(&p, 1, ST_CPE_DMA_STRIDED, 8192, 1).occupancy_cycles) / 8192 / p.clock_hz;
     assert_close(lower, 406.45e-6, 1e-3, "relu lower bound");
     if (!(relu.time.total_s >= lower && relu.time.total_s <= 421.95e-6))
         fail_msg("relu forward of %zu floats: %.4g s predicted, expected %.4g to %.4g s", count,

@@ -287,8 +287,9 @@ static double rows_cycles(const st_cpe_cost_params *p, int put, size_t rows, siz
     if (rows == 0 || cols == 0)
         return 0.0;
     if (rows == 1 || cols == ld)
-        return st_cpe_dma_occupancy_cycles(p, put, ST_CPE_DMA_CONTIGUOUS, rows * cols * elt, 1);
-    return st_cpe_dma_occupancy_cycles(p, put, ST_CPE_DMA_STRIDED, cols * elt, rows);
+        return st_cpe_dma_cost(p, put, ST_CPE_DMA_CONTIGUOUS, rows * cols * elt, 1)
+            .occupancy_cycles;
+    return st_cpe_dma_cost(p, put, ST_CPE_DMA_STRIDED, cols * elt, rows).occupancy_cycles;
 }
 
 /* The cost model's estimate of a plan, in cycles. */
@@ -302,14 +303,15 @@ static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_
                                                         &fp);
     if (d->trans_b)
         mesh += p->loop_entry_cycles + (double)div_up(bk * bn, 4) * 2.0;
-    double dma = p->dma_get_latency_cycles +
+    double get_latency = st_cpe_dma_cost(p, 0, ST_CPE_DMA_CONTIGUOUS, 1, 0).latency_cycles;
+    double dma = get_latency +
                  (d->trans_a ? rows_cycles(p, 0, bk, bm, d->lda, elt)
                              : rows_cycles(p, 0, bm, bk, d->lda, elt)) +
                  (d->trans_b ? rows_cycles(p, 0, bn, bk, d->ldb, elt)
                              : rows_cycles(p, 0, bk, bn, d->ldb, elt));
     /* The C put overlaps the next tile's panels but occupies the channel. */
     double c_get = d->beta != 0.0
-                       ? rows_cycles(p, 0, bm, bn, d->ldc, elt) + p->dma_get_latency_cycles
+                       ? rows_cycles(p, 0, bm, bn, d->ldc, elt) + get_latency
                        : 0.0;
     double panels = (double)div_up(d->k, ST_CPE_COLS * bk) * (d->reduce ? (double)d->batch : 1.0);
     double channel = panels * dma + rows_cycles(p, 1, bm, bn, d->ldc, elt);
