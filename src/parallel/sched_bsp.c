@@ -187,19 +187,219 @@ static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
     st_batchq_close(s->q);
 }
 
-/* Worker r's BSP loop over [first, last). After `mid` every worker sees the
- * same records, so all take the same decision to stop (a failure, a stop
- * batch, a non-finite loss, a stop request) before anyone updates a slice.
- * A non-finite gradient is seen only after the reduction, each worker
- * checking its slice and not applying it if so; the workers then stop
- * together after `iter_end`, the iteration unfinished (the weights stay
- * finite, but other slices were updated: they are not to be kept). With
- * --rank-update partitioned each node checks only its part of the slice
- * (the one it summed), and the all-gather of the new weights carries the
- * nodes' verdicts, so all of them stop at the same iteration. When the
- * model-parallel layers apply their gradients in backward
- * (ps->tail_applied), a stop asked after they began is put off until the
- * iteration is finished, so that no iteration is left half applied. */
+/* ---- the aggregation strategies ----
+ *
+ * After the workers agree, worker r sums slice r of every worker's gradient
+ * (reduce) and updates the weights of slice r (apply). How is fixed for the
+ * run, chosen once at the scheduler's creation (sched_bsp_aggregation):
+ *   fused    one node, on the host: sum, check and update in one pass over
+ *            memory (st_ps_reduce_apply; its time counts as aggregation)
+ *   slice    one node, a backend device's hooks for either (slice_reduce,
+ *            slice_apply: the cpe backend's core group), the host for the
+ *            other
+ *   cluster  several nodes: the node's slice summed, then over the nodes
+ *            (all-reduce; with --rank-update partitioned, reduce-scatter and
+ *            an all-gather of the new weights, each node updating its part)
+ *   overlap  several nodes with --overlap: the buckets were all-reduced
+ *            during backward; the slice is only checked and applied
+ * A slice whose reduced gradient is not finite is not applied; with
+ * model-parallel layers that applied their tail in backward, a non-finite
+ * one there (w->mp_bad) counts the same. Both return whether the slice is
+ * bad (a device failure sets w->status too). */
+typedef struct bsp_slice {
+    float *grad;      /* slice r of the summed gradient */
+    size_t len;
+    double comm;      /* seconds spent on the other nodes, so far */
+    double gathered;  /* of them, the partitioned update's all-gather */
+} bsp_slice;
+
+struct sched_aggregation {
+    const char *name;
+    int (*reduce)(st_worker *w, long it, float scale, bsp_slice *sl);
+    int (*apply)(st_worker *w, long it, int bad, bsp_slice *sl);
+};
+
+/* A device's failure: the worker's status, and the slice counts as bad. */
+static int device_failed(st_worker *w, st_status st)
+{
+    if (st == ST_OK)
+        return 0;
+    w->status = st;
+    return 1;
+}
+
+static int fused_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
+{
+    st_sched *s = w->s;
+    (void)sl;
+    return !st_ps_reduce_apply(s->ps, w->id, scale, s->o.solver, st_lr_at(&s->o.solver->lr, it),
+                               it, s->o.intra) ||
+           w->mp_bad;
+}
+
+static int fused_apply(st_worker *w, long it, int bad, bsp_slice *sl)
+{
+    (void)w;
+    (void)it;
+    (void)sl;
+    return bad; /* done by fused_reduce */
+}
+
+static int slice_reduce_checked(st_worker *w, long it, float scale, bsp_slice *sl)
+{
+    (void)it;
+    st_status st = slice_reduce(w, scale);
+    return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+}
+
+static int slice_apply_checked(st_worker *w, long it, int bad, bsp_slice *sl)
+{
+    (void)sl;
+    return bad || device_failed(w, slice_apply(w, it));
+}
+
+static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
+{
+    st_status st = slice_reduce(w, scale);
+    double c0 = st_now();
+    sum_slice_over_nodes(w, it, sl->grad, sl->len);
+    sl->comm += st_now() - c0;
+    return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+}
+
+static int cluster_apply(st_worker *w, long it, int bad, bsp_slice *sl)
+{
+    bad = slice_apply_checked(w, it, bad, sl);
+    if (w->s->o.part) {
+        sl->gathered = gather_slice_over_nodes(w, &bad);
+        sl->comm += sl->gathered;
+    }
+    return bad;
+}
+
+static int overlap_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
+{
+    (void)it;
+    (void)scale;
+    return !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+}
+
+static const sched_aggregation aggregation_fused = {"fused", fused_reduce, fused_apply};
+static const sched_aggregation aggregation_slice = {"slice", slice_reduce_checked,
+                                                    slice_apply_checked};
+static const sched_aggregation aggregation_cluster = {"cluster", cluster_reduce, cluster_apply};
+static const sched_aggregation aggregation_overlap = {"overlap", overlap_reduce, cluster_apply};
+
+const sched_aggregation *sched_bsp_aggregation(const st_sched_opts *o, int overlap)
+{
+    if (overlap)
+        return &aggregation_overlap;
+    if (o->cluster)
+        return &aggregation_cluster;
+    if (!o->backend->slice_reduce && !o->backend->slice_apply)
+        return &aggregation_fused;
+    return &aggregation_slice;
+}
+
+/* ---- the iteration's phases ---- */
+
+/* What the workers agreed on after computing: the batch's loss and images
+ * (over every node), whether a worker (or a node) failed, and whether to
+ * stop now (stop) or after applying this iteration (stop_after). */
+typedef struct bsp_agreement {
+    double loss;
+    int images, failed, failed_here, stop, stop_after;
+    double comm; /* seconds spent on the other nodes */
+} bsp_agreement;
+
+/* Compute: forward and backward of the worker's shard (nothing for a stop
+ * batch), its bucket of the overlapped all-reduce, and its record. */
+static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_record *rec)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    if (r == 0) /* before the model-parallel layers' first barrier of it */
+        rec->mp_decided = 0;
+    if (s->overlap && r == 0)
+        st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
+    st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+    if (s->overlap)
+        st_overlap_worker_end(s->overlap, r);
+    rec->status[r] = st;
+    if (st != ST_OK)
+        w->status = st;
+    if (r == 0)
+        rec->stop_request = sched_stop_flag(s);
+}
+
+/* Agree (after `mid`, every worker with the same records): the sums over
+ * the workers and the nodes, the overlapped buckets finished, and the
+ * stop decision; a stop asked after the model-parallel layers began to
+ * apply the iteration is put off until it is finished. */
+static bsp_agreement agree(st_worker *w, const st_batch_slot *b, long it, iter_record *rec)
+{
+    st_sched *s = w->s;
+    double t0 = st_now();
+    bsp_agreement a = {0.0, 0, b->stop, 0, rec->stop_request, 0, 0.0};
+    for (int k = 0; k < s->T; k++) {
+        a.loss += rec->loss[k];
+        a.images += rec->images[k];
+        a.failed |= rec->status[k] != ST_OK;
+    }
+    a.failed_here = a.failed;
+    if (s->o.cluster)
+        sum_over_nodes(w, it, rec, &a.failed, &a.stop, &a.loss, &a.images);
+    if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
+        st_overlap_wait(s->overlap, it);
+    a.comm = s->o.cluster ? st_now() - t0 : 0.0;
+    if (rec->mp_decided && rec->mp_stop && !a.stop)
+        a.stop = rec->mp_stop;
+    else if (rec->mp_decided && !rec->mp_stop && a.stop && !a.failed && isfinite(a.loss)) {
+        a.stop_after = a.stop;
+        a.stop = 0;
+    }
+    return a;
+}
+
+/* Finish (after `iter_end`): a bad slice anywhere stops every worker; else
+ * the iteration is complete. Returns 0 to leave the loop. */
+static int finish_iteration(st_worker *w, long it, iter_record *rec, int stop_after)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    int grad_bad = 0;
+    for (int k = 0; k < s->T; k++)
+        grad_bad |= rec->grad_bad[k];
+    if (grad_bad) {
+        stop_workers(s, r, it, ST_EDIVERGED, 0);
+        return 0;
+    }
+    if (r == 0) {
+        st_batchq_release(s->q, it);
+        pthread_mutex_lock(&s->clock_lock);
+        atomic_store(&s->completed, it + 1);
+        pthread_cond_broadcast(&s->clock_moved);
+        pthread_mutex_unlock(&s->clock_lock);
+    }
+    if (stop_after) {
+        stop_workers(s, r, it + 1, ST_OK, stop_after);
+        return 0;
+    }
+    return 1;
+}
+
+/* Worker r's BSP loop over [first, last): take the shard, compute, agree
+ * (at `mid`), reduce the slice, apply it, finish (at `iter_end`). After
+ * `mid` every worker sees the same records, so all take the same decision
+ * to stop (a failure, a stop batch, a non-finite loss, a stop request)
+ * before anyone updates a slice. A non-finite gradient is seen only after
+ * the reduction, each worker checking its slice and not applying it if so;
+ * the workers then stop together after `iter_end`, the iteration
+ * unfinished (the weights stay finite, but other slices were updated: they
+ * are not to be kept). With --rank-update partitioned each node checks
+ * only its part of the slice (the one it summed), and the all-gather of
+ * the new weights carries the nodes' verdicts, so all of them stop at the
+ * same iteration. */
 void sched_worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -209,100 +409,30 @@ void sched_worker_bsp(st_worker *w)
         double t0 = st_now();
         const st_batch_slot *b = st_batchq_wait(s->q, it);
         double t1 = st_now();
-        if (r == 0) /* before the model-parallel layers' first barrier of it */
-            rec->mp_decided = 0;
-        if (s->overlap && r == 0)
-            st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
-        st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
-        if (s->overlap)
-            st_overlap_worker_end(s->overlap, r);
-        rec->status[r] = st;
-        if (st != ST_OK)
-            w->status = st;
-        if (r == 0)
-            rec->stop_request = sched_stop_flag(s);
+        compute_shard(w, b, it, rec);
         double t2 = st_now();
         st_barrier_wait(&s->mid);
         double t3 = st_now();
-        double loss = 0.0;
-        int failed = b->stop, images = 0, stop = rec->stop_request;
-        for (int k = 0; k < s->T; k++) {
-            loss += rec->loss[k];
-            images += rec->images[k];
-            failed |= rec->status[k] != ST_OK;
-        }
-        int failed_here = failed;
-        if (s->o.cluster)
-            sum_over_nodes(w, it, rec, &failed, &stop, &loss, &images);
-        if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
-            st_overlap_wait(s->overlap, it);
-        double comm = s->o.cluster ? st_now() - t3 : 0.0;
-        int stop_after = 0; /* a stop put off until this iteration is applied */
-        if (rec->mp_decided && rec->mp_stop && !stop)
-            stop = rec->mp_stop;
-        else if (rec->mp_decided && !rec->mp_stop && stop && !failed && isfinite(loss)) {
-            stop_after = stop;
-            stop = 0;
-        }
-        if (failed || !isfinite(loss) || stop) {
-            stop_workers(s, r, it, failed ? (failed_here ? ST_EINTERNAL : ST_EPEER)
-                                          : stop ? ST_OK : ST_EDIVERGED, stop);
+        bsp_agreement a = agree(w, b, it, rec);
+        if (a.failed || !isfinite(a.loss) || a.stop) {
+            stop_workers(s, r, it, a.failed ? (a.failed_here ? ST_EINTERNAL : ST_EPEER)
+                                            : a.stop ? ST_OK : ST_EDIVERGED, a.stop);
             break;
         }
-        float *slice = s->ps->grads[0] + s->ps->slice[r];
-        size_t slice_len = s->ps->slice[r + 1] - s->ps->slice[r];
-        st_status dst = ST_OK;
-        const st_backend *be = w->replica.backend;
-        /* One node, on the host: sum, check and update in one pass over
-         * memory (its time counts as aggregation). */
-        int fused = !s->overlap && !s->o.cluster && !be->slice_reduce && !be->slice_apply;
-        if (fused)
-            rec->grad_bad[r] = !st_ps_reduce_apply(s->ps, r, 1.0f / (float)images, s->o.solver,
-                                                   st_lr_at(&s->o.solver->lr, it), it,
-                                                   s->o.intra) ||
-                               w->mp_bad;
-        else if (!s->overlap)
-            dst = slice_reduce(w, 1.0f / (float)images);
-        if (s->o.cluster && !s->overlap) {
-            double c0 = st_now();
-            sum_slice_over_nodes(w, it, slice, slice_len);
-            comm += st_now() - c0;
-        }
-        if (!fused)
-            rec->grad_bad[r] = dst != ST_OK || !reduced_finite(w, slice, slice_len) ||
-                               w->mp_bad;
+        bsp_slice sl = {s->ps->grads[0] + s->ps->slice[r],
+                        s->ps->slice[r + 1] - s->ps->slice[r], a.comm, 0.0};
+        rec->grad_bad[r] = s->agg->reduce(w, it, 1.0f / (float)a.images, &sl);
         double t4 = st_now();
-        if (!fused && dst == ST_OK && !rec->grad_bad[r]) /* a non-finite slice is not applied */
-            dst = slice_apply(w, it);
-        if (dst != ST_OK) { /* a device failure: stop as after a bad gradient */
-            w->status = dst;
-            rec->grad_bad[r] = 1;
-        }
-        double gathered = s->o.part ? gather_slice_over_nodes(w, &rec->grad_bad[r]) : 0.0;
+        rec->grad_bad[r] = s->agg->apply(w, it, rec->grad_bad[r], &sl);
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = st_now();
-        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2, t4 - t3 - comm,
-                                       t5 - t4 - gathered, comm + gathered};
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2,
+                                       t4 - t3 - (sl.comm - sl.gathered),
+                                       t5 - t4 - sl.gathered, sl.comm};
         st_barrier_wait(&s->iter_end);
-        int grad_bad = 0;
-        for (int k = 0; k < s->T; k++)
-            grad_bad |= rec->grad_bad[k];
-        if (grad_bad) {
-            stop_workers(s, r, it, ST_EDIVERGED, 0);
+        if (!finish_iteration(w, it, rec, a.stop_after))
             break;
-        }
-        if (r == 0) {
-            st_batchq_release(s->q, it);
-            pthread_mutex_lock(&s->clock_lock);
-            atomic_store(&s->completed, it + 1);
-            pthread_cond_broadcast(&s->clock_moved);
-            pthread_mutex_unlock(&s->clock_lock);
-        }
-        if (stop_after) {
-            stop_workers(s, r, it + 1, ST_OK, stop_after);
-            break;
-        }
     }
     if (r == 0) { /* wake the scheduler if it waits for more */
         pthread_mutex_lock(&s->clock_lock);

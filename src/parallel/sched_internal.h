@@ -116,6 +116,12 @@ typedef struct iter_record {
     double nodes_images;
 } iter_record;
 
+/* How a BSP run sums and applies each worker's slice (sched_bsp.c: fused on
+ * the host, on a backend's device, across nodes, after an overlapped
+ * all-reduce): chosen once, at the scheduler's creation. */
+typedef struct sched_aggregation sched_aggregation;
+const sched_aggregation *sched_bsp_aggregation(const st_sched_opts *o, int overlap);
+
 struct st_sched {
     st_sched_opts o;
     const st_net *net;
@@ -126,6 +132,7 @@ struct st_sched {
     st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
     st_overlap *overlap;            /* multi-node overlap, or NULL */
+    const sched_aggregation *agg;   /* BSP: the slices' sum and update */
     /* --parallel hybrid: the model-parallel layers' barrier and buffers */
     st_barrier mp_barrier;
     pthread_mutex_t mp_lock;

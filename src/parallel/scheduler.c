@@ -433,6 +433,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             return st;
         }
     }
+    s->agg = sched_bsp_aggregation(o, s->overlap != NULL);
     int started = 0, create_err = 0;
     for (int r = 0; r < s->T; r++) {
         st_worker *w = &s->w[r];
