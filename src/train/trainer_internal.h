@@ -122,6 +122,34 @@ int trainer_stopping(const st_trainer *t);
  * BSP) and one before the run's end (stopping.c). */
 st_status trainer_check_stopping(const st_trainer *t, st_error *err);
 
+/* The rules between the run's options (option_rules.c): ST_EUSAGE with the
+ * first one broken, checked once the backend is known. */
+st_status trainer_check_option_rules(const st_trainer *t, st_error *err);
+
+/* The kernel choices (kernel_choices.c): --conv-impl checked against the
+ * backend's names, the table the workers share, the choices
+ * --kernel-choices gives, then the cache's (setup); after the workers'
+ * set-up, what was measured stored and logged (finish); multi-node,
+ * rank 0's choices to every rank, after local (share). */
+st_status trainer_setup_choices(st_trainer *t, st_error *err);
+/* Whether the kernels take their implementations from the choice table
+ * (measured or given), not from --conv-impl NAME. */
+int trainer_kernel_choices_used(const st_trainer *t);
+st_status trainer_finish_choices(st_trainer *t, st_error *err);
+st_status trainer_share_choices(st_trainer *t, st_status local, st_error *err);
+
+/* The outputs (outputs.c): the snapshots' name from the cfg's, checked
+ * against the directory's name limit; the temporaries of killed snapshot
+ * writes removed; every output path checked against the inputs. */
+st_status trainer_name_snapshots(st_trainer *t, st_error *err);
+void trainer_remove_killed_snapshot_writes(const st_trainer *t);
+st_status trainer_check_paths(const st_trainer *t, st_error *err);
+
+/* Where the run starts (resume.c): --resume's snapshot, or the weights of
+ * path (--weights). */
+st_status trainer_resume(st_trainer *t, st_error *err);
+st_status trainer_start_from(st_trainer *t, const char *path, st_error *err);
+
 /* After rank 0's test phase at iteration `it` with `accuracy`: the record
  * updated; returns whether the accuracy is a new best (stopping.c). */
 int trainer_record_test(st_trainer *t, long it, double accuracy);
