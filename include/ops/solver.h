@@ -57,17 +57,42 @@ typedef struct st_lr_schedule {
     long max_batches;  /* for poly */
 } st_lr_schedule;
 
-/* The update rules, in the order of st_solver_rule_names (solver= in
- * [net]). */
+/* The update rules, declared once: X(ENUM, solver= name, state planes,
+ * flops per parameter of the update (the CPE kernel's count: the cpe
+ * backend costs its update with it), the [net] keys it reads beyond
+ * momentum= and decay=, whose those keys are in warnings).
+ *
+ * Adding a rule: its row here and its update in solver.c (a *_range
+ * function and its case in update_range's switch, which the compiler names
+ * when it lacks one); the cpe backend's update kernel
+ * (cpe/kernels/stream.c) runs solver.c's arithmetic and costs it with the
+ * row's flops; a new key is read in net/hparams.c's read_solver. Two files,
+ * three with a new key. */
+#define ST_SOLVER_RULES(X)                                                          \
+    X(SGD, "sgd", 1, 6, "", "")                                                     \
+    X(NESTEROV, "nesterov", 1, 10, "", "")                                          \
+    X(ADAGRAD, "adagrad", 1, 9, "delta", "AdaGrad's")                               \
+    X(RMSPROP, "rmsprop", 1, 12, "rms_decay delta", "RMSProp's")                    \
+    X(ADADELTA, "adadelta", 2, 19, "delta", "AdaDelta's")                           \
+    X(ADAM, "adam", 2, 16, "B1 B2 eps", "Adam's")
+
 typedef enum st_solver_rule {
-    ST_SOLVER_SGD,
-    ST_SOLVER_NESTEROV,
-    ST_SOLVER_ADAGRAD,
-    ST_SOLVER_RMSPROP,
-    ST_SOLVER_ADADELTA,
-    ST_SOLVER_ADAM,
+#define ST_SOLVER_ENUM(e, name, planes, flops, keys, whose) ST_SOLVER_##e,
+    ST_SOLVER_RULES(ST_SOLVER_ENUM)
+#undef ST_SOLVER_ENUM
+    ST_SOLVER_RULE_COUNT
 } st_solver_rule;
 
+/* A rule's row of ST_SOLVER_RULES, indexed by st_solver_rule. */
+typedef struct st_solver_rule_info {
+    const char *name;
+    int planes;
+    int flops;       /* per parameter of the update */
+    const char *keys;  /* space-separated [net] keys it reads */
+    const char *whose; /* "Adam's": the keys' owner in messages */
+} st_solver_rule_info;
+
+extern const st_solver_rule_info st_solver_rules[ST_SOLVER_RULE_COUNT];
 extern const char *const st_solver_rule_names[]; /* cfg names, NULL-terminated */
 
 typedef struct st_solver_cfg {

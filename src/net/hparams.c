@@ -146,29 +146,45 @@ static st_status read_float_except(const st_cfg *cfg, st_cfg_section *s, const c
  * (the same as solver=adam), momentum=, decay=, B1=, B2=, eps= (Darknet's
  * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
  * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
+/* Whether rule reads the [net] key (its row of ST_SOLVER_RULES). */
+static int rule_reads(st_solver_rule rule, const char *key)
+{
+    const char *k = st_solver_rules[rule].keys;
+    size_t len = strlen(key);
+    while (*k) {
+        if (strncmp(k, key, len) == 0 && (k[len] == ' ' || k[len] == '\0'))
+            return 1;
+        k += strcspn(k, " ");
+        k += strspn(k, " ");
+    }
+    return 0;
+}
+
 /* One warning per update-rule key given that the chosen rule ignores
  * (momentum= is left alone: Darknet cfgs give it whatever the rule). */
 static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
                                     const st_solver_cfg *c, const st_log *log)
 {
-    static const struct {
-        const char *key;
-        unsigned rules; /* bit per st_solver_rule that reads it */
-        const char *whose;
-    } keys[] = {
-        {"B1", 1u << ST_SOLVER_ADAM, "Adam's"},
-        {"B2", 1u << ST_SOLVER_ADAM, "Adam's"},
-        {"eps", 1u << ST_SOLVER_ADAM, "Adam's"},
-        {"rms_decay", 1u << ST_SOLVER_RMSPROP, "RMSProp's"},
-        {"delta", (1u << ST_SOLVER_ADAGRAD) | (1u << ST_SOLVER_RMSPROP) |
-                      (1u << ST_SOLVER_ADADELTA), "AdaGrad's, RMSProp's and AdaDelta's"},
-    };
+    static const char *const keys[] = {"B1", "B2", "eps", "rms_decay", "delta"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        st_cfg_option *o = st_cfg_find(s, keys[i].key);
-        if (o && !(keys[i].rules & (1u << c->rule)))
-            st_warn(log, "%s:%d: [%s] %s= has no effect with solver=%s (it is %s)", cfg->path,
-                    o->line, s->type, keys[i].key, st_solver_rule_names[c->rule],
-                    keys[i].whose);
+        st_cfg_option *o = st_cfg_find(s, keys[i]);
+        if (!o || rule_reads(c->rule, keys[i]))
+            continue;
+        char whose[128] = ""; /* "AdaGrad's, RMSProp's and AdaDelta's" */
+        int readers = 0, named = 0;
+        for (int r = 0; r < ST_SOLVER_RULE_COUNT; r++)
+            readers += rule_reads((st_solver_rule)r, keys[i]);
+        for (int r = 0; r < ST_SOLVER_RULE_COUNT; r++) {
+            if (!rule_reads((st_solver_rule)r, keys[i]))
+                continue;
+            size_t len = strlen(whose);
+            snprintf(whose + len, sizeof whose - len, "%s%s",
+                     named == 0 ? "" : named == readers - 1 ? " and " : ", ",
+                     st_solver_rules[r].whose);
+            named++;
+        }
+        st_warn(log, "%s:%d: [%s] %s= has no effect with solver=%s (it is %s)", cfg->path,
+                o->line, s->type, keys[i], st_solver_rule_names[c->rule], whose);
     }
 }
 

@@ -6,8 +6,17 @@
 const char *const st_lr_policy_names[] = {"constant", "step", "steps", "exp", "poly", "inv",
                                           NULL};
 
-const char *const st_solver_rule_names[] = {"sgd",      "nesterov", "adagrad", "rmsprop",
-                                            "adadelta", "adam",     NULL};
+const st_solver_rule_info st_solver_rules[ST_SOLVER_RULE_COUNT] = {
+#define ST_SOLVER_INFO(e, name, planes, flops, keys, whose) {name, planes, flops, keys, whose},
+    ST_SOLVER_RULES(ST_SOLVER_INFO)
+#undef ST_SOLVER_INFO
+};
+
+const char *const st_solver_rule_names[] = {
+#define ST_SOLVER_NAME(e, name, planes, flops, keys, whose) name,
+    ST_SOLVER_RULES(ST_SOLVER_NAME)
+#undef ST_SOLVER_NAME
+    NULL};
 
 float st_lr_at(const st_lr_schedule *s, long iter)
 {
@@ -38,17 +47,7 @@ float st_lr_at(const st_lr_schedule *s, long iter)
 
 int st_solver_state_per_param(const st_solver_cfg *c)
 {
-    switch (c->rule) {
-    case ST_SOLVER_ADADELTA:
-    case ST_SOLVER_ADAM:
-        return 2;
-    case ST_SOLVER_SGD:
-    case ST_SOLVER_NESTEROV:
-    case ST_SOLVER_ADAGRAD:
-    case ST_SOLVER_RMSPROP:
-        break;
-    }
-    return 1;
+    return (unsigned)c->rule < ST_SOLVER_RULE_COUNT ? st_solver_rules[c->rule].planes : 1;
 }
 
 #define BN_RUNNING_MOMENTUM 0.99f
@@ -181,6 +180,8 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
             break;
         case ST_SOLVER_ADAM:
             adam_range(c, rate, decay, w + b, s0, s0 + stride, gb, n);
+            break;
+        case ST_SOLVER_RULE_COUNT: /* not a rule: hparams.c reads only the table's */
             break;
         }
     }

@@ -185,15 +185,7 @@ static uint64_t solver_flops_per_float(const st_solver_cfg *c, st_param_kind kin
 {
     if (kind == ST_PARAM_STAT)
         return 3;
-    switch (c->rule) {
-    case ST_SOLVER_SGD: return 6;
-    case ST_SOLVER_NESTEROV: return 10;
-    case ST_SOLVER_ADAGRAD: return 9;
-    case ST_SOLVER_RMSPROP: return 12;
-    case ST_SOLVER_ADADELTA: return 19;
-    case ST_SOLVER_ADAM: return 16;
-    }
-    return 0;
+    return (uint64_t)st_solver_rules[c->rule].flops;
 }
 
 typedef struct solver_slot {
@@ -339,7 +331,7 @@ st_status st_cpe_solver_update(st_cpe_cluster *cg, const st_solver_step *step, s
                        !c ? "solver configuration" : !t ? "parameter table" : !w ? "weights"
                        : !state                         ? "solver state"
                                                         : "gradient");
-    if ((unsigned)c->rule > ST_SOLVER_ADAM)
+    if ((unsigned)c->rule >= ST_SOLVER_RULE_COUNT)
         return st_fail(err, ST_EINPUT, "solver_update: unknown update rule %d", (int)c->rule);
     if (begin > end || end > t->count)
         return st_fail(err, ST_EINPUT,
