@@ -28,7 +28,7 @@ ifneq ($(PORTABLE),)
 CFLAGS  += -DST_CPE_PORTABLE
 endif
 
-# Sources by folder (src/README.md): every src/<folder>/*.c and
+# Sources by folder (their map: docs/design.md): every src/<folder>/*.c and
 # src/<folder>/<sub>/*.c. Public headers are include/<folder>/*.h, included
 # as "folder/name.h"; a folder's private headers sit beside its sources
 # (there is no -Isrc). scripts/check-includes.sh (make test) keeps the
