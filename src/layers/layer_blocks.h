@@ -1,8 +1,8 @@
 /* Pieces shared by several layer files: the batch-normalization block of
  * [convolutional], [connected] and [batchnorm], and the activation kernel a
  * layer runs backward before its own kernels. */
-#ifndef ST_LAYERS_COMMON_H
-#define ST_LAYERS_COMMON_H
+#ifndef ST_LAYER_BLOCKS_H
+#define ST_LAYER_BLOCKS_H
 
 #include "layers/layer.h"
 

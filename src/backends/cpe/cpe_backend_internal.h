@@ -4,8 +4,8 @@
  * (convolution, its strategies), cpe_kernels.c (bias and activation,
  * inner product, pooling, activations, the MPE's kernels) and cpe_report.c
  * (the end-of-run report, the per-iteration trace and the report CSV). */
-#ifndef ST_BACKENDS_CPE_INTERNAL_H
-#define ST_BACKENDS_CPE_INTERNAL_H
+#ifndef ST_CPE_BACKEND_INTERNAL_H
+#define ST_CPE_BACKEND_INTERNAL_H
 
 #include <stdio.h>
 

@@ -1,8 +1,8 @@
 /* Pieces every all-reduce algorithm uses: the per-call state (stats,
  * scratch, timing), counted and paced point-to-point exchanges, the sum
  * hook, and the split of n floats into blocks. */
-#ifndef ST_ALLREDUCE_COMMON_H
-#define ST_ALLREDUCE_COMMON_H
+#ifndef ST_ALLREDUCE_ALGORITHM_H
+#define ST_ALLREDUCE_ALGORITHM_H
 
 #include "dist/allreduce.h"
 
