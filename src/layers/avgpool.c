@@ -17,7 +17,7 @@ static st_status avgpool_setup(const st_layer *base, st_setup *s, void **state, 
 {
     st_pool_desc d = {{.kind = ST_K_POOL}, ST_POOL_AVG, base->in.c, base->in.h, base->in.w, 1, 1,
                       base->in.h, base->in.w, 1, 1, 0, 0};
-    return slot_setup(s, base, &d.base, "avgpool", state, err);
+    return st_slot_setup(s, base, &d.base, "avgpool", state, err);
 }
 
 static void avgpool_describe(const st_layer *base, char *buf, size_t size)
@@ -31,8 +31,8 @@ const st_layer_ops st_avgpool_ops = {
     .short_name = "avg",
     .build = avgpool_build,
     .setup = avgpool_setup,
-    .forward = slot_forward,
-    .backward = slot_backward,
-    .release = slot_release,
+    .forward = st_slot_forward,
+    .backward = st_slot_backward,
+    .release = st_slot_release,
     .describe = avgpool_describe,
 };

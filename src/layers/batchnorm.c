@@ -7,24 +7,24 @@
 
 typedef struct batchnorm_layer {
     st_layer base;
-    bn_params bn;
+    st_bn_params bn;
 } batchnorm_layer;
 
 static st_status batchnorm_build(st_build *b, st_layer **out, st_error *err)
 {
     batchnorm_layer *l = st_layer_new(b, &st_batchnorm_ops, sizeof *l, out, err);
-    return l ? bn_add_params(b, b->in.c, &l->bn, err) : ST_ENOMEM;
+    return l ? st_bn_add_params(b, b->in.c, &l->bn, err) : ST_ENOMEM;
 }
 
 static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state,
                                  st_error *err)
 {
-    bn_state *bs = st_calloc(1, sizeof *bs, "batchnorm state", err);
+    st_bn_state *bs = st_calloc(1, sizeof *bs, "batchnorm state", err);
     if (!bs)
         return ST_ENOMEM;
     *state = bs;
-    st_status st = bn_setup(s, base, base->out.c, base->out.h, base->out.w, ST_ACT_LINEAR,
-                            s->in_layout[0], s->dst_plain, bs, err);
+    st_status st = st_bn_setup(s, base, base->out.c, base->out.h, base->out.w, ST_ACT_LINEAR,
+                               s->in_layout[0], s->dst_plain, bs, err);
     if (st == ST_OK) {
         s->out_layout = bs->k.k->dst_layout;
         s->out_bytes = bs->k.k->dst_bytes;
@@ -35,20 +35,21 @@ static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state
 static st_status batchnorm_forward(const st_layer *base, void *state, const st_pass *p,
                                    st_error *err)
 {
-    return bn_forward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0], p->dst, err);
+    return st_bn_forward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0], p->dst,
+                         err);
 }
 
 static st_status batchnorm_backward(const st_layer *base, void *state, const st_pass *p,
                                     st_error *err)
 {
-    return bn_backward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0], p->diff_dst,
-                       p->diff_src[0], p->accumulate[0], err);
+    return st_bn_backward(&((const batchnorm_layer *)base)->bn, state, p, p->src[0],
+                          p->diff_dst, p->diff_src[0], p->accumulate[0], err);
 }
 
 static void batchnorm_release(void *state)
 {
     if (state)
-        st_kslot_release(&((bn_state *)state)->k);
+        st_kslot_release(&((st_bn_state *)state)->k);
     free(state);
 }
 

@@ -26,7 +26,7 @@
 typedef struct connected_layer {
     st_layer base;
     int outputs;
-    wl_params wp;
+    st_wl_params wp;
 } connected_layer;
 
 static st_status connected_build(st_build *b, st_layer **out, st_error *err)
@@ -39,7 +39,7 @@ static st_status connected_build(st_build *b, st_layer **out, st_error *err)
     if ((st = st_cfg_int(b->cfg, b->sec, "output", 1, 1, 1 << 24, &l->outputs, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "batch_normalize", 0, 0, 1, &l->wp.batch_normalize,
                          err)) ||
-        (st = read_activation(b, ST_ACT_LOGISTIC, &l->wp.act, err)))
+        (st = st_layer_read_activation(b, ST_ACT_LOGISTIC, &l->wp.act, err)))
         return st;
     size_t inputs = st_shape_count(b->in);
     if ((double)inputs * l->outputs > 2e9)
@@ -51,7 +51,7 @@ static st_status connected_build(st_build *b, st_layer **out, st_error *err)
                              ST_INIT_UNIFORM, sqrtf(2.0f / (float)inputs), &l->wp.weights,
                              err)))
         return st;
-    return wl_add_shift(b, &l->wp, l->outputs, err);
+    return st_wl_add_shift(b, &l->wp, l->outputs, err);
 }
 
 /* This worker's part of a model-parallel layer (training only). */
@@ -68,7 +68,7 @@ typedef struct connected_mp {
 } connected_mp;
 
 typedef struct connected_state {
-    wl_state ws;      /* data-parallel: every pass without mp, and inference */
+    st_wl_state ws;  /* data-parallel: every pass without mp, and inference */
     connected_mp mp;  /* mp.g NULL: not model-parallel */
 } connected_state;
 
@@ -154,7 +154,7 @@ static st_status connected_setup(const st_layer *base, st_setup *s, void **state
                     !l->wp.batch_normalize, l->wp.batch_normalize ? ST_ACT_LINEAR : l->wp.act};
     if (s->mp)
         s->dst_plain = 1; /* the shards' rows of Y, whose columns the workers write */
-    st_status st = wl_setup(s, base, &l->wp, &d.base, "fc", &cs->ws, err);
+    st_status st = st_wl_setup(s, base, &l->wp, &d.base, "fc", &cs->ws, err);
     if (st == ST_OK && s->mp && s->training)
         st = mp_setup(l, s, &cs->mp, err);
     return st;
@@ -194,7 +194,8 @@ static st_status mp_backward(const connected_layer *l, connected_state *cs, cons
 {
     connected_mp *m = &cs->mp;
     size_t in = st_shape_count(l->base.in);
-    st_status st = p->n ? act_backward(&cs->ws.act, p, p->dst, p->diff_dst, err) : ST_OK;
+    st_status st =
+        p->n ? st_act_slot_backward(&cs->ws.act, p, p->dst, p->diff_dst, err) : ST_OK;
     mp_rows(m, l->outputs, p->batch_first, p->n, p->diff_dst, 0);
     if (st == ST_OK && p->n && p->diff_src[0]) {
         st_kargs a = {.src = p->src[0], .dst = p->dst, .weights = p->params + l->wp.weights,
@@ -234,7 +235,7 @@ static st_status connected_forward(const st_layer *base, void *state, const st_p
     connected_state *cs = state;
     if (cs->mp.g && p->training)
         return mp_forward(l, &cs->mp, p, err);
-    return wl_forward(&l->wp, &cs->ws, p, err);
+    return st_wl_forward(&l->wp, &cs->ws, p, err);
 }
 
 static st_status connected_backward(const st_layer *base, void *state, const st_pass *p,
@@ -244,14 +245,14 @@ static st_status connected_backward(const st_layer *base, void *state, const st_
     connected_state *cs = state;
     if (cs->mp.g)
         return mp_backward(l, cs, p, err);
-    return wl_backward(&l->wp, &cs->ws, p, err);
+    return st_wl_backward(&l->wp, &cs->ws, p, err);
 }
 
 static void connected_release(void *state)
 {
     connected_state *cs = state;
     if (cs) {
-        wl_release(&cs->ws);
+        st_wl_release(&cs->ws);
         st_kslot_release(&cs->mp.slice);
     }
     free(cs);

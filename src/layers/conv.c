@@ -13,7 +13,7 @@
 typedef struct conv_layer {
     st_layer base;
     int filters, size, stride, padding, groups;
-    wl_params wp;
+    st_wl_params wp;
 } conv_layer;
 
 static const char *const conv_ignored[] = {"flipped", "dot", "stopbackward", NULL};
@@ -34,7 +34,7 @@ static st_status conv_build(st_build *b, st_layer **out, st_error *err)
         (st = st_cfg_int(b->cfg, b->sec, "groups", 1, 1, 1 << 16, &l->groups, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "batch_normalize", 0, 0, 1, &l->wp.batch_normalize,
                          err)) ||
-        (st = read_activation(b, ST_ACT_LOGISTIC, &l->wp.act, err)) ||
+        (st = st_layer_read_activation(b, ST_ACT_LOGISTIC, &l->wp.act, err)) ||
         (st = st_layer_only(b, "binary", "0", err)) || (st = st_layer_only(b, "xnor", "0", err)) ||
         (st = st_layer_only(b, "dilation", "1", err)))
         return st;
@@ -59,13 +59,13 @@ static st_status conv_build(st_build *b, st_layer **out, st_error *err)
     if ((st = st_layer_param(b, "weights", (size_t)l->filters * fan_in, ST_PARAM_WEIGHT,
                              ST_INIT_NORMAL, sqrtf(2.0f / (float)fan_in), &l->wp.weights, err)))
         return st;
-    return wl_add_shift(b, &l->wp, l->filters, err);
+    return st_wl_add_shift(b, &l->wp, l->filters, err);
 }
 
 static st_status conv_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
 {
     const conv_layer *l = (const conv_layer *)base;
-    wl_state *ws = st_calloc(1, sizeof *ws, "convolution state", err);
+    st_wl_state *ws = st_calloc(1, sizeof *ws, "convolution state", err);
     if (!ws)
         return ST_ENOMEM;
     *state = ws;
@@ -78,25 +78,25 @@ static st_status conv_setup(const st_layer *base, st_setup *s, void **state, st_
         .bias = !l->wp.batch_normalize,
         .act = l->wp.batch_normalize ? ST_ACT_LINEAR : l->wp.act,
     };
-    return wl_setup(s, base, &l->wp, &d.base, "conv", ws, err);
+    return st_wl_setup(s, base, &l->wp, &d.base, "conv", ws, err);
 }
 
 static st_status conv_forward(const st_layer *base, void *state, const st_pass *p,
                               st_error *err)
 {
-    return wl_forward(&((const conv_layer *)base)->wp, state, p, err);
+    return st_wl_forward(&((const conv_layer *)base)->wp, state, p, err);
 }
 
 static st_status conv_backward(const st_layer *base, void *state, const st_pass *p,
                                st_error *err)
 {
-    return wl_backward(&((const conv_layer *)base)->wp, state, p, err);
+    return st_wl_backward(&((const conv_layer *)base)->wp, state, p, err);
 }
 
 static void conv_release(void *state)
 {
     if (state)
-        wl_release(state);
+        st_wl_release(state);
     free(state);
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-st_status bn_add_params(st_build *b, int c, bn_params *bp, st_error *err)
+st_status st_bn_add_params(st_build *b, int c, st_bn_params *bp, st_error *err)
 {
     bp->c = c;
     st_status st;
@@ -21,8 +21,8 @@ st_status bn_add_params(st_build *b, int c, bn_params *bp, st_error *err)
     return ST_OK;
 }
 
-st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
-                   const void *src_layout, int dst_plain, bn_state *bs, st_error *err)
+st_status st_bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
+                      const void *src_layout, int dst_plain, st_bn_state *bs, st_error *err)
 {
     st_bnorm_desc d = {.base.kind = ST_K_BNORM, .c = c, .h = h, .w = w, .eps = ST_BN_EPS,
                        .act = act};
@@ -37,8 +37,8 @@ st_status bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act a
     return st;
 }
 
-st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
-                     float *y, st_error *err)
+st_status st_bn_forward(const st_bn_params *bp, st_bn_state *bs, const st_pass *p,
+                        const float *x, float *y, st_error *err)
 {
     float *mean = st_arena_at(p->arena, bs->mean_off);
     float *var = st_arena_at(p->arena, bs->var_off);
@@ -51,8 +51,9 @@ st_status bn_forward(const bn_params *bp, bn_state *bs, const st_pass *p, const 
     return st_kslot_forward(&bs->k, p, &a, err);
 }
 
-st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const float *x,
-                      const float *dy, float *dx, int accumulate, st_error *err)
+st_status st_bn_backward(const st_bn_params *bp, st_bn_state *bs, const st_pass *p,
+                         const float *x, const float *dy, float *dx, int accumulate,
+                         st_error *err)
 {
     float *mean = st_arena_at(p->arena, bs->mean_off);
     float *var = st_arena_at(p->arena, bs->var_off);
@@ -76,8 +77,9 @@ st_status bn_backward(const bn_params *bp, bn_state *bs, const st_pass *p, const
     return ST_OK;
 }
 
-st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
-                    const void *layout, act_slot *a, st_error *err)
+/* count values per sample in the given layout. */
+static st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
+                           const void *layout, st_act_slot *a, st_error *err)
 {
     memset(a, 0, sizeof *a);
     a->act = act;
@@ -89,8 +91,8 @@ st_status act_setup(st_setup *s, const st_layer *l, st_act act, size_t count,
     return st_kslot_create(s, &d.base, layout, 0, 0, name, &a->k, err);
 }
 
-st_status act_backward(const act_slot *a, const st_pass *p, const float *out, float *diff,
-                       st_error *err)
+st_status st_act_slot_backward(const st_act_slot *a, const st_pass *p, const float *out,
+                               float *diff, st_error *err)
 {
     if (!a->k.k)
         return ST_OK;
@@ -98,12 +100,12 @@ st_status act_backward(const act_slot *a, const st_pass *p, const float *out, fl
     return st_kslot_backward_data(&a->k, p, &args, err);
 }
 
-void act_release(act_slot *a)
+static void act_release(st_act_slot *a)
 {
     st_kslot_release(&a->k);
 }
 
-st_status read_activation(st_build *b, st_act def, st_act *act, st_error *err)
+st_status st_layer_read_activation(st_build *b, st_act def, st_act *act, st_error *err)
 {
     int v;
     st_status st = st_cfg_enum(b->cfg, b->sec, "activation", st_act_names, (int)def, &v, err);
@@ -111,16 +113,16 @@ st_status read_activation(st_build *b, st_act def, st_act *act, st_error *err)
     return st;
 }
 
-st_status wl_add_shift(st_build *b, wl_params *wp, int c, st_error *err)
+st_status st_wl_add_shift(st_build *b, st_wl_params *wp, int c, st_error *err)
 {
     if (wp->batch_normalize)
-        return bn_add_params(b, c, &wp->bn, err);
+        return st_bn_add_params(b, c, &wp->bn, err);
     return st_layer_param(b, "biases", (size_t)c, ST_PARAM_BIAS, ST_INIT_ZERO, 0, &wp->biases,
                           err);
 }
 
-st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc *desc,
-                   const char *kernel_name, wl_state *ws, st_error *err)
+st_status st_wl_setup(st_setup *s, const st_layer *l, const st_wl_params *wp, st_kdesc *desc,
+                      const char *kernel_name, st_wl_state *ws, st_error *err)
 {
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
@@ -133,8 +135,8 @@ st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc
         snprintf(name, sizeof name, "%d.pre_bn", l->index);
         st = st_arena_reserve(s->arena, name, last->dst_bytes, &ws->pre_off, err);
         if (st == ST_OK)
-            st = bn_setup(s, l, l->out.c, l->out.h, l->out.w, wp->act, last->dst_layout,
-                          s->dst_plain, &ws->bn, err);
+            st = st_bn_setup(s, l, l->out.c, l->out.h, l->out.w, wp->act, last->dst_layout,
+                             s->dst_plain, &ws->bn, err);
         if (st != ST_OK)
             return st;
         /* In place only when batch norm's input and output share a layout. */
@@ -153,7 +155,7 @@ st_status wl_setup(st_setup *s, const st_layer *l, const wl_params *wp, st_kdesc
     return act_setup(s, l, wp->act, st_shape_count(l->out), last->dst_layout, &ws->act, err);
 }
 
-st_status wl_forward(const wl_params *wp, wl_state *ws, const st_pass *p, st_error *err)
+st_status st_wl_forward(const st_wl_params *wp, st_wl_state *ws, const st_pass *p, st_error *err)
 {
     float *pre = wp->batch_normalize ? st_arena_at(p->arena, ws->pre_off) : p->dst;
     st_kargs a = {.src = p->src[0], .dst = pre, .weights = p->params + wp->weights,
@@ -161,12 +163,12 @@ st_status wl_forward(const wl_params *wp, wl_state *ws, const st_pass *p, st_err
     st_status st = st_kslot_forward(&ws->main, p, &a, err);
     if (st != ST_OK || !wp->batch_normalize)
         return st;
-    return bn_forward(&wp->bn, &ws->bn, p, pre, p->dst, err);
+    return st_bn_forward(&wp->bn, &ws->bn, p, pre, p->dst, err);
 }
 
-st_status wl_backward(const wl_params *wp, wl_state *ws, const st_pass *p, st_error *err)
+st_status st_wl_backward(const st_wl_params *wp, st_wl_state *ws, const st_pass *p, st_error *err)
 {
-    st_status st = act_backward(&ws->act, p, p->dst, p->diff_dst, err);
+    st_status st = st_act_slot_backward(&ws->act, p, p->dst, p->diff_dst, err);
     if (st != ST_OK)
         return st;
     float *pre = p->dst, *pre_delta = p->diff_dst;
@@ -174,7 +176,7 @@ st_status wl_backward(const wl_params *wp, wl_state *ws, const st_pass *p, st_er
         pre = st_arena_at(p->arena, ws->pre_off);
         if (ws->pre_delta)
             pre_delta = st_arena_at(p->arena, ws->pre_delta_off);
-        st = bn_backward(&wp->bn, &ws->bn, p, pre, p->diff_dst, pre_delta, 0, err);
+        st = st_bn_backward(&wp->bn, &ws->bn, p, pre, p->diff_dst, pre_delta, 0, err);
         if (st != ST_OK)
             return st;
     }
@@ -189,15 +191,15 @@ st_status wl_backward(const wl_params *wp, wl_state *ws, const st_pass *p, st_er
     return st_kslot_backward_data(&ws->main, p, &a, err);
 }
 
-void wl_release(wl_state *ws)
+void st_wl_release(st_wl_state *ws)
 {
     st_kslot_release(&ws->main);
     st_kslot_release(&ws->bn.k);
     act_release(&ws->act);
 }
 
-st_status slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *kernel_name,
-                     void **state, st_error *err)
+st_status st_slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *kernel_name,
+                        void **state, st_error *err)
 {
     st_kslot *slot = st_calloc(1, sizeof *slot, kernel_name, err);
     if (!slot)
@@ -213,14 +215,14 @@ st_status slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char *ke
     return st;
 }
 
-st_status slot_forward(const st_layer *l, void *state, const st_pass *p, st_error *err)
+st_status st_slot_forward(const st_layer *l, void *state, const st_pass *p, st_error *err)
 {
     (void)l;
     st_kargs a = {.src = p->src[0], .dst = p->dst};
     return st_kslot_forward(state, p, &a, err);
 }
 
-st_status slot_backward(const st_layer *l, void *state, const st_pass *p, st_error *err)
+st_status st_slot_backward(const st_layer *l, void *state, const st_pass *p, st_error *err)
 {
     (void)l;
     if (!p->diff_src[0])
@@ -230,7 +232,7 @@ st_status slot_backward(const st_layer *l, void *state, const st_pass *p, st_err
     return st_kslot_backward_data(state, p, &a, err);
 }
 
-void slot_release(void *state)
+void st_slot_release(void *state)
 {
     if (state)
         st_kslot_release(state);

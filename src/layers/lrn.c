@@ -36,7 +36,7 @@ static st_status lrn_setup(const st_layer *base, st_setup *s, void **state, st_e
     const lrn_layer *l = (const lrn_layer *)base;
     st_lrn_desc d = {{.kind = ST_K_LRN}, base->in.c, base->in.h, base->in.w, l->size, l->alpha,
                      l->beta, l->k};
-    return slot_setup(s, base, &d.base, "lrn", state, err);
+    return st_slot_setup(s, base, &d.base, "lrn", state, err);
 }
 
 static void lrn_describe(const st_layer *base, char *buf, size_t size)
@@ -51,8 +51,8 @@ const st_layer_ops st_lrn_ops = {
     .short_name = "lrn",
     .build = lrn_build,
     .setup = lrn_setup,
-    .forward = slot_forward,
-    .backward = slot_backward,
-    .release = slot_release,
+    .forward = st_slot_forward,
+    .backward = st_slot_backward,
+    .release = st_slot_release,
     .describe = lrn_describe,
 };

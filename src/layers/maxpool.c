@@ -41,7 +41,7 @@ static st_status maxpool_setup(const st_layer *base, st_setup *s, void **state, 
     st_pool_desc d = {{.kind = ST_K_POOL}, ST_POOL_MAX, base->in.c, base->in.h, base->in.w,
                       base->out.h, base->out.w, l->size, l->size, l->stride, l->stride,
                       l->padding / 2, l->padding / 2};
-    return slot_setup(s, base, &d.base, "maxpool", state, err);
+    return st_slot_setup(s, base, &d.base, "maxpool", state, err);
 }
 
 static void maxpool_describe(const st_layer *base, char *buf, size_t size)
@@ -57,8 +57,8 @@ const st_layer_ops st_maxpool_ops = {
     .short_name = "max",
     .build = maxpool_build,
     .setup = maxpool_setup,
-    .forward = slot_forward,
-    .backward = slot_backward,
-    .release = slot_release,
+    .forward = st_slot_forward,
+    .backward = st_slot_backward,
+    .release = st_slot_release,
     .describe = maxpool_describe,
 };

@@ -44,13 +44,13 @@ static st_status softmax_setup(const st_layer *base, st_setup *s, void **state, 
     st_softmax_desc d = {{.kind = ST_K_SOFTMAX}, (int)st_shape_count(base->in), l->groups,
                          l->temperature};
     s->dst_plain = 1; /* the loss reads the probabilities in plain C */
-    return slot_setup(s, base, &d.base, "softmax", state, err);
+    return st_slot_setup(s, base, &d.base, "softmax", state, err);
 }
 
 static st_status softmax_forward(const st_layer *base, void *state, const st_pass *p,
                                  st_error *err)
 {
-    st_status st = slot_forward(base, state, p, err);
+    st_status st = st_slot_forward(base, state, p, err);
     if (st != ST_OK || !p->labels || !p->loss)
         return st;
     size_t count = st_shape_count(base->out);
@@ -103,6 +103,6 @@ const st_layer_ops st_softmax_ops = {
     .setup = softmax_setup,
     .forward = softmax_forward,
     .backward = softmax_backward,
-    .release = slot_release,
+    .release = st_slot_release,
     .describe = softmax_describe,
 };

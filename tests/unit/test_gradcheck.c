@@ -35,7 +35,7 @@
  * Regression checks for two bugs this file found (both fixed):
  *   - test_bn_running_stat_slots: the batch statistics must reach the
  *     gradient arena's rolling_mean / rolling_variance slots (written by
- *     bn_backward), or the solver averages the running statistics to 0;
+ *     st_bn_backward), or the solver averages the running statistics to 0;
  *   - softmax_groups2_loss_gradient: with groups > 1 the loss -log p[label]
  *     has zero gradient on the groups without the label.
  * Documented Darknet semantics that are not the gradient of L, and so are
@@ -999,7 +999,7 @@ static void test_forward_dropout_mask(void **state)
     gc_close(&t);
 }
 
-/* Batch norm's running-statistic slots of the gradient arena: per bn_forward
+/* Batch norm's running-statistic slots of the gradient arena: per st_bn_backward
  * (src/layers/layer_blocks.c) and solver.h, a training step leaves n * batch mean
  * and n * unbiased batch variance there for the solver's running average. */
 static void test_bn_running_stat_slots(void **state)
