@@ -1,16 +1,29 @@
-/* Internals of the reference backend: plain C kernels, the test oracle.
- * Clarity first; the GEMM and im2col are cache-aware so tests stay fast. */
+/* The reference backend (src/backends/ref/: plain C kernels, clarity first,
+ * the test oracle) as code outside it may use it; everything else reaches
+ * it through backend.h and the registry like any backend.
+ *
+ * Who uses it, and why:
+ * - the cpe backend (src/backends/cpe/). Its MPE-side kernels are the
+ *   reference ones: batch norm, LRN and softmax ran on the SW26010's MPE in
+ *   plain C (swCaffe), so cpe_kernels.c creates them with
+ *   st_backend_ref.kernel_create (with no context: the reference kernels
+ *   need none) and costs them with the MPE roofline. cpe_backend.c also
+ *   allocates its own kernels with ref_kernel_new, since they start as the
+ *   reference kernels do (the kind's ops, a plain dst).
+ * - the unit tests, which check the CPE kernels against the reference
+ *   kernels made by the constructors below (test_cpe_kernels.c).
+ * The reference backend's own helpers (its GEMM, the shared destroy and
+ * no-backward entry points) are private: src/backends/ref/ref_internal.h. */
 #ifndef ST_REF_H
 #define ST_REF_H
 
 #include "backends/backend.h"
 
-/* Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, op = transpose when
- * the flag is set; A is [M,K] (or [K,M] transposed), B is [K,N] (or [N,K]). */
-void ref_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* The backend itself, as the registry lists it. kernel_create takes a NULL
+ * context and an input in plain NCHW (src_layout NULL). */
+extern const st_backend st_backend_ref;
 
-/* Kernel constructors, one per kind. */
+/* Kernel constructors, one per kind; the descriptor's input is plain. */
 st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err);
 st_status ref_fc_create(const st_fc_desc *d, st_kernel **k, st_error *err);
 st_status ref_pool_create(const st_pool_desc *d, st_kernel **k, st_error *err);
@@ -19,15 +32,9 @@ st_status ref_lrn_create(const st_lrn_desc *d, st_kernel **k, st_error *err);
 st_status ref_act_create(const st_act_desc *d, st_kernel **k, st_error *err);
 st_status ref_softmax_create(const st_softmax_desc *d, st_kernel **k, st_error *err);
 
-/* A kernel with no backward pass of the given kind fails with this. */
-st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err);
-
 /* Allocate a kernel struct of size bytes (st_kernel first), zeroed, with its
- * ops, kind and plain dst size set from d; NULL (and err set) when out of
- * memory. */
+ * ops, kind and plain dst size ([d->n, st_kdesc_dst_values(d)] floats) set
+ * from d; NULL (and err set) when out of memory. free() releases it. */
 void *ref_kernel_new(size_t size, const st_kernel_ops *ops, const st_kdesc *d, st_error *err);
-
-/* destroy for kernels that own nothing but themselves. */
-void ref_kernel_free(st_kernel *k);
 
 #endif

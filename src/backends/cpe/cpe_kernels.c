@@ -10,8 +10,6 @@
 #include "cpe_backend_internal.h"
 #include "backends/ref.h"
 
-extern const st_backend st_backend_ref;
-
 /* ---- bias, activation and bias gradient of conv and fc, on the CPEs ---- */
 
 st_status cpe_epilogue(cpe_kernel *k, float *y, const float *bias, int n, int channels,

@@ -1,7 +1,7 @@
 /* The reference backend's entry points: context and kernel dispatch. */
 #include <stdlib.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 struct st_bctx {
     int worker;

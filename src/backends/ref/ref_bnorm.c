@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_bnorm {
     st_kernel base;

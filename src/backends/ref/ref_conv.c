@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_conv {
     st_kernel base;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_act {
     st_kernel base;

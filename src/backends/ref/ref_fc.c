@@ -4,7 +4,7 @@
  *   backward_weights dW [out, in] = ddst^T * src, dbias = sum_n ddst */
 #include <stdlib.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_fc {
     st_kernel base;

@@ -7,7 +7,7 @@
  * under ThreadSanitizer: the load-time resolver would run, instrumented,
  * before the sanitizer's runtime is up). The summation order is fixed, so
  * results are reproducible on one machine. */
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)

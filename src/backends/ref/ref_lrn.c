@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_lrn {
     st_kernel base;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref.h"
+#include "ref_internal.h"
 
 typedef struct ref_pool {
     st_kernel base;
