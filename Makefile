@@ -84,8 +84,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# oneDNN is built on OpenMP in Debian; its backend sets the team size, and
-# the parameter server runs a worker's slice on its intra-op threads.
+# oneDNN is built on OpenMP in Debian; its backend sets the team size (in
+# dnnl.c, the context: the kinds' files make no OpenMP call), and the
+# parameter server runs a worker's slice on its intra-op threads.
 $(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).

@@ -438,8 +438,15 @@ static st_status conv_decide(dn_kernel *k, st_error *err)
     }
 }
 
-st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
+/* The primitives of variant v (first: the largest batch size, which also
+ * decides the kernel's plan). */
+static st_status conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
     st_status st = first ? conv_decide(k, err) : ST_OK;
     return st == ST_OK ? plan_build(k, v, first, err) : st;
 }
+
+/* Its passes are the weighted ones (dnnl_kernel.c). */
+const dn_kind dn_kind_conv = {conv_build, {dn_weighted_forward, dn_weighted_backward_data,
+                                           dn_weighted_backward_weights, dn_kernel_destroy},
+                              sizeof(st_conv_desc)};

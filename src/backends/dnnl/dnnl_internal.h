@@ -1,8 +1,11 @@
-/* What the oneDNN backend's files share (dnnl.c: memory descriptors,
- * primitives, the kernel record and every kernel but convolution;
- * dnnl_conv.c: convolution and its plan; dnnl_conv_measure.c: the measured
- * choice of a plan, with dnnl_conv.h between those two). Nothing outside
- * src/backends/dnnl/ includes this. */
+/* What the oneDNN backend's files share: dnnl.c (the backend: contexts,
+ * kernel creation), dnnl_prim.c (memory descriptors, primitives, reorders),
+ * dnnl_kernel.c (the kernel record, its edges, the shared passes) and one
+ * file per kernel kind, each defining its dn_kind: dnnl_conv.c (with
+ * dnnl_conv_measure.c, the measured choice of a plan, and dnnl_conv.h
+ * between those two), dnnl_fc.c, dnnl_pool.c, dnnl_bnorm.c, dnnl_lrn.c and
+ * dnnl_eltwise.c (activation, softmax). Nothing outside src/backends/dnnl/
+ * includes this. */
 #ifndef ST_DNNL_INTERNAL_H
 #define ST_DNNL_INTERNAL_H
 
@@ -114,7 +117,7 @@ typedef struct dn_pass_pds {
 
 st_status dn_fail(st_error *err, const char *what, dnnl_status_t s);
 
-/* ---- memory descriptors ---- */
+/* ---- memory descriptors (dnnl_prim.c) ---- */
 st_status dn_md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
 st_status dn_md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
 int dn_md_is_plain(const dnnl_memory_desc_t *md);
@@ -123,7 +126,7 @@ int dn_md_is_plain(const dnnl_memory_desc_t *md);
 dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n);
 int dn_n_outermost(const dnnl_memory_desc_t *md);
 
-/* ---- primitives with their argument memories ---- */
+/* ---- primitives with their argument memories (dnnl_prim.c) ---- */
 void dn_exec_free(dn_exec *e);
 /* The primitive of pd and one memory per listed argument whose descriptor
  * is not empty; pd stays the caller's. */
@@ -156,7 +159,28 @@ st_status dn_make_reorder(st_bctx *c, dn_exec *e, const dnnl_memory_desc_t *from
 st_status dn_run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, void *scratch,
                          st_error *err);
 
-/* ---- kernels ---- */
+/* ---- kernel kinds ---- */
+
+/* A kernel kind: the build of its primitives for one batch size (first:
+ * the largest, built first, which decides the layouts and reserves the
+ * workspace), its passes, and the size of its descriptor. Each kind's file
+ * defines its own; dnnl.c's table lists them by st_kind. */
+typedef struct dn_kind {
+    st_status (*build)(dn_kernel *k, dn_variant *v, int first, st_error *err);
+    st_kernel_ops ops;
+    size_t desc_size;
+} dn_kind;
+
+extern const dn_kind dn_kind_conv;    /* dnnl_conv.c */
+extern const dn_kind dn_kind_fc;      /* dnnl_fc.c */
+extern const dn_kind dn_kind_pool;    /* dnnl_pool.c */
+extern const dn_kind dn_kind_bnorm;   /* dnnl_bnorm.c */
+extern const dn_kind dn_kind_lrn;     /* dnnl_lrn.c */
+extern const dn_kind dn_kind_act;     /* dnnl_eltwise.c */
+extern const dn_kind dn_kind_softmax; /* dnnl_eltwise.c */
+
+/* ---- kernels (dnnl_kernel.c) ---- */
+void dn_kernel_destroy(st_kernel *base);
 dn_variant *dn_variant_of(dn_kernel *k, int n, st_error *err);
 /* base + off, NULL for NONE */
 void *dn_at(void *base, size_t off);
@@ -169,17 +193,64 @@ int dn_dst_dims(const dn_desc *d, int n, dnnl_dims_t dims);
 /* The layout src arrives in, for n samples. */
 st_status dn_user_src_md(const dn_kernel *k, int n, dnnl_memory_desc_t *md, st_error *err);
 dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward);
+
+/* The edges of variant v: usrc is the layout src arrives in, psrc the one
+ * the primitive reads (same dims); pdst the one it writes. Edge buffers are
+ * reserved when the largest batch size (first) is built. */
+st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *usrc,
+                         const dnnl_memory_desc_t *psrc, const dnnl_memory_desc_t *pdst,
+                         int first, st_error *err);
+/* The edges around a pass. Forward: src for the primitive (the user's
+ * a->src, or its reordered copy); where the primitive writes dst; then
+ * dst reordered to plain when it must be. */
+st_status dn_fwd_src(dn_kernel *k, dn_variant *v, const st_kargs *a, const void **src,
+                     st_error *err);
+void *dn_fwd_dst(const dn_kernel *k, const st_kargs *a);
+st_status dn_fwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_error *err);
+/* Backward: the src forward gave the primitive; diff_dst in the
+ * primitive's layout (dn_bwd_begin: with the variant for a->n samples);
+ * where the primitive writes diff_src; then diff_src reordered or added
+ * into the user's. */
+const void *dn_bwd_src(const dn_kernel *k, const st_kargs *a);
+st_status dn_bwd_ddst(dn_kernel *k, dn_variant *v, const st_kargs *a, const void **ddst,
+                      st_error *err);
+st_status dn_bwd_begin(dn_kernel *k, const st_kargs *a, dn_variant **v, const void **ddst,
+                       st_error *err);
+void *dn_bwd_dsrc(const dn_kernel *k, const st_kargs *a);
+st_status dn_bwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_error *err);
+
+/* Create an exec from pd with the arguments ids [n_ids], noting its
+ * scratchpad. */
+st_status dn_finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd, const int *ids,
+                         int n_ids, st_error *err);
 /* The common end of a layer's build, given the status so far: the passes'
  * execs, the edges between the user and the primitives' layouts (usrc,
  * psrc, pdst), and the descriptors destroyed, also on failure. */
 st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err);
+/* The primitive's own workspace (pooling, LRN): sized at the largest batch. */
+st_status dn_take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t pd, int first,
+                                 st_error *err);
+/* v->post: the eltwise alg (alpha) after the primitive, in place on md (an
+ * activation, softmax's temperature); what names it in errors. dn_post_run
+ * runs it from src to dst [n, ...] in md's layout (nothing without one). */
+st_status dn_post_build(dn_kernel *k, dn_variant *v, dnnl_alg_kind_t alg, float alpha,
+                        const dnnl_memory_desc_t *md, const char *what, st_error *err);
+st_status dn_post_run(dn_kernel *k, dn_variant *v, const void *src, void *dst, void *scratch,
+                      st_error *err);
+
+/* The passes of the weighted kinds (convolution, inner product: weights
+ * plain in the arena, reordered where the primitive wants another layout)
+ * and of the data kinds (pooling, LRN, activation: one input, one output,
+ * the primitive's workspace). */
+st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err);
+st_status dn_weighted_backward_data(st_kernel *base, const st_kargs *a, st_error *err);
+st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_error *err);
+st_status dn_data_forward(st_kernel *base, const st_kargs *a, st_error *err);
+st_status dn_data_backward(st_kernel *base, const st_kargs *a, st_error *err);
 
 /* ---- convolution (dnnl_conv.c, dnnl_conv_measure.c) ---- */
-/* The primitives of variant v (first: the largest batch size, which also
- * decides the kernel's implementation, see dnnl_conv.c). */
-st_status dn_conv_build(dn_kernel *k, dn_variant *v, int first, st_error *err);
 /* The names st_backend_opts.conv_impl may take besides "auto". */
 extern const char *const dn_conv_impls[];
 /* st_backend.choice_syntax: a convolution's plan as text. */

@@ -1,0 +1,86 @@
+/* The oneDNN inner product ([connected]): its primitives and its forward
+ * pass; its backward passes are the weighted ones (dnnl_kernel.c). */
+#include <stddef.h>
+
+#include "dnnl_internal.h"
+
+/* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
+ * layout is reordered to plain 4-D, the same memory as [n, in]. The
+ * backward passes are oneDNN inner-product primitives. The forward is
+ * oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed into
+ * dst with the bias, then the activation as an eltwise primitive: oneDNN's
+ * own inner-product forward computes src * W^T, which with two threads and
+ * a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x 4096 layer at
+ * batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in both
+ * orders). */
+static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
+{
+    const st_fc_desc *d = &k->d.fc;
+    st_bctx *c = k->ctx;
+    int n = v->n;
+    dnnl_dims_t sd = {n, d->in}, dd = {n, d->out}, wd = {d->out, d->in}, bd = {d->out};
+    dnnl_memory_desc_t src, dst, wei, bias, usrc, psrc;
+    st_status st;
+    if ((st = dn_md_plain(&src, 2, sd, err)) || (st = dn_md_plain(&dst, 2, dd, err)) ||
+        (st = dn_md_plain(&wei, 2, wd, err)) || (st = dn_md_plain(&bias, 1, bd, err)) ||
+        (st = dn_user_src_md(k, n, &usrc, err)))
+        return st;
+    psrc = src;
+    if (usrc.ndims != 2 && (st = dn_md_plain(&psrc, usrc.ndims, usrc.dims, err)))
+        return st;
+    float alpha;
+    dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
+    dnnl_inner_product_desc_t fd, bdd, bwd;
+    DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wei,
+                                            d->bias ? &bias : NULL, &dst),
+       "inner product forward descriptor");
+    if (post != dnnl_alg_kind_undef &&
+        (st = dn_post_build(k, v, post, alpha, &dst, "inner product activation", err)))
+        return st;
+    DN(dnnl_inner_product_backward_data_desc_init(&bdd, &src, &wei, &dst),
+       "inner product backward data descriptor");
+    DN(dnnl_inner_product_backward_weights_desc_init(&bwd, &src, &wei, d->bias ? &bias : NULL,
+                                                     &dst),
+       "inner product backward weights descriptor");
+    dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
+    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "inner product forward", err);
+    if (st == ST_OK)
+        st = dn_make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
+    if (st == ST_OK)
+        st = dn_make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
+    if (fpd) /* a hint for the backward descriptors only: the forward is sgemm */
+        dnnl_primitive_desc_destroy(fpd);
+    dn_pass_pds pds = {NULL, dpd, wpd};
+    st = dn_finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);
+    if (first) { /* the forward's dst^T, after the diff_src temporary */
+        k->dst_t_off = (k->tmp_bytes + 63) / 64 * 64;
+        k->tmp_bytes = k->dst_t_off + (size_t)d->base.n * d->out * sizeof(float);
+    }
+    return st;
+}
+
+static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
+{
+    dn_kernel *k = (dn_kernel *)base;
+    const st_fc_desc *d = &k->d.fc;
+    dn_variant *v = dn_variant_of(k, a->n, err);
+    if (!v)
+        return ST_EINTERNAL;
+    const void *src;
+    st_status st = dn_fwd_src(k, v, a, &src, err);
+    if (st != ST_OK)
+        return st;
+    float *dst_t =
+        (float *)((char *)a->scratch + (k->scratchpad + 63) / 64 * 64 + k->dst_t_off);
+    DN(dnnl_sgemm('N', 'T', d->out, a->n, d->in, 1.0f, a->weights, d->in, src, d->in, 0.0f,
+                  dst_t, a->n), "sgemm");
+    for (int i = 0; i < a->n; i++)
+        for (int o = 0; o < d->out; o++)
+            a->dst[(size_t)i * d->out + o] =
+                dst_t[(size_t)o * a->n + i] + (d->bias ? a->bias[o] : 0.0f);
+    return dn_post_run(k, v, a->dst, a->dst, a->scratch, err);
+}
+
+const dn_kind dn_kind_fc = {fc_build, {fc_forward, dn_weighted_backward_data,
+                                       dn_weighted_backward_weights, dn_kernel_destroy},
+                            sizeof(st_fc_desc)};
