@@ -137,8 +137,26 @@ typedef struct st_source_spec {
     int verify;         /* stores: check block checksums at open */
 } st_source_spec;
 
-/* Open by content: CIFAR batches (.bin), a store (its magic), IDX (its
- * magic, 1 or 3 dimensions; needs labels), otherwise an image list. */
+/* What st_source_open takes a path for, by its name and content:
+ * CIFAR batches (the first of its comma-separated files ends in .bin), a
+ * store (its magic), IDX images (their magic, 1 or 3 dimensions), an image
+ * list (text, or empty); or what it refuses: a path that is not a readable
+ * regular file, a gzip file that does not decompress (both with the reason
+ * in why [why_len], which must hold "" on entry), binary data of none of
+ * those kinds. */
+typedef enum st_source_kind {
+    ST_SOURCE_CIFAR,
+    ST_SOURCE_STORE,
+    ST_SOURCE_IDX,
+    ST_SOURCE_LIST,
+    ST_SOURCE_UNREADABLE,
+    ST_SOURCE_BAD_GZIP,
+    ST_SOURCE_UNKNOWN,
+} st_source_kind;
+
+st_source_kind st_source_kind_of(const char *path, char *why, size_t why_len);
+
+/* Open by content (st_source_kind_of): IDX images need labels. */
 st_status st_source_open(st_source **out, const st_source_spec *spec, st_error *err);
 
 /* A zlib message (gzerror's) without the "<fd:N>: " that zlib puts in front

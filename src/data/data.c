@@ -64,35 +64,56 @@ static int ends_with(const char *s, size_t len, const char *suffix)
     return len >= n && memcmp(s + len - n, suffix, n) == 0;
 }
 
+st_source_kind st_source_kind_of(const char *path, char *why, size_t why_len)
+{
+    size_t first = strcspn(path, ",");
+    if (ends_with(path, first, ".bin"))
+        return ST_SOURCE_CIFAR;
+    st_regular_why(path, why, why_len);
+    if (why[0])
+        return ST_SOURCE_UNREADABLE;
+    unsigned char head[512] = {0}; /* enough to tell text from binary */
+    int got = st_file_head(path, head, (int)sizeof head, why, why_len);
+    if (got < 0)
+        return ST_SOURCE_BAD_GZIP;
+    if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
+        return ST_SOURCE_STORE;
+    if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
+        (head[3] == 1 || head[3] == 3))
+        return ST_SOURCE_IDX;
+    if (got > 0 && memchr(head, '\0', (size_t)got))
+        return ST_SOURCE_UNKNOWN;
+    return ST_SOURCE_LIST;
+}
+
 st_status st_source_open(st_source **out, const st_source_spec *sp, st_error *err)
 {
-    size_t first = strcspn(sp->path, ",");
-    if (ends_with(sp->path, first, ".bin"))
+    char why[160] = "";
+    switch (st_source_kind_of(sp->path, why, sizeof why)) {
+    case ST_SOURCE_CIFAR:
         return st_cifar_open(out, sp->path, sp->limit, sp->classes, err);
-    char why[160];
-    st_regular_why(sp->path, why, sizeof why);
-    if (why[0])
-        return st_fail(err, ST_EINPUT, "%s: cannot open data: %s", sp->path, why);
-    unsigned char head[512] = {0}; /* enough to tell text from binary */
-    int got = st_file_head(sp->path, head, (int)sizeof head, why, sizeof why);
-    if (got < 0)
-        return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
-                       "or truncated)", sp->path, why);
-    if (got >= 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
+    case ST_SOURCE_STORE:
         return st_store_open(out, sp->path, sp->limit, sp->classes, sp->verify,
                              sp->images.outputs, err);
-    if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08 &&
-        (head[3] == 1 || head[3] == 3)) {
+    case ST_SOURCE_IDX:
         if (!sp->labels || !sp->labels[0])
             return st_fail(err, ST_EINPUT, "%s: IDX images need their labels file "
                            "(train_labels= or test_labels=)", sp->path);
         return st_idx_open(out, sp->path, sp->labels, sp->limit, sp->classes, err);
+    case ST_SOURCE_LIST:
+        return st_images_open(out, sp->path, sp->names, sp->limit, sp->classes, &sp->images,
+                              err);
+    case ST_SOURCE_UNREADABLE:
+        return st_fail(err, ST_EINPUT, "%s: cannot open data: %s", sp->path, why);
+    case ST_SOURCE_BAD_GZIP:
+        return st_fail(err, ST_EINPUT, "%s: a gzip file that does not decompress: %s (corrupt "
+                       "or truncated)", sp->path, why);
+    case ST_SOURCE_UNKNOWN:
+        break;
     }
-    if (got > 0 && memchr(head, '\0', (size_t)got))
-        return st_fail(err, ST_EINPUT, "%s: not a data file singletrain knows: expected a packed "
-                       "store, IDX images (magic 0x00000803), CIFAR-10 batches (.bin) or an "
-                       "image list (text)", sp->path);
-    return st_images_open(out, sp->path, sp->names, sp->limit, sp->classes, &sp->images, err);
+    return st_fail(err, ST_EINPUT, "%s: not a data file singletrain knows: expected a packed "
+                   "store, IDX images (magic 0x00000803), CIFAR-10 batches (.bin) or an image "
+                   "list (text)", sp->path);
 }
 
 st_status st_order_init(st_order *o, long n, uint64_t seed, st_error *err)
