@@ -2,15 +2,14 @@
  * (store.h). SRC is anything st_source_open accepts (a store, IDX images,
  * CIFAR-10 .bin batches, an image list) or a data file of key=value lines
  * (train=, test=, train_labels=, ..., e.g. a Darknet .data file) naming
- * one; the options come from one table that also drives --help. */
+ * one; the options come from one table that also drives --help, its
+ * source options and their rules shared with read (source_opts.h). */
 #include "commands.h"
 #include "base/cores.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,37 +22,22 @@
 #include "base/signals.h"
 #include "base/status.h"
 #include "data/store.h"
-
-#define DEFAULT_CLASSES 256
+#include "source_opts.h"
 
 typedef struct pack_cli {
+    st_source_cli src;
     int stripes;
     size_t stripe_unit;
-    const char *labels, *names, *split, *image_size;
-    int classes, channels, io_threads, skip_bad, quiet, help;
-    long limit;
+    const char *split;
+    int io_threads, quiet, help;
 } pack_cli;
 
 #define OPT(field) offsetof(pack_cli, field)
 
 static const st_option options[] = {
-    {"labels", 0, "FILE", "Source", "IDX images: their labels file (required)", ST_OPT_STRING,
-     OPT(labels), 0, 0},
-    {"names", 0, "FILE", "Source", "image lists: class names, one per line (a path's label is "
-     "the name in it)", ST_OPT_STRING, OPT(names), 0, 0},
+    ST_SOURCE_OPTIONS(pack_cli, src),
     {"split", 0, "train|test", "Source", "data files: pack train= (default) or test= (valid=)",
      ST_OPT_STRING, OPT(split), 0, 0},
-    {"classes", 0, "N", "Source", "labels are below N (default: a data file's classes=, the "
-     "count of --names, or 256)",
-     ST_OPT_INT, OPT(classes), 1, 1 << 24},
-    {"limit", 0, "N", "Source", "pack the first N records only", ST_OPT_LONG, OPT(limit), 1,
-     0x7fffffffL},
-    {"image-size", 0, "W,H", "Image lists", "resize every image to W x H (required)",
-     ST_OPT_STRING, OPT(image_size), 0, 0},
-    {"channels", 0, "1|3", "Image lists", "decode to 1 (grey) or 3 (RGB) channels (default 3)",
-     ST_OPT_INT, OPT(channels), 1, 3},
-    {"skip-bad-images", 0, NULL, "Image lists", "skip unreadable images, counting them "
-     "(default: stop)", ST_OPT_FLAG, OPT(skip_bad), 0, 0},
     {"stripes", 0, "N", "Layout", "stripe files (default: 32, or the block count when smaller)",
      ST_OPT_INT, OPT(stripes), 1, 1024},
     {"stripe-unit", 0, "BYTES", "Layout", "bytes per block, K/M/G allowed (default: 256M or "
@@ -130,69 +114,6 @@ static int is_data_file(const char *path)
     return found;
 }
 
-typedef enum src_kind { KIND_STORE, KIND_IDX, KIND_CIFAR, KIND_LIST } src_kind;
-
-/* What st_source_open will take path for (its rules, data.c). */
-static src_kind source_kind(const char *path)
-{
-    unsigned char head[8] = {0};
-    char why[160] = "";
-    int got = st_file_head(path, head, (int)sizeof head, why, sizeof why);
-    if (got == 8 && memcmp(head, ST_STORE_MAGIC, 8) == 0)
-        return KIND_STORE;
-    if (got >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 0x08)
-        return KIND_IDX;
-    size_t first = strcspn(path, ",");
-    if (first >= 4 && memcmp(path + first - 4, ".bin", 4) == 0)
-        return KIND_CIFAR;
-    return KIND_LIST;
-}
-
-/* The number of non-blank lines of a names file. */
-static st_status count_names(const char *path, int *n, st_error *err)
-{
-    FILE *f;
-    st_status st = st_fopen_input(path, "r", "names file", &f, err);
-    if (st != ST_OK)
-        return st;
-    char line[4096];
-    int count = 0, at_start = 1;
-    while (fgets(line, sizeof line, f)) {
-        int blank = 1;
-        for (char *p = line; *p; p++)
-            if (!isspace((unsigned char)*p))
-                blank = 0;
-        if (at_start && !blank)
-            count++;
-        at_start = strchr(line, '\n') != NULL; /* a long line continues */
-    }
-    fclose(f);
-    if (count == 0)
-        return st_fail(err, ST_EINPUT, "%s: no class names in the names file", path);
-    *n = count;
-    return ST_OK;
-}
-
-/* --image-size W,H */
-static st_status parse_size(const char *v, int *w, int *h, st_error *err)
-{
-    char *end;
-    errno = 0;
-    long a = strtol(v, &end, 10), b = 0;
-    int ok = end != v && (*end == ',' || *end == 'x') && errno == 0;
-    if (ok) {
-        const char *p = end + 1;
-        b = strtol(p, &end, 10);
-        ok = end != p && !*end && errno == 0;
-    }
-    if (!ok || a < 1 || b < 1 || a > 65536 || b > 65536)
-        return st_fail(err, ST_EUSAGE, "option --image-size: expected W,H with sizes from 1 to "
-                       "65536, got '%s'", v);
-    *w = (int)a;
-    *h = (int)b;
-    return ST_OK;
-}
-
 /* OUT may be replaced only if it is absent or a store (not, by a typo, a
  * labels file), and its directory must take new files. */
 static st_status check_out(const char *out, st_error *err)
@@ -238,19 +159,16 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
 {
     st_data_paths d;
     memset(&d, 0, sizeof d);
-    st_source_spec spec = {.path = src_arg, .labels = cli->labels, .names = cli->names,
-                           .limit = cli->limit, .verify = 1};
+    st_source_spec spec = {.path = src_arg, .labels = cli->src.labels, .names = cli->src.names,
+                           .verify = 1};
     long skipped = 0;
-    int w = 0, h = 0;
-    st_status st = ST_OK;
+    int w, h;
+    st_status st;
     int test = cli->split && strcmp(cli->split, "test") == 0;
     if (cli->split && !test && strcmp(cli->split, "train") != 0)
         return st_fail(err, ST_EUSAGE, "option --split: expected train or test, got '%s'",
                        cli->split);
-    if (cli->channels && cli->channels != 1 && cli->channels != 3)
-        return st_fail(err, ST_EUSAGE, "option --channels: expected 1 or 3, got '%d'",
-                       cli->channels);
-    if (cli->image_size && (st = parse_size(cli->image_size, &w, &h, err)) != ST_OK)
+    if ((st = st_source_cli_check(&cli->src, &w, &h, err)) != ST_OK)
         return st;
     char why[160] = "";
     if (strchr(src_arg, ',') == NULL)
@@ -289,26 +207,13 @@ static st_status pack(const pack_cli *cli, const char *src_arg, const char *out,
     } else if (cli->split) {
         st_warn(log, "--split applies to data files only: ignored for %s", src_arg);
     }
-    src_kind kind = source_kind(spec.path);
-    if (kind == KIND_IDX && !spec.labels)
-        return data_file ? st_fail(err, ST_EINPUT, "%s: %s names IDX images but there is no "
-                                   "%s_labels=", src_arg, spec.path, test ? "test" : "train")
-                         : st_fail(err, ST_EUSAGE, "%s: IDX images need their labels: give "
-                                   "--labels FILE", spec.path);
-    if (kind == KIND_LIST && !cli->image_size)
-        return st_fail(err, ST_EUSAGE, "%s is read as an image list: give --image-size W,H "
-                       "(and --channels 1 or 3)", spec.path);
-    if (kind != KIND_IDX && cli->labels)
-        st_warn(log, "--labels applies to IDX images only: ignored for %s", spec.path);
-    if (kind != KIND_LIST && (cli->image_size || cli->channels || cli->names || cli->skip_bad))
-        st_warn(log, "--image-size, --channels, --names and --skip-bad-images apply to image "
-                "lists only: ignored for %s", spec.path);
-    spec.classes = cli->classes ? cli->classes : d.classes ? d.classes : DEFAULT_CLASSES;
-    if (!cli->classes && !d.classes && kind == KIND_LIST && spec.names &&
-        (st = count_names(spec.names, &spec.classes, err)) != ST_OK)
+    if (data_file && !spec.labels &&
+        st_source_kind_of(spec.path, why, sizeof why) == ST_SOURCE_IDX)
+        return st_fail(err, ST_EINPUT, "%s: %s names IDX images but there is no %s_labels=",
+                       src_arg, spec.path, test ? "test" : "train");
+    if ((st = st_source_cli_spec(&cli->src, w, h, d.classes, &skipped, &spec, log, err)) !=
+        ST_OK)
         return st;
-    spec.images = (st_image_opts){.shape = {cli->channels ? cli->channels : 3, h, w},
-                                  .skip_bad = cli->skip_bad, .skipped = &skipped};
     st_source *src = NULL;
     if ((st = st_source_open(&src, &spec, err)) != ST_OK)
         return st;

@@ -2,10 +2,10 @@
  * training does (the prefetcher's readers, positional reads on a store,
  * stb_image decoding for image lists) and report the throughput: records
  * per second, megabytes per second and microseconds per record. The
- * benchmark of the input pipeline, and a quick check of a dataset. */
+ * benchmark of the input pipeline, and a quick check of a dataset. Its
+ * source options and their rules are pack's (source_opts.h). */
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "data/batchq.h"
@@ -14,32 +14,21 @@
 #include "data/data.h"
 #include "options.h"
 #include "data/prefetch.h"
+#include "source_opts.h"
 
 typedef struct read_opts {
-    const char *labels, *names, *image_size;
-    int channels, io_threads, batch, classes, no_verify, skip_bad, help;
-    long batches, limit;
+    st_source_cli src;
+    int io_threads, batch, no_verify, help;
+    long batches;
     uint64_t seed;
 } read_opts;
 
 #define OPT(field) offsetof(read_opts, field)
 
 static const st_option read_options[] = {
-    {"labels", 0, "FILE", "Source", "IDX labels file (for IDX images)", ST_OPT_STRING,
-     OPT(labels), 0, 0},
-    {"names", 0, "FILE", "Source", "class names, labels found in image paths", ST_OPT_STRING,
-     OPT(names), 0, 0},
-    {"image-size", 0, "W,H", "Source", "image lists: resize to W x H (default 32,32)",
-     ST_OPT_STRING, OPT(image_size), 0, 0},
-    {"channels", 0, "C", "Source", "image lists: 1 or 3 (default 3)", ST_OPT_INT, OPT(channels),
-     1, 3},
-    {"classes", 0, "N", "Source", "labels must be below N (default 65536)", ST_OPT_INT,
-     OPT(classes), 1, 1 << 24},
-    {"limit", 0, "N", "Source", "use the first N records", ST_OPT_LONG, OPT(limit), 1, 1L << 40},
+    ST_SOURCE_OPTIONS(read_opts, src),
     {"no-verify", 0, NULL, "Source", "stores: skip the block checksums at open", ST_OPT_FLAG,
      OPT(no_verify), 0, 0},
-    {"skip-bad-images", 0, NULL, "Source", "image lists: skip unreadable images", ST_OPT_FLAG,
-     OPT(skip_bad), 0, 0},
     {"io-threads", 0, "N", "Reading", "reader threads (default 1)", ST_OPT_INT, OPT(io_threads),
      1, 256},
     {"batch", 'b', "N", "Reading", "records per batch (default 64)", ST_OPT_INT, OPT(batch), 1,
@@ -53,30 +42,18 @@ static const st_option read_options[] = {
 
 #define N_READ_OPTIONS ((int)(sizeof read_options / sizeof read_options[0]))
 
-static const char *const read_groups[] = {"Source", "Reading", "Other", NULL};
-
-static st_status parse_size(const char *text, st_shape *shape, st_error *err)
-{
-    int w, h;
-    char tail;
-    if (!text)
-        return ST_OK;
-    if (sscanf(text, "%d,%d%c", &w, &h, &tail) != 2 || w < 1 || h < 1 || w > 65536 ||
-        h > 65536)
-        return st_fail(err, ST_EUSAGE, "option --image-size: expected W,H, got '%s'", text);
-    shape->w = w;
-    shape->h = h;
-    return ST_OK;
-}
+static const char *const read_groups[] = {"Source", "Image lists", "Reading", "Other", NULL};
 
 static st_status run_read(const read_opts *o, const char *path, st_error *err)
 {
-    st_source_spec spec = {.path = path, .labels = o->labels, .names = o->names,
-                           .limit = o->limit, .classes = o->classes, .verify = !o->no_verify,
-                           .images = {.shape = {o->channels, 32, 32}, .skip_bad = o->skip_bad}};
+    st_source_spec spec = {.path = path, .labels = o->src.labels, .names = o->src.names,
+                           .verify = !o->no_verify};
     long skipped = 0;
-    spec.images.skipped = &skipped;
-    st_status st = parse_size(o->image_size, &spec.images.shape, err);
+    int w, h;
+    st_log log = st_log_default(ST_LOG_INFO);
+    st_status st = st_source_cli_check(&o->src, &w, &h, err);
+    if (st == ST_OK)
+        st = st_source_cli_spec(&o->src, w, h, 0, &skipped, &spec, &log, err);
     st_source *src = NULL;
     double t_open = st_now();
     if (st == ST_OK)
@@ -120,8 +97,7 @@ static st_status run_read(const read_opts *o, const char *path, st_error *err)
 
 int st_cmd_read(int argc, char **argv)
 {
-    read_opts o = {.channels = 3, .io_threads = 1, .batch = 64, .classes = 65536,
-                   .batches = 100, .seed = 1};
+    read_opts o = {.io_threads = 1, .batch = 64, .batches = 100, .seed = 1};
     const char *pos[4];
     int n_pos = 0;
     st_error err = {0};
@@ -130,8 +106,8 @@ int st_cmd_read(int argc, char **argv)
     if (st == ST_OK && o.help) {
         st_options_help(stdout, "usage: singletrain read SRC [options]\n\nReads random batches "
                         "of SRC (a packed store, IDX images with --labels, CIFAR-10 .bin "
-                        "batches, or an image list) as training does and reports the "
-                        "throughput.\n", read_options, N_READ_OPTIONS, read_groups);
+                        "batches, or an image list with --image-size) as training does and "
+                        "reports the throughput.\n", read_options, N_READ_OPTIONS, read_groups);
         return 0;
     }
     if (st == ST_OK && n_pos != 1)

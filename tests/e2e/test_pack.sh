@@ -104,6 +104,10 @@ check "an image list (--names, --image-size, --channels 1)" out 0 \
 printf 'train=%s\n' "$tmp/list" >"$tmp/list.data"
 check "the image-list store trains" out 0 "done: 2 iterations" -- \
     "$bin" --data "$tmp/list.data" --iters 2 --no-test "$tmp/list.cfg"
+check "read takes pack's source options and rules (the classes counted from --names)" out 0 \
+    "$tmp/list.txt: 6 records of 8 x 8 x 1" -- \
+    "$bin" read "$tmp/list.txt" --names "$tmp/names.txt" --image-size 8,8 --channels 1 \
+    --batches 1
 
 check "-q prints nothing on stdout" err 0 "" -- \
     "$bin" pack -q "$images" "$tmp/quiet" --labels "$labels" --limit 20
