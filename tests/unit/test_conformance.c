@@ -141,6 +141,7 @@ typedef struct cf_tol {
 enum {
     CF_NO_INPUT_DELTA = 1, /* network: replicas without the input gradient */
     CF_IN_PLACE = 2,       /* kernel (act): forward src == dst, backward diff_src == diff_dst */
+    CF_TWICE = 4,          /* network: the first batch size twice, on the same replicas */
 };
 
 /* A kernel row's descriptor, any kind. */
@@ -478,6 +479,22 @@ static const cf_case cases[] = {
     CASE(fanout_batchnorm, "route", 2, 0, 0, 0, TOL_SUMS, FANOUT("[batchnorm]\n"))
     CASE(fanout_shortcut, "shortcut", 2, 0, 0, 0, TOL_SUMS,
          FANOUT("[shortcut]\nfrom=-1\nalpha=0.5\nbeta=2\n"))
+
+    /* ---- a shape for swDNN's implicit convolution ----
+     *
+     * Batch 128, 128 -> 64 channels, 1x1, unit stride: the cpe backend's
+     * implicit kernel takes all three passes (its report said so when this
+     * case was written: "fwd implicit; bwd_data implicit; bwd_weights
+     * implicit"), with the input transformed to the batch-innermost layout
+     * at the kernel's edge, and the output back for the inner product. That
+     * backend tries its strategies at its first training calls, one each,
+     * so the case runs its batch size twice (CF_TWICE): explicit, then
+     * implicit. (With 3x3 kernels, or a first convolution from 16 channels,
+     * oneDNN's blocked convolution took 2.4-3 s here, so: 1x1 on 2x2.) */
+    CASE(conv_128to64_batch128_twice, "convolutional", 128, 0, 0, CF_TWICE, TOL_SUMS,
+         "[net]\nbatch=128\nheight=2\nwidth=2\nchannels=128\n"
+         "[convolutional]\nfilters=64\nsize=1\nactivation=leaky\n"
+         "[connected]\noutput=5\nactivation=linear\n")
 
     /* ---- [crop] on the input, then a convolution ---- */
 
@@ -1063,6 +1080,7 @@ static void net_run(const cf_case *c, const st_backend *be, const char *impl)
     double t0 = cf_now();
     if (net_setup(&t, c, be, impl, msg, sizeof msg) != 0 ||
         net_pass(&t, c->n, 100 + (uint64_t)c->n, msg, sizeof msg) != 0 ||
+        ((c->flags & CF_TWICE) && net_pass(&t, c->n, 150 + (uint64_t)c->n, msg, sizeof msg)) ||
         (c->n_small && net_pass(&t, c->n_small, 200 + (uint64_t)c->n_small, msg, sizeof msg))) {
         net_teardown(&t);
         fail_msg("%s", msg);
