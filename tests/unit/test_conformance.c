@@ -773,6 +773,7 @@ typedef struct net_ctx {
     size_t snap_bytes[2];
     int masks_checked;
     st_choices *choices; /* the case's given choices, or NULL */
+    int sizes[2];        /* the replicas' batch_sizes */
 } net_ctx;
 
 static const char *side_name(const net_ctx *t, int b)
@@ -805,9 +806,10 @@ static int net_setup(net_ctx *t, const cf_case *c, const st_backend *be, const c
         return -1;
     }
     t->built = 1;
-    const int sizes[2] = {c->n, c->n_small};
+    t->sizes[0] = c->n;
+    t->sizes[1] = c->n_small;
     st_replica_opts o = {
-        .n = c->n, .batch_sizes = sizes, .n_batch_sizes = c->n_small ? 2 : 1, .training = 1,
+        .n = c->n, .batch_sizes = t->sizes, .n_batch_sizes = c->n_small ? 2 : 1, .training = 1,
         .input_delta = !(c->flags & CF_NO_INPUT_DELTA),
         .backend = {.intra_threads = 1, .worker = 0},
     };
@@ -1146,6 +1148,8 @@ typedef struct kern_ctx {
     kern_sizes z;
     float *src, *w, *bias, *diff_dst, *acc; /* inputs, the same for both sides */
     float *copy;                            /* for the "unchanged" checks */
+    int sizes[2];                           /* the descriptor's batch_sizes (layers
+                                             * give kernels a pointer that lasts) */
 } kern_ctx;
 
 static void *kern_alloc(size_t floats)
@@ -1172,11 +1176,12 @@ static int kern_setup(kern_ctx *t, const cf_case *c, const st_backend *be, const
     t->be[1] = be;
     t->z = kern_sizes_of(&c->k);
     cf_kdesc d = c->k;
-    const int sizes[2] = {c->n, c->n_small};
+    t->sizes[0] = c->n;
+    t->sizes[1] = c->n_small;
     d.base.backward = 1;
     d.base.src_grad = 1;
     d.base.n = c->n;
-    d.base.batch_sizes = sizes;
+    d.base.batch_sizes = t->sizes;
     d.base.n_batch_sizes = c->n_small ? 2 : 1;
     d.base.src_layout = NULL;
     d.base.dst_plain = d.base.kind != ST_K_ACT; /* an activation's dst has src's layout */
