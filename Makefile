@@ -2,6 +2,8 @@
 #   make            build build/singletrain
 #   make run        install what is missing, build, train LeNet-5 on Fashion-MNIST
 #   make test       install what is missing, build, run every test
+#   make test T=PATTERN   only the tests (and cases) whose names match
+#                         (tests/README.md; conformance/cpe/: one backend)
 #   make SAN=address,undefined ...   sanitizer build (in build-address/;
 #                                    SAN=thread builds in build-thread/)
 #   make PORTABLE=1 ...              the emulator's portable paths (in
@@ -132,7 +134,8 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	@$(MAKE) --no-print-directory SAN=address,undefined $(SAN_TESTS:%=build-address/tests/%)
 	@$(MAKE) --no-print-directory SAN=thread $(TSAN_TESTS:%=build-thread/tests/%)
 	@$(MAKE) --no-print-directory PORTABLE=1 $(PORTABLE_TESTS:%=build-portable/tests/%)
-	@SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" PORTABLE_TESTS="$(PORTABLE_TESTS)" \
+	@TESTS="$(TEST_NAMES)" SAN_TESTS="$(SAN_TESTS)" TSAN_TESTS="$(TSAN_TESTS)" \
+	    PORTABLE_TESTS="$(PORTABLE_TESTS)" ST_TEST_FILTER="$(or $(T),$(ST_TEST_FILTER))" \
 	    scripts/run-tests.sh $(BUILD)
 
 # The builds (plain, sanitized, portable) on every core; the tests then run

@@ -8,15 +8,31 @@
 # kernel-choice cache of its own (XDG_CACHE_HOME, see
 # src/backends/choice_cache.c), empty at its start and removed after it:
 # none reads or writes the user's, and none depends on what another left.
-# usage: SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." scripts/run-tests.sh BUILD_DIR
+# $TESTS names the C tests of the build directory (the Makefile's list, so
+# that a binary left from a removed test does not run; unset: every
+# binary there). $ST_TEST_FILTER ("TESTS" or "TESTS/CASES", make test
+# T=...; tests/README.md) runs only the tests whose names match TESTS, a
+# shell pattern matched anywhere in the name ("test_cfg", "test_cfg
+# [asan+ubsan]", "test_cli.sh"); the tests see it, and those with cases of
+# their own run only the cases matching CASES. A filter that matches no
+# test fails.
+# usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
+#        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
 build=${1:-build}
 bin="$build/singletrain"
+filter=${ST_TEST_FILTER:-}
 failed=0
 total=0
 run() {
     name=$1
     shift
+    if [ -n "$filter" ]; then
+        case "$name" in
+        *${filter%%/*}*) ;;
+        *) return ;;
+        esac
+    fi
     total=$((total + 1))
     start=$(date +%s)
     log=$(mktemp)
@@ -31,9 +47,15 @@ run() {
     rm -f "$log"
     rm -rf "$cache"
 }
-for t in "$build"/tests/test_*; do
-    [ -x "$t" ] && run "$(basename "$t")" "$t"
-done
+if [ -n "${TESTS+set}" ]; then
+    for t in $TESTS; do
+        run "$t" "$build/tests/$t"
+    done
+else
+    for t in "$build"/tests/test_*; do
+        [ -x "$t" ] && run "$(basename "$t")" "$t"
+    done
+fi
 for t in ${SAN_TESTS:-}; do
     run "$t [asan+ubsan]" "build-address/tests/$t"
 done
@@ -49,5 +71,9 @@ done
 for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
     [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"
 done
-echo "$((total - failed)) passed, $failed failed"
+if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
+    echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"
+    exit 1
+fi
+echo "$((total - failed)) passed, $failed failed${filter:+ (ST_TEST_FILTER=$filter)}"
 [ "$failed" -eq 0 ]

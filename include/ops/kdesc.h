@@ -21,15 +21,33 @@ typedef enum st_act {
 /* cfg names, indexed by st_act, NULL-terminated. */
 extern const char *const st_act_names[];
 
+/* The kernel kinds, declared once: X(kind, name) per kind, the name for
+ * messages. Adding a kind: its descriptor below and its size in
+ * st_kdesc_dst_values (kdesc.c), a case in every backend's kernel_create,
+ * and a case in tests/unit/test_conformance.c (whose coverage test fails
+ * until every kind has one). */
+#define ST_KINDS(X)                                                                        \
+    X(ST_K_CONV, "conv")                                                                   \
+    X(ST_K_FC, "fc")                                                                       \
+    X(ST_K_POOL, "pool")                                                                   \
+    X(ST_K_BNORM, "bnorm")                                                                 \
+    X(ST_K_LRN, "lrn")                                                                     \
+    X(ST_K_ACT, "act")                                                                     \
+    X(ST_K_SOFTMAX, "softmax")
+
 typedef enum st_kind {
-    ST_K_CONV,
-    ST_K_FC,
-    ST_K_POOL,
-    ST_K_BNORM,
-    ST_K_LRN,
-    ST_K_ACT,
-    ST_K_SOFTMAX,
+#define ST_KIND_ENUM(kind, name) kind,
+    ST_KINDS(ST_KIND_ENUM)
+#undef ST_KIND_ENUM
 } st_kind;
+
+/* How many kinds there are: not a member of st_kind, so that a switch over
+ * the kinds needs no case for it. */
+enum {
+#define ST_KIND_ONE(kind, name) +1
+    ST_K_COUNT = 0 ST_KINDS(ST_KIND_ONE)
+#undef ST_KIND_ONE
+};
 
 typedef struct st_kdesc {
     st_kind kind;

@@ -1,14 +1,17 @@
 /* Helpers shared by the C tests (cmocka): build a network from cfg text,
- * and a logger that keeps quiet. Each test binary registers its tests in one
- * cmocka group; scripts/run-tests.sh runs every binary under a timeout. */
+ * a logger that keeps quiet, and the case filter of a test with cases of
+ * its own. Each test binary registers its tests in one cmocka group;
+ * scripts/run-tests.sh runs every binary under a timeout. */
 #ifndef ST_TESTLIB_H
 #define ST_TESTLIB_H
 
+#include <fnmatch.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -41,6 +44,29 @@ static inline st_status tl_build(const char *path, const char *text, st_cfg *cfg
     if (st != ST_OK)
         st_cfg_free(cfg);
     return st;
+}
+
+/* ST_TEST_FILTER (make test T=...; tests/README.md) is "TESTS" or
+ * "TESTS/CASES": scripts/run-tests.sh runs the tests whose names match
+ * TESTS; a test with cases of its own (test_conformance) then runs those
+ * whose names match CASES. The CASES part, or NULL: every case. */
+static inline const char *tl_case_filter(void)
+{
+    const char *f = getenv("ST_TEST_FILTER");
+    const char *slash = f ? strchr(f, '/') : NULL;
+    return slash && slash[1] ? slash + 1 : NULL;
+}
+
+/* Whether the case called name is selected by pattern (from
+ * tl_case_filter; NULL selects every case): a shell pattern matched
+ * anywhere in the name, as run-tests.sh matches the tests' names. */
+static inline int tl_case_selected(const char *pattern, const char *name)
+{
+    char glob[256];
+    if (!pattern)
+        return 1;
+    snprintf(glob, sizeof glob, "*%s*", pattern);
+    return fnmatch(glob, name, 0) == 0;
 }
 
 /* Assert that msg contains needle, printing both when it does not. */

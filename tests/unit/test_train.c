@@ -110,7 +110,7 @@ static void test_determinism(void **state)
 /* The issue's bar for the oneDNN backend: 20 iterations of LeNet-5 (the
  * anchors' cfg: SGD, lr 0.01, momentum 0.9) on Fashion-MNIST from the same
  * seed give losses within 1e-3 relative of the reference backend's at every
- * iteration. (The kernels agree to about 1e-6, test_dnnl_equiv; training
+ * iteration. (The kernels agree to about 1e-6, test_conformance; training
  * amplifies that: at data/lenet.cfg's lr 0.02 the two reach 1.9e-3 by
  * iteration 14, at lr 0.01 3.5e-4 by iteration 20.) */
 static void test_backends_agree(void **state)
