@@ -23,14 +23,12 @@
  * context and an input in plain NCHW (src_layout NULL). */
 extern const st_backend st_backend_ref;
 
-/* Kernel constructors, one per kind; the descriptor's input is plain. */
-st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err);
-st_status ref_fc_create(const st_fc_desc *d, st_kernel **k, st_error *err);
-st_status ref_pool_create(const st_pool_desc *d, st_kernel **k, st_error *err);
-st_status ref_bnorm_create(const st_bnorm_desc *d, st_kernel **k, st_error *err);
-st_status ref_lrn_create(const st_lrn_desc *d, st_kernel **k, st_error *err);
-st_status ref_act_create(const st_act_desc *d, st_kernel **k, st_error *err);
-st_status ref_softmax_create(const st_softmax_desc *d, st_kernel **k, st_error *err);
+/* Kernel constructors, ref_<stem>_create, one per kind of kdesc.h's list;
+ * the descriptor's input is plain. */
+#define ST_REF_CREATE_DECL(kind, stem, name)                                               \
+    st_status ref_##stem##_create(const st_##stem##_desc *d, st_kernel **k, st_error *err);
+ST_KINDS(ST_REF_CREATE_DECL)
+#undef ST_REF_CREATE_DECL
 
 /* Allocate a kernel struct of size bytes (st_kernel first), zeroed, with its
  * ops, kind and plain dst size ([d->n, st_kdesc_dst_values(d)] floats) set

@@ -19,7 +19,13 @@
  * have halves of their own (the all-reduce is the two in a row); binomial,
  * ps and butterfly have no natural split: their reduce-scatter is their
  * whole all-reduce (each rank then keeps its part) and their all-gather
- * the ring's. */
+ * the ring's.
+ *
+ * Adding an algorithm touches three files: its row here; its file
+ * src/dist/allreduce/<name>.c with its halves; their prototypes in
+ * include/dist/allreduce.h. --allreduce, --help, auto's probe and
+ * tests/mpi/test_allreduce.c (every row against MPI_Allreduce) follow from
+ * the row. */
 #define ST_ALLREDUCE_ALGOS(X)                                                                  \
     X(mpi, "mpi", st_reduce_scatter_mpi, st_allgather_mpi,                                     \
       "the MPI library's MPI_Allreduce (baseline)")                                            \

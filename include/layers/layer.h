@@ -7,7 +7,16 @@
  * backward get everything through st_pass.
  *
  * Concrete layers embed st_layer as their first member, are allocated with
- * st_layer_new and own no other memory: the network frees them with free(). */
+ * st_layer_new and own no other memory: the network frees them with free().
+ *
+ * Adding a layer type touches four files:
+ *   1. src/layers/<type>.c: st_<type>_ops (its cfg keys in build, its
+ *      kernels through backend.h; a new kind of kernel by ops/kdesc.h's
+ *      recipe);
+ *   2. src/layers/registry.c: its row (the cfg section name and aliases);
+ *   3. this header: its ops table's declaration (the end of the file);
+ *   4. tests/unit/test_conformance.c: a network case (its coverage check
+ *      fails until every type has one). */
 #ifndef ST_LAYER_H
 #define ST_LAYER_H
 

@@ -21,22 +21,34 @@ typedef enum st_act {
 /* cfg names, indexed by st_act, NULL-terminated. */
 extern const char *const st_act_names[];
 
-/* The kernel kinds, declared once: X(kind, name) per kind, the name for
- * messages. Adding a kind: its descriptor below and its size in
- * st_kdesc_dst_values (kdesc.c), a case in every backend's kernel_create,
- * and a case in tests/unit/test_conformance.c (whose coverage test fails
- * until every kind has one). */
+/* The kernel kinds, declared once: X(kind, stem, name) per kind. The stem
+ * names everything a kind has: its descriptor st_<stem>_desc and the size
+ * of its dst st_<stem>_dst_values (both below), the reference kernel's
+ * ref_<stem>_create, the oneDNN kind dn_kind_<stem> and the cpe kind
+ * cpe_kind_<stem>, which each backend's kind-indexed table lists by this
+ * macro (an undefined one fails the link, not a run); the name is for
+ * messages.
+ *
+ * Adding a kind touches five files:
+ *   1. include/ops/kdesc.h: its X line, its descriptor, its dst size;
+ *   2. src/backends/ref/ref_<stem>.c: ref_<stem>_create, the oracle;
+ *   3. src/backends/dnnl/dnnl_<stem>.c: dn_kind_<stem>;
+ *   4. src/backends/cpe/cpe_kernels.c: cpe_kind_<stem> (on the MPE, the
+ *      reference kernel costed by a roofline, unless CPE kernels exist);
+ *   5. tests/unit/test_conformance.c: a case (its coverage check fails
+ *      until every kind has one).
+ * The layer that uses it is the layer recipe's (layers/layer.h). */
 #define ST_KINDS(X)                                                                        \
-    X(ST_K_CONV, "conv")                                                                   \
-    X(ST_K_FC, "fc")                                                                       \
-    X(ST_K_POOL, "pool")                                                                   \
-    X(ST_K_BNORM, "bnorm")                                                                 \
-    X(ST_K_LRN, "lrn")                                                                     \
-    X(ST_K_ACT, "act")                                                                     \
-    X(ST_K_SOFTMAX, "softmax")
+    X(ST_K_CONV, conv, "conv")                                                             \
+    X(ST_K_FC, fc, "fc")                                                                   \
+    X(ST_K_POOL, pool, "pool")                                                             \
+    X(ST_K_BNORM, bnorm, "bnorm")                                                          \
+    X(ST_K_LRN, lrn, "lrn")                                                                \
+    X(ST_K_ACT, act, "act")                                                                \
+    X(ST_K_SOFTMAX, softmax, "softmax")
 
 typedef enum st_kind {
-#define ST_KIND_ENUM(kind, name) kind,
+#define ST_KIND_ENUM(kind, stem, name) kind,
     ST_KINDS(ST_KIND_ENUM)
 #undef ST_KIND_ENUM
 } st_kind;
@@ -44,7 +56,7 @@ typedef enum st_kind {
 /* How many kinds there are: not a member of st_kind, so that a switch over
  * the kinds needs no case for it. */
 enum {
-#define ST_KIND_ONE(kind, name) +1
+#define ST_KIND_ONE(kind, stem, name) +1
     ST_K_COUNT = 0 ST_KINDS(ST_KIND_ONE)
 #undef ST_KIND_ONE
 };
@@ -63,6 +75,10 @@ typedef struct st_kdesc {
 
 /* Values per sample of a kernel's dst (its logical size). */
 size_t st_kdesc_dst_values(const st_kdesc *d);
+/* The size of a kind's descriptor, and its name; 0 and "unknown" for a
+ * value that is no kind. */
+size_t st_kdesc_size(st_kind kind);
+const char *st_kind_name(st_kind kind);
 
 /* Convolution; weights [oc, ic/groups, kh, kw], bias [oc]. */
 typedef struct st_conv_desc {
@@ -76,6 +92,11 @@ typedef struct st_conv_desc {
     st_act act;
 } st_conv_desc;
 
+static inline size_t st_conv_dst_values(const st_conv_desc *c)
+{
+    return (size_t)c->oc * c->oh * c->ow;
+}
+
 /* Inner product; src [n, in] (any C x H x W flattened), weights [out, in]. */
 typedef struct st_fc_desc {
     st_kdesc base;
@@ -83,6 +104,11 @@ typedef struct st_fc_desc {
     int bias;
     st_act act;
 } st_fc_desc;
+
+static inline size_t st_fc_dst_values(const st_fc_desc *f)
+{
+    return (size_t)f->out;
+}
 
 typedef enum st_pool_alg { ST_POOL_MAX, ST_POOL_AVG } st_pool_alg;
 
@@ -94,6 +120,11 @@ typedef struct st_pool_desc {
     int c, ih, iw, oh, ow;
     int kh, kw, sh, sw, ph, pw;
 } st_pool_desc;
+
+static inline size_t st_pool_dst_values(const st_pool_desc *p)
+{
+    return (size_t)p->c * p->oh * p->ow;
+}
 
 /* Batch normalization over N x H x W per channel, biased batch variance,
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, then act.
@@ -107,6 +138,11 @@ typedef struct st_bnorm_desc {
     st_act act;
 } st_bnorm_desc;
 
+static inline size_t st_bnorm_dst_values(const st_bnorm_desc *b)
+{
+    return (size_t)b->c * b->h * b->w;
+}
+
 /* Caffe's across-channel LRN: y = x * (k + alpha/size * sum x^2)^-beta, the
  * sum over channels [c - (size-1)/2, c + size/2]. */
 typedef struct st_lrn_desc {
@@ -115,6 +151,11 @@ typedef struct st_lrn_desc {
     int size;
     float alpha, beta, k;
 } st_lrn_desc;
+
+static inline size_t st_lrn_dst_values(const st_lrn_desc *l)
+{
+    return (size_t)l->c * l->h * l->w;
+}
 
 /* Elementwise activation over count values per sample; src may equal dst and
  * diff_src may equal diff_dst. backward: diff_src = diff_dst * f'(dst).
@@ -125,6 +166,11 @@ typedef struct st_act_desc {
     st_act act;
 } st_act_desc;
 
+static inline size_t st_act_dst_values(const st_act_desc *a)
+{
+    return a->count;
+}
+
 /* Softmax over `groups` equal groups of count/groups values, of src/temp.
  * Forward only: the loss layer owns the gradient. */
 typedef struct st_softmax_desc {
@@ -133,6 +179,11 @@ typedef struct st_softmax_desc {
     int groups;
     float temperature;
 } st_softmax_desc;
+
+static inline size_t st_softmax_dst_values(const st_softmax_desc *s)
+{
+    return (size_t)s->count;
+}
 
 /* Elementwise activation helpers shared by backends and plain-C layers. */
 void st_act_forward(st_act act, float *x, size_t count);

@@ -577,14 +577,8 @@ static const cf_case cases[] = {
 
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static const char *const kind_names[ST_K_COUNT] = {
-#define CF_KIND_NAME(kind, name) [kind] = name,
-    ST_KINDS(CF_KIND_NAME)
-#undef CF_KIND_NAME
-};
-
 static const char *const kind_types[ST_K_COUNT] = {
-#define CF_KIND_TYPE(kind, name) [kind] = name " kernel",
+#define CF_KIND_TYPE(kind, stem, name) [kind] = name " kernel",
     ST_KINDS(CF_KIND_TYPE)
 #undef CF_KIND_TYPE
 };
@@ -1562,11 +1556,11 @@ static void coverage(void **state)
         }
     }
     for (int k = 0; k < ST_K_COUNT; k++) {
-        print_message("  kernel kind %-13s %3d case(s)\n", kind_names[k], kind_cases[k]);
+        print_message("  kernel kind %-13s %3d case(s)\n", st_kind_name((st_kind)k), kind_cases[k]);
         if (!kind_cases[k]) {
             print_error("kernel kind %d (%s, ops/kdesc.h) has no conformance case: add a "
                         "kernel case of that kind, or a network that makes one, to "
-                        "tests/unit/test_conformance.c\n", k, kind_names[k]);
+                        "tests/unit/test_conformance.c\n", k, st_kind_name((st_kind)k));
             missing++;
         }
     }
@@ -1610,6 +1604,32 @@ static void foreign_layouts(void **state)
     }
     if (lost)
         fail_msg("%d case(s) no longer feed a backend's own layout (see above)", lost);
+}
+
+/* A value that is no kernel kind: every backend refuses it with an error
+ * that names the backend and the value, and creates nothing (its tables are
+ * indexed by kind, with no default). */
+static void unknown_kind(void **state)
+{
+    (void)state;
+    for (int b = 0; b < g_n_backends; b++) {
+        const st_backend *be = g_backends[b];
+        st_backend_opts o = {.intra_threads = 1};
+        st_bctx *ctx = NULL;
+        st_error err = {0};
+        assert_int_equal(be->ctx_create(&o, &ctx, &err), ST_OK);
+        st_softmax_desc d = {KBASE(ST_K_SOFTMAX, "0.bogus"), .count = 4, .groups = 1,
+                             .temperature = 1.0f};
+        d.base.kind = (st_kind)ST_K_COUNT;
+        st_kernel *k = NULL;
+        assert_int_equal(be->kernel_create(ctx, &d.base, &k, &err), ST_EINTERNAL);
+        assert_null(k);
+        char want[32];
+        snprintf(want, sizeof want, "kernel kind %d", ST_K_COUNT);
+        print_message("  %-5s %s\n", be->name, err.msg);
+        assert_non_null(strstr(err.msg, want));
+        be->ctx_destroy(ctx);
+    }
 }
 
 /* ---- one case on one backend ---- */
@@ -1669,10 +1689,11 @@ int main(void)
         survey_case(i);
     const char *filter = tl_case_filter();
     static cf_run runs[N_CASES * CF_MAX_BACKENDS];
-    static struct CMUnitTest tests[1 + N_CASES * CF_MAX_BACKENDS];
+    static struct CMUnitTest tests[3 + N_CASES * CF_MAX_BACKENDS];
     size_t n_tests = 0;
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(coverage);
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(foreign_layouts);
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(unknown_kind);
     char backends[128] = "";
     for (int b = 0; b < g_n_backends; b++)
         snprintf(backends + strlen(backends), sizeof backends - strlen(backends), "%s%s",
@@ -1681,7 +1702,7 @@ int main(void)
                   backends, N_CASES, filter ? "; cases matching " : "", filter ? filter : "");
     for (int b = 0; b < g_n_backends; b++)
         for (int i = 0; i < N_CASES; i++) {
-            cf_run *r = &runs[n_tests - 2];
+            cf_run *r = &runs[n_tests - 3];
             r->c = &cases[i];
             r->covers_conv = (g_cover[i].kinds >> ST_K_CONV) & 1u;
             r->be = g_backends[b];
@@ -1690,7 +1711,7 @@ int main(void)
                 continue;
             tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
         }
-    if (filter && n_tests == 2) {
+    if (filter && n_tests == 3) {
         fprintf(stderr, "ST_TEST_FILTER: no case matches \"%s\" (names are <backend>/<case>)\n",
                 filter);
         return 1;

@@ -243,90 +243,39 @@ static st_status remember(st_bctx *ctx, cpe_kernel *k, st_error *err)
     return ST_OK;
 }
 
-static void name_kernel(cpe_kernel *k, const st_kdesc *d)
-{
-    static const char *const kinds[] = {"conv", "fc", "pool", "batchnorm", "lrn", "activation",
-                                        "softmax"};
-    if (d->kind == ST_K_CONV) {
-        const st_conv_desc *c = (const st_conv_desc *)d;
-        snprintf(k->what, sizeof k->what, "conv %dx%d/%d %d->%d %dx%d", c->kh, c->kw, c->sh,
-                 c->ic, c->oc, c->oh, c->ow);
-    } else if (d->kind == ST_K_FC) {
-        const st_fc_desc *f = (const st_fc_desc *)d;
-        snprintf(k->what, sizeof k->what, "fc %d->%d", f->in, f->out);
-    } else if (d->kind == ST_K_POOL) {
-        const st_pool_desc *p = (const st_pool_desc *)d;
-        snprintf(k->what, sizeof k->what, "%s pool %dx%d/%d %dx%dx%d",
-                 p->alg == ST_POOL_MAX ? "max" : "avg", p->kh, p->kw, p->sh, p->c, p->oh, p->ow);
-    } else if (d->kind == ST_K_ACT) {
-        const st_act_desc *a = (const st_act_desc *)d;
-        snprintf(k->what, sizeof k->what, "%s x%zu", st_act_names[a->act], a->count);
-    } else {
-        snprintf(k->what, sizeof k->what, "%s %zu", kinds[d->kind], st_kdesc_dst_values(d));
-    }
-}
+/* The kinds, indexed by st_kind. */
+static const cpe_kind *const kinds[ST_K_COUNT] = {
+#define CPE_KIND_ENTRY(kind, stem, name) [kind] = &cpe_kind_##stem,
+    ST_KINDS(CPE_KIND_ENTRY)
+#undef CPE_KIND_ENTRY
+};
 
-/* The per-sample input shape of a kernel that may need to transform its
- * input: from the producer's record, or the descriptor. */
-static void input_shape(cpe_kernel *k, const st_kdesc *d)
+void cpe_input_shape(cpe_kernel *k, int c, int h, int w)
 {
     if (k->src_state) {
-        k->in_c = k->src_state->c;
-        k->in_h = k->src_state->h;
-        k->in_w = k->src_state->w;
-    } else if (d->kind == ST_K_CONV) {
-        const st_conv_desc *c = (const st_conv_desc *)d;
-        k->in_c = c->ic;
-        k->in_h = c->ih;
-        k->in_w = c->iw;
-    } else if (d->kind == ST_K_POOL) {
-        const st_pool_desc *p = (const st_pool_desc *)d;
-        k->in_c = p->c;
-        k->in_h = p->ih;
-        k->in_w = p->iw;
-    } else if (d->kind == ST_K_FC) {
-        k->in_c = ((const st_fc_desc *)d)->in;
-        k->in_h = k->in_w = 1;
-    } else {
-        k->in_c = (int)st_kdesc_dst_values(d);
-        k->in_h = k->in_w = 1;
+        c = k->src_state->c;
+        h = k->src_state->h;
+        w = k->src_state->w;
     }
+    k->in_c = c;
+    k->in_h = h;
+    k->in_w = w;
 }
 
 static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **out,
                                    st_error *err)
 {
-    const st_kernel_ops *ops = d->kind == ST_K_CONV   ? &cpe_conv_ops
-                               : d->kind == ST_K_FC   ? &cpe_fc_ops
-                               : d->kind == ST_K_POOL ? &cpe_pool_ops
-                               : d->kind == ST_K_ACT  ? &cpe_act_ops
-                                                      : &cpe_mpe_ops;
-    cpe_kernel *k = ref_kernel_new(sizeof *k, ops, d, err);
+    if ((unsigned)d->kind >= ST_K_COUNT)
+        return st_fail(err, ST_EINTERNAL, "cpe backend: no kernel kind %d", (int)d->kind);
+    const cpe_kind *kind = kinds[d->kind];
+    cpe_kernel *k = ref_kernel_new(sizeof *k, kind->ops, d, err);
     if (!k)
         return ST_ENOMEM;
     k->ctx = ctx;
-    k->where = ops == &cpe_mpe_ops ? "MPE" : "CPEs";
+    k->where = kind->where;
     /* A layout is always one of ours: only cpe kernels make them. */
     k->src_state = (cpe_layout_state *)d->src_layout;
-    name_kernel(k, d);
-    input_shape(k, d);
-    st_status st = ST_OK;
-    if (d->kind == ST_K_CONV) {
-        cpe_conv_setup(k, d);
-    } else if (d->kind == ST_K_FC) {
-        k->fc = *(const st_fc_desc *)d;
-    } else if (d->kind == ST_K_POOL) {
-        k->pool = *(const st_pool_desc *)d;
-        if (k->pool.alg == ST_POOL_MAX) /* the argmax, as the reference keeps it */
-            k->base.workspace_bytes =
-                (size_t)d->n * (size_t)k->pool.c * (size_t)k->pool.oh * (size_t)k->pool.ow *
-                sizeof(int);
-    } else if (d->kind == ST_K_ACT) {
-        k->act = *(const st_act_desc *)d;
-        k->base.dst_layout = d->src_layout; /* elementwise: the input's layout */
-    } else {
-        st = cpe_mpe_setup(k, d, err);
-    }
+    st_status st = kind->setup(k, d, err);
     if (st == ST_OK)
         st = remember(ctx, k, err);
     if (st != ST_OK) {

@@ -191,15 +191,25 @@ st_status cpe_epilogue(cpe_kernel *k, float *y, const float *bias, int n, int ch
 st_status cpe_bias_grad(cpe_kernel *k, float *db, const float *dy, int n, int channels,
                         size_t per_channel, st_error *err);
 
-extern const st_kernel_ops cpe_conv_ops, cpe_fc_ops, cpe_pool_ops, cpe_act_ops, cpe_mpe_ops;
+/* A kernel kind on this backend: its passes, where they run ("CPEs" or
+ * "MPE", for the report) and its part of the kernel's creation (the name
+ * of its report rows, its input shape, its state), which follows the
+ * common part (cpe_backend.c). cpe_kind_<stem> for each kind of kdesc.h's
+ * list: convolution in cpe_conv.c, the others in cpe_kernels.c;
+ * cpe_backend.c's table lists them by st_kind. */
+typedef struct cpe_kind {
+    const st_kernel_ops *ops;
+    const char *where;
+    st_status (*setup)(cpe_kernel *k, const st_kdesc *d, st_error *err);
+} cpe_kind;
 
-/* A convolution kernel's descriptor, geometry, strategies and output
- * layout record, from d (ST_K_CONV). */
-void cpe_conv_setup(cpe_kernel *k, const st_kdesc *d);
+#define CPE_KIND_DECL(kind, stem, name) extern const cpe_kind cpe_kind_##stem;
+ST_KINDS(CPE_KIND_DECL)
+#undef CPE_KIND_DECL
 
-/* An MPE kernel's reference kernel (k->mpe) and its costs, from d (batch
- * norm, LRN, softmax). */
-st_status cpe_mpe_setup(cpe_kernel *k, const st_kdesc *d, st_error *err);
+/* k's per-sample input shape: its producer's layout record when its input
+ * comes from a cpe kernel, else c x h x w. */
+void cpe_input_shape(cpe_kernel *k, int c, int h, int w);
 
 /* ---- the report (cpe_report.c) ---- */
 

@@ -431,16 +431,24 @@ static st_status conv_backward_weights(st_kernel *base, const st_kargs *a, st_er
     return conv_run((cpe_kernel *)base, PASS_BWD_WEIGHTS, conv_backward_weights_fn, a, 1, err);
 }
 
-const st_kernel_ops cpe_conv_ops = {conv_forward, conv_backward_data, conv_backward_weights,
-                                    cpe_kernel_destroy};
+static const st_kernel_ops conv_ops = {conv_forward, conv_backward_data, conv_backward_weights,
+                                       cpe_kernel_destroy};
 
-void cpe_conv_setup(cpe_kernel *k, const st_kdesc *d)
+/* The descriptor, geometry, strategies and output layout record. */
+static st_status conv_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
+    (void)err;
     k->conv = *(const st_conv_desc *)d;
+    snprintf(k->what, sizeof k->what, "conv %dx%d/%d %d->%d %dx%d", k->conv.kh, k->conv.kw,
+             k->conv.sh, k->conv.ic, k->conv.oc, k->conv.oh, k->conv.ow);
+    cpe_input_shape(k, k->conv.ic, k->conv.ih, k->conv.iw);
     k->geom = conv_geom(&k->conv);
     k->base_n = d->n;
     conv_strategies(k, d->n);
     k->own = (cpe_layout_state){ST_CPE_NCHW, ST_CPE_NCHW, k->conv.oc, k->conv.oh, k->conv.ow};
     if (!d->dst_plain)
         k->base.dst_layout = &k->own;
+    return ST_OK;
 }
+
+const cpe_kind cpe_kind_conv = {&conv_ops, "CPEs", conv_setup};

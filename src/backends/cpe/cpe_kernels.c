@@ -5,6 +5,7 @@
  * reference backend's kernels, costed with the MPE roofline
  * st_cpe_mpe_seconds). Kernels that compute on plain NCHW take their input
  * and give their input gradient through cpe_layouts.c. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cpe_backend_internal.h"
@@ -162,34 +163,17 @@ static void charge_mpe(cpe_kernel *k, int pass, double flops, double bytes, int 
             st_cpe_mpe_seconds(st_cpe_cluster_cost_params(k->ctx->cg), flops, bytes);
 }
 
-/* Flops and bytes per sample of each pass of a kind the MPE runs: a
- * roofline's inputs, counted from the reference kernels' loops (each
- * value read and written once, 4 bytes). */
-static void mpe_work_of(cpe_kernel *k, const st_kdesc *d)
+/* The flops and bytes per sample of the passes of a kernel the MPE runs (a
+ * roofline's inputs, counted from the reference kernels' loops, each value
+ * read and written once, 4 bytes): forward and backward-data flops per
+ * value of dst. */
+static void mpe_work(cpe_kernel *k, const st_kdesc *d, double flops, double bflops)
 {
-    double in = 0.0, out = (double)st_kdesc_dst_values(d), flops = 0.0, bflops = 0.0;
-    switch (d->kind) {
-    case ST_K_BNORM:
-        in = out;
-        flops = 8.0 * out;  /* two statistics passes, normalise, scale, shift */
-        bflops = 12.0 * out;
-        break;
-    case ST_K_LRN: {
-        const st_lrn_desc *l = (const st_lrn_desc *)d;
-        in = out;
-        flops = out * (2.0 * l->size + 6.0);
-        bflops = 2.0 * flops;
-        break;
-    }
-    default: /* softmax: exp, sum, divide */
-        in = out;
-        flops = 4.0 * out;
-        break;
-    }
-    k->mpe_flops[PASS_FWD] = flops;
-    k->mpe_bytes[PASS_FWD] = 4.0 * (in + out);
-    k->mpe_flops[PASS_BWD_DATA] = bflops;
-    k->mpe_bytes[PASS_BWD_DATA] = 4.0 * (2.0 * out + 2.0 * in);
+    double values = (double)st_kdesc_dst_values(d);
+    k->mpe_flops[PASS_FWD] = flops * values;
+    k->mpe_bytes[PASS_FWD] = 4.0 * 2.0 * values;
+    k->mpe_flops[PASS_BWD_DATA] = bflops * values;
+    k->mpe_bytes[PASS_BWD_DATA] = 4.0 * 4.0 * values;
 }
 
 static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -235,38 +219,98 @@ static st_status mpe_backward_weights(st_kernel *base, const st_kargs *a, st_err
     return st == ST_OK ? k->mpe->ops->backward_weights(k->mpe, &plain, err) : st;
 }
 
-st_status cpe_mpe_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+/* An MPE kernel: the reference kernel (k->mpe), which computes on plain
+ * NCHW (its input is transformed first when it comes in another layout),
+ * and its sizes and layout, which are k's. */
+static st_status mpe_setup(cpe_kernel *k, const st_kdesc *d, const char *noun, st_error *err)
 {
-    /* The MPE kernel computes on plain NCHW: its input is transformed first
-     * when it comes in another layout. */
     union {
         st_kdesc base;
-        st_bnorm_desc bn;
-        st_lrn_desc lrn;
-        st_softmax_desc sm;
+#define CPE_DESC_MEMBER(kind, stem, name) st_##stem##_desc stem;
+        ST_KINDS(CPE_DESC_MEMBER)
+#undef CPE_DESC_MEMBER
     } plain;
-    size_t size = d->kind == ST_K_BNORM ? sizeof plain.bn
-                  : d->kind == ST_K_LRN ? sizeof plain.lrn
-                                        : sizeof plain.sm;
-    memcpy(&plain, d, size);
+    memcpy(&plain, d, st_kdesc_size(d->kind));
     plain.base.src_layout = NULL;
+    snprintf(k->what, sizeof k->what, "%s %zu", noun, st_kdesc_dst_values(d));
+    cpe_input_shape(k, (int)st_kdesc_dst_values(d), 1, 1);
     st_status st = st_backend_ref.kernel_create(NULL, &plain.base, &k->mpe, err);
     if (st != ST_OK)
         return st;
-    /* the MPE kernel's sizes and layout are this one's */
     k->base.workspace_bytes = k->mpe->workspace_bytes;
     k->base.scratch_bytes = k->mpe->scratch_bytes;
     k->base.dst_layout = k->mpe->dst_layout;
     k->base.dst_bytes = k->mpe->dst_bytes;
-    mpe_work_of(k, d);
     return ST_OK;
 }
 
-/* ---- the kernels' operations ---- */
+/* Batch norm: two statistics passes, normalise, scale, shift. */
+static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    mpe_work(k, d, 8.0, 12.0);
+    return mpe_setup(k, d, "batchnorm", err);
+}
 
-const st_kernel_ops cpe_fc_ops = {fc_forward, fc_backward_data, fc_backward_weights,
-                                  cpe_kernel_destroy};
-const st_kernel_ops cpe_pool_ops = {pool_forward, pool_backward_data, NULL, cpe_kernel_destroy};
-const st_kernel_ops cpe_act_ops = {act_forward, act_backward_data, NULL, cpe_kernel_destroy};
-const st_kernel_ops cpe_mpe_ops = {mpe_forward, mpe_backward_data, mpe_backward_weights,
-                                   cpe_kernel_destroy};
+static st_status lrn_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    double flops = 2.0 * ((const st_lrn_desc *)d)->size + 6.0;
+    mpe_work(k, d, flops, 2.0 * flops);
+    return mpe_setup(k, d, "lrn", err);
+}
+
+/* Softmax: exp, sum, divide; its gradient is the loss layer's. */
+static st_status softmax_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    mpe_work(k, d, 4.0, 0.0);
+    return mpe_setup(k, d, "softmax", err);
+}
+
+static st_status fc_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    (void)err;
+    k->fc = *(const st_fc_desc *)d;
+    snprintf(k->what, sizeof k->what, "fc %d->%d", k->fc.in, k->fc.out);
+    cpe_input_shape(k, k->fc.in, 1, 1);
+    return ST_OK;
+}
+
+static st_status pool_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    (void)err;
+    const st_pool_desc *p = &k->pool;
+    k->pool = *(const st_pool_desc *)d;
+    snprintf(k->what, sizeof k->what, "%s pool %dx%d/%d %dx%dx%d",
+             p->alg == ST_POOL_MAX ? "max" : "avg", p->kh, p->kw, p->sh, p->c, p->oh, p->ow);
+    cpe_input_shape(k, p->c, p->ih, p->iw);
+    if (p->alg == ST_POOL_MAX) /* the argmax, as the reference keeps it */
+        k->base.workspace_bytes =
+            (size_t)d->n * (size_t)p->c * (size_t)p->oh * (size_t)p->ow * sizeof(int);
+    return ST_OK;
+}
+
+static st_status act_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
+{
+    (void)err;
+    k->act = *(const st_act_desc *)d;
+    snprintf(k->what, sizeof k->what, "%s x%zu", st_act_names[k->act.act], k->act.count);
+    cpe_input_shape(k, (int)k->act.count, 1, 1);
+    k->base.dst_layout = d->src_layout; /* elementwise: the input's layout */
+    return ST_OK;
+}
+
+/* ---- the kinds ---- */
+
+static const st_kernel_ops fc_ops = {fc_forward, fc_backward_data, fc_backward_weights,
+                                     cpe_kernel_destroy};
+static const st_kernel_ops pool_ops = {pool_forward, pool_backward_data, NULL,
+                                       cpe_kernel_destroy};
+static const st_kernel_ops act_ops = {act_forward, act_backward_data, NULL, cpe_kernel_destroy};
+static const st_kernel_ops mpe_ops = {mpe_forward, mpe_backward_data, mpe_backward_weights,
+                                      cpe_kernel_destroy};
+
+const cpe_kind cpe_kind_fc = {&fc_ops, "CPEs", fc_setup};
+const cpe_kind cpe_kind_pool = {&pool_ops, "CPEs", pool_setup};
+const cpe_kind cpe_kind_act = {&act_ops, "CPEs", act_setup};
+const cpe_kind cpe_kind_bnorm = {&mpe_ops, "MPE", bnorm_setup};
+const cpe_kind cpe_kind_lrn = {&mpe_ops, "MPE", lrn_setup};
+const cpe_kind cpe_kind_softmax = {&mpe_ops, "MPE", softmax_setup};

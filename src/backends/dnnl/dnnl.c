@@ -41,10 +41,10 @@
 #include "dnnl_internal.h"
 
 /* The kinds, indexed by st_kind; each is defined in its own file. */
-static const dn_kind *const kinds[] = {
-    [ST_K_CONV] = &dn_kind_conv,   [ST_K_FC] = &dn_kind_fc,   [ST_K_POOL] = &dn_kind_pool,
-    [ST_K_BNORM] = &dn_kind_bnorm, [ST_K_LRN] = &dn_kind_lrn, [ST_K_ACT] = &dn_kind_act,
-    [ST_K_SOFTMAX] = &dn_kind_softmax,
+static const dn_kind *const kinds[ST_K_COUNT] = {
+#define DN_KIND_ENTRY(kind, stem, name) [kind] = &dn_kind_##stem,
+    ST_KINDS(DN_KIND_ENTRY)
+#undef DN_KIND_ENTRY
 };
 
 /* Distinct batch sizes, largest first. */
@@ -109,8 +109,8 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
     st_status hst = check_headroom(c, "a oneDNN kernel", err);
     if (hst != ST_OK)
         return hst;
-    if ((size_t)d->kind >= sizeof kinds / sizeof kinds[0] || !kinds[d->kind])
-        return st_fail(err, ST_EINTERNAL, "oneDNN backend: unknown kernel kind %d", d->kind);
+    if ((unsigned)d->kind >= ST_K_COUNT)
+        return st_fail(err, ST_EINTERNAL, "oneDNN backend: no kernel kind %d", (int)d->kind);
     int sizes[MAX_VARIANTS];
     int n_sizes = sorted_sizes(d, sizes, err);
     if (n_sizes < 0)
@@ -126,7 +126,7 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
     k->base.ops = &kinds[d->kind]->ops;
     k->base.kind = d->kind;
     k->ctx = c;
-    memcpy(&k->d, d, kinds[d->kind]->desc_size);
+    memcpy(&k->d, d, st_kdesc_size(d->kind));
     k->d.base.n = sizes[0];
     k->d.base.batch_sizes = NULL;
     k->ws_src = k->ws_dst = k->ws_ddst = k->ws_prim = k->ws_w = k->ws_wd = k->ws_dw = NONE;

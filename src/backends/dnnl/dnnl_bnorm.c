@@ -100,5 +100,4 @@ static st_status bn_backward(st_kernel *base, const st_kargs *a, st_error *err)
     return dn_bwd_finish(k, v, &args, err);
 }
 
-const dn_kind dn_kind_bnorm = {bn_build, {bn_forward, bn_backward, NULL, dn_kernel_destroy},
-                               sizeof(st_bnorm_desc)};
+const dn_kind dn_kind_bnorm = {bn_build, {bn_forward, bn_backward, NULL, dn_kernel_destroy}};

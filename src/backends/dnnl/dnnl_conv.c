@@ -448,5 +448,4 @@ static st_status conv_build(dn_kernel *k, dn_variant *v, int first, st_error *er
 
 /* Its passes are the weighted ones (dnnl_kernel.c). */
 const dn_kind dn_kind_conv = {conv_build, {dn_weighted_forward, dn_weighted_backward_data,
-                                           dn_weighted_backward_weights, dn_kernel_destroy},
-                              sizeof(st_conv_desc)};
+                                           dn_weighted_backward_weights, dn_kernel_destroy}};

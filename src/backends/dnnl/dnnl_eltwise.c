@@ -32,8 +32,7 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
 }
 
 const dn_kind dn_kind_act = {act_build, {dn_data_forward, dn_data_backward, NULL,
-                                         dn_kernel_destroy},
-                             sizeof(st_act_desc)};
+                                         dn_kernel_destroy}};
 
 /* ---- softmax ---- */
 
@@ -82,5 +81,4 @@ static st_status no_backward(st_kernel *base, const st_kargs *a, st_error *err)
 }
 
 const dn_kind dn_kind_softmax = {softmax_build, {softmax_forward, no_backward, NULL,
-                                                 dn_kernel_destroy},
-                                 sizeof(st_softmax_desc)};
+                                                 dn_kernel_destroy}};

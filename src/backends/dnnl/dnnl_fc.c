@@ -82,5 +82,4 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
 }
 
 const dn_kind dn_kind_fc = {fc_build, {fc_forward, dn_weighted_backward_data,
-                                       dn_weighted_backward_weights, dn_kernel_destroy},
-                            sizeof(st_fc_desc)};
+                                       dn_weighted_backward_weights, dn_kernel_destroy}};

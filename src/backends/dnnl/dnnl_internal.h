@@ -163,21 +163,18 @@ st_status dn_run_reorder(st_bctx *c, dn_exec *e, const void *from, void *to, voi
 
 /* A kernel kind: the build of its primitives for one batch size (first:
  * the largest, built first, which decides the layouts and reserves the
- * workspace), its passes, and the size of its descriptor. Each kind's file
- * defines its own; dnnl.c's table lists them by st_kind. */
+ * workspace) and its passes. Each kind's file defines its own; dnnl.c's
+ * table lists them by st_kind. */
 typedef struct dn_kind {
     st_status (*build)(dn_kernel *k, dn_variant *v, int first, st_error *err);
     st_kernel_ops ops;
-    size_t desc_size;
 } dn_kind;
 
-extern const dn_kind dn_kind_conv;    /* dnnl_conv.c */
-extern const dn_kind dn_kind_fc;      /* dnnl_fc.c */
-extern const dn_kind dn_kind_pool;    /* dnnl_pool.c */
-extern const dn_kind dn_kind_bnorm;   /* dnnl_bnorm.c */
-extern const dn_kind dn_kind_lrn;     /* dnnl_lrn.c */
-extern const dn_kind dn_kind_act;     /* dnnl_eltwise.c */
-extern const dn_kind dn_kind_softmax; /* dnnl_eltwise.c */
+/* dn_kind_<stem> for each kind of kdesc.h's list: dnnl_<stem>.c defines it
+ * (activation and softmax: dnnl_eltwise.c). */
+#define DN_KIND_DECL(kind, stem, name) extern const dn_kind dn_kind_##stem;
+ST_KINDS(DN_KIND_DECL)
+#undef DN_KIND_DECL
 
 /* ---- kernels (dnnl_kernel.c) ---- */
 void dn_kernel_destroy(st_kernel *base);

@@ -26,5 +26,4 @@ static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err
 }
 
 const dn_kind dn_kind_lrn = {lrn_build, {dn_data_forward, dn_data_backward, NULL,
-                                         dn_kernel_destroy},
-                             sizeof(st_lrn_desc)};
+                                         dn_kernel_destroy}};

@@ -42,5 +42,4 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
 }
 
 const dn_kind dn_kind_pool = {pool_build, {dn_data_forward, dn_data_backward, NULL,
-                                           dn_kernel_destroy},
-                              sizeof(st_pool_desc)};
+                                           dn_kernel_destroy}};

@@ -22,29 +22,39 @@ static void ref_ctx_destroy(st_bctx *ctx)
     free(ctx);
 }
 
+/* The constructors, indexed by st_kind: each takes its kind's descriptor. */
+#define REF_CREATE_ANY(kind, stem, name)                                                   \
+    static st_status create_##stem(const st_kdesc *d, st_kernel **k, st_error *err)        \
+    {                                                                                      \
+        return ref_##stem##_create((const st_##stem##_desc *)d, k, err);                   \
+    }
+ST_KINDS(REF_CREATE_ANY)
+#undef REF_CREATE_ANY
+
+typedef st_status (*ref_create_fn)(const st_kdesc *d, st_kernel **k, st_error *err);
+
+static const ref_create_fn creates[ST_K_COUNT] = {
+#define REF_CREATE_ENTRY(kind, stem, name) [kind] = create_##stem,
+    ST_KINDS(REF_CREATE_ENTRY)
+#undef REF_CREATE_ENTRY
+};
+
 static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **k,
                                    st_error *err)
 {
     (void)ctx;
     if (d->src_layout)
         return st_fail(err, ST_EINTERNAL, "reference backend: input in a foreign layout");
-    switch (d->kind) {
-    case ST_K_CONV: return ref_conv_create((const st_conv_desc *)d, k, err);
-    case ST_K_FC: return ref_fc_create((const st_fc_desc *)d, k, err);
-    case ST_K_POOL: return ref_pool_create((const st_pool_desc *)d, k, err);
-    case ST_K_BNORM: return ref_bnorm_create((const st_bnorm_desc *)d, k, err);
-    case ST_K_LRN: return ref_lrn_create((const st_lrn_desc *)d, k, err);
-    case ST_K_ACT: return ref_act_create((const st_act_desc *)d, k, err);
-    case ST_K_SOFTMAX: return ref_softmax_create((const st_softmax_desc *)d, k, err);
-    }
-    return st_fail(err, ST_EINTERNAL, "reference backend: unknown kernel kind %d", d->kind);
+    if ((unsigned)d->kind >= ST_K_COUNT)
+        return st_fail(err, ST_EINTERNAL, "reference backend: no kernel kind %d", (int)d->kind);
+    return creates[d->kind](d, k, err);
 }
 
 st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)a;
-    return st_fail(err, ST_EINTERNAL, "reference backend: kernel kind %d has no backward pass",
-                   k->kind);
+    return st_fail(err, ST_EINTERNAL, "reference backend: a %s kernel has no backward pass",
+                   st_kind_name(k->kind));
 }
 
 void *ref_kernel_new(size_t size, const st_kernel_ops *ops, const st_kdesc *d, st_error *err)
