@@ -10,10 +10,11 @@
  *   need none) and costs them with the MPE roofline. cpe_backend.c also
  *   allocates its own kernels with ref_kernel_new, since they start as the
  *   reference kernels do (the kind's ops, a plain dst).
- * - the unit tests, which check the CPE kernels against the reference
- *   kernels made by the constructors below (test_cpe_kernels.c).
- * The reference backend's own helpers (its GEMM, the shared destroy and
- * no-backward entry points) are private: src/backends/ref/ref_internal.h. */
+ * - the unit tests, which check the other backends' kernels against the
+ *   reference kernels (test_conformance.c, test_cpe_kernels.c).
+ * The reference backend's own helpers (its kinds' table, its GEMM, the
+ * shared destroy and no-backward entry points) are private:
+ * src/backends/ref/ref_internal.h. */
 #ifndef ST_REF_H
 #define ST_REF_H
 
@@ -22,13 +23,6 @@
 /* The backend itself, as the registry lists it. kernel_create takes a NULL
  * context and an input in plain NCHW (src_layout NULL). */
 extern const st_backend st_backend_ref;
-
-/* Kernel constructors, ref_<stem>_create, one per kind of kdesc.h's list;
- * the descriptor's input is plain. */
-#define ST_REF_CREATE_DECL(kind, stem, name)                                               \
-    st_status ref_##stem##_create(const st_##stem##_desc *d, st_kernel **k, st_error *err);
-ST_KINDS(ST_REF_CREATE_DECL)
-#undef ST_REF_CREATE_DECL
 
 /* Allocate a kernel struct of size bytes (st_kernel first), zeroed, with its
  * ops, kind and plain dst size ([d->n, st_kdesc_dst_values(d)] floats) set

@@ -23,15 +23,15 @@ extern const char *const st_act_names[];
 
 /* The kernel kinds, declared once: X(kind, stem, name) per kind. The stem
  * names everything a kind has: its descriptor st_<stem>_desc and the size
- * of its dst st_<stem>_dst_values (both below), the reference kernel's
- * ref_<stem>_create, the oneDNN kind dn_kind_<stem> and the cpe kind
+ * of its dst st_<stem>_dst_values (both below), the reference kind
+ * ref_kind_<stem>, the oneDNN kind dn_kind_<stem> and the cpe kind
  * cpe_kind_<stem>, which each backend's kind-indexed table lists by this
  * macro (an undefined one fails the link, not a run); the name is for
  * messages.
  *
  * Adding a kind touches five files:
  *   1. include/ops/kdesc.h: its X line, its descriptor, its dst size;
- *   2. src/backends/ref/ref_<stem>.c: ref_<stem>_create, the oracle;
+ *   2. src/backends/ref/ref_<stem>.c: ref_kind_<stem>, the oracle;
  *   3. src/backends/dnnl/dnnl_<stem>.c: dn_kind_<stem>;
  *   4. src/backends/cpe/cpe_kernels.c: cpe_kind_<stem> (on the MPE, the
  *      reference kernel costed by a roofline, unless CPE kernels exist);

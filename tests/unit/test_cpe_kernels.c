@@ -1,6 +1,6 @@
 /* The streaming CPE kernels (include/cpe/kernels.h, "streaming kernels") against
  * independent truths: pooling forward and backward against the reference
- * backend's kernels (ref_pool_create), activations against st_act_forward
+ * backend's pooling kernel, activations against st_act_forward
  * and the reference activation kernel's backward, bias add + activation and
  * the bias gradient against plain loops (the gradient summed in double, as
  * the reference), the gradient sum against st_ps_reduce_range of a real
@@ -197,8 +197,8 @@ static void check_pool(st_cpe_cluster *cg, const pool_case *t, st_pool_alg alg, 
     size_t planes = (size_t)t->n * d.c;
     st_error err = {0};
     st_kernel *ref = NULL;
-    if (ref_pool_create(&d, &ref, &err) != ST_OK)
-        fail_msg("ref_pool_create: %s", err.msg);
+    if (st_backend_ref.kernel_create(NULL, &d.base, &ref, &err) != ST_OK)
+        fail_msg("the reference pooling kernel: %s", err.msg);
     float *src = floats_new(in), *dst_ref = floats_new(outs), *dst = floats_new(outs);
     float *dy = floats_new(outs), *dx_init = floats_new(in), *dx_ref = floats_new(in);
     float *dx = floats_new(in);
@@ -390,7 +390,7 @@ static void test_act(void **state)
             d.count = count;
             d.act = (st_act)act;
             st_kernel *ref = NULL;
-            assert_int_equal(ref_act_create(&d, &ref, &err), ST_OK);
+            assert_int_equal(st_backend_ref.kernel_create(NULL, &d.base, &ref, &err), ST_OK);
             for (int accumulate = 0; accumulate <= 1; accumulate++) {
                 st_kargs ka;
                 memset(&ka, 0, sizeof ka);

@@ -1,5 +1,6 @@
 /* The reference backend's entry points: context and kernel dispatch. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "ref_internal.h"
 
@@ -22,24 +23,14 @@ static void ref_ctx_destroy(st_bctx *ctx)
     free(ctx);
 }
 
-/* The constructors, indexed by st_kind: each takes its kind's descriptor. */
-#define REF_CREATE_ANY(kind, stem, name)                                                   \
-    static st_status create_##stem(const st_kdesc *d, st_kernel **k, st_error *err)        \
-    {                                                                                      \
-        return ref_##stem##_create((const st_##stem##_desc *)d, k, err);                   \
-    }
-ST_KINDS(REF_CREATE_ANY)
-#undef REF_CREATE_ANY
-
-typedef st_status (*ref_create_fn)(const st_kdesc *d, st_kernel **k, st_error *err);
-
-static const ref_create_fn creates[ST_K_COUNT] = {
-#define REF_CREATE_ENTRY(kind, stem, name) [kind] = create_##stem,
-    ST_KINDS(REF_CREATE_ENTRY)
-#undef REF_CREATE_ENTRY
+/* The kinds, indexed by st_kind. */
+static const ref_kind *const kinds[ST_K_COUNT] = {
+#define REF_KIND_ENTRY(kind, stem, name) [kind] = &ref_kind_##stem,
+    ST_KINDS(REF_KIND_ENTRY)
+#undef REF_KIND_ENTRY
 };
 
-static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **k,
+static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **out,
                                    st_error *err)
 {
     (void)ctx;
@@ -47,7 +38,15 @@ static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         return st_fail(err, ST_EINTERNAL, "reference backend: input in a foreign layout");
     if ((unsigned)d->kind >= ST_K_COUNT)
         return st_fail(err, ST_EINTERNAL, "reference backend: no kernel kind %d", (int)d->kind);
-    return creates[d->kind](d, k, err);
+    const ref_kind *kind = kinds[d->kind];
+    ref_kernel *k = ref_kernel_new(sizeof *k, &kind->ops, d, err);
+    if (!k)
+        return ST_ENOMEM;
+    memcpy(&k->d, d, st_kdesc_size(d->kind));
+    if (kind->setup)
+        kind->setup(k);
+    *out = &k->base;
+    return ST_OK;
 }
 
 st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err)

@@ -6,15 +6,10 @@
 
 #include "ref_internal.h"
 
-typedef struct ref_bnorm {
-    st_kernel base;
-    st_bnorm_desc d;
-} ref_bnorm;
-
 static st_status bnorm_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_bnorm_desc *d = &((const ref_bnorm *)k)->d;
+    const st_bnorm_desc *d = &((const ref_kernel *)k)->d.bnorm;
     long S = (long)d->h * d->w, CS = (long)d->c * S;
     double m = (double)a->n * S;
     for (int c = 0; c < d->c; c++) {
@@ -47,7 +42,7 @@ static st_status bnorm_forward(st_kernel *k, const st_kargs *a, st_error *err)
 static st_status bnorm_backward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_bnorm_desc *d = &((const ref_bnorm *)k)->d;
+    const st_bnorm_desc *d = &((const ref_kernel *)k)->d.bnorm;
     long S = (long)d->h * d->w, CS = (long)d->c * S;
     double m = (double)a->n * S;
     for (int c = 0; c < d->c; c++) {
@@ -82,19 +77,4 @@ static st_status bnorm_backward(st_kernel *k, const st_kargs *a, st_error *err)
     return ST_OK;
 }
 
-static const st_kernel_ops ref_bnorm_ops = {
-    .forward = bnorm_forward,
-    .backward_data = bnorm_backward,
-    .backward_weights = NULL,
-    .destroy = ref_kernel_free,
-};
-
-st_status ref_bnorm_create(const st_bnorm_desc *d, st_kernel **k, st_error *err)
-{
-    ref_bnorm *b = ref_kernel_new(sizeof *b, &ref_bnorm_ops, &d->base, err);
-    if (!b)
-        return ST_ENOMEM;
-    b->d = *d;
-    *k = &b->base;
-    return ST_OK;
-}
+const ref_kind ref_kind_bnorm = {{bnorm_forward, bnorm_backward, NULL, ref_kernel_free}, NULL};

@@ -10,11 +10,12 @@
 
 #include "ref_internal.h"
 
-typedef struct ref_conv {
-    st_kernel base;
-    st_conv_desc d;
-    int direct; /* 1x1, stride 1, no padding: the input is its own col */
-} ref_conv;
+/* 1x1, stride 1, no padding: the input is its own col. */
+static int conv_direct(const st_conv_desc *d)
+{
+    return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0 &&
+           d->oh == d->ih && d->ow == d->iw;
+}
 
 /* col [ic_g * kh * kw, oh * ow] from src [ic_g, ih, iw]. */
 static void im2col(const st_conv_desc *d, int ic_g, const float *src, float *col)
@@ -64,12 +65,11 @@ static void col2im(const st_conv_desc *d, int ic_g, const float *dcol, float *ds
 
 /* The col matrix of group g of sample n: the input itself for direct
  * (1x1, stride 1, unpadded) convolutions, else im2col into the scratch. */
-static const float *conv_col(const ref_conv *c, const st_kargs *a, int n, int g)
+static const float *conv_col(const st_conv_desc *d, const st_kargs *a, int n, int g)
 {
-    const st_conv_desc *d = &c->d;
     int ic_g = d->ic / d->groups;
     const float *src = a->src + ((long)n * d->ic + (long)g * ic_g) * d->ih * d->iw;
-    if (c->direct)
+    if (conv_direct(d))
         return src;
     im2col(d, ic_g, src, a->scratch);
     return a->scratch;
@@ -99,13 +99,12 @@ static conv_sizes conv_sizes_of(const st_conv_desc *d)
 static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const ref_conv *c = (const ref_conv *)k;
-    const st_conv_desc *d = &c->d;
+    const st_conv_desc *d = &((const ref_kernel *)k)->d.conv;
     conv_sizes z = conv_sizes_of(d);
     for (int n = 0; n < a->n; n++)
         for (int g = 0; g < z.G; g++)
             ref_gemm(0, 0, z.oc_g, z.P, z.K, 1.0f, a->weights + (long)g * z.oc_g * z.K, z.K,
-                     conv_col(c, a, n, g), z.P, 0.0f,
+                     conv_col(d, a, n, g), z.P, 0.0f,
                      a->dst + n * z.out_n + (long)g * z.oc_g * z.P, z.P);
     for (int n = 0; n < a->n; n++) {
         float *out = a->dst + n * z.out_n;
@@ -121,8 +120,7 @@ static st_status conv_forward(st_kernel *k, const st_kargs *a, st_error *err)
 static st_status conv_backward_data(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const ref_conv *c = (const ref_conv *)k;
-    const st_conv_desc *d = &c->d;
+    const st_conv_desc *d = &((const ref_kernel *)k)->d.conv;
     conv_sizes z = conv_sizes_of(d);
     if (!a->accumulate)
         memset(a->diff_src, 0, (size_t)(a->n * z.in_n) * sizeof(float));
@@ -131,7 +129,7 @@ static st_status conv_backward_data(st_kernel *k, const st_kargs *a, st_error *e
             float *dsrc = a->diff_src + n * z.in_n + (long)g * z.ic_g * d->ih * d->iw;
             const float *ddst = a->diff_dst + n * z.out_n + (long)g * z.oc_g * z.P;
             const float *w = a->weights + (long)g * z.oc_g * z.K;
-            if (c->direct) {
+            if (conv_direct(d)) {
                 ref_gemm(1, 0, z.K, z.P, z.oc_g, 1.0f, w, z.K, ddst, z.P, 1.0f, dsrc, z.P);
                 continue;
             }
@@ -144,15 +142,14 @@ static st_status conv_backward_data(st_kernel *k, const st_kargs *a, st_error *e
 static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const ref_conv *c = (const ref_conv *)k;
-    const st_conv_desc *d = &c->d;
+    const st_conv_desc *d = &((const ref_kernel *)k)->d.conv;
     conv_sizes z = conv_sizes_of(d);
     memset(a->diff_weights, 0, (size_t)d->oc * z.K * sizeof(float));
     for (int n = 0; n < a->n; n++)
         for (int g = 0; g < z.G; g++)
             ref_gemm(0, 1, z.oc_g, z.K, z.P, 1.0f,
                      a->diff_dst + n * z.out_n + (long)g * z.oc_g * z.P, z.P,
-                     conv_col(c, a, n, g), z.P, 1.0f,
+                     conv_col(d, a, n, g), z.P, 1.0f,
                      a->diff_weights + (long)g * z.oc_g * z.K, z.K);
     if (d->bias) {
         for (int o = 0; o < d->oc; o++) {
@@ -166,24 +163,14 @@ static st_status conv_backward_weights(st_kernel *k, const st_kargs *a, st_error
     return ST_OK;
 }
 
-static const st_kernel_ops ref_conv_ops = {
-    .forward = conv_forward,
-    .backward_data = conv_backward_data,
-    .backward_weights = conv_backward_weights,
-    .destroy = ref_kernel_free,
-};
-
-st_status ref_conv_create(const st_conv_desc *d, st_kernel **k, st_error *err)
+/* The direct path (1x1, stride 1, no padding) needs no column buffer. */
+static void conv_setup(ref_kernel *k)
 {
-    ref_conv *c = ref_kernel_new(sizeof *c, &ref_conv_ops, &d->base, err);
-    if (!c)
-        return ST_ENOMEM;
-    c->d = *d;
-    c->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 &&
-                d->pw == 0 && d->oh == d->ih && d->ow == d->iw;
-    if (!c->direct)
-        c->base.scratch_bytes =
+    const st_conv_desc *d = &k->d.conv;
+    if (!conv_direct(d))
+        k->base.scratch_bytes =
             (size_t)(d->ic / d->groups) * d->kh * d->kw * d->oh * d->ow * sizeof(float);
-    *k = &c->base;
-    return ST_OK;
 }
+
+const ref_kind ref_kind_conv = {
+    {conv_forward, conv_backward_data, conv_backward_weights, ref_kernel_free}, conv_setup};

@@ -6,15 +6,10 @@
 
 #include "ref_internal.h"
 
-typedef struct ref_fc {
-    st_kernel base;
-    st_fc_desc d;
-} ref_fc;
-
 static st_status fc_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_fc_desc *d = &((const ref_fc *)k)->d;
+    const st_fc_desc *d = &((const ref_kernel *)k)->d.fc;
     ref_gemm(0, 1, a->n, d->out, d->in, 1.0f, a->src, d->in, a->weights, d->in, 0.0f, a->dst,
              d->out);
     for (int n = 0; n < a->n; n++) {
@@ -30,7 +25,7 @@ static st_status fc_forward(st_kernel *k, const st_kargs *a, st_error *err)
 static st_status fc_backward_data(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_fc_desc *d = &((const ref_fc *)k)->d;
+    const st_fc_desc *d = &((const ref_kernel *)k)->d.fc;
     ref_gemm(0, 0, a->n, d->in, d->out, 1.0f, a->diff_dst, d->out, a->weights, d->in,
              a->accumulate ? 1.0f : 0.0f, a->diff_src, d->in);
     return ST_OK;
@@ -39,7 +34,7 @@ static st_status fc_backward_data(st_kernel *k, const st_kargs *a, st_error *err
 static st_status fc_backward_weights(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_fc_desc *d = &((const ref_fc *)k)->d;
+    const st_fc_desc *d = &((const ref_kernel *)k)->d.fc;
     ref_gemm(1, 0, d->out, d->in, a->n, 1.0f, a->diff_dst, d->out, a->src, d->in, 0.0f,
              a->diff_weights, d->in);
     if (d->bias)
@@ -52,19 +47,5 @@ static st_status fc_backward_weights(st_kernel *k, const st_kargs *a, st_error *
     return ST_OK;
 }
 
-static const st_kernel_ops ref_fc_ops = {
-    .forward = fc_forward,
-    .backward_data = fc_backward_data,
-    .backward_weights = fc_backward_weights,
-    .destroy = ref_kernel_free,
-};
-
-st_status ref_fc_create(const st_fc_desc *d, st_kernel **k, st_error *err)
-{
-    ref_fc *f = ref_kernel_new(sizeof *f, &ref_fc_ops, &d->base, err);
-    if (!f)
-        return ST_ENOMEM;
-    f->d = *d;
-    *k = &f->base;
-    return ST_OK;
-}
+const ref_kind ref_kind_fc = {
+    {fc_forward, fc_backward_data, fc_backward_weights, ref_kernel_free}, NULL};

@@ -6,6 +6,31 @@
 
 #include "backends/ref.h"
 
+/* A reference kernel: st_kernel and a copy of its descriptor, whichever
+ * its kind (d.conv, d.fc, ...; d.any, the common part). */
+typedef struct ref_kernel {
+    st_kernel base;
+    union {
+        st_kdesc any;
+#define REF_DESC_MEMBER(kind, stem, name) st_##stem##_desc stem;
+        ST_KINDS(REF_DESC_MEMBER)
+#undef REF_DESC_MEMBER
+    } d;
+} ref_kernel;
+
+/* A kernel kind: its passes, and what it derives from its descriptor (the
+ * sizes of its workspace and scratch; NULL: nothing). ref_kind_<stem> for
+ * each kind of kdesc.h's list, in ref_<stem>.c (activation and softmax:
+ * ref_eltwise.c); ref_backend.c's table lists them by st_kind. */
+typedef struct ref_kind {
+    st_kernel_ops ops;
+    void (*setup)(ref_kernel *k);
+} ref_kind;
+
+#define REF_KIND_DECL(kind, stem, name) extern const ref_kind ref_kind_##stem;
+ST_KINDS(REF_KIND_DECL)
+#undef REF_KIND_DECL
+
 /* Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, op = transpose when
  * the flag is set; A is [M,K] (or [K,M] transposed), B is [K,N] (or [N,K]).
  * Cache-aware so that the tests that use this backend as their oracle stay

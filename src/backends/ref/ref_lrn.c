@@ -8,15 +8,10 @@
 
 #include "ref_internal.h"
 
-typedef struct ref_lrn {
-    st_kernel base;
-    st_lrn_desc d;
-} ref_lrn;
-
 static st_status lrn_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_lrn_desc *d = &((const ref_lrn *)k)->d;
+    const st_lrn_desc *d = &((const ref_kernel *)k)->d.lrn;
     long S = (long)d->h * d->w, CS = (long)d->c * S;
     int pre = (d->size - 1) / 2;
     float *scale = a->workspace; /* [n, c, h, w] */
@@ -41,7 +36,7 @@ static st_status lrn_forward(st_kernel *k, const st_kargs *a, st_error *err)
 static st_status lrn_backward_data(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_lrn_desc *d = &((const ref_lrn *)k)->d;
+    const st_lrn_desc *d = &((const ref_kernel *)k)->d.lrn;
     long S = (long)d->h * d->w, CS = (long)d->c * S;
     int pre = (d->size - 1) / 2;
     const float *scale = a->workspace;
@@ -65,20 +60,11 @@ static st_status lrn_backward_data(st_kernel *k, const st_kargs *a, st_error *er
     return ST_OK;
 }
 
-static const st_kernel_ops ref_lrn_ops = {
-    .forward = lrn_forward,
-    .backward_data = lrn_backward_data,
-    .backward_weights = NULL,
-    .destroy = ref_kernel_free,
-};
-
-st_status ref_lrn_create(const st_lrn_desc *d, st_kernel **k, st_error *err)
+/* The scale term, kept from forward for backward. */
+static void lrn_setup(ref_kernel *k)
 {
-    ref_lrn *l = ref_kernel_new(sizeof *l, &ref_lrn_ops, &d->base, err);
-    if (!l)
-        return ST_ENOMEM;
-    l->d = *d;
-    l->base.workspace_bytes = (size_t)d->base.n * d->c * d->h * d->w * sizeof(float);
-    *k = &l->base;
-    return ST_OK;
+    const st_lrn_desc *d = &k->d.lrn;
+    k->base.workspace_bytes = (size_t)d->base.n * d->c * d->h * d->w * sizeof(float);
 }
+
+const ref_kind ref_kind_lrn = {{lrn_forward, lrn_backward_data, NULL, ref_kernel_free}, lrn_setup};

@@ -7,11 +7,6 @@
 
 #include "ref_internal.h"
 
-typedef struct ref_pool {
-    st_kernel base;
-    st_pool_desc d;
-} ref_pool;
-
 /* Valid window rows [*y0, *y1) and columns [*x0, *x1) of output (oy, ox). */
 static void window(const st_pool_desc *d, int oy, int ox, int *y0, int *y1, int *x0, int *x1)
 {
@@ -25,7 +20,7 @@ static void window(const st_pool_desc *d, int oy, int ox, int *y0, int *y1, int 
 static st_status pool_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_pool_desc *d = &((const ref_pool *)k)->d;
+    const st_pool_desc *d = &((const ref_kernel *)k)->d.pool;
     int *argmax = a->workspace; /* [n, c, oh, ow]: input offset within the plane */
     long planes = (long)a->n * d->c;
     for (long pl = 0; pl < planes; pl++) {
@@ -64,7 +59,7 @@ static st_status pool_forward(st_kernel *k, const st_kargs *a, st_error *err)
 static st_status pool_backward_data(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
-    const st_pool_desc *d = &((const ref_pool *)k)->d;
+    const st_pool_desc *d = &((const ref_kernel *)k)->d.pool;
     const int *argmax = a->workspace;
     long planes = (long)a->n * d->c;
     if (!a->accumulate)
@@ -95,21 +90,13 @@ static st_status pool_backward_data(st_kernel *k, const st_kargs *a, st_error *e
     return ST_OK;
 }
 
-static const st_kernel_ops ref_pool_ops = {
-    .forward = pool_forward,
-    .backward_data = pool_backward_data,
-    .backward_weights = NULL,
-    .destroy = ref_kernel_free,
-};
-
-st_status ref_pool_create(const st_pool_desc *d, st_kernel **k, st_error *err)
+/* Max pooling keeps its argmax from forward for backward. */
+static void pool_setup(ref_kernel *k)
 {
-    ref_pool *p = ref_kernel_new(sizeof *p, &ref_pool_ops, &d->base, err);
-    if (!p)
-        return ST_ENOMEM;
-    p->d = *d;
+    const st_pool_desc *d = &k->d.pool;
     if (d->alg == ST_POOL_MAX)
-        p->base.workspace_bytes = (size_t)d->base.n * d->c * d->oh * d->ow * sizeof(int);
-    *k = &p->base;
-    return ST_OK;
+        k->base.workspace_bytes = (size_t)d->base.n * d->c * d->oh * d->ow * sizeof(int);
 }
+
+const ref_kind ref_kind_pool = {
+    {pool_forward, pool_backward_data, NULL, ref_kernel_free}, pool_setup};
