@@ -6,8 +6,9 @@
  * the layer file defines). Layers know nothing about threads: forward and
  * backward get everything through st_pass.
  *
- * Concrete layers embed st_layer as their first member, are allocated with
- * st_layer_new and own no other memory: the network frees them with free().
+ * Concrete layers embed st_layer as their first member (their ops say their
+ * size), are allocated by the network before their build and own no other
+ * memory: the network frees them with free().
  *
  * Adding a layer type touches four files:
  *   1. src/layers/<type>.c: st_<type>_ops (its cfg keys in build, its
@@ -146,7 +147,7 @@ typedef struct st_pass {
 
 struct st_layer_ops {
     const char *type;                 /* section name, e.g. "convolutional" */
-    const char *short_name;           /* for the layer table, e.g. "conv" */
+    const char *short_name;           /* for tables, e.g. "conv"; NULL: the type */
     const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
     int plain_input;                  /* computes in plain C on plain NCHW input */
     int keeps_layout;                 /* output in its input's layout (elementwise) */
@@ -156,8 +157,11 @@ struct st_layer_ops {
     double host_bytes;
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);
-    /* Read the section, infer the output shape, register parameters. */
-    st_status (*build)(st_build *b, st_layer **out, st_error *err);
+    size_t size;                      /* the type's struct, st_layer first */
+    /* Read the section, infer the output shape, register parameters. l is
+     * the type's struct, zeroed but for st_layer: its ops, index, line, a
+     * single input from the layer before, out = in. */
+    st_status (*build)(st_build *b, st_layer *l, st_error *err);
     /* Create this worker's kernels and reserve its workspace; NULL for layers
      * that need neither (their state is NULL). */
     st_status (*setup)(const st_layer *l, st_setup *s, void **state, st_error *err);
@@ -172,6 +176,8 @@ struct st_layer_ops {
  * name or NULL, and the names in a message ("convolutional, connected, ...")
  * written into buf [size]. */
 const st_layer_ops *st_layer_find(const char *section_type);
+/* A layer's name in tables, reports and buffer names. */
+const char *st_layer_short_name(const st_layer *l);
 void st_layer_type_list(char *buf, size_t size);
 
 /* A kernel and the workspace it keeps in the worker's arena. */
@@ -196,12 +202,8 @@ st_status st_kslot_backward_data(const st_kslot *slot, const st_pass *p, st_karg
 st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_kargs *a,
                                     st_error *err);
 
-/* Helpers for layer builders. st_layer_new: a zeroed layer of size bytes
- * (the type's struct, st_layer first) with b's index, line and input shape
- * (output = input, one source: the layer before), also stored in *out; NULL
- * when out of memory (err says so). */
-void *st_layer_new(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
-                   st_error *err);
+/* Helpers for layer builders. A shape error: "FILE:LINE: [type] (layer i,
+ * input w x h x c): " and the message. */
 st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Register a parameter tensor; *offset is where it lives in every arena. */

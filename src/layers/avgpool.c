@@ -4,11 +4,8 @@
 
 #include "layer_blocks.h"
 
-static st_status avgpool_build(st_build *b, st_layer **out, st_error *err)
+static st_status avgpool_build(st_build *b, st_layer *l, st_error *err)
 {
-    st_layer *l = st_layer_new(b, &st_avgpool_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
     l->out = (st_shape){b->in.c, 1, 1};
     return ST_OK;
 }
@@ -28,11 +25,10 @@ static void avgpool_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_avgpool_ops = {
     .type = "avgpool",
+    .size = sizeof(st_layer),
     .short_name = "avg",
     .build = avgpool_build,
     .setup = avgpool_setup,
-    .forward = st_slot_forward,
-    .backward = st_slot_backward,
-    .release = st_slot_release,
+    ST_SLOT_PASSES,
     .describe = avgpool_describe,
 };

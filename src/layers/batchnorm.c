@@ -10,10 +10,9 @@ typedef struct batchnorm_layer {
     st_bn_params bn;
 } batchnorm_layer;
 
-static st_status batchnorm_build(st_build *b, st_layer **out, st_error *err)
+static st_status batchnorm_build(st_build *b, st_layer *base, st_error *err)
 {
-    batchnorm_layer *l = st_layer_new(b, &st_batchnorm_ops, sizeof *l, out, err);
-    return l ? st_bn_add_params(b, b->in.c, &l->bn, err) : ST_ENOMEM;
+    return st_bn_add_params(b, b->in.c, &((batchnorm_layer *)base)->bn, err);
 }
 
 static st_status batchnorm_setup(const st_layer *base, st_setup *s, void **state,
@@ -61,7 +60,7 @@ static void batchnorm_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_batchnorm_ops = {
     .type = "batchnorm",
-    .short_name = "batchnorm",
+    .size = sizeof(batchnorm_layer),
     .build = batchnorm_build,
     .setup = batchnorm_setup,
     .forward = batchnorm_forward,

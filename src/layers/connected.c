@@ -29,12 +29,9 @@ typedef struct connected_layer {
     st_wl_params wp;
 } connected_layer;
 
-static st_status connected_build(st_build *b, st_layer **out, st_error *err)
+static st_status connected_build(st_build *b, st_layer *base, st_error *err)
 {
-    connected_layer *l = st_layer_new(b, &st_connected_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    connected_layer *l = (connected_layer *)base;
     st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "output", 1, 1, 1 << 24, &l->outputs, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "batch_normalize", 0, 0, 1, &l->wp.batch_normalize,
@@ -266,8 +263,7 @@ static void connected_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_connected_ops = {
     .type = "connected",
-    .short_name = "connected",
-    .ignored_keys = NULL,
+    .size = sizeof(connected_layer),
     .model_parallel = connected_model_parallel,
     .build = connected_build,
     .setup = connected_setup,

@@ -18,12 +18,9 @@ typedef struct conv_layer {
 
 static const char *const conv_ignored[] = {"flipped", "dot", "stopbackward", NULL};
 
-static st_status conv_build(st_build *b, st_layer **out, st_error *err)
+static st_status conv_build(st_build *b, st_layer *base, st_error *err)
 {
-    conv_layer *l = st_layer_new(b, &st_conv_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    conv_layer *l = (conv_layer *)base;
     st_status st;
     int pad;
     if ((st = st_cfg_int(b->cfg, b->sec, "filters", 1, 1, 1 << 16, &l->filters, err)) ||
@@ -110,6 +107,7 @@ static void conv_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_conv_ops = {
     .type = "convolutional",
+    .size = sizeof(conv_layer),
     .short_name = "conv",
     .ignored_keys = conv_ignored,
     .build = conv_build,

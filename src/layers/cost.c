@@ -15,18 +15,13 @@ typedef struct cost_layer {
 
 static const char *const cost_ignored[] = {"ratio", "noobject_scale", "thresh", NULL};
 
-static st_status cost_build(st_build *b, st_layer **out, st_error *err)
+static st_status cost_build(st_build *b, st_layer *base, st_error *err)
 {
-    cost_layer *l = st_layer_new(b, &st_cost_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
     base->is_loss = 1;
-    st_status st;
-    if ((st = st_layer_only(b, "type", "sse", err)))
-        return st;
-    return st_cfg_float(b->cfg, b->sec, "scale", 1.0f, 0.0f, 1e6f,
-                        &((cost_layer *)base)->scale, err);
+    st_status st = st_layer_only(b, "type", "sse", err);
+    return st ? st
+              : st_cfg_float(b->cfg, b->sec, "scale", 1.0f, 0.0f, 1e6f,
+                             &((cost_layer *)base)->scale, err);
 }
 
 static float onehot(const st_pass *p, int n, size_t i)
@@ -80,9 +75,9 @@ static void cost_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_cost_ops = {
     .type = "cost",
+    .size = sizeof(cost_layer),
     .host_bytes = 8, /* the loss reads x and the label, the gradient writes */
     .plain_input = 1,
-    .short_name = "cost",
     .ignored_keys = cost_ignored,
     .build = cost_build,
     .forward = cost_forward,

@@ -23,12 +23,9 @@ typedef struct crop_state {
 
 static const char *const crop_ignored[] = {"angle", "saturation", "exposure", "shift", NULL};
 
-static st_status crop_build(st_build *b, st_layer **out, st_error *err)
+static st_status crop_build(st_build *b, st_layer *base, st_error *err)
 {
-    crop_layer *l = st_layer_new(b, &st_crop_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    crop_layer *l = (crop_layer *)base;
     st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "crop_height", 1, 1, 1 << 16, &base->out.h, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "crop_width", 1, 1, 1 << 16, &base->out.w, err)) ||
@@ -129,9 +126,9 @@ static void crop_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_crop_ops = {
     .type = "crop",
+    .size = sizeof(crop_layer),
     .host_bytes = 8, /* a copy each way */
     .plain_input = 1,
-    .short_name = "crop",
     .ignored_keys = crop_ignored,
     .build = crop_build,
     .setup = crop_setup,

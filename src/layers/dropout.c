@@ -22,12 +22,10 @@ typedef struct dropout_state {
     size_t mask_off;   /* [n, per_sample] bytes: 1 = kept */
 } dropout_state;
 
-static st_status dropout_build(st_build *b, st_layer **out, st_error *err)
+static st_status dropout_build(st_build *b, st_layer *base, st_error *err)
 {
-    dropout_layer *l = st_layer_new(b, &st_dropout_ops, sizeof *l, out, err);
-    return l ? st_cfg_float(b->cfg, b->sec, "probability", 0.5f, 0.0f, 0.99f, &l->probability,
-                            err)
-             : ST_ENOMEM;
+    dropout_layer *l = (dropout_layer *)base;
+    return st_cfg_float(b->cfg, b->sec, "probability", 0.5f, 0.0f, 0.99f, &l->probability, err);
 }
 
 static st_status dropout_setup(const st_layer *base, st_setup *s, void **state, st_error *err)
@@ -106,9 +104,9 @@ static void dropout_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_dropout_ops = {
     .type = "dropout",
+    .size = sizeof(dropout_layer),
     .host_bytes = 9, /* values in and out and a mask byte */
     .keeps_layout = 1,
-    .short_name = "dropout",
     .build = dropout_build,
     .setup = dropout_setup,
     .forward = dropout_forward,

@@ -72,23 +72,6 @@ st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_k
     return st;
 }
 
-void *st_layer_new(st_build *b, const st_layer_ops *ops, size_t size, st_layer **out,
-                   st_error *err)
-{
-    st_layer *l = st_calloc(1, size, "layer", err);
-    if (!l)
-        return NULL;
-    l->ops = ops;
-    l->index = b->index;
-    l->line = b->sec->line;
-    l->in = b->in;
-    l->out = b->in;
-    l->n_src = 1;
-    l->src[0] = b->index - 1;
-    *out = l;
-    return l;
-}
-
 st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
 {
     char what[512];

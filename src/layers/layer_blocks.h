@@ -87,6 +87,9 @@ st_status st_slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char 
 st_status st_slot_forward(const st_layer *l, void *state, const st_pass *p, st_error *err);
 st_status st_slot_backward(const st_layer *l, void *state, const st_pass *p, st_error *err);
 void st_slot_release(void *state);
+/* Those three passes, in a layer's ops table. */
+#define ST_SLOT_PASSES                                                                      \
+    .forward = st_slot_forward, .backward = st_slot_backward, .release = st_slot_release
 
 /* Read "activation" with Darknet's default (logistic) unless given. */
 st_status st_layer_read_activation(st_build *b, st_act def, st_act *act, st_error *err);

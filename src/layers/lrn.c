@@ -12,11 +12,9 @@ typedef struct lrn_layer {
     float alpha, beta, k;
 } lrn_layer;
 
-static st_status lrn_build(st_build *b, st_layer **out, st_error *err)
+static st_status lrn_build(st_build *b, st_layer *base, st_error *err)
 {
-    lrn_layer *l = st_layer_new(b, &st_lrn_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
+    lrn_layer *l = (lrn_layer *)base;
     st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "size", 5, 1, 1 << 12, &l->size, err)) ||
         (st = st_cfg_float(b->cfg, b->sec, "alpha", 1e-4f, 0.0f, 1e3f, &l->alpha, err)) ||
@@ -48,11 +46,9 @@ static void lrn_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_lrn_ops = {
     .type = "lrn",
-    .short_name = "lrn",
+    .size = sizeof(lrn_layer),
     .build = lrn_build,
     .setup = lrn_setup,
-    .forward = st_slot_forward,
-    .backward = st_slot_backward,
-    .release = st_slot_release,
+    ST_SLOT_PASSES,
     .describe = lrn_describe,
 };

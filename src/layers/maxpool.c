@@ -12,12 +12,9 @@ typedef struct maxpool_layer {
     int size, stride, padding;
 } maxpool_layer;
 
-static st_status maxpool_build(st_build *b, st_layer **out, st_error *err)
+static st_status maxpool_build(st_build *b, st_layer *base, st_error *err)
 {
-    maxpool_layer *l = st_layer_new(b, &st_maxpool_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    maxpool_layer *l = (maxpool_layer *)base;
     st_status st;
     if ((st = st_cfg_int(b->cfg, b->sec, "stride", 1, 1, 1 << 12, &l->stride, err)) ||
         (st = st_cfg_int(b->cfg, b->sec, "size", l->stride, 1, 1 << 12, &l->size, err)) ||
@@ -54,11 +51,10 @@ static void maxpool_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_maxpool_ops = {
     .type = "maxpool",
+    .size = sizeof(maxpool_layer),
     .short_name = "max",
     .build = maxpool_build,
     .setup = maxpool_setup,
-    .forward = st_slot_forward,
-    .backward = st_slot_backward,
-    .release = st_slot_release,
+    ST_SLOT_PASSES,
     .describe = maxpool_describe,
 };

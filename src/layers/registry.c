@@ -31,6 +31,11 @@ static int is_name(size_t i)
     return i == 0 || layer_types[i].ops != layer_types[i - 1].ops;
 }
 
+const char *st_layer_short_name(const st_layer *l)
+{
+    return l->ops->short_name ? l->ops->short_name : l->ops->type;
+}
+
 const st_layer_ops *st_layer_find(const char *section_type)
 {
     for (size_t i = 0; i < N_TYPES; i++)

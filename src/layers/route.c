@@ -12,12 +12,9 @@ typedef struct route_layer {
     size_t part[ST_MAX_SRC]; /* values per sample of each input */
 } route_layer;
 
-static st_status route_build(st_build *b, st_layer **out, st_error *err)
+static st_status route_build(st_build *b, st_layer *base, st_error *err)
 {
-    route_layer *l = st_layer_new(b, &st_route_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    route_layer *l = (route_layer *)base;
     st_status st;
     int refs[ST_MAX_SRC], n;
     if ((st = st_cfg_int_list(b->cfg, b->sec, "layers", refs, ST_MAX_SRC, &n, err)))
@@ -96,9 +93,9 @@ static void route_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_route_ops = {
     .type = "route",
+    .size = sizeof(route_layer),
     .host_bytes = 8, /* a copy each way */
     .plain_input = 1,
-    .short_name = "route",
     .build = route_build,
     .forward = route_forward,
     .backward = route_backward,

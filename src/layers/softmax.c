@@ -19,12 +19,9 @@ typedef struct softmax_layer {
     float temperature;
 } softmax_layer;
 
-static st_status softmax_build(st_build *b, st_layer **out, st_error *err)
+static st_status softmax_build(st_build *b, st_layer *base, st_error *err)
 {
-    softmax_layer *l = st_layer_new(b, &st_softmax_ops, sizeof *l, out, err);
-    if (!l)
-        return ST_ENOMEM;
-    st_layer *base = &l->base;
+    softmax_layer *l = (softmax_layer *)base;
     st_status st;
     base->is_loss = 1;
     if ((st = st_cfg_int(b->cfg, b->sec, "groups", 1, 1, 1 << 24, &l->groups, err)) ||
@@ -96,9 +93,9 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
 
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
+    .size = sizeof(softmax_layer),
     .host_bytes = 8, /* the loss reads the probabilities, the gradient writes */
     .plain_input = 1,
-    .short_name = "softmax",
     .build = softmax_build,
     .setup = softmax_setup,
     .forward = softmax_forward,

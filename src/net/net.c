@@ -42,12 +42,17 @@ static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec
         .in = net->n_layers ? net->layers[net->n_layers - 1]->out : net->input,
         .layers = net->layers, .params = &net->params,
     };
-    st_layer *l = NULL;
-    st_status st = ops->build(&b, &l, err);
-    if (l && net_add_layer(net, l, err) != ST_OK) {
+    st_layer *l = st_calloc(1, ops->size, "layer", err);
+    if (!l)
+        return ST_ENOMEM;
+    *l = (st_layer){.ops = ops, .index = b.index, .line = sec->line, .in = b.in, .out = b.in,
+                    .n_src = 1, .src = {b.index - 1}};
+    if (net_add_layer(net, l, err) != ST_OK) {
         free(l);
         return ST_ENOMEM;
     }
+    b.layers = net->layers; /* the list may have moved */
+    st_status st = ops->build(&b, l, err);
     if (st != ST_OK)
         return st;
     st = st_cfg_finish_section(cfg, sec, ops->type, ops->ignored_keys, log, err);
@@ -312,7 +317,7 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
     r->out_layout[i] = s.out_layout;
     r->out_bytes[i] = s.out_bytes;
     char name[48];
-    snprintf(name, sizeof name, "%d.%s.out", i, l->ops->short_name);
+    snprintf(name, sizeof name, "%d.%s.out", i, st_layer_short_name(l));
     return st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
 }
 
@@ -489,7 +494,7 @@ static void replica_host_work(const st_replica *r, int i, int pass, int n, int t
 {
     const st_layer *l = r->net->layers[i];
     if (training && l->ops->host_bytes > 0 && r->backend->host_work)
-        r->backend->host_work(r->bctx, i, l->ops->short_name, pass,
+        r->backend->host_work(r->bctx, i, st_layer_short_name(l), pass,
                               l->ops->host_bytes * n * (double)st_shape_count(l->out));
 }
 

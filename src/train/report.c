@@ -50,7 +50,7 @@ static void print_roofline(const st_trainer *t, double iters)
             int compute_bound;
             double bound = st_roofline_bound(rl, cores, flops, bytes, &compute_bound);
             st_info(&t->log, "%5d  %-9s %-16s %8.3f %9.1f %7.1f%% %9.3f %8.1f  %-8s %7.1f%%", i,
-                    l->ops->short_name, pass_names[p], ms[p], flops / s / 1e9,
+                    st_layer_short_name(l), pass_names[p], ms[p], flops / s / 1e9,
                     100.0 * flops / s / (1e9 * rl->fma_gflops * cores), bytes / 1e6,
                     bytes / s / 1e9, compute_bound ? "compute" : "memory", 100.0 * bound / s);
         }
@@ -73,7 +73,7 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
         const st_layer_time *lt = &r->time[i];
         double sum = lt->forward + lt->backward_data + lt->backward_weights;
         st_info(&t->log, "%5d  %-9s %9.3f %9.3f %12.3f %8.3f %5.1f%%", i,
-                net->layers[i]->ops->short_name, 1e3 * lt->forward / iters,
+                st_layer_short_name(net->layers[i]), 1e3 * lt->forward / iters,
                 1e3 * lt->backward_data / iters, 1e3 * lt->backward_weights / iters,
                 1e3 * sum / iters, total > 0 ? 100.0 * sum / total : 0.0);
     }
