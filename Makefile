@@ -21,7 +21,7 @@ BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),$(if $(PORT
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
            -Iinclude -fno-omit-frame-pointer
-LDLIBS  := -ldnnl -fopenmp -lstb -lz -lm -lpthread
+LDLIBS  := -ldnnl -fopenmp -lstb -lhwloc -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)

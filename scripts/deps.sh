@@ -8,7 +8,7 @@ set -eu
 # targets (mk/fuzz.mk, tests/e2e/test_fuzz.sh).
 # groff-base: tests/e2e/test_install.sh renders the manual page with groff.
 # valgrind: the leak checks of tests/e2e/test_memory.sh.
-PKGS="gcc make libdnnl-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
+PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -58,6 +58,8 @@ int st_cluster_launched(void);
  * MPI call: the trainer asks while setting up, and so does --dry-run,
  * which starts no cluster. */
 int st_cluster_local_ranks(void);
+/* This rank's index among them (MPI_LOCALRANKID), from 0. */
+int st_cluster_local_rank(void);
 
 /* MPI_Init_thread (MPI_THREAD_MULTIPLE); NULL in *out when not launched by
  * mpirun with more than one rank. */

@@ -52,6 +52,7 @@
 #include "dist/cluster.h"
 #include "data/data.h"
 #include "net/net.h"
+#include "parallel/placement.h"
 #include "parallel/ps.h"
 #include "parallel/ps_part.h"
 #include "ops/solver.h"
@@ -93,6 +94,8 @@ typedef struct st_sched_opts {
                                 of the slices and their solver state (ps_part.h; the ps then
                                 holds none), or NULL */
     size_t bucket_bytes;     /* its minimum bucket */
+    const st_placement *placement; /* where each worker runs (its bound ones pin
+                                themselves before they build their replica), or NULL */
     const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
                                 the reason), the workers stop cleanly before the next
                                 iteration they have not begun; NULL: never */

@@ -23,6 +23,7 @@ typedef enum st_rank_update {
 typedef struct st_train_opts {
     int threads;             /* workers (-t); 0: chosen, see st_trainer_create */
     int intra;               /* intra-op threads per worker (--intra); 0: chosen */
+    st_bind bind;            /* --bind: where the threads run (placement.h) */
     st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
     int staleness;           /* S of ssp:S */
     int hybrid;              /* --parallel: 1 hybrid (fully connected layers

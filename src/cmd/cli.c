@@ -21,6 +21,11 @@ static const st_option options[] = {
      TRAIN(batch), 1, 1 << 20},
     {"intra", 0, "N", "Training", "intra-op threads per worker (default 1; all cores for one "
      "worker on networks over 16M parameters)", ST_OPT_INT, TRAIN(intra), 1, 1024},
+    {"bind", 0, "MODE", "Training", "pin the threads to cores (hwloc's topology, within the "
+     "cores this process may use): auto (the default: when the workers x intra-op threads "
+     "fit them, one core each; each worker's cores on one socket; the cores left over to the "
+     "prefetcher), cores (pin even when they do not fit: they take turns) or none",
+     ST_OPT_STRING, offsetof(st_cli, bind), 0, 0},
     {"sync", 0, "MODE", "Training", "bsp (default), ssp:S (at most S iterations ahead of the "
      "slowest worker) or asp", ST_OPT_STRING, offsetof(st_cli, sync), 0, 0},
     {"parallel", 0, "MODE", "Training", "data (every worker runs every layer on its shard), "
@@ -216,6 +221,18 @@ static st_status parse_sync(st_cli *cli, st_error *err)
                    "staleness from 0 to 1048576, got '%s'", v);
 }
 
+/* --bind auto | cores | none */
+static st_status parse_bind(st_cli *cli, st_error *err)
+{
+    const char *v = cli->bind;
+    for (int m = 0; st_bind_names[m]; m++)
+        if (!v || strcmp(v, st_bind_names[m]) == 0) {
+            cli->train.bind = v ? (st_bind)m : ST_BIND_AUTO;
+            return ST_OK;
+        }
+    return st_fail(err, ST_EUSAGE, "option --bind: expected auto, cores or none, got '%s'", v);
+}
+
 /* --parallel data | hybrid | auto */
 static st_status parse_parallel(st_cli *cli, st_error *err)
 {
@@ -329,6 +346,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_sync(cli, err);
     if (st == ST_OK)
         st = parse_parallel(cli, err);
+    if (st == ST_OK)
+        st = parse_bind(cli, err);
     if (st == ST_OK)
         st = parse_rank_update(cli, err);
     if (st == ST_OK)

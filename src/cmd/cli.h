@@ -13,6 +13,7 @@ typedef struct st_cli {
     const char *cfg_path;
     const char *sync;   /* --sync text */
     const char *parallel; /* --parallel text */
+    const char *bind;     /* --bind text */
     const char *rank_update;         /* --rank-update text */
     const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
     const char *fma_peak;            /* --fma-peak text */

@@ -47,6 +47,13 @@ int st_cluster_launched(void)
     return size && atoi(size) > 1;
 }
 
+int st_cluster_local_rank(void)
+{
+    const char *id = getenv("MPI_LOCALRANKID");
+    int r = id && st_cluster_launched() ? atoi(id) : 0;
+    return r > 0 ? r : 0;
+}
+
 int st_cluster_local_ranks(void)
 {
     const char *local = getenv("MPI_LOCALNRANKS");

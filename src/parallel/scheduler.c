@@ -294,7 +294,12 @@ static void *worker_main(void *arg)
     pthread_mutex_unlock(&s->clock_lock);
     if (!go)
         return NULL;
-    w->status = worker_init(w);
+    const st_placement *pl = s->o.placement;
+    if (pl && pl->bound &&
+        (w->status = st_bind_self(pl->pus + w->id * pl->intra, pl->intra, &w->err)) != ST_OK)
+        st_error_prefix(&w->err, "worker %d: ", w->id);
+    if (w->status == ST_OK)
+        w->status = worker_init(w);
     st_barrier_wait(&s->end); /* report set-up */
     for (;;) {
         st_barrier_wait(&s->start);

@@ -81,6 +81,7 @@ void st_trainer_free(st_trainer *t)
     st_choice_cache_close(t->cache);
     st_choices_free(t->choices);
     free(t->choices_text);
+    st_placement_free(&t->placement);
     free(t);
 }
 
@@ -385,6 +386,26 @@ static void warn_oversubscribed(const st_trainer *t)
             cores > 1 ? "s" : "", fits);
 }
 
+/* Where the workers run (--bind), from this node's topology, said once.
+ * Ranks that share a node whose cores mpirun did not divide among them
+ * (each may use all of them) take their share of the cores in the order of
+ * their local rank. */
+static st_status place_threads(st_trainer *t, st_error *err)
+{
+    st_topology topo;
+    st_status st = st_topology_load(&topo, NULL, NULL, err);
+    if (st != ST_OK)
+        return st;
+    int shares = st_usable_cores() < st_online_cores() ? 1 : st_cluster_local_ranks();
+    int share = shares > 1 ? st_cluster_local_rank() % shares : 0;
+    st = st_place(&topo, t->o.bind, t->o.threads, t->o.intra, share, shares, &t->placement,
+                  err);
+    st_topology_free(&topo);
+    if (st == ST_OK)
+        st_info(&t->log, "%s", t->placement.text);
+    return st;
+}
+
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
 {
     const st_train_opts *o = &t->o;
@@ -400,7 +421,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
                             ? st_record_bytes(t->test) : st_record_bytes(t->train),
         .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
         .part = trainer_partitioned(t) ? &t->part : NULL,
-        .stop = o->stop, .hybrid = o->hybrid,
+        .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
     };
 }
 
@@ -449,6 +470,8 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     choose_threads(t);
     if (st == ST_OK)
         warn_oversubscribed(t);
+    if (st == ST_OK)
+        st = place_threads(t, err);
     return st;
 }
 
@@ -530,6 +553,8 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
     int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
     if (ranks > 1 && rank > 0)
         st = trainer_share_choices(t, st, err);
+    if (st == ST_OK && t->placement.n_free) /* the prefetcher's threads inherit it */
+        st = st_bind_self(t->placement.free_pus, t->placement.n_free, err);
     if (st == ST_OK) {
         st_sched_opts so;
         trainer_sched_opts(t, &so);

@@ -1,0 +1,145 @@
+/* The node's topology from hwloc, as plain arrays; see topology.h. */
+#include "base/topology.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hwloc.h>
+
+#include "base/memory.h"
+
+void st_topology_free(st_topology *t)
+{
+    free(t->pu_os);
+    free(t->pu_core);
+    free(t->core_socket);
+    free(t->core_numa);
+    free(t->core_first_pu);
+    free(t->core_pus);
+    memset(t, 0, sizeof *t);
+}
+
+/* The position of obj in seen [*n] (appended when new); -1 for NULL. */
+static int number_of(hwloc_obj_t obj, hwloc_obj_t *seen, int *n)
+{
+    if (!obj)
+        return 0;
+    for (int i = 0; i < *n; i++)
+        if (seen[i] == obj)
+            return i;
+    seen[*n] = obj;
+    return (*n)++;
+}
+
+/* The NUMA node whose cpuset holds the PU, numbered in seen; 0 when none
+ * does (a machine hwloc shows without NUMA nodes). */
+static int numa_of(hwloc_topology_t topo, hwloc_obj_t pu, hwloc_obj_t *seen, int *n)
+{
+    hwloc_obj_t node = NULL;
+    while ((node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, node)))
+        if (node->cpuset && hwloc_bitmap_isset(node->cpuset, pu->os_index))
+            return number_of(node, seen, n);
+    return 0;
+}
+
+static st_status fill(st_topology *t, hwloc_topology_t topo, st_error *err)
+{
+    int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    if (n < 1)
+        return st_fail(err, ST_EINPUT, "topology (%s): no processing unit to run on",
+                       t->source);
+    size_t bytes = (size_t)n * sizeof(int);
+    hwloc_obj_t *cores = calloc((size_t)n, sizeof *cores);
+    hwloc_obj_t *sockets = calloc((size_t)n, sizeof *sockets);
+    hwloc_obj_t *nodes = calloc((size_t)n, sizeof *nodes);
+    t->pu_os = st_calloc(1, bytes, "topology", err);
+    t->pu_core = st_calloc(1, bytes, "topology", err);
+    t->core_socket = st_calloc(1, bytes, "topology", err);
+    t->core_numa = st_calloc(1, bytes, "topology", err);
+    t->core_first_pu = st_calloc(1, bytes, "topology", err);
+    t->core_pus = st_calloc(1, bytes, "topology", err);
+    st_status st = ST_OK;
+    if (!cores || !sockets || !nodes || !t->pu_os || !t->pu_core || !t->core_socket ||
+        !t->core_numa || !t->core_first_pu || !t->core_pus)
+        st = st_fail(err, ST_ENOMEM, "out of memory for the topology");
+    for (int i = 0; st == ST_OK && i < n; i++) {
+        hwloc_obj_t pu = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PU, (unsigned)i);
+        hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_CORE, pu);
+        int before = t->n_cores;
+        int c = number_of(core ? core : pu, cores, &t->n_cores);
+        if (t->n_cores > before) { /* a new core */
+            t->core_first_pu[c] = i;
+            t->core_socket[c] = number_of(
+                hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pu), sockets,
+                &t->n_sockets);
+            t->core_numa[c] = numa_of(topo, pu, nodes, &t->n_numa);
+        }
+        t->core_pus[c]++;
+        t->pu_os[i] = (int)pu->os_index;
+        t->pu_core[i] = c;
+    }
+    t->n_pus = n;
+    if (t->n_sockets < 1)
+        t->n_sockets = 1;
+    if (t->n_numa < 1)
+        t->n_numa = 1;
+    free(cores);
+    free(sockets);
+    free(nodes);
+    return st;
+}
+
+/* Restrict topo to the PUs of set; none left is an error naming what. */
+static st_status restrict_to(hwloc_topology_t topo, hwloc_bitmap_t set, const char *what,
+                             const char *source, st_error *err)
+{
+    hwloc_const_bitmap_t all = hwloc_topology_get_topology_cpuset(topo);
+    if (!hwloc_bitmap_intersects(all, set))
+        return st_fail(err, ST_EINPUT, "topology (%s): %s leaves no processing unit", source,
+                       what);
+    if (hwloc_topology_restrict(topo, set, 0) != 0)
+        return st_fail(err, ST_EINTERNAL, "topology (%s): hwloc cannot restrict it to %s",
+                       source, what);
+    return ST_OK;
+}
+
+st_status st_topology_load(st_topology *t, const char *synthetic, const char *allowed,
+                           st_error *err)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->source, sizeof t->source, "%s", synthetic ? synthetic : "this machine");
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return st_fail(err, ST_ENOMEM, "hwloc: cannot create a topology");
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    st_status st = set ? ST_OK : st_fail(err, ST_ENOMEM, "out of memory for a cpuset");
+    if (st == ST_OK && synthetic && hwloc_topology_set_synthetic(topo, synthetic) != 0)
+        st = st_fail(err, ST_EINPUT, "topology '%s': not a synthetic description hwloc "
+                     "reads (expected levels such as \"pack:2 core:12 pu:1\")", synthetic);
+    if (st == ST_OK && hwloc_topology_load(topo) != 0)
+        st = st_fail(err, ST_EINTERNAL, "hwloc: cannot read the topology of %s", t->source);
+    if (st == ST_OK && !synthetic) { /* this process's affinity */
+        if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD) == 0 &&
+            !hwloc_bitmap_iszero(set))
+            st = restrict_to(topo, set, "this process's affinity", t->source, err);
+    }
+    if (st == ST_OK && allowed) {
+        int bad = hwloc_bitmap_list_sscanf(set, allowed) != 0;
+        for (const char *c = allowed; !bad && *c; c++) /* hwloc accepts trailing text */
+            bad = !(*c == ',' || *c == '-' || (*c >= '0' && *c <= '9'));
+        if (bad || hwloc_bitmap_iszero(set))
+            st = st_fail(err, ST_EINPUT, "allowed processing units '%s': expected a list of "
+                         "OS indexes such as 0-5,8", allowed);
+        else
+            st = restrict_to(topo, set, allowed, t->source, err);
+    }
+    if (st == ST_OK)
+        st = fill(t, topo, err);
+    if (set)
+        hwloc_bitmap_free(set);
+    hwloc_topology_destroy(topo);
+    if (st != ST_OK)
+        st_topology_free(t);
+    return st;
+}
