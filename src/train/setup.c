@@ -389,17 +389,25 @@ static void warn_oversubscribed(const st_trainer *t)
 /* Where the workers run (--bind), from this node's topology, said once.
  * Ranks that share a node whose cores mpirun did not divide among them
  * (each may use all of them) take their share of the cores in the order of
- * their local rank. */
+ * their local rank; where mpirun does not say how many share it, auto
+ * pins nothing rather than stack the ranks on the same cores. */
 static st_status place_threads(st_trainer *t, st_error *err)
 {
     st_topology topo;
     st_status st = st_topology_load(&topo, NULL, NULL, err);
     if (st != ST_OK)
         return st;
-    int shares = st_usable_cores() < st_online_cores() ? 1 : st_cluster_local_ranks();
+    int own = st_usable_cores() < st_online_cores();
+    int shares = own ? 1 : st_cluster_local_ranks();
     int share = shares > 1 ? st_cluster_local_rank() % shares : 0;
-    st = st_place(&topo, t->o.bind, t->o.threads, t->o.intra, share, shares, &t->placement,
-                  err);
+    st_bind mode = t->o.bind;
+    if (mode == ST_BIND_AUTO && !own && st_cluster_launched() && !getenv("MPI_LOCALNRANKS"))
+        mode = ST_BIND_NONE; /* ranks that may share this host's cores, unknown how many */
+    st = st_place(&topo, mode, t->o.threads, t->o.intra, share, shares, &t->placement, err);
+    if (st == ST_OK && mode != t->o.bind)
+        snprintf(t->placement.text, sizeof t->placement.text, "bind: none: launched by an "
+                 "mpirun that says neither how many ranks share this host (MPI_LOCALNRANKS) "
+                 "nor binds them (--bind cores pins anyway)");
     st_topology_free(&topo);
     if (st == ST_OK)
         st_info(&t->log, "%s", t->placement.text);
@@ -553,8 +561,6 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
     int ranks = st_cluster_size(o->cluster), rank = st_cluster_rank(o->cluster);
     if (ranks > 1 && rank > 0)
         st = trainer_share_choices(t, st, err);
-    if (st == ST_OK && t->placement.n_free) /* the prefetcher's threads inherit it */
-        st = st_bind_self(t->placement.free_pus, t->placement.n_free, err);
     if (st == ST_OK) {
         st_sched_opts so;
         trainer_sched_opts(t, &so);
@@ -573,6 +579,10 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
     if (st == ST_OK)
         st = st_batchq_init(&t->batches, TRAINER_BATCH_RING, t->batch,
                             st_shape_count(t->net.input), err);
+    /* Last: what was set up asked how many cores the process may use. The
+     * prefetcher's threads, started by the run, inherit this. */
+    if (st == ST_OK && t->placement.n_free)
+        st = st_bind_self(t->placement.free_pus, t->placement.n_free, err);
     return st;
 }
 
