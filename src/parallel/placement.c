@@ -109,7 +109,8 @@ static void describe(st_placement *p, const int *socket, int threads, int cores)
     }
     size_t len = strlen(b);
     if (threads > cores)
-        snprintf(b + len, size - len, "; %d threads take turns on %d cores", threads, cores);
+        snprintf(b + len, size - len, "; %d threads take turns on %d core%s", threads, cores,
+                 cores > 1 ? "s" : "");
     else if (p->n_free) {
         snprintf(b + len, size - len, "; prefetch and scheduler on cpu%s ",
                  p->n_free > 1 ? "s" : "");
@@ -162,8 +163,8 @@ st_status st_place(const st_topology *t, st_bind mode, int workers, int intra, i
         return ST_OK;
     }
     if (mode == ST_BIND_AUTO && threads > cores) {
-        snprintf(p->text, sizeof p->text, "bind: none: %d threads on %d cores (--bind cores "
-                 "pins them anyway, in turns)", threads, cores);
+        snprintf(p->text, sizeof p->text, "bind: none: %d threads on %d core%s (--bind "
+                 "cores pins them anyway, in turns)", threads, cores, cores > 1 ? "s" : "");
         return ST_OK;
     }
     int *socket = calloc((size_t)workers, sizeof *socket);
