@@ -44,4 +44,15 @@ void st_placement_free(st_placement *p);
  * its affinity) to the n PUs. */
 st_status st_bind_self(const int *pus, int n, st_error *err);
 
+/* A thread's affinity, saved to be given back (up to 1024 cpus). */
+typedef struct st_affinity {
+    int saved;
+    unsigned char mask[128];
+} st_affinity;
+
+/* Save the calling thread's affinity into a; give it back to the calling
+ * thread (nothing when none was saved). */
+void st_affinity_save(st_affinity *a);
+void st_affinity_restore(st_affinity *a);
+
 #endif

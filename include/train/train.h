@@ -20,9 +20,15 @@ typedef enum st_rank_update {
                                    part's solver state (parallel/ps_part.h) */
 } st_rank_update;
 
+/* -t auto, --intra auto: the split of the cores that trains fastest,
+ * measured at set-up (st_trainer_create). */
+#define ST_THREADS_AUTO (-1)
+
 typedef struct st_train_opts {
-    int threads;             /* workers (-t); 0: chosen, see st_trainer_create */
-    int intra;               /* intra-op threads per worker (--intra); 0: chosen */
+    int threads;             /* workers (-t); 0: chosen, see st_trainer_create;
+                                ST_THREADS_AUTO: measured */
+    int intra;               /* intra-op threads per worker (--intra); 0: chosen;
+                                ST_THREADS_AUTO: measured */
     st_bind bind;            /* --bind: where the threads run (placement.h) */
     st_sync_mode sync;       /* --sync bsp | ssp:S | asp */
     int staleness;           /* S of ssp:S */

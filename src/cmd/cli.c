@@ -14,13 +14,18 @@
 
 #define TRAIN(field) offsetof(st_cli, train.field)
 
+_Static_assert(ST_OPT_AUTO == ST_THREADS_AUTO, "-t auto is stored as the trainer reads it");
+
 static const st_option options[] = {
-    {"threads", 't', "N", "Training", "worker threads, one model replica each (default: one "
-     "per core)", ST_OPT_INT, TRAIN(threads), 1, 4096},
+    {"threads", 't', "N|auto", "Training", "worker threads, one model replica each (default: "
+     "one per core); auto: the split of the cores between workers and intra-op threads that "
+     "trains fastest, measured at set-up (a few iterations each) and kept in the choice cache",
+     ST_OPT_INT_AUTO, TRAIN(threads), 1, 4096},
     {"batch", 'b', "N", "Training", "images per update (default: batch= in [net])", ST_OPT_INT,
      TRAIN(batch), 1, 1 << 20},
-    {"intra", 0, "N", "Training", "intra-op threads per worker (default 1; all cores for one "
-     "worker on networks over 16M parameters)", ST_OPT_INT, TRAIN(intra), 1, 1024},
+    {"intra", 0, "N|auto", "Training", "intra-op threads per worker (default 1; all cores for "
+     "one worker on networks over 16M parameters); auto: as -t auto", ST_OPT_INT_AUTO,
+     TRAIN(intra), 1, 1024},
     {"bind", 0, "MODE", "Training", "pin the threads to cores (hwloc's topology, within the "
      "cores this process may use): auto (the default: when the workers x intra-op threads "
      "fit them, one core each; each worker's cores on one socket; the cores left over to the "

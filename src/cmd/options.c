@@ -90,13 +90,20 @@ static st_status set_value(const st_option *o, void *target, const char *val, st
     char expected[96];
     errno = 0;
     switch (o->kind) {
+    case ST_OPT_INT_AUTO:
+        if (strcmp(val, "auto") == 0) {
+            *(int *)field = ST_OPT_AUTO;
+            return ST_OK;
+        }
+        /* fall through */
     case ST_OPT_INT:
     case ST_OPT_LONG: {
         long v = strtol(val, &end, 10);
-        snprintf(expected, sizeof expected, "an integer from %ld to %ld", o->min, o->max);
+        snprintf(expected, sizeof expected, "an integer from %ld to %ld%s", o->min, o->max,
+                 o->kind == ST_OPT_INT_AUTO ? " or auto" : "");
         if (end == val || *end || errno == ERANGE || v < o->min || v > o->max)
             return bad_value(o, val, expected, err);
-        if (o->kind == ST_OPT_INT)
+        if (o->kind != ST_OPT_LONG)
             *(int *)field = (int)v;
         else
             *(long *)field = v;

@@ -12,12 +12,15 @@
 
 typedef enum st_opt_kind {
     ST_OPT_INT,    /* int in [min, max] */
+    ST_OPT_INT_AUTO, /* int in [min, max], or "auto", stored as ST_OPT_AUTO */
     ST_OPT_LONG,   /* long in [min, max] */
     ST_OPT_U64,    /* uint64_t */
     ST_OPT_SIZE,   /* size_t in [min, max], with an optional K, M or G suffix */
     ST_OPT_STRING, /* const char *, non-empty */
     ST_OPT_FLAG,   /* int set to 1; takes no value */
 } st_opt_kind;
+
+#define ST_OPT_AUTO (-1)
 
 typedef struct st_option {
     const char *name;

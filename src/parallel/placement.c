@@ -203,3 +203,22 @@ st_status st_bind_self(const int *pus, int n, st_error *err)
                        n > 1 ? " and others" : "", strerror(e));
     return ST_OK;
 }
+
+void st_affinity_save(st_affinity *a)
+{
+    cpu_set_t set;
+    _Static_assert(sizeof set <= sizeof a->mask, "st_affinity holds a cpu_set_t");
+    a->saved = pthread_getaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    if (a->saved)
+        memcpy(a->mask, &set, sizeof set);
+}
+
+void st_affinity_restore(st_affinity *a)
+{
+    if (!a->saved)
+        return;
+    cpu_set_t set;
+    memcpy(&set, a->mask, sizeof set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    a->saved = 0;
+}

@@ -82,6 +82,7 @@ void st_trainer_free(st_trainer *t)
     st_choices_free(t->choices);
     free(t->choices_text);
     st_placement_free(&t->placement);
+    st_affinity_restore(&t->main_affinity);
     free(t);
 }
 
@@ -471,7 +472,8 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     if (st != ST_OK)
         return st;
     t->batch = o->batch ? o->batch : t->hp.batch;
-    if (t->batch < o->threads)
+    st = trainer_choose_layout(t, err);
+    if (st == ST_OK && t->batch < o->threads)
         st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images (the "
                      "batch is %d%s)", o->threads, o->threads, t->batch,
                      o->batch ? "" : ", batch= in [net]; see -b");
@@ -581,8 +583,10 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
                             st_shape_count(t->net.input), err);
     /* Last: what was set up asked how many cores the process may use. The
      * prefetcher's threads, started by the run, inherit this. */
-    if (st == ST_OK && t->placement.n_free)
+    if (st == ST_OK && t->placement.n_free) {
+        st_affinity_save(&t->main_affinity); /* given back when the trainer is freed */
         st = st_bind_self(t->placement.free_pus, t->placement.n_free, err);
+    }
     return st;
 }
 

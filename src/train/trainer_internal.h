@@ -69,6 +69,7 @@ struct st_trainer {
     st_choice_cache *cache; /* the kernel-choice cache, held from setup_choices until the
                                measured choices are stored (its lock held), or NULL */
     st_placement placement; /* where the threads run (--bind) */
+    st_affinity main_affinity; /* the calling thread's, before set-up pinned it */
 };
 
 /* Whether the ranks hold the solver state in parts (--rank-update
@@ -82,6 +83,10 @@ int trainer_state_planes(const st_trainer *t);
 
 /* Batches read ahead of the workers (the ring of st_batchq). */
 #define TRAINER_BATCH_RING 2
+
+/* -t auto / --intra auto: the split measured (or the cache's), into t->o
+ * (layout.c); nothing when neither is auto. */
+st_status trainer_choose_layout(st_trainer *t, st_error *err);
 
 /* The scheduler's options for t (setup.c). */
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so);

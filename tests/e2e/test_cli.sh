@@ -99,7 +99,7 @@ check "--iters -5" err 2 "option --iters: expected an integer from 1 to" "got '-
 check "--iters=0" err 2 "option --iters: expected an integer from 1 to" "got '0'" -- \
     "$bin" --iters=0 "$tmp/tiny.cfg"
 check "--epochs x" err 2 "option --epochs: expected an integer" "got 'x'" -- "$bin" --epochs x "$tmp/tiny.cfg"
-check "-t 0" err 2 "option -t/--threads: expected an integer from 1 to 4096, got '0'" -- \
+check "-t 0" err 2 "option -t/--threads: expected an integer from 1 to 4096 or auto, got '0'" -- \
     "$bin" -t 0 "$tmp/tiny.cfg"
 check "--seed -1" err 2 "option --seed: expected a non-negative integer, got '-1'" -- \
     "$bin" --seed -1 "$tmp/tiny.cfg"
