@@ -8,6 +8,8 @@
 #ifndef ST_TOPOLOGY_H
 #define ST_TOPOLOGY_H
 
+#include <stddef.h>
+
 #include "base/status.h"
 
 typedef struct st_topology {
@@ -24,7 +26,14 @@ typedef struct st_topology {
     int *core_numa;     /* [n_cores] */
     int *core_first_pu; /* [n_cores] */
     int *core_pus;      /* [n_cores] */
+    /* The NUMA nodes, by that number: their OS index and the memory they
+     * may give, in bytes (this machine: free and page cache, as
+     * /sys/devices/system/node says; synthetic: what the description
+     * gives them, 0 when nothing). */
+    int *numa_os;       /* [n_numa] */
+    double *numa_bytes; /* [n_numa] */
     char source[160];   /* "this machine" or the synthetic description */
+    void *hw;           /* this machine: hwloc's topology, for the memory's placement */
 } st_topology;
 
 /* Load a topology: synthetic NULL is this machine, restricted to the PUs
@@ -36,5 +45,15 @@ typedef struct st_topology {
 st_status st_topology_load(st_topology *t, const char *synthetic, const char *allowed,
                            st_error *err);
 void st_topology_free(st_topology *t);
+
+/* Move the pages of [addr, addr + bytes) (those wholly inside) to NUMA
+ * node numa of this machine's topology (hwloc's migrating membind); no-op
+ * with one node or a synthetic topology. */
+st_status st_topology_move(const st_topology *t, void *addr, size_t bytes, int numa,
+                           st_error *err);
+
+/* The NUMA node (by t's number) the first page wholly inside [addr, addr +
+ * bytes) is on, touched or not; -1 when the kernel does not say. */
+int st_topology_memory_node(const st_topology *t, const void *addr, size_t bytes);
 
 #endif

@@ -25,6 +25,7 @@ typedef struct st_placement {
     /* Worker w's intra PUs (OS indexes, for affinity calls) at pus [w * intra]:
      * its threads may run on any of them. */
     int *pus;       /* [workers * intra] */
+    int *numa;      /* [workers] the NUMA node of each worker's first core (bound) */
     /* The PUs of the cores no worker has, for the prefetcher's threads and
      * the scheduler's (n_free 0: none is left; they run anywhere). */
     int *free_pus;  /* [n_free] */
@@ -39,6 +40,14 @@ typedef struct st_placement {
 st_status st_place(const st_topology *t, st_bind mode, int workers, int intra, int share,
                    int shares, st_placement *p, st_error *err);
 void st_placement_free(st_placement *p);
+
+/* The bytes each NUMA node of t must hold for a bound placement p, into
+ * need [t->n_numa]: shared bytes split as the workers' slices are (each
+ * worker's 1/workers on its node: the weights and the solver state, which
+ * the worker that reduces and updates a slice holds), and per_worker bytes
+ * on each worker's node (its gradient arena, activations, kernels). */
+void st_placement_numa_need(const st_topology *t, const st_placement *p, double shared,
+                            double per_worker, double *need);
 
 /* Pin the calling thread (and the threads it creates later, which inherit
  * its affinity) to the n PUs. */

@@ -1,9 +1,12 @@
 /* The node's topology from hwloc, as plain arrays; see topology.h. */
 #include "base/topology.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hwloc.h>
 
@@ -17,6 +20,10 @@ void st_topology_free(st_topology *t)
     free(t->core_numa);
     free(t->core_first_pu);
     free(t->core_pus);
+    free(t->numa_os);
+    free(t->numa_bytes);
+    if (t->hw)
+        hwloc_topology_destroy((hwloc_topology_t)t->hw);
     memset(t, 0, sizeof *t);
 }
 
@@ -41,6 +48,43 @@ static int numa_of(hwloc_topology_t topo, hwloc_obj_t pu, hwloc_obj_t *seen, int
         if (node->cpuset && hwloc_bitmap_isset(node->cpuset, pu->os_index))
             return number_of(node, seen, n);
     return 0;
+}
+
+/* What node os may give: MemFree and FilePages of its meminfo (kB). */
+static double node_free_bytes(int os)
+{
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", os);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0.0;
+    double kb = 0.0;
+    while (fgets(line, sizeof line, f)) {
+        const char *k = strstr(line, "MemFree:");
+        if (!k)
+            k = strstr(line, "FilePages:");
+        if (k)
+            kb += strtod(strchr(k, ':') + 1, NULL);
+    }
+    fclose(f);
+    return kb * 1024.0;
+}
+
+/* The numbered NUMA nodes' OS indexes and memory. */
+static st_status fill_numa(st_topology *t, hwloc_obj_t *nodes, int synthetic, st_error *err)
+{
+    int n = t->n_numa;
+    t->numa_os = st_calloc((size_t)n, sizeof *t->numa_os, "topology", err);
+    t->numa_bytes = st_calloc((size_t)n, sizeof *t->numa_bytes, "topology", err);
+    if (!t->numa_os || !t->numa_bytes)
+        return ST_ENOMEM;
+    for (int k = 0; k < n; k++) {
+        hwloc_obj_t node = nodes[k];
+        t->numa_os[k] = node ? (int)node->os_index : 0;
+        t->numa_bytes[k] = synthetic ? (node ? (double)node->attr->numanode.local_memory : 0.0)
+                                     : node_free_bytes(t->numa_os[k]);
+    }
+    return ST_OK;
 }
 
 static st_status fill(st_topology *t, hwloc_topology_t topo, st_error *err)
@@ -84,6 +128,8 @@ static st_status fill(st_topology *t, hwloc_topology_t topo, st_error *err)
         t->n_sockets = 1;
     if (t->n_numa < 1)
         t->n_numa = 1;
+    if (st == ST_OK)
+        st = fill_numa(t, nodes, t->hw == NULL, err);
     free(cores);
     free(sockets);
     free(nodes);
@@ -134,12 +180,65 @@ st_status st_topology_load(st_topology *t, const char *synthetic, const char *al
         else
             st = restrict_to(topo, set, allowed, t->source, err);
     }
+    if (st == ST_OK && !synthetic)
+        t->hw = topo; /* kept: the memory's placement asks it */
     if (st == ST_OK)
         st = fill(t, topo, err);
     if (set)
         hwloc_bitmap_free(set);
-    hwloc_topology_destroy(topo);
+    if (!t->hw)
+        hwloc_topology_destroy(topo);
     if (st != ST_OK)
         st_topology_free(t);
     return st;
+}
+
+/* The pages wholly inside [addr, addr + bytes): their start, 0 bytes when
+ * none. */
+static size_t whole_pages(const void *addr, size_t bytes, char **start)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)addr, b = a + bytes;
+    uintptr_t first = (a + page - 1) / page * page, end = b / page * page;
+    *start = (char *)first;
+    return end > first ? end - first : 0;
+}
+
+st_status st_topology_move(const st_topology *t, void *addr, size_t bytes, int numa,
+                           st_error *err)
+{
+    if (!t->hw || t->n_numa < 2 || numa < 0 || numa >= t->n_numa)
+        return ST_OK;
+    hwloc_topology_t topo = t->hw;
+    char *start;
+    size_t len = whole_pages(addr, bytes, &start);
+    hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(topo, (unsigned)t->numa_os[numa]);
+    if (!len || !node)
+        return ST_OK;
+    if (hwloc_set_area_membind(topo, start, len, node->nodeset, HWLOC_MEMBIND_BIND,
+                               HWLOC_MEMBIND_MIGRATE | HWLOC_MEMBIND_BYNODESET) != 0)
+        return st_fail(err, ST_EIO, "cannot move %.1f MB to NUMA node %d: %s",
+                       (double)len / 1e6, t->numa_os[numa], strerror(errno));
+    return ST_OK;
+}
+
+int st_topology_memory_node(const st_topology *t, const void *addr, size_t bytes)
+{
+    if (!t->hw)
+        return -1;
+    char *start;
+    size_t len = whole_pages(addr, bytes, &start);
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    int found = -1;
+    if (set && len &&
+        hwloc_get_area_memlocation(t->hw, start, (size_t)sysconf(_SC_PAGESIZE), set,
+                                   HWLOC_MEMBIND_BYNODESET) == 0) {
+        int os = hwloc_bitmap_first(set);
+        for (int k = 0; k < t->n_numa && os >= 0; k++)
+            if (t->numa_os[k] == os)
+                found = k;
+    }
+    if (set)
+        hwloc_bitmap_free(set);
+    return found;
 }

@@ -15,6 +15,7 @@ const char *const st_bind_names[] = {"auto", "cores", "none", NULL};
 void st_placement_free(st_placement *p)
 {
     free(p->pus);
+    free(p->numa);
     free(p->free_pus);
     memset(p, 0, sizeof *p);
 }
@@ -56,6 +57,7 @@ static void place_on_cores(const st_topology *t, int c0, int c1, st_placement *p
         if (end - cur < intra && c1 - end >= (p->workers - w) * intra)
             cur = end;
         socket[w] = t->core_socket[cur];
+        p->numa[w] = t->core_numa[cur];
         for (int j = 0; j < intra; j++, cur++) {
             p->pus[w * intra + j] = t->pu_os[t->core_first_pu[cur]];
             used[cur] = 1;
@@ -71,8 +73,11 @@ static void place_round_robin(const st_topology *t, int c0, int c1, st_placement
     int n = t->core_first_pu[c1 - 1] + t->core_pus[c1 - 1] - first;
     for (int k = 0; k < p->workers * p->intra; k++)
         p->pus[k] = t->pu_os[first + k % n];
-    for (int w = 0; w < p->workers; w++)
-        socket[w] = t->core_socket[t->pu_core[first + (w * p->intra) % n]];
+    for (int w = 0; w < p->workers; w++) {
+        int core = t->pu_core[first + (w * p->intra) % n];
+        socket[w] = t->core_socket[core];
+        p->numa[w] = t->core_numa[core];
+    }
 }
 
 /* "workers 0-11 on socket 0 (cpus 0-11), ...; prefetch and scheduler on
@@ -170,8 +175,9 @@ st_status st_place(const st_topology *t, st_bind mode, int workers, int intra, i
     int *socket = calloc((size_t)workers, sizeof *socket);
     unsigned char *used = calloc((size_t)t->n_cores, 1);
     p->pus = st_calloc((size_t)threads, sizeof *p->pus, "placement", err);
+    p->numa = st_calloc((size_t)workers, sizeof *p->numa, "placement", err);
     st_status st = ST_OK;
-    if (!socket || !used || !p->pus)
+    if (!socket || !used || !p->pus || !p->numa)
         st = st_fail(err, ST_ENOMEM, "out of memory for the placement");
     if (st == ST_OK && threads <= cores) {
         place_on_cores(t, c0, c1, p, socket, used);
@@ -221,4 +227,13 @@ void st_affinity_restore(st_affinity *a)
     memcpy(&set, a->mask, sizeof set);
     pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     a->saved = 0;
+}
+
+void st_placement_numa_need(const st_topology *t, const st_placement *p, double shared,
+                            double per_worker, double *need)
+{
+    for (int k = 0; k < t->n_numa; k++)
+        need[k] = 0.0;
+    for (int w = 0; p->bound && w < p->workers; w++)
+        need[p->numa[w]] += shared / p->workers + per_worker;
 }

@@ -12,6 +12,20 @@
 
 #define MB 1e-6
 
+/* What each NUMA node must hold (need [n_numa]) when the workers are pinned
+ * on several: the weights and solver state split as the slices are, each
+ * worker's gradient arena, activations and its part of the kernels and
+ * input buffers on its own node; 0 when there is one node or no pinning. */
+static int numa_need(const st_trainer *t, const trainer_memory *m, double *need)
+{
+    if (!t->placement.bound || t->topology.n_numa < 2)
+        return 0;
+    int T = t->o.threads;
+    st_placement_numa_need(&t->topology, &t->placement, m->weights + m->state,
+                           m->grad_each + m->act_each + (m->kernels + m->buffers) / T, need);
+    return t->topology.n_numa;
+}
+
 void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
 {
     int T = t->o.threads;
@@ -44,6 +58,17 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
         st_info(&t->log, "memory: planned with each convolution's first implementation, not "
                 "the one the run measures as fastest (--conv-impl auto), which may lay the "
                 "activations out otherwise");
+    double need[64];
+    int n = t->topology.n_numa <= 64 ? numa_need(t, m, need) : 0;
+    char nodes[768] = "";
+    for (int k = 0; k < n; k++) {
+        size_t len = strlen(nodes);
+        snprintf(nodes + len, sizeof nodes - len, "%snode %d %.1f MB of %.1f MB", k ? ", " : "",
+                 t->topology.numa_os[k], MB * need[k], MB * t->topology.numa_bytes[k]);
+    }
+    if (n)
+        st_info(&t->log, "memory per NUMA node (the workers' parts, of what it may give): %s",
+                nodes);
     if (!m->limited)
         st_info(&t->log, "memory limit: none known (%s)", m->room_what);
     else
@@ -166,10 +191,44 @@ int trainer_memory_fits(const trainer_memory *m)
     return !m->limited || m->total - m->base <= m->room;
 }
 
+/* The NUMA nodes that cannot hold their part (numa_need) against what they
+ * may give, listed in buf; 0 when every node can. */
+static int numa_short(const st_trainer *t, const trainer_memory *m, char *buf, size_t size)
+{
+    double need[64];
+    int n = t->topology.n_numa <= 64 ? numa_need(t, m, need) : 0, shortfalls = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < n; k++) {
+        double has = t->topology.numa_bytes[k];
+        if (has <= 0.0 || need[k] <= has)
+            continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%snode %d: %.0f MB for its workers, %.0f MB free",
+                 shortfalls++ ? "; " : "", t->topology.numa_os[k], MB * need[k], MB * has);
+    }
+    return shortfalls;
+}
+
+/* Per NUMA node: each node must hold its workers' part (numa_need). */
+static st_status numa_check(const st_trainer *t, const trainer_memory *m, st_error *err)
+{
+    char what[768];
+    if (!numa_short(t, m, what, sizeof what))
+        return ST_OK;
+    if (t->o.force || t->dry_run) {
+        st_warn(&t->log, "not enough memory on a NUMA node (%s): %s", what,
+                t->o.force ? "going on (--force)" : "the run would be refused");
+        return ST_OK;
+    }
+    return st_fail(err, ST_EUSAGE, "not enough memory on a NUMA node for the workers pinned "
+                   "to it (%s); give fewer workers, --bind none (the OS then places the "
+                   "memory), or --force to run anyway", what);
+}
+
 st_status trainer_memory_check(const st_trainer *t, const trainer_memory *m, st_error *err)
 {
     if (trainer_memory_fits(m))
-        return ST_OK;
+        return numa_check(t, m, err);
     double need = m->total - m->base, rest = need - m->activations - m->gradients - m->weights -
                                              m->state - m->decode;
     int T = t->o.threads, per = (t->batch + T - 1) / T;

@@ -82,6 +82,7 @@ void st_trainer_free(st_trainer *t)
     st_choices_free(t->choices);
     free(t->choices_text);
     st_placement_free(&t->placement);
+    st_topology_free(&t->topology);
     st_affinity_restore(&t->main_affinity);
     free(t);
 }
@@ -394,8 +395,8 @@ static void warn_oversubscribed(const st_trainer *t)
  * pins nothing rather than stack the ranks on the same cores. */
 static st_status place_threads(st_trainer *t, st_error *err)
 {
-    st_topology topo;
-    st_status st = st_topology_load(&topo, NULL, NULL, err);
+    st_topology *topo = &t->topology;
+    st_status st = st_topology_load(topo, NULL, NULL, err);
     if (st != ST_OK)
         return st;
     int own = st_usable_cores() < st_online_cores();
@@ -404,14 +405,45 @@ static st_status place_threads(st_trainer *t, st_error *err)
     st_bind mode = t->o.bind;
     if (mode == ST_BIND_AUTO && !own && st_cluster_launched() && !getenv("MPI_LOCALNRANKS"))
         mode = ST_BIND_NONE; /* ranks that may share this host's cores, unknown how many */
-    st = st_place(&topo, mode, t->o.threads, t->o.intra, share, shares, &t->placement, err);
+    st = st_place(topo, mode, t->o.threads, t->o.intra, share, shares, &t->placement, err);
     if (st == ST_OK && mode != t->o.bind)
         snprintf(t->placement.text, sizeof t->placement.text, "bind: none: launched by an "
                  "mpirun that says neither how many ranks share this host (MPI_LOCALNRANKS) "
                  "nor binds them (--bind cores pins anyway)");
-    st_topology_free(&topo);
     if (st == ST_OK)
         st_info(&t->log, "%s", t->placement.text);
+    return st;
+}
+
+/* With the workers pinned on several NUMA nodes: each worker's slice of
+ * the weights and of the solver state, which it reduces and updates, and
+ * its gradient arena, which it writes, moved to its node (its activations
+ * it allocates itself, pinned: they start there). */
+static st_status place_memory(st_trainer *t, st_error *err)
+{
+    const st_placement *p = &t->placement;
+    const st_ps *ps = &t->ps;
+    if (!p->bound || t->topology.n_numa < 2)
+        return ST_OK;
+    st_status st = ST_OK;
+    for (int w = 0; st == ST_OK && w < p->workers && w < ps->n_workers; w++) {
+        size_t b = ps->slice[w], e = ps->slice[w + 1];
+        int node = p->numa[w];
+        st = st_topology_move(&t->topology, ps->weights + b, (e - b) * sizeof(float), node,
+                              err);
+        for (int k = 0; st == ST_OK && ps->state && k < ps->state_planes; k++)
+            st = st_topology_move(&t->topology, ps->state + (size_t)k * ps->count + b,
+                                  (e - b) * sizeof(float), node, err);
+        if (st == ST_OK && ps->grads && ps->grads[w])
+            st = st_topology_move(&t->topology, ps->grads[w],
+                                  sizeof(float) * st_ps_grad_floats(ps->table, w,
+                                                                    ps->shared_from,
+                                                                    ps->tail_applied),
+                                  node, err);
+    }
+    if (st == ST_OK)
+        st_info(&t->log, "memory: each worker's slices of the weights and solver state and "
+                "its gradients on its NUMA node (%d nodes)", t->topology.n_numa);
     return st;
 }
 
@@ -618,6 +650,8 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
         st = trainer_finish_choices(t, err);
     if (!dry_run && st == ST_OK)
         st = setup_state(t, err);
+    if (!dry_run && st == ST_OK)
+        st = place_memory(t, err);
     if (!dry_run)
         st = setup_workers(t, st, err);
     if (st != ST_OK || dry_run) {

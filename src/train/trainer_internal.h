@@ -68,6 +68,7 @@ struct st_trainer {
     char *choices_text;     /* their text after set-up, for snapshots */
     st_choice_cache *cache; /* the kernel-choice cache, held from setup_choices until the
                                measured choices are stored (its lock held), or NULL */
+    st_topology topology;   /* this node's (hwloc), from set-up on */
     st_placement placement; /* where the threads run (--bind) */
     st_affinity main_affinity; /* the calling thread's, before set-up pinned it */
 };

@@ -5,13 +5,16 @@
  * two NUMA nodes of 8 cores with 2 hardware threads each (one thread per
  * core first; round robin over the hardware threads past the cores with
  * --bind cores; not bound by auto), a cpuset that leaves half a socket,
- * two ranks sharing a node's cores, --bind none, and the topology's own
- * errors (a description hwloc refuses, a malformed or empty list of
- * allowed PUs). The real machine's topology is loaded too: every PU it
- * lists is one this process may run on. */
+ * two ranks sharing a node's cores, --bind none, what each NUMA node must
+ * hold for its workers, and the topology's own errors (a description hwloc
+ * refuses, a malformed or empty list of allowed PUs). The real machine's
+ * topology is loaded too: every PU it lists is one this process may run
+ * on, and memory moved to a NUMA node is found there. */
 #include "testlib.h"
 
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/topology.h"
 #include "parallel/placement.h"
@@ -176,6 +179,66 @@ static void test_topology_errors(void **state)
     tl_assert_contains(err.msg, "leaves no processing unit");
 }
 
+/* What each NUMA node must hold: the shared bytes split as the workers'
+ * slices, each worker's own bytes on its node. 8 workers of 4 cores on
+ * four nodes of 8 cores: 2 each; 14 workers on two nodes of 12: 12 and 2. */
+static void test_numa_need(void **state)
+{
+    (void)state;
+    st_topology t;
+    load(&t, "pack:2 numa:2 core:8 pu:2", NULL);
+    st_placement p;
+    place(&t, ST_BIND_AUTO, 8, 4, 0, 1, &p);
+    int nodes[8] = {0, 0, 1, 1, 2, 2, 3, 3};
+    for (int w = 0; w < 8; w++)
+        assert_int_equal(p.numa[w], nodes[w]);
+    double need[4];
+    st_placement_numa_need(&t, &p, 800.0, 10.0, need);
+    for (int k = 0; k < 4; k++)
+        assert_true(need[k] == 2.0 * (100.0 + 10.0));
+    st_placement_free(&p);
+    st_topology_free(&t);
+    load(&t, "pack:2 numa:1 core:12 pu:1", NULL);
+    assert_int_equal(t.n_numa, 2);
+    place(&t, ST_BIND_AUTO, 14, 1, 0, 1, &p);
+    double two[2];
+    st_placement_numa_need(&t, &p, 1400.0, 1.0, two);
+    assert_true(two[0] == 12.0 * 101.0);
+    assert_true(two[1] == 2.0 * 101.0);
+    st_placement_free(&p);
+    place(&t, ST_BIND_NONE, 14, 1, 0, 1, &p); /* nothing pinned: nothing placed */
+    st_placement_numa_need(&t, &p, 1400.0, 1.0, two);
+    assert_true(two[0] == 0.0 && two[1] == 0.0);
+    st_placement_free(&p);
+    st_topology_free(&t);
+}
+
+/* This machine: pages moved to its first NUMA node are there (with one
+ * node, the move is left out and the pages are there anyway: what a
+ * machine with one node can show). */
+static void test_memory_placement(void **state)
+{
+    (void)state;
+    st_topology t;
+    load(&t, NULL, NULL);
+    size_t bytes = 1 << 20;
+    char *buf = aligned_alloc(4096, bytes);
+    assert_non_null(buf);
+    memset(buf, 1, bytes);
+    st_error err = {0};
+    assert_int_equal(st_topology_move(&t, buf, bytes, 0, &err), ST_OK);
+    int node = st_topology_memory_node(&t, buf, bytes);
+    print_message("  %d NUMA node(s); 1 MB moved to node 0 (OS %d): on node %d\n", t.n_numa,
+                  t.numa_os[0], node);
+    assert_int_equal(node, 0);
+    if (t.n_numa > 1) {
+        assert_int_equal(st_topology_move(&t, buf, bytes, t.n_numa - 1, &err), ST_OK);
+        assert_int_equal(st_topology_memory_node(&t, buf, bytes), t.n_numa - 1);
+    }
+    free(buf);
+    st_topology_free(&t);
+}
+
 /* This machine: every PU listed is in this process's affinity. */
 static void test_this_machine(void **state)
 {
@@ -200,6 +263,8 @@ int main(void)
         cmocka_unit_test(test_half_a_socket),
         cmocka_unit_test(test_ranks_share_the_node),
         cmocka_unit_test(test_topology_errors),
+        cmocka_unit_test(test_numa_need),
+        cmocka_unit_test(test_memory_placement),
         cmocka_unit_test(test_this_machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
