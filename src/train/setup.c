@@ -388,65 +388,6 @@ static void warn_oversubscribed(const st_trainer *t)
             cores > 1 ? "s" : "", fits);
 }
 
-/* Where the workers run (--bind), from this node's topology, said once.
- * Ranks that share a node whose cores mpirun did not divide among them
- * (each may use all of them) take their share of the cores in the order of
- * their local rank; where mpirun does not say how many share it, auto
- * pins nothing rather than stack the ranks on the same cores. */
-static st_status place_threads(st_trainer *t, st_error *err)
-{
-    st_topology *topo = &t->topology;
-    st_status st = st_topology_load(topo, NULL, NULL, err);
-    if (st != ST_OK)
-        return st;
-    int own = st_usable_cores() < st_online_cores();
-    int shares = own ? 1 : st_cluster_local_ranks();
-    int share = shares > 1 ? st_cluster_local_rank() % shares : 0;
-    st_bind mode = t->o.bind;
-    if (mode == ST_BIND_AUTO && !own && st_cluster_launched() && !getenv("MPI_LOCALNRANKS"))
-        mode = ST_BIND_NONE; /* ranks that may share this host's cores, unknown how many */
-    st = st_place(topo, mode, t->o.threads, t->o.intra, share, shares, &t->placement, err);
-    if (st == ST_OK && mode != t->o.bind)
-        snprintf(t->placement.text, sizeof t->placement.text, "bind: none: launched by an "
-                 "mpirun that says neither how many ranks share this host (MPI_LOCALNRANKS) "
-                 "nor binds them (--bind cores pins anyway)");
-    if (st == ST_OK)
-        st_info(&t->log, "%s", t->placement.text);
-    return st;
-}
-
-/* With the workers pinned on several NUMA nodes: each worker's slice of
- * the weights and of the solver state, which it reduces and updates, and
- * its gradient arena, which it writes, moved to its node (its activations
- * it allocates itself, pinned: they start there). */
-static st_status place_memory(st_trainer *t, st_error *err)
-{
-    const st_placement *p = &t->placement;
-    const st_ps *ps = &t->ps;
-    if (!p->bound || t->topology.n_numa < 2)
-        return ST_OK;
-    st_status st = ST_OK;
-    for (int w = 0; st == ST_OK && w < p->workers && w < ps->n_workers; w++) {
-        size_t b = ps->slice[w], e = ps->slice[w + 1];
-        int node = p->numa[w];
-        st = st_topology_move(&t->topology, ps->weights + b, (e - b) * sizeof(float), node,
-                              err);
-        for (int k = 0; st == ST_OK && ps->state && k < ps->state_planes; k++)
-            st = st_topology_move(&t->topology, ps->state + (size_t)k * ps->count + b,
-                                  (e - b) * sizeof(float), node, err);
-        if (st == ST_OK && ps->grads && ps->grads[w])
-            st = st_topology_move(&t->topology, ps->grads[w],
-                                  sizeof(float) * st_ps_grad_floats(ps->table, w,
-                                                                    ps->shared_from,
-                                                                    ps->tail_applied),
-                                  node, err);
-    }
-    if (st == ST_OK)
-        st_info(&t->log, "memory: each worker's slices of the weights and solver state and "
-                "its gradients on its NUMA node (%d nodes)", t->topology.n_numa);
-    return st;
-}
-
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
 {
     const st_train_opts *o = &t->o;
@@ -513,7 +454,7 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     if (st == ST_OK)
         warn_oversubscribed(t);
     if (st == ST_OK)
-        st = place_threads(t, err);
+        st = trainer_place_threads(t, err);
     return st;
 }
 
@@ -651,7 +592,7 @@ static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_
     if (!dry_run && st == ST_OK)
         st = setup_state(t, err);
     if (!dry_run && st == ST_OK)
-        st = place_memory(t, err);
+        st = trainer_place_memory(t, err);
     if (!dry_run)
         st = setup_workers(t, st, err);
     if (st != ST_OK || dry_run) {

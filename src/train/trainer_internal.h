@@ -85,6 +85,13 @@ int trainer_state_planes(const st_trainer *t);
 /* Batches read ahead of the workers (the ring of st_batchq). */
 #define TRAINER_BATCH_RING 2
 
+/* Where the threads run (--bind), said once; the topology and the
+ * placement into t (node.c). */
+st_status trainer_place_threads(st_trainer *t, st_error *err);
+/* The workers' slices and gradients on their NUMA nodes, when pinned on
+ * several (node.c). */
+st_status trainer_place_memory(st_trainer *t, st_error *err);
+
 /* -t auto / --intra auto: the split measured (or the cache's), into t->o
  * (layout.c); nothing when neither is auto. */
 st_status trainer_choose_layout(st_trainer *t, st_error *err);
