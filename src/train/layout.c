@@ -152,10 +152,11 @@ static st_status choose_measured(st_trainer *t, int cores, st_error *err)
 {
     int w[LAYOUT_MAX], in[LAYOUT_MAX];
     int n = candidates(t, cores, w, in);
-    if (n == 0)
+    if (n == 0) /* one of -t and --intra is given: it does not divide the cores */
         return st_fail(err, ST_EUSAGE, "-t auto / --intra auto: no split of the %d cores this "
-                       "process may use fits -t %d / --intra %d and the batch of %d", cores,
-                       t->o.threads, t->o.intra, t->batch);
+                       "process may use has %s %d (and at most %d workers, the batch)", cores,
+                       t->o.threads > 0 ? "-t" : "--intra",
+                       t->o.threads > 0 ? t->o.threads : t->o.intra, t->batch);
     st_choices *table = NULL;
     st_choice_cache *cache = NULL;
     st_status st = st_choices_create(&table, layout_syntax, err);
