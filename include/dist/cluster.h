@@ -168,6 +168,10 @@ st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int rang
                                    const float *full, float *mine, size_t owned, int planes,
                                    st_error *err);
 
+/* Name channel w in the report (its owner's: "buckets of 64K-256K"); a
+ * channel without a name is "worker w". */
+void st_cluster_label(st_cluster *c, int w, const char *label);
+
 /* Log lines: the algorithm(s) in use, auto's probe table, the bytes sent
  * and crossing supernodes per iteration. */
 typedef void (*st_cluster_print_fn)(void *ctx, const char *line);

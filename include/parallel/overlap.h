@@ -6,8 +6,13 @@
  * (net.h's layer_done); once every worker of the node has finished every
  * layer of a bucket, a communication thread sums the bucket over the
  * workers (the parameter server's arithmetic, ps.h) and all-reduces it
- * across the nodes on a communicator of its own, while the workers go on
- * with the layers below. Buckets go out strictly in order, so every rank
+ * across the nodes, while the workers go on with the layers below. Each
+ * bucket size class has a channel (a communicator) of its own, so that
+ * `--allreduce auto` with layer granularity probes and chooses an
+ * algorithm per class, on that class's messages: class k holds the
+ * buckets of at least bucket_bytes x 4^k bytes and less than 4^(k+1) times
+ * that (the first class also the last, shorter bucket; the last class
+ * everything larger). Buckets go out strictly in order, so every rank
  * issues the same collectives in the same order. After backward the
  * workers wait for the last bucket, then apply the solver to their slices
  * as usual.
@@ -31,9 +36,12 @@
 
 typedef struct st_overlap st_overlap;
 
+/* Bucket size classes, each with a channel of its own. */
+#define ST_OVERLAP_CLASSES 6
+
 /* Plan the buckets and start the communication thread, which all-reduces
- * on the cluster's channel `channel` (st_cluster_start_workers must have
- * made it). */
+ * on the cluster's channels channel .. channel + ST_OVERLAP_CLASSES - 1
+ * (st_cluster_start_workers must have made them). */
 st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
                             int channel, int workers, size_t bucket_bytes, st_error *err);
 

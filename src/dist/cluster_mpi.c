@@ -36,6 +36,7 @@ typedef struct cluster_worker {
     int half_algorithm;          /* partitioned: the reduce-scatter's algorithm, which the
                                     all-gather of the same iteration uses */
     double half_seconds;         /* and its time, which the probe adds to the all-gather's */
+    char label[48];              /* its name in the report, "" for "worker W" */
 } cluster_worker;
 
 struct st_cluster {
@@ -595,6 +596,33 @@ st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int rang
     return move_parts(c, bounds, ranges, mine, owned, planes, (float *)full, -1, err);
 }
 
+void st_cluster_label(st_cluster *c, int w, const char *label)
+{
+    if (c && w >= 0 && w < c->workers)
+        snprintf(c->w[w].label, sizeof c->w[w].label, "%s", label);
+}
+
+/* "NAME ALGORITHM" of channel w after line [size]'s *len, after ", " but
+ * for the first; a named one's with its probe's fastest call of the
+ * algorithm on this rank. */
+static void report_channel(const st_cluster *c, int w, char *line, size_t size, int *len,
+                           int first)
+{
+    const cluster_worker *cw = &c->w[w];
+    const char *algo = cw->algorithm >= 0 ? st_allreduce_algos[cw->algorithm].name
+                                          : "(still probing)";
+    if (*len >= (int)size)
+        return;
+    const char *sep = first ? " " : ", ";
+    if (!cw->label[0])
+        *len += snprintf(line + *len, size - (size_t)*len, "%sworker %d %s", sep, w, algo);
+    else if (cw->algorithm >= 0 && cw->probe_best[cw->algorithm] < DBL_MAX)
+        *len += snprintf(line + *len, size - (size_t)*len, "%s%s %s (probed %.3f ms)", sep,
+                         cw->label, algo, 1e3 * cw->probe_best[cw->algorithm]);
+    else
+        *len += snprintf(line + *len, size - (size_t)*len, "%s%s %s", sep, cw->label, algo);
+}
+
 void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn print,
                        void *ctx)
 {
@@ -610,16 +638,17 @@ void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn
     uint64_t sent = 0, crossing = 0;
     double seconds = 0.0;
     int len = snprintf(line, sizeof line, "all-reduce:");
+    int listed = 0;
     for (int w = 0; w < c->workers; w++) {
         const cluster_worker *cw = &c->w[w];
         sent += cw->stats.bytes_sent;
         crossing += cw->stats.bytes_crossing;
         seconds += cw->stats.seconds;
-        if (len < (int)sizeof line && (w < 4 || w == c->workers - 1))
-            len += snprintf(line + len, sizeof line - (size_t)len, " worker %d %s%s", w,
-                            cw->algorithm >= 0 ? st_allreduce_algos[cw->algorithm].name
-                                               : "(still probing)",
-                            w + 1 < c->workers ? "," : "");
+        /* channels that never all-reduced (the workers' under --overlap, a bucket
+         * class without buckets) are left out; of the workers', the first 4 and
+         * the last */
+        if (cw->stats.calls > 0 && (cw->label[0] || w < 4 || w == c->workers - 1))
+            report_channel(c, w, line, sizeof line, &len, !listed++);
     }
     print(ctx, line);
     double per = iterations > 0 ? (double)iterations : 1.0;

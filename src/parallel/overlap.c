@@ -16,9 +16,11 @@ struct st_overlap {
     st_ps *ps;
     st_cluster *cluster;
     int channel, workers;
+    size_t bucket_bytes;
     int n_buckets;
     size_t *lo, *hi;            /* [n_buckets] arena range, backward order */
     int *layers_in;             /* [n_buckets] layers with parameters in it */
+    int *class_of;              /* [n_buckets] its size class (overlap.h) */
     int *bucket_of;             /* [n_layers] its bucket, -1 without parameters */
     atomic_int *remaining;      /* [n_buckets] layers not yet done by every worker */
     atomic_int *layer_count;    /* [n_layers] workers done with it this iteration */
@@ -76,15 +78,40 @@ static st_status plan(st_overlap *o, size_t bucket_bytes, st_error *err)
     }
     if (o->n_buckets > 0) /* the first bucket starts at the arena's start */
         o->lo[o->n_buckets - 1] = 0;
+    for (int b = 0; b < o->n_buckets; b++) {
+        size_t bytes = (o->hi[b] - o->lo[b]) * sizeof(float);
+        int k = 0;
+        for (size_t edge = bucket_bytes * 4; k + 1 < ST_OVERLAP_CLASSES && bytes >= edge;
+             edge *= 4)
+            k++;
+        o->class_of[b] = k;
+    }
     free(lo);
     free(hi);
     return ST_OK;
+}
+
+/* "buckets of 64K-256K" (the last class: "of 1M and more") for class k's
+ * channel in the cluster's report. */
+static void label_class(st_overlap *o, int k)
+{
+    size_t bucket_bytes = o->bucket_bytes;
+    char lo[24], hi[24], label[64];
+    size_t from = k ? bucket_bytes << (2 * k) : 0, to = bucket_bytes << (2 * (k + 1));
+    snprintf(lo, sizeof lo, "%zuK", from >> 10);
+    snprintf(hi, sizeof hi, "%zuK", to >> 10);
+    if (k + 1 == ST_OVERLAP_CLASSES)
+        snprintf(label, sizeof label, "buckets of %s and more", lo);
+    else
+        snprintf(label, sizeof label, "buckets of %s-%s", lo, hi);
+    st_cluster_label(o->cluster, o->channel + k, label);
 }
 
 static void *communicate(void *arg)
 {
     st_overlap *o = arg;
     st_error err = {0};
+    int labelled = 0; /* the channels exist once the run has begun */
     for (;;) {
         long it = 0;
         for (int b = 0; b < o->n_buckets; b++) {
@@ -98,9 +125,13 @@ static void *communicate(void *arg)
             o->ready[b] = 0;
             it = o->iteration;
             pthread_mutex_unlock(&o->lock);
+            for (int k = 0; !labelled && k < ST_OVERLAP_CLASSES; k++)
+                label_class(o, k);
+            labelled = 1;
             st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
-            if (st_cluster_allreduce(o->cluster, o->channel, it, o->ps->grads[0] + o->lo[b],
-                                     o->hi[b] - o->lo[b], &err) != ST_OK) {
+            if (st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
+                                     o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
+                                     &err) != ST_OK) {
                 st_error_prefix(&err, "overlap: ");
                 st_cluster_abort(o->cluster, &err);
             }
@@ -130,6 +161,7 @@ void st_overlap_free(st_overlap *o)
     free(o->lo);
     free(o->hi);
     free(o->layers_in);
+    free(o->class_of);
     free(o->bucket_of);
     free(o->remaining);
     free(o->layer_count);
@@ -151,17 +183,20 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
     o->cluster = c;
     o->channel = channel;
     o->workers = workers;
+    o->bucket_bytes = bucket_bytes;
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->moved, NULL);
     o->lo = st_calloc((size_t)nl, sizeof *o->lo, "overlap buckets", err);
     o->hi = st_calloc((size_t)nl, sizeof *o->hi, "overlap buckets", err);
     o->layers_in = st_calloc((size_t)nl, sizeof *o->layers_in, "overlap buckets", err);
+    o->class_of = st_calloc((size_t)nl, sizeof *o->class_of, "overlap buckets", err);
     o->bucket_of = st_calloc((size_t)nl, sizeof *o->bucket_of, "overlap buckets", err);
     o->remaining = st_calloc((size_t)nl, sizeof *o->remaining, "overlap buckets", err);
     o->layer_count = st_calloc((size_t)nl, sizeof *o->layer_count, "overlap buckets", err);
     o->reported = st_calloc((size_t)workers * (size_t)nl, 1, "overlap buckets", err);
     o->ready = st_calloc((size_t)nl, 1, "overlap buckets", err);
-    st_status st = o->lo && o->hi && o->layers_in && o->bucket_of && o->remaining &&
+    st_status st = o->lo && o->hi && o->layers_in && o->class_of && o->bucket_of &&
+                           o->remaining &&
                            o->layer_count && o->reported && o->ready
                        ? plan(o, bucket_bytes, err)
                        : ST_ENOMEM;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "parallel/overlap.h"
 
 /* Whether key names data in [net] (train=, test=, ...): the data's paths
  * may differ between nodes, its content is compared instead. */
@@ -136,5 +137,5 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
 
 int st_trainer_channels(const st_trainer *t)
 {
-    return t->o.threads + t->o.overlap;
+    return t->o.threads + (t->o.overlap ? ST_OVERLAP_CLASSES : 0);
 }

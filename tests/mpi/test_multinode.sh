@@ -89,6 +89,27 @@ expect "auto, model granularity: both slices use one algorithm ($picked)" \
 check "auto, layer granularity" out 0 "all-reduce: worker 0 " -- \
     mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto \
     --allreduce-granularity layer "$cfg"
+# --overlap with layer granularity: an algorithm per bucket size class, each
+# probed on its own class's messages. LeNet-5's buckets of at least 4K are
+# fc2 (20K), fc1 (1.6M), conv2 (100K) and conv1 (2K, the short last one):
+# four classes, whose probe times follow their sizes.
+check "--overlap, layer granularity: one choice per bucket class" out 0 "buckets of 0K-16K" -- \
+    mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --train-images 2000 --no-test --iters 40 \
+    --overlap --bucket-size 4K --allreduce auto --allreduce-granularity layer "$cfg"
+line=$(grep "^all-reduce: " "$tmp/stdout")
+echo "     $line"
+classes=$(echo "$line" | grep -o "buckets of [0-9K-]* [a-z-]* (probed [0-9.]* ms)" | wc -l)
+expect "four bucket classes, each with its choice ($classes)" [ "$classes" -eq 4 ]
+small=$(echo "$line" | sed -n 's/.*buckets of 0K-16K [a-z-]* (probed \([0-9.]*\) ms).*/\1/p')
+large=$(echo "$line" | sed -n 's/.*buckets of 1024K-4096K [a-z-]* (probed \([0-9.]*\) ms).*/\1/p')
+expect "each class probed on its own messages: 1.6M slower than 2K ($large > $small ms)" \
+    awk "BEGIN {exit !(${large:-0} > ${small:-1})}"
+check "--overlap, model granularity: one algorithm" out 0 "buckets of 0K-16K" -- \
+    mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --train-images 2000 --no-test --iters 40 \
+    --overlap --bucket-size 4K --allreduce auto "$cfg"
+names=$(grep "^all-reduce: " "$tmp/stdout" | grep -o "buckets of [0-9K-]* [a-z-]*" |
+    awk '{print $4}' | sort -u | wc -l)
+expect "--overlap, model granularity: every class the same algorithm ($names)" [ "$names" -eq 1 ]
 check "a bad granularity" err 2 "--allreduce-granularity slab: expected model or layer" -- \
     mpirun -np 2 "$bin" -t 2 --allreduce auto --allreduce-granularity slab --data synthetic \
     --iters 5 "$cfg"
