@@ -47,8 +47,11 @@ cd "$root" || exit 2
 # backgrounds make equal values (ties) that rounding in another summation
 # order (4 workers' gradients, or 2 ranks' of 2) breaks the other way now
 # and then (on an EPYC without AVX-512, at iteration 11-20 of these runs:
-# 0.0028 apart); random pixels make none.
-common="--data synthetic --train-images 2000 --no-test --iters 20 -q --conv-impl blocked"
+# 0.0028 apart); random pixels make none. The implementation is nhwc: with
+# blocked, oneDNN 2.6 runs the first convolution's (one input channel)
+# backward-weights pass in its reference code on AVX2, 100 ms of every
+# iteration, which made this test 231 s instead of 52.
+common="--data synthetic --train-images 2000 --no-test --iters 20 -q --conv-impl nhwc"
 mkdir "$tmp/one"
 check "one node: -t 4 -b 24" err 0 "" -- \
     "$bin" -t 4 -b 24 $common --snapshot-dir "$tmp/one" "$cfg"
