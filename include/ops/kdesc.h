@@ -185,6 +185,16 @@ static inline size_t st_softmax_dst_values(const st_softmax_desc *s)
     return (size_t)s->count;
 }
 
+/* Any kind's descriptor, for a copy of one whose kind is known only at run
+ * time: base, and the kind's as its stem (conv, fc, pool, bnorm, ...);
+ * st_kdesc_size(kind) bytes of it are the kind's. */
+typedef union st_kdesc_any {
+    st_kdesc base;
+#define ST_KDESC_MEMBER(kind, stem, name) st_##stem##_desc stem;
+    ST_KINDS(ST_KDESC_MEMBER)
+#undef ST_KDESC_MEMBER
+} st_kdesc_any;
+
 /* Elementwise activation helpers shared by backends and plain-C layers. */
 void st_act_forward(st_act act, float *x, size_t count);
 /* dx = dy * f'(y), in place allowed (dx == dy). */

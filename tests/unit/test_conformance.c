@@ -147,16 +147,7 @@ enum {
 };
 
 /* A kernel row's descriptor, any kind. */
-typedef union cf_kdesc {
-    st_kdesc base;
-    st_conv_desc conv;
-    st_fc_desc fc;
-    st_pool_desc pool;
-    st_bnorm_desc bn;
-    st_lrn_desc lrn;
-    st_act_desc act;
-    st_softmax_desc softmax;
-} cf_kdesc;
+typedef st_kdesc_any cf_kdesc;
 
 typedef struct cf_case {
     const char *name;
@@ -541,10 +532,10 @@ static const cf_case cases[] = {
           .pool = {KBASE(ST_K_POOL, "0.pool"), .alg = ST_POOL_AVG, .c = 5, .ih = 4, .iw = 3,
                    .oh = 1, .ow = 1, .kh = 4, .kw = 3, .sh = 1, .sw = 1})
     KCASE(kernel_bnorm_relu, 3, 2, 0, TOL_SUMS,
-          .bn = {KBASE(ST_K_BNORM, "0.bn"), .c = 5, .h = 3, .w = 4, .eps = 1e-5f,
+          .bnorm = {KBASE(ST_K_BNORM, "0.bn"), .c = 5, .h = 3, .w = 4, .eps = 1e-5f,
                  .act = ST_ACT_RELU})
     KCASE(kernel_bnorm_linear, 4, 0, 0, TOL_SUMS,
-          .bn = {KBASE(ST_K_BNORM, "0.bn"), .c = 3, .h = 2, .w = 2, .eps = 1e-5f,
+          .bnorm = {KBASE(ST_K_BNORM, "0.bn"), .c = 3, .h = 2, .w = 2, .eps = 1e-5f,
                  .act = ST_ACT_LINEAR})
     KCASE(kernel_lrn_size3, 2, 1, 0, TOL_SUMS,
           .lrn = {KBASE(ST_K_LRN, "0.lrn"), .c = 6, .h = 3, .w = 4, .size = 3, .alpha = 0.5f,
@@ -1118,7 +1109,7 @@ static kern_sizes kern_sizes_of(const cf_kdesc *k)
     case ST_K_POOL: s.src = (size_t)k->pool.c * k->pool.ih * k->pool.iw; break;
     case ST_K_BNORM:
         s.src = s.dst;
-        s.weights = s.bias = s.stats = (size_t)k->bn.c;
+        s.weights = s.bias = s.stats = (size_t)k->bnorm.c;
         break;
     case ST_K_LRN: s.src = s.dst; break;
     case ST_K_ACT: s.src = s.dst; break;

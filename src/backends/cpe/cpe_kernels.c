@@ -224,12 +224,7 @@ static st_status mpe_backward_weights(st_kernel *base, const st_kargs *a, st_err
  * and its sizes and layout, which are k's. */
 static st_status mpe_setup(cpe_kernel *k, const st_kdesc *d, const char *noun, st_error *err)
 {
-    union {
-        st_kdesc base;
-#define CPE_DESC_MEMBER(kind, stem, name) st_##stem##_desc stem;
-        ST_KINDS(CPE_DESC_MEMBER)
-#undef CPE_DESC_MEMBER
-    } plain;
+    st_kdesc_any plain;
     memcpy(&plain, d, st_kdesc_size(d->kind));
     plain.base.src_layout = NULL;
     snprintf(k->what, sizeof k->what, "%s %zu", noun, st_kdesc_dst_values(d));

@@ -10,7 +10,7 @@ static const int BN_ARGS[] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCALE, DNNL_A
 
 static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
-    const st_bnorm_desc *d = &k->d.bn;
+    const st_bnorm_desc *d = &k->d.bnorm;
     st_bctx *c = k->ctx;
     dnnl_memory_desc_t usrc;
     st_status st = dn_user_src_md(k, v->n, &usrc, err);

@@ -76,16 +76,7 @@ typedef struct dn_variant {
 
 #define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
 
-typedef union dn_desc {
-    st_kdesc base;
-    st_conv_desc conv;
-    st_fc_desc fc;
-    st_pool_desc pool;
-    st_bnorm_desc bn;
-    st_lrn_desc lrn;
-    st_act_desc act;
-    st_softmax_desc softmax;
-} dn_desc;
+typedef st_kdesc_any dn_desc;
 
 typedef struct dn_kernel {
     st_kernel base;

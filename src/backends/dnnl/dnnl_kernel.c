@@ -61,7 +61,7 @@ int dn_src_dims(const dn_desc *d, int n, dnnl_dims_t dims)
     case ST_K_CONV: dims[1] = d->conv.ic; dims[2] = d->conv.ih; dims[3] = d->conv.iw; return 4;
     case ST_K_FC: dims[1] = d->fc.in; return 2;
     case ST_K_POOL: dims[1] = d->pool.c; dims[2] = d->pool.ih; dims[3] = d->pool.iw; return 4;
-    case ST_K_BNORM: dims[1] = d->bn.c; dims[2] = d->bn.h; dims[3] = d->bn.w; return 4;
+    case ST_K_BNORM: dims[1] = d->bnorm.c; dims[2] = d->bnorm.h; dims[3] = d->bnorm.w; return 4;
     case ST_K_LRN: dims[1] = d->lrn.c; dims[2] = d->lrn.h; dims[3] = d->lrn.w; return 4;
     case ST_K_ACT: dims[1] = (dnnl_dim_t)d->act.count; return 2;
     case ST_K_SOFTMAX:

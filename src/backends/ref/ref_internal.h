@@ -7,15 +7,10 @@
 #include "backends/ref.h"
 
 /* A reference kernel: st_kernel and a copy of its descriptor, whichever
- * its kind (d.conv, d.fc, ...; d.any, the common part). */
+ * its kind (d.conv, d.fc, ...; d.base, the common part). */
 typedef struct ref_kernel {
     st_kernel base;
-    union {
-        st_kdesc any;
-#define REF_DESC_MEMBER(kind, stem, name) st_##stem##_desc stem;
-        ST_KINDS(REF_DESC_MEMBER)
-#undef REF_DESC_MEMBER
-    } d;
+    st_kdesc_any d;
 } ref_kernel;
 
 /* A kernel kind: its passes, and what it derives from its descriptor (the
