@@ -235,8 +235,8 @@ static void fetch_input(st_cpe *cpe, conv_cpe *k, int buf, const conv_op *op)
     size_t at = ((y * (size_t)p->ci + (size_t)op->x) * (size_t)p->ni + (size_t)k->col * k->a->nis) *
                     (size_t)p->b + (size_t)k->row * k->a->bs;
     cpe_reply_reset(&k->in_get[buf]);
-    cpe_get_rows_interleaved(cpe, k->in[buf], elem(p->in, at, k->elt), (size_t)k->a->bs * k->elt,
-                             (size_t)p->b * k->elt, (size_t)k->a->nis, &k->in_get[buf]);
+    cpe_get_rows_as(cpe, 1, k->in[buf], elem(p->in, at, k->elt), (size_t)k->a->bs * k->elt,
+                    (size_t)p->b * k->elt, (size_t)k->a->nis, &k->in_get[buf]);
     k->in_at[buf] = *op;
 }
 
@@ -250,10 +250,10 @@ static void fetch_weights(st_cpe *cpe, conv_cpe *k, int buf, const conv_op *op)
     for (int kcol = c0; kcol < c1; kcol++) {
         size_t at = (((size_t)op->kk * p->kc + (size_t)kcol) * (size_t)p->no +
                      (size_t)k->col * a->nos) * (size_t)p->ni + (size_t)k->row * a->nis;
-        cpe_get_rows_interleaved(cpe,
-                                 (unsigned char *)k->w[buf] + (size_t)(kcol - c0) * block * k->elt,
-                                 elem(p->w, at, k->elt), (size_t)a->nis * k->elt,
-                                 (size_t)p->ni * k->elt, (size_t)a->nos, &k->w_get[buf]);
+        cpe_get_rows_as(cpe, 1,
+                        (unsigned char *)k->w[buf] + (size_t)(kcol - c0) * block * k->elt,
+                        elem(p->w, at, k->elt), (size_t)a->nis * k->elt,
+                        (size_t)p->ni * k->elt, (size_t)a->nos, &k->w_get[buf]);
     }
     k->w_at[buf] = *op;
 }
@@ -344,12 +344,12 @@ static void conv_outputs(st_cpe *cpe, conv_cpe *k, int orow, int o0, int o1, int
         unsigned char *ldm = (unsigned char *)k->out + (size_t)(ocol - o0) * out_block * k->elt;
         st_cpe_reply reply = {0};
         if (put)
-            cpe_put_rows_interleaved(cpe, (unsigned char *)p->out + at * k->elt, ldm,
-                                     (size_t)a->bs * k->elt, (size_t)p->b * k->elt,
-                                     (size_t)a->nos, &reply);
+            cpe_put_rows_as(cpe, 1, (unsigned char *)p->out + at * k->elt, ldm,
+                            (size_t)a->bs * k->elt, (size_t)p->b * k->elt,
+                            (size_t)a->nos, &reply);
         else
-            cpe_get_rows_interleaved(cpe, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
-                                     (size_t)p->b * k->elt, (size_t)a->nos, &reply);
+            cpe_get_rows_as(cpe, 1, ldm, elem(p->out, at, k->elt), (size_t)a->bs * k->elt,
+                            (size_t)p->b * k->elt, (size_t)a->nos, &reply);
         st_cpe_dma_wait(cpe, &reply, reply.count);
     }
 }

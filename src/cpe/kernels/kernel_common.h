@@ -81,43 +81,40 @@ static inline size_t cpe_min_size(size_t a, size_t b)
 }
 
 /* rows blocks of bytes each, pitch bytes apart in main memory, packed one
- * after another in LDM. */
-static inline void cpe_get_rows(st_cpe *cpe, void *ldm, const void *src, size_t bytes,
-                                size_t pitch, size_t rows, st_cpe_reply *reply)
+ * after another in LDM; interleaved: moved by the 8 CPEs of a row or
+ * column side by side (pitch = 8 blocks, cpe.h's interleaved transfers). */
+static inline void cpe_get_rows_as(st_cpe *cpe, int interleaved, void *ldm, const void *src,
+                                   size_t bytes, size_t pitch, size_t rows, st_cpe_reply *reply)
 {
     if (rows == 1 || pitch == bytes)
         st_cpe_dma_get(cpe, ldm, src, bytes * rows, reply);
+    else if (interleaved)
+        st_cpe_dma_get_interleaved(cpe, ldm, src, bytes, pitch, rows, reply);
     else
         st_cpe_dma_get_strided(cpe, ldm, src, bytes, pitch, rows, reply);
+}
+
+static inline void cpe_put_rows_as(st_cpe *cpe, int interleaved, void *dst, const void *ldm,
+                                   size_t bytes, size_t pitch, size_t rows, st_cpe_reply *reply)
+{
+    if (rows == 1 || pitch == bytes)
+        st_cpe_dma_put(cpe, dst, ldm, bytes * rows, reply);
+    else if (interleaved)
+        st_cpe_dma_put_interleaved(cpe, dst, ldm, bytes, pitch, rows, reply);
+    else
+        st_cpe_dma_put_strided(cpe, dst, ldm, bytes, pitch, rows, reply);
+}
+
+static inline void cpe_get_rows(st_cpe *cpe, void *ldm, const void *src, size_t bytes,
+                                size_t pitch, size_t rows, st_cpe_reply *reply)
+{
+    cpe_get_rows_as(cpe, 0, ldm, src, bytes, pitch, rows, reply);
 }
 
 static inline void cpe_put_rows(st_cpe *cpe, void *dst, const void *ldm, size_t bytes,
                                 size_t pitch, size_t rows, st_cpe_reply *reply)
 {
-    if (rows == 1 || pitch == bytes)
-        st_cpe_dma_put(cpe, dst, ldm, bytes * rows, reply);
-    else
-        st_cpe_dma_put_strided(cpe, dst, ldm, bytes, pitch, rows, reply);
-}
-
-/* rows blocks as cpe_get_rows / cpe_put_rows, which the 8 CPEs of a row
- * or column move side by side (pitch = 8 blocks): interleaved transfers. */
-static inline void cpe_get_rows_interleaved(st_cpe *cpe, void *ldm, const void *src, size_t bytes,
-                                            size_t pitch, size_t rows, st_cpe_reply *reply)
-{
-    if (rows == 1 || pitch == bytes)
-        st_cpe_dma_get(cpe, ldm, src, bytes * rows, reply);
-    else
-        st_cpe_dma_get_interleaved(cpe, ldm, src, bytes, pitch, rows, reply);
-}
-
-static inline void cpe_put_rows_interleaved(st_cpe *cpe, void *dst, const void *ldm, size_t bytes,
-                                            size_t pitch, size_t rows, st_cpe_reply *reply)
-{
-    if (rows == 1 || pitch == bytes)
-        st_cpe_dma_put(cpe, dst, ldm, bytes * rows, reply);
-    else
-        st_cpe_dma_put_interleaved(cpe, dst, ldm, bytes, pitch, rows, reply);
+    cpe_put_rows_as(cpe, 0, dst, ldm, bytes, pitch, rows, reply);
 }
 
 /* Transfers waited for at once: bytes between main memory and LDM, and
