@@ -1,5 +1,6 @@
 /* Names listed in a message ("ref, dnnl or cpe"), built from the table
- * that holds them, so that no list is written out by hand beside it. */
+ * that holds them, so that no list is written out by hand beside it; and
+ * the lines of a text held in memory. */
 #ifndef ST_STRLIST_H
 #define ST_STRLIST_H
 
@@ -10,5 +11,9 @@
  * is the last of n > 1. */
 void st_strlist_append(char *buf, size_t size, const char *name, size_t i, size_t n,
                        const char *last_sep);
+
+/* The next line of the text [*p, end): its start (NULL at the end), its
+ * length without the newline in *len; *p moves past the newline. */
+const char *st_next_line(const char **p, const char *end, size_t *len);
 
 #endif

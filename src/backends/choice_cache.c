@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/fileio.h"
 #include "base/hash.h"
+#include "base/strlist.h"
 
 /* A cache file larger than this is not one we wrote: ignored, rewritten. */
 #define CACHE_MAX_BYTES ((size_t)16 << 20)
@@ -131,14 +132,11 @@ static st_status read_entries(const st_choice_cache *cache, const char *text, si
                               const st_choices *c, st_choices *into, entry_list *list,
                               read_report *r, st_error *err)
 {
-    const char *end = text + len;
+    const char *end = text + len, *p = text, *q;
+    size_t n;
     int lineno = 0, have_context = 0;
     memset(r, 0, sizeof *r);
-    for (const char *p = text; p < end;) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t n = eol ? (size_t)(eol - p) : (size_t)(end - p);
-        const char *q = p;
-        p = eol ? eol + 1 : end;
+    while ((q = st_next_line(&p, end, &n))) {
         lineno++;
         if (memchr(q, '\0', n)) {
             if (!have_context) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/strlist.h"
 
 typedef enum entry_state { ENTRY_ABSENT, ENTRY_PENDING, ENTRY_READY } entry_state;
 
@@ -275,13 +276,10 @@ st_status st_choices_parse(st_choices *c, const char *text, size_t len, const ch
                            st_choice_source source, st_error *err)
 {
     st_status st = ST_OK;
-    const char *end = text + len;
+    const char *end = text + len, *p = text, *q;
+    size_t n;
     int lineno = 0;
-    for (const char *p = text; p < end && st == ST_OK;) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        size_t n = eol ? (size_t)(eol - p) : (size_t)(end - p);
-        const char *q = p;
-        p = eol ? eol + 1 : end;
+    while (st == ST_OK && (q = st_next_line(&p, end, &n))) {
         lineno++;
         if (memchr(q, '\0', n)) {
             st = st_fail(err, ST_EINPUT, "%s:%d: contains a NUL byte: expected text, "
