@@ -111,7 +111,6 @@ static void *communicate(void *arg)
 {
     st_overlap *o = arg;
     st_error err = {0};
-    int labelled = 0; /* the channels exist once the run has begun */
     for (;;) {
         long it = 0;
         for (int b = 0; b < o->n_buckets; b++) {
@@ -125,9 +124,6 @@ static void *communicate(void *arg)
             o->ready[b] = 0;
             it = o->iteration;
             pthread_mutex_unlock(&o->lock);
-            for (int k = 0; !labelled && k < ST_OVERLAP_CLASSES; k++)
-                label_class(o, k);
-            labelled = 1;
             st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
             if (st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
                                      o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
@@ -218,6 +214,8 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
 
 void st_overlap_start(st_overlap *o, long first)
 {
+    for (int k = 0; k < ST_OVERLAP_CLASSES; k++) /* the channels exist once a run starts */
+        label_class(o, k);
     pthread_mutex_lock(&o->lock);
     o->iteration = first;
     o->done = first - 1;

@@ -26,9 +26,13 @@ static int int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Append " 0-3,8" style ranges of the n values (sorted here) to buf. */
-static void append_list(char *buf, size_t size, int *v, int n)
+/* Append " 0-3,8" style ranges of the n values (in sorted order) to buf. */
+static void append_list(char *buf, size_t size, const int *values, int n)
 {
+    int *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return;
+    memcpy(v, values, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, int_cmp);
     for (int i = 0; i < n;) {
         int j = i;
@@ -41,6 +45,7 @@ static void append_list(char *buf, size_t size, int *v, int n)
             snprintf(buf + len, size - len, "%s%d", i ? "," : "", v[i]);
         i = j + 1;
     }
+    free(v);
 }
 
 /* The workers' cores, one PU each, from core c0 on: a worker whose intra
@@ -102,12 +107,7 @@ static void describe(st_placement *p, const int *socket, int threads, int cores)
         len = strlen(b);
         int n = (v - w + 1) * p->intra;
         snprintf(b + len, size - len, " on socket %d (cpu%s ", socket[w], n > 1 ? "s" : "");
-        int *ids = malloc((size_t)n * sizeof *ids);
-        if (ids) {
-            memcpy(ids, p->pus + w * p->intra, (size_t)n * sizeof *ids);
-            append_list(b, size, ids, n);
-            free(ids);
-        }
+        append_list(b, size, p->pus + w * p->intra, n);
         len = strlen(b);
         snprintf(b + len, size - len, ")");
         w = v + 1;
@@ -119,12 +119,7 @@ static void describe(st_placement *p, const int *socket, int threads, int cores)
     else if (p->n_free) {
         snprintf(b + len, size - len, "; prefetch and scheduler on cpu%s ",
                  p->n_free > 1 ? "s" : "");
-        int *ids = malloc((size_t)p->n_free * sizeof *ids);
-        if (ids) {
-            memcpy(ids, p->free_pus, (size_t)p->n_free * sizeof *ids);
-            append_list(b, size, ids, p->n_free);
-            free(ids);
-        }
+        append_list(b, size, p->free_pus, p->n_free);
     }
 }
 
