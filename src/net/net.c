@@ -47,12 +47,11 @@ static st_status net_build_section(st_net *net, st_cfg *cfg, st_cfg_section *sec
         return ST_ENOMEM;
     *l = (st_layer){.ops = ops, .index = b.index, .line = sec->line, .in = b.in, .out = b.in,
                     .n_src = 1, .src = {b.index - 1}};
-    if (net_add_layer(net, l, err) != ST_OK) {
+    st_status st = ops->build(&b, l, err);
+    if (net_add_layer(net, l, err) != ST_OK) { /* added even when its build failed */
         free(l);
         return ST_ENOMEM;
     }
-    b.layers = net->layers; /* the list may have moved */
-    st_status st = ops->build(&b, l, err);
     if (st != ST_OK)
         return st;
     st = st_cfg_finish_section(cfg, sec, ops->type, ops->ignored_keys, log, err);
