@@ -206,12 +206,7 @@ st_status trainer_choose_layout(st_trainer *t, st_error *err)
     const st_train_opts *o = &t->o;
     if (o->threads != ST_THREADS_AUTO && o->intra != ST_THREADS_AUTO)
         return ST_OK;
-    if (o->sync != ST_SYNC_BSP)
-        return st_fail(err, ST_EUSAGE, "-t auto / --intra auto: the split is measured on BSP "
-                       "iterations; with --sync ssp or asp give -t N (and --intra N)");
-    if (st_cluster_size(o->cluster) > 1 || st_cluster_launched())
-        return st_fail(err, ST_EUSAGE, "-t auto / --intra auto: under mpirun each rank would "
-                       "measure its own split; give -t N and --intra N");
+    /* BSP on one node: trainer_check_option_rules refused the rest */
     if (o->threads == ST_THREADS_AUTO)
         t->o.threads = 0;
     if (o->intra == ST_THREADS_AUTO)

@@ -160,6 +160,29 @@ static int dry_run_saves_snapshot_choices(const st_trainer *t, char *msg, size_t
     return 1;
 }
 
+static int auto_split(const st_train_opts *o)
+{
+    return o->threads == ST_THREADS_AUTO || o->intra == ST_THREADS_AUTO;
+}
+
+static int layout_auto_not_bsp(const st_trainer *t, char *msg, size_t len)
+{
+    if (!(auto_split(&t->o) && t->o.sync != ST_SYNC_BSP))
+        return 0;
+    snprintf(msg, len, "-t auto / --intra auto: the split is measured on BSP iterations; with "
+             "--sync ssp or asp give -t N (and --intra N)");
+    return 1;
+}
+
+static int layout_auto_nodes(const st_trainer *t, char *msg, size_t len)
+{
+    if (!(auto_split(&t->o) && (t->o.cluster || st_cluster_launched())))
+        return 0;
+    snprintf(msg, len, "-t auto / --intra auto: under mpirun each rank would measure its own "
+             "split; give -t N and --intra N");
+    return 1;
+}
+
 static const option_rule_fn option_rules[] = {
     iters_and_epochs,
     async_snapshots,
@@ -174,6 +197,8 @@ static const option_rule_fn option_rules[] = {
     choices_and_impl,
     remeasure_without_cache,
     dry_run_saves_snapshot_choices,
+    layout_auto_not_bsp,
+    layout_auto_nodes,
 };
 
 st_status trainer_check_option_rules(const st_trainer *t, st_error *err)

@@ -113,6 +113,9 @@ check "--overlap, model granularity: one algorithm" out 0 "buckets of 0K-16K" --
 names=$(grep "^all-reduce: " "$tmp/stdout" | grep -o "buckets of [0-9K-]* [a-z-]*" |
     awk '{print $4}' | sort -u | wc -l)
 expect "--overlap, model granularity: every class the same algorithm ($names)" [ "$names" -eq 1 ]
+check "-t auto under mpirun: refused, each rank would measure its own split" err 2 \
+    "-t auto / --intra auto: under mpirun each rank would measure its own split" -- \
+    mpirun -np 2 "$bin" -t auto --data synthetic --iters 5 "$cfg"
 check "a bad granularity" err 2 "--allreduce-granularity slab: expected model or layer" -- \
     mpirun -np 2 "$bin" -t 2 --allreduce auto --allreduce-granularity slab --data synthetic \
     --iters 5 "$cfg"
