@@ -732,7 +732,6 @@ typedef struct oom_reader {
 static void *oom_read(void *arg)
 {
     oom_reader *r = arg;
-    free(malloc(1 << 16)); /* this thread's malloc arena made before the limit */
     pthread_barrier_wait(r->warm);
     pthread_barrier_wait(r->go);
     unsigned char *pix = malloc(st_record_bytes(r->s));
@@ -749,11 +748,15 @@ static void *oom_read(void *arg)
  * behaves, else a case's number, its message on stderr. Blocks above 1 MB
  * are mapped and unmapped each time (glibc would otherwise raise its
  * threshold to the size of the first one freed and keep the next ones in
- * its heap, mapped when freed), so the address space in use is what the
- * decodes hold. */
+ * its heap, mapped when freed), and every thread allocates from the one
+ * main arena (a thread's first malloc would otherwise reserve 64 to 128 MB
+ * of address space for an arena of its own, at any moment under the
+ * limit, failing a decode that had room), so the address space in use is
+ * what the decodes hold. */
 static int out_of_memory_cases(void)
 {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_ARENA_MAX, 1);
     st_shape sh = {3, 8, 8};
     unsigned char pix[3 * 8 * 8];
     st_error err = {0};
