@@ -1,7 +1,8 @@
 # singletrain build, run and test.
 #   make            build build/singletrain
 #   make run        install what is missing, build, train LeNet-5 on Fashion-MNIST
-#   make test       install what is missing, build, run every test
+#   make test       install what is missing (scripts/deps.sh --test), build,
+#                   run every test
 #   make test T=PATTERN   only the tests (and cases) whose names match
 #                         (tests/README.md; conformance/cpe/: one backend)
 #   make SAN=address,undefined ...   sanitizer build (in build-address/;
@@ -21,7 +22,7 @@ BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),$(if $(PORT
 CFLAGS  ?= -O3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
            -Iinclude -fno-omit-frame-pointer
-LDLIBS  := -ldnnl -fopenmp -lstb -lhwloc -lz -lm -lpthread
+LDLIBS  := -ldnnl -fopenmp -lstb -lhwloc -lprotobuf-c -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all
 LDFLAGS += -fsanitize=$(SAN)
@@ -51,7 +52,13 @@ OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
 # (st_sw26010_model_builtin, include/cpe/model.h).
 MODEL_CONF := data/sw26010/model.conf
 MODEL_GEN := $(BUILD)/gen/sw26010_model.c
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o)
+# The ONNX schema (Debian's libonnx-dev) compiled by protoc-c into the
+# build directory, for the ONNX reader (src/net/onnx*.c, which include
+# <onnx.pb-c.h> from there): generated, not vendored.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+ONNX_GEN := $(BUILD)/gen/onnx.pb-c.c
+ONNX_USERS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/net/onnx*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o) $(ONNX_GEN:.c=.o)
 CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
 # Only pattern rules need it: kept, not removed as an intermediate file.
 .SECONDARY: $(CLUSTER_SINGLE_OBJ)
@@ -79,7 +86,7 @@ MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
 
-.PHONY: all run test deps install clean check-tests
+.PHONY: all run test deps test-deps install clean check-tests
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -104,6 +111,17 @@ $(MODEL_GEN): $(MODEL_CONF)
 $(MODEL_GEN:.c=.o): $(MODEL_GEN)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+$(ONNX_GEN) $(ONNX_GEN:.c=.h) &: $(ONNX_PROTO)
+	@mkdir -p $(dir $@)
+	protoc-c --c_out=$(dir $@) --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+# protoc-c's code, warnings off: it is not ours to change.
+$(ONNX_GEN:.c=.o): $(ONNX_GEN)
+	$(CC) $(CFLAGS) -w -c $< -o $@
+
+$(ONNX_USERS): $(ONNX_GEN:.c=.h)
+$(ONNX_USERS): CFLAGS += -I$(BUILD)/gen
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -126,6 +144,10 @@ $(BUILD)/tools/%: tests/tools/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ
 deps:
 	@scripts/deps.sh
 
+# What the tests need besides (scripts/deps.sh --test: python3-onnx).
+test-deps:
+	@scripts/deps.sh --test
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	./$(BIN) data/lenet.cfg
@@ -140,7 +162,7 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 
 # The builds (plain, sanitized, portable) on every core; the tests then run
 # one at a time (some measure time or CPU use).
-test: deps
+test: test-deps
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
 # The binary and the manual page (singletrain.1); DESTDIR stages a package.

@@ -8,7 +8,17 @@ set -eu
 # targets (mk/fuzz.mk, tests/e2e/test_fuzz.sh).
 # groff-base: tests/e2e/test_install.sh renders the manual page with groff.
 # valgrind: the leak checks of tests/e2e/test_memory.sh.
-PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
+# libprotobuf-c-dev, protobuf-c-compiler, libonnx-dev: the ONNX reader, its
+# schema (onnx.proto) compiled by protoc-c at build time.
+PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind libprotobuf-c-dev protobuf-c-compiler libonnx-dev"
+# --test (make test): also what only the tests need. python3-onnx: the
+# models of tests/e2e/test_onnx.sh (onnx.helper, onnx.checker).
+TEST_PKGS="python3-onnx"
+case ${1:-} in
+--test) PKGS="$PKGS $TEST_PKGS" ;;
+"") ;;
+*) echo "usage: scripts/deps.sh [--test]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
