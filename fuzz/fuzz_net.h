@@ -29,7 +29,7 @@ static inline const st_net *fz_tiny_net(void)
     tiny = calloc(1, sizeof *tiny);
     st_log log = {.level = ST_LOG_SILENT, .out = stderr, .err = stderr};
     st_error err = {0};
-    if (!tiny || st_net_load(ST_FUZZ_NET_CFG, &tiny->cfg, &tiny->hp, &tiny->net, &log, &err)) {
+    if (!tiny || st_net_load(ST_FUZZ_NET_CFG, NULL, &tiny->cfg, &tiny->hp, &tiny->net, &log, &err)) {
         fprintf(stderr, "fuzz: cannot build %s: %s\n", ST_FUZZ_NET_CFG, err.msg);
         abort();
     }

@@ -47,6 +47,13 @@ st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t l
 
 void st_cfg_free(st_cfg *cfg);
 
+/* Build a cfg in memory (a network translated from another format): a
+ * section at the end, and an option at the end of the last section (a key
+ * it already has is an error, as in a file). line is what messages cite. */
+st_status st_cfg_add_section(st_cfg *cfg, const char *type, int line, st_error *err);
+st_status st_cfg_add_option(st_cfg *cfg, const char *key, const char *val, int line,
+                            st_error *err);
+
 /* The option, or NULL; marks it used. */
 st_cfg_option *st_cfg_find(st_cfg_section *sec, const char *key);
 

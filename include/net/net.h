@@ -39,10 +39,12 @@ st_status st_net_build(st_net *net, st_cfg *cfg, st_shape input, const st_log *l
 void st_net_free(st_net *net);
 
 /* Load the cfg file at path, read its [net] section into hp and build the
- * layers: the steps every user of a cfg takes. On failure nothing is left
- * allocated. */
-st_status st_net_load(const char *path, st_cfg *cfg, st_hparams *hp, st_net *net,
-                      const st_log *log, st_error *err);
+ * layers: the steps every user of a cfg takes. A path ending in .onnx is
+ * an ONNX model (net/onnx.h: the cfg translated from its graph, its [net]
+ * section from hparams, or NULL: the sidecar); a cfg takes no hparams. On
+ * failure nothing is left allocated. */
+st_status st_net_load(const char *path, const char *hparams, st_cfg *cfg, st_hparams *hp,
+                      st_net *net, const st_log *log, st_error *err);
 
 /* Darknet's layer table. */
 void st_net_print(const st_net *net, const st_log *log);

@@ -40,6 +40,9 @@ typedef struct st_param_table {
     st_param *p;
     int n;
     size_t count; /* arena floats including alignment gaps */
+    /* The starting weights [count] of a network that brings its own (an
+     * ONNX model's initializers), owned; NULL: each tensor's init. */
+    float *start;
 } st_param_table;
 
 #define ST_PARAM_ALIGN 16 /* floats: one 64-byte cache line */
@@ -49,7 +52,8 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
                         st_error *err);
 void st_params_free(st_param_table *t);
 
-/* Fill a weights arena [t->count] with the initial values, from seed. */
+/* Fill a weights arena [t->count] with the initial values: t->start, or
+ * else each tensor's init from seed. */
 void st_params_init(const st_param_table *t, float *weights, uint64_t seed);
 
 /* Learned floats (weights and biases, not statistics). */

@@ -61,6 +61,7 @@ typedef struct st_train_opts {
     long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */
     const char *resume;      /* a snapshot to continue from, or NULL */
     const char *weights;     /* initial weights (snapshot or Darknet .weights), or NULL */
+    const char *hparams;     /* an ONNX model's [net] section, or NULL: its sidecar */
     long train_images;       /* 0: all (synthetic: default count) */
     long test_images;
     int io_threads;          /* readers of the prefetcher (--io-threads) */

@@ -176,6 +176,20 @@ static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text,
     return ST_OK;
 }
 
+st_status st_cfg_add_section(st_cfg *cfg, const char *type, int line, st_error *err)
+{
+    return add_section(cfg, type, type + strlen(type), line, err);
+}
+
+st_status st_cfg_add_option(st_cfg *cfg, const char *key, const char *val, int line,
+                            st_error *err)
+{
+    if (cfg->n_secs == 0)
+        return st_fail(err, ST_EINTERNAL, "%s: option %s= added before any section", cfg->path,
+                       key);
+    return add_option(cfg, key, key + strlen(key), val, val + strlen(val), line, err);
+}
+
 st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t len,
                        st_error *err)
 {

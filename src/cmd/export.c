@@ -48,7 +48,7 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
     if (st == ST_OK)
         st = st_check_distinct(out, 1, in, 2, err);
     if (st == ST_OK)
-        st = st_net_load(cfg_path, &cfg, &hp, &net, &log, err);
+        st = st_net_load(cfg_path, NULL, &cfg, &hp, &net, &log, err);
     if (st != ST_OK)
         return st;
     uint64_t seen = 0;

@@ -116,7 +116,7 @@ static st_status setup(predictor *p, const predict_cli *o, const char *cfg_path,
     const st_backend *be;
     st_status st = st_backend_find(o->backend, &be, err);
     if (st == ST_OK)
-        st = st_net_load(cfg_path, &p->cfg, &p->hp, &p->net, &log, err);
+        st = st_net_load(cfg_path, NULL, &p->cfg, &p->hp, &p->net, &log, err);
     if (st != ST_OK)
         return st;
     p->have_net = 1;

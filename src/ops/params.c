@@ -38,11 +38,16 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
 void st_params_free(st_param_table *t)
 {
     free(t->p);
+    free(t->start);
     memset(t, 0, sizeof *t);
 }
 
 void st_params_init(const st_param_table *t, float *weights, uint64_t seed)
 {
+    if (t->start) {
+        memcpy(weights, t->start, t->count * sizeof *weights);
+        return;
+    }
     memset(weights, 0, t->count * sizeof *weights);
     for (int i = 0; i < t->n; i++) {
         const st_param *p = &t->p[i];

@@ -425,7 +425,7 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     if (st == ST_OK && o->cpe_model)
         st = st_sw26010_model_load(&model, o->cpe_model, err);
     if (st == ST_OK)
-        st = st_net_load(cfg_path, &t->cfg, &t->hp, &t->net, &t->log, err);
+        st = st_net_load(cfg_path, o->hparams, &t->cfg, &t->hp, &t->net, &t->log, err);
     size_t settings_bytes;
     if (st == ST_OK)
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     st_cfg cfg;
     st_hparams hp;
     st_net net;
-    st_status st = st_net_load(argv[1], &cfg, &hp, &net, &log, &err);
+    st_status st = st_net_load(argv[1], NULL, &cfg, &hp, &net, &log, &err);
     float *a = NULL, *b = NULL;
     if (st == ST_OK) {
         a = calloc(net.params.count, sizeof *a);

@@ -172,7 +172,7 @@ static void load_params(const char *cfg_path, st_net *net)
     st_hparams hp;
     st_log log = tl_silent_log();
     st_error err = {0};
-    if (st_net_load(cfg_path, &cfg, &hp, net, &log, &err) != ST_OK)
+    if (st_net_load(cfg_path, NULL, &cfg, &hp, net, &log, &err) != ST_OK)
         fail_msg("%s", err.msg);
     st_cfg_free(&cfg);
 }
@@ -271,7 +271,7 @@ static void test_slices(void **state)
     assert_int_equal(tl_build("tiny.cfg", tiny, &cfg, &hp, &nets[0], &err), ST_OK);
     st_cfg_free(&cfg);
     st_log log = tl_silent_log();
-    assert_int_equal(st_net_load(LENET, &cfg, &hp, &nets[1], &log, &err), ST_OK);
+    assert_int_equal(st_net_load(LENET, NULL, &cfg, &hp, &nets[1], &log, &err), ST_OK);
     st_cfg_free(&cfg);
     for (int k = 0; k < 2; k++) {
         const st_param_table *t = &nets[k].params;

@@ -1,0 +1,65 @@
+/* ONNX models as networks: an ONNX file's graph translated into the cfg
+ * sections this program builds networks from, its initializers the
+ * network's starting weights (st_param_table.start).
+ *
+ * The schema is Debian's onnx.proto (libonnx-dev), compiled by protoc-c at
+ * build time (the Makefile's ONNX_GEN); nothing is decoded by hand.
+ *
+ * The translation, node by node in the graph's (topological) order; each
+ * node becomes a layer, or folds into the layer that made its input:
+ *   Conv                  [convolutional] (square kernel, equal strides,
+ *                         symmetric pads, dilations 1; group), weights OIHW
+ *                         = [filters][c/groups][size][size] as they are
+ *   Gemm                  [connected] (transA 0, alpha = beta = 1); B is
+ *                         [out][in] with transB=1, else transposed
+ *   MatMul (+ Add)        [connected] with the constant [in][out] operand
+ *                         transposed; an Add of a constant is its bias
+ *   BatchNormalization    folded into the Conv or Gemm before it
+ *                         (batch_normalize=1; a conv bias goes into the
+ *                         mean), else [batchnorm]; epsilon 1e-5
+ *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
+ *                         the activation= of the Conv, Gemm or Add before
+ *   MaxPool               [maxpool] (square window, equal strides; pads
+ *                         top = left, bottom = right, bottom - top 0 or 1)
+ *   AveragePool, GlobalAveragePool
+ *                         [avgpool] (the window the whole input)
+ *   Add of two layers     [shortcut] (the same shapes)
+ *   Concat (axis 1)       [route]
+ *   Flatten (axis 1), Reshape to [N, C*H*W]   nothing: layers read NCHW
+ *   Dropout               [dropout]
+ *   LRN                   [lrn]
+ *   Softmax, LogSoftmax   [softmax] (its cross-entropy is the loss; the
+ *                         outputs are probabilities, not their logs)
+ * A graph that does not end in a softmax gets one: the last layer's
+ * outputs are the classes. A node whose input is not the last layer's
+ * output is preceded by a [route] to it. Anything else (an op, an
+ * attribute value, a layout) is an input error naming the node, its op and
+ * what is supported; a file that is not a well-formed model is an input
+ * error, never a crash.
+ *
+ * The sections' line numbers are the nodes' numbers, from 1, so the
+ * layers' own messages ("model.onnx:3: [convolutional] ...") point at the
+ * node. The [net] section (hyper-parameters, data) is the sidecar's: a
+ * file with a [net] section and no other, by default the model's path with
+ * .onnx replaced by .train (none there: [net]'s defaults); height=, width=
+ * and channels= come from the graph's input and may not be in it. */
+#ifndef ST_ONNX_H
+#define ST_ONNX_H
+
+#include "base/cfg.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "net/hparams.h"
+#include "net/net.h"
+
+/* Whether path names an ONNX model (it ends in .onnx). */
+int st_onnx_is_model(const char *path);
+
+/* Read the ONNX model at path and its hyper-parameters (hparams_path, or
+ * NULL: the sidecar, if there is one) into cfg, hp and net, as
+ * st_net_load does for a cfg; net->params.start holds the initializers.
+ * On failure nothing is left allocated. */
+st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
+                       st_hparams *hp, st_net *net, const st_log *log, st_error *err);
+
+#endif
