@@ -1,0 +1,115 @@
+#!/bin/sh
+# ONNX import (net/onnx.h) against independent truth: models written by
+# onnx.helper (Debian's python3-onnx, tests/lib/onnx_models.py):
+#   - a LeNet-like ONNX model (Conv + BatchNormalization + Relu, MaxPool,
+#     Conv + LeakyRelu, Flatten, Gemm, MatMul + Add, no softmax) and its
+#     twin written by hand as a cfg with the same weights as a Darknet
+#     .weights file train alike: the same training losses, test loss and
+#     accuracy (the inference forward) and bit-identical final weights
+#     (tools/snapdiff at tolerance 0), and each one's snapshot loads into the
+#     other;
+#   - a model with every other supported op trains, with the layers the
+#     translation table says (Concat -> route, Add -> shortcut, ...);
+#   - the sidecar MODEL.train and --hparams give the [net] section;
+#   - an unsupported op, a missing initializer, a shape mismatch, an
+#     unsupported attribute, a truncated file, random bytes: exit 2 with a
+#     message naming the node and op, or the file.
+# Without /usr/bin/python3's onnx module this prints a SKIP notice and exits 0.
+# usage: sh tests/e2e/test_onnx.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../lib/check.sh"
+suite_start "$@"
+py=/usr/bin/python3
+if ! $py -c 'import onnx' 2>/dev/null; then
+    echo "SKIP: python3-onnx not installed (scripts/deps.sh --test)"
+    exit 0
+fi
+models=$(cd "$(dirname "$0")/../lib" && pwd)/onnx_models.py
+snapdiff=$(dirname "$bin")/tools/snapdiff
+if [ ! -x "$snapdiff" ]; then
+    echo "test_onnx.sh: $snapdiff is missing: build it first (make $snapdiff)" >&2
+    exit 2
+fi
+cd "$tmp" || exit 2
+cat >lenet.train <<'EOF'
+[net]
+batch=8
+learning_rate=0.01
+momentum=0.9
+decay=0.0005
+policy=constant
+EOF
+$py "$models" . || { echo "test_onnx.sh: $models failed" >&2; exit 2; }
+
+# ---------------------------------------------------------------- the twins
+
+run="--data synthetic --train-images 64 --test-images 32 --iters 8 -t 1 --backend ref
+     --log-every 1 --log-format csv --seed 3"
+# shellcheck disable=SC2086
+check "lenet.onnx trains" err 0 "" -- "$bin" $run --snapshot-dir onnx lenet.onnx
+cp "$tmp/stdout" onnx.csv
+# shellcheck disable=SC2086
+check "its cfg twin trains" err 0 "" -- "$bin" $run --snapshot-dir cfg --weights lenet.weights \
+    lenet.cfg
+cp "$tmp/stdout" cfg.csv
+cut -d, -f1,2,5,8,9 onnx.csv >onnx.loss
+cut -d, -f1,2,5,8,9 cfg.csv >cfg.loss
+expect "the same losses, test loss and accuracy" cmp -s onnx.loss cfg.loss
+expect "8 training losses and a test phase" [ "$(grep -c '^train,' onnx.loss)" -eq 8 \
+    -a "$(grep -c '^test,' onnx.loss)" -eq 1 ]
+check "the same final weights, bit for bit" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" lenet.onnx onnx/lenet_final.snap cfg/lenet_final.snap 0
+check "the ONNX run's snapshot is the cfg's weights" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" lenet.cfg onnx/lenet_final.snap cfg/lenet_final.snap 0
+check "the layers: conv, max, conv, max, connected x2, softmax added" out 0 \
+    "6 softmax" -- "$bin" --dry-run lenet.onnx
+expect "one layer per supported node, activations and batch norm folded" \
+    [ "$(grep -c '^ *[0-9]* \(conv\|max\|connected\|softmax\)' "$tmp/stdout")" -eq 7 ]
+
+# ---------------------------------------------------------------- every op
+
+# shellcheck disable=SC2086
+check "a model with every other op trains" err 0 "route  0 1" "res    0" -- "$bin" $run mixed.onnx
+tr '\n' ' ' <"$tmp/stderr" >mixed.layers
+expect "BatchNormalization, LRN, Dropout, AveragePool as their layers, in order" \
+    grep -q 'batchnorm.*lrn.*res.*dropout.*avg.*connected.*softmax' mixed.layers
+check "GlobalAveragePool + Flatten" out 0 "avg " -- "$bin" --dry-run global.onnx
+
+# ---------------------------------------------------------------- [net]
+
+printf '[net]\nbatch=4\n' >other.train
+check "--hparams FILE gives [net]" out 0 "of batch 4" -- "$bin" --hparams other.train \
+    --data synthetic --train-images 16 --iters 1 --no-test -t 1 lenet.onnx
+check "no sidecar: the defaults, said" out 0 "no global.train: the [net] defaults" -- \
+    "$bin" --dry-run global.onnx
+printf '[net]\nbatch=4\nheight=28\n' >shape.train
+check "the input shape is the graph's" err 2 "shape.train:3: [net] height=: the input shape is" \
+    -- "$bin" --dry-run --hparams shape.train lenet.onnx
+printf '[net]\nmomentun=0.9\n' >typo.train
+check "a sidecar's typo names the sidecar" err 2 "typo.train:2: unknown key 'momentun'" -- \
+    "$bin" --dry-run --hparams typo.train lenet.onnx
+check "--hparams is for ONNX models" err 2 "--hparams other.train: only an ONNX model" -- \
+    "$bin" --dry-run --hparams other.train lenet.cfg
+
+# ---------------------------------------------------------------- bad models
+
+check "unsupported op: the node and op named" err 2 \
+    "unsupported.onnx: node 2 'erf1' (Erf): unsupported op (supported: Conv, Gemm" -- \
+    "$bin" --dry-run unsupported.onnx
+check "missing initializer" err 2 "no_init.onnx: node 1 (Conv): input 2 'nope' is no initializer" \
+    -- "$bin" --dry-run no_init.onnx
+check "shape mismatch" err 2 "bad_shape.onnx: node 2 (Gemm): 'w' has 470 values, but the layer needs 480" \
+    -- "$bin" --dry-run bad_shape.onnx
+check "unsupported attribute" err 2 "bad_attr.onnx: node 1 (MaxPool): attribute ceil_mode=1" -- \
+    "$bin" --dry-run bad_attr.onnx
+check "output not the last layer's" err 2 "not_last.onnx: the graph's output 'y' is not the last" \
+    -- "$bin" --dry-run not_last.onnx
+head -c 300 lenet.onnx >truncated.onnx
+check "truncated file" err 2 "truncated.onnx: not an ONNX model" -- "$bin" --dry-run truncated.onnx
+printf '\377\377\377\377\377\377' >bytes.onnx
+check "not protobuf" err 2 "bytes.onnx: not an ONNX model" -- "$bin" --dry-run bytes.onnx
+: >empty.onnx
+check "empty file" err 2 "empty.onnx: the model has no graph or no nodes" -- \
+    "$bin" --dry-run empty.onnx
+
+finish test_onnx.sh

@@ -1,0 +1,185 @@
+"""ONNX models for tests/e2e/test_onnx.sh, built with onnx.helper (Debian's
+python3-onnx; run with /usr/bin/python3), and their twins in singletrain's
+own formats.
+
+usage: onnx_models.py DIR   writes into DIR:
+  lenet.onnx, lenet.cfg, lenet.weights
+      a LeNet-like model (Conv + bias + BatchNormalization + Relu, MaxPool,
+      Conv with pads + LeakyRelu(0.1), MaxPool, Flatten, Gemm transB=1 +
+      Relu, MatMul + Add; no softmax: singletrain adds it) with seeded random
+      initializers, and the same network as a cfg with the same weights as a
+      Darknet .weights file (the conv bias before batch norm goes into the
+      mean; the variance is one that Darknet's reads back bitwise)
+  mixed.onnx      every other supported op: Concat, Add, standalone
+                  BatchNormalization, Sigmoid, Tanh, LRN, Dropout,
+                  AveragePool over the whole input, GlobalAveragePool,
+                  Reshape, LogSoftmax
+  unsupported.onnx   an Erf node (node 2, named 'erf1')
+  no_init.onnx    a Conv whose weight is no initializer
+  bad_shape.onnx  a Gemm whose weight does not fit its input
+  bad_attr.onnx   a MaxPool with ceil_mode=1
+  not_last.onnx   a graph whose output is not its last layer's
+"""
+import struct
+import sys
+
+import numpy as np
+from onnx import TensorProto, checker, helper, numpy_helper, save
+
+OPSET = [helper.make_opsetid("", 13)]
+rng = np.random.default_rng(7)
+
+
+def rand(*shape, scale=0.3):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def init(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def model(nodes, inits, in_shape, out_name="y", check=True):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))
+    y = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N", "K"])
+    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    m = helper.make_model(g, opset_imports=OPSET, producer_name="onnx_models.py")
+    if check:
+        checker.check_model(m)
+    return m
+
+
+def lenet(out):
+    w1, b1 = rand(4, 1, 5, 5), rand(4)
+    scale, shift = (1 + rand(4)).astype(np.float32), rand(4)
+    # the variance singletrain reads from Darknet's var_d (darknet_weights.c),
+    # so that both networks hold the same bits
+    var_d = (0.5 + np.abs(rand(4))).astype(np.float32)
+    eps = np.float64(np.float32(1e-5))
+    var = ((np.sqrt(var_d.astype(np.float64)) + 1e-6) ** 2 - eps).astype(np.float32)
+    mean = rand(4)
+    w2, b2 = rand(8, 4, 3, 3), rand(8)
+    w3, b3 = rand(32, 288, scale=0.05), rand(32)
+    w4, b4 = rand(32, 10), rand(10)
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[5, 5]),
+        n("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"], name="bn1"),
+        n("Relu", ["n1"], ["r1"]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        n("LeakyRelu", ["c2"], ["r2"], alpha=0.1),
+        n("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("Flatten", ["p2"], ["f"]),
+        n("Gemm", ["f", "w3", "b3"], ["g3"], transB=1),
+        n("Relu", ["g3"], ["r3"]),
+        n("MatMul", ["r3", "w4"], ["m4"]),
+        n("Add", ["m4", "b4"], ["y"]),
+    ]
+    inits = [init(k, v) for k, v in [("w1", w1), ("b1", b1), ("scale", scale),
+                                     ("shift", shift), ("mean", mean), ("var", var),
+                                     ("w2", w2), ("b2", b2), ("w3", w3), ("b3", b3),
+                                     ("w4", w4), ("b4", b4)]]
+    save(model(nodes, inits, [1, 28, 28]), out + "/lenet.onnx")
+    with open(out + "/lenet.cfg", "w") as f:
+        f.write(open(out + "/lenet.train").read().replace("[net]", "[net]\nheight=28\n"
+                                                          "width=28\nchannels=1", 1))
+        f.write("""
+[convolutional]
+batch_normalize=1
+filters=4
+size=5
+stride=1
+padding=0
+activation=relu
+
+[maxpool]
+size=2
+stride=2
+padding=0
+
+[convolutional]
+filters=8
+size=3
+stride=1
+padding=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+padding=0
+
+[connected]
+output=32
+activation=relu
+
+[connected]
+output=10
+activation=linear
+
+[softmax]
+""")
+    parts = [shift, scale, mean - b1, var_d, w1, b2, w2, b3, w3, b4, w4.T]
+    with open(out + "/lenet.weights", "wb") as f:
+        f.write(struct.pack("<iiiQ", 0, 2, 0, 0))
+        for p in parts:
+            f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
+
+
+def mixed(out):
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
+        n("Sigmoid", ["a"], ["as"]),
+        n("Conv", ["as", "wb", "bb"], ["b"], pads=[1, 1, 1, 1]),
+        n("Tanh", ["b"], ["bt"]),
+        n("Concat", ["as", "bt"], ["cat"], axis=1),
+        n("BatchNormalization", ["cat", "s", "t", "m", "v"], ["bn"]),
+        n("LRN", ["bn"], ["lrn"], size=3),
+        n("Conv", ["lrn", "wc", "bc"], ["c"], pads=[1, 1, 1, 1]),
+        n("Add", ["c", "as"], ["sum"]),
+        n("Relu", ["sum"], ["sr"]),
+        n("Dropout", ["sr"], ["d"]),
+        n("AveragePool", ["d"], ["ap"], kernel_shape=[8, 8]),
+        n("Reshape", ["ap", "shape"], ["flat"]),
+        n("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1),
+        n("LogSoftmax", ["logits"], ["y"], axis=1),
+    ]
+    inits = [init(k, v) for k, v in [
+        ("wa", rand(4, 3, 3, 3)), ("ba", rand(4)), ("wb", rand(4, 4, 3, 3)), ("bb", rand(4)),
+        ("s", 1 + rand(8)), ("t", rand(8)), ("m", rand(8)), ("v", 1 + np.abs(rand(8))),
+        ("wc", rand(4, 8, 3, 3)), ("bc", rand(4)), ("wf", rand(5, 4)), ("bf", rand(5)),
+        ("shape", np.array([-1, 4], dtype=np.int64))]]
+    save(model(nodes, inits, [3, 8, 8]), out + "/mixed.onnx")
+    gnodes = [n("Conv", ["x", "wa"], ["a"]), n("GlobalAveragePool", ["a"], ["g"]),
+              n("Flatten", ["g"], ["y"])]
+    save(model(gnodes, [init("wa", rand(6, 3, 3, 3))], [3, 8, 8]), out + "/global.onnx")
+
+
+def broken(out):
+    n = helper.make_node
+    fc = [init("w", rand(10, 48))]
+    save(model([n("Flatten", ["x"], ["f"]), n("Erf", ["f"], ["e"], name="erf1"),
+                n("Gemm", ["e", "w"], ["y"], transB=1)], fc, [3, 4, 4]),
+         out + "/unsupported.onnx")
+    save(model([n("Conv", ["x", "nope"], ["y"])], [], [3, 4, 4], check=False),
+         out + "/no_init.onnx")
+    save(model([n("Flatten", ["x"], ["f"]), n("Gemm", ["f", "w"], ["y"], transB=1)],
+               [init("w", rand(10, 47))], [3, 4, 4], check=False), out + "/bad_shape.onnx")
+    save(model([n("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], ceil_mode=1),
+                n("Flatten", ["p"], ["f"]), n("Gemm", ["f", "w"], ["y"], transB=1)],
+               [init("w", rand(10, 12))], [3, 4, 4]), out + "/bad_attr.onnx")
+    save(model([n("Flatten", ["x"], ["f"]), n("Gemm", ["f", "w"], ["y"], transB=1),
+                n("Gemm", ["y", "w2"], ["z"], transB=1)], fc + [init("w2", rand(3, 10))],
+               [3, 4, 4], check=False), out + "/not_last.onnx")
+
+
+def main():
+    out = sys.argv[1]
+    lenet(out)
+    mixed(out)
+    broken(out)
+
+
+if __name__ == "__main__":
+    main()
