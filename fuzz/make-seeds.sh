@@ -3,10 +3,11 @@
 # real files: slices of Fashion-MNIST (IDX), CIFAR-10 records and small
 # images made from its pictures (fuzz/seedgen.c), stores written by
 # `singletrain pack`, snapshots written by training fuzz/tiny.cfg on
-# synthetic data and .weights files written by `singletrain export`, and
-# the repository's .cfg files. Each seed is a few KB at most. Inputs of
-# several files (IDX images + labels, a store's index + stripes) are joined
-# with the separator of fuzz/fuzz_files.h.
+# synthetic data and .weights files written by `singletrain export`, the
+# repository's .cfg files and the ONNX models of tests/lib/onnx_models.py.
+# Each seed is a few KB at most. Inputs of several files (IDX images +
+# labels, a store's index + stripes) are joined with the separator of
+# fuzz/fuzz_files.h.
 # usage: sh fuzz/make-seeds.sh [BUILD_DIR]   (default build; it must hold
 #        singletrain and tools/make_images: make BUILD=DIR DIR/singletrain
 #        DIR/tools/make_images)
@@ -27,7 +28,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/make-seeds.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 corpus=fuzz/corpus
 rm -rf "$corpus"
-for t in cfg idx cifar store snapshot weights image; do
+for t in cfg idx cifar store snapshot weights image onnx; do
     mkdir -p "$corpus/$t"
 done
 sep() { printf '\n==fuzz-next-file==\n'; }
@@ -132,7 +133,15 @@ cp "$tmp/img"/* "$corpus/image/"
 printf 'GIF89a\001\000\001\000\200\000\000\377\377\377\000\000\000!\371\004\001\000\000\000\000,\000\000\000\000\001\000\001\000\000\002\002D\001\000;' \
     >"$corpus/image/one-pixel.gif"
 
-for t in cfg idx cifar store snapshot weights image; do
+# ---- onnx: the small models of tests/lib/onnx_models.py (Debian's
+# python3-onnx), good and bad (the LeNet-like one is too large for a seed)
+printf '[net]\nbatch=8\n' >"$tmp/lenet.train"
+/usr/bin/python3 tests/lib/onnx_models.py "$tmp"
+for m in mixed global unsupported bad_attr not_last no_init; do
+    cp "$tmp/$m.onnx" "$corpus/onnx/"
+done
+
+for t in cfg idx cifar store snapshot weights image onnx; do
     printf '%-9s %2d seeds, %6d bytes\n' "$t" "$(ls "$corpus/$t" | wc -l)" \
         "$(cat "$corpus/$t"/* | wc -c)"
 done

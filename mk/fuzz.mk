@@ -22,23 +22,37 @@ FUZZ_CC ?= clang-14
 FUZZ_DIRS := base ops data layers net parallel dist train cmd
 FUZZ_BUILD := build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := cfg idx cifar store snapshot weights image
+FUZZ_TARGETS := cfg idx cifar store snapshot weights image onnx
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                -MMD -MP -Iinclude -fno-omit-frame-pointer
 FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c,\
                 $(wildcard $(FUZZ_DIRS:%=src/%/*.c)))
-FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+# The ONNX schema's protoc-c code (the Makefile's ONNX_GEN) generated here
+# too, and instrumented with the reader.
+FUZZ_ONNX_GEN := $(FUZZ_BUILD)/gen/onnx.pb-c.c
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_ONNX_GEN:.c=.o)
+FUZZ_ONNX_USERS := $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard src/net/onnx*.c))
 FUZZ_LIB := $(FUZZ_BUILD)/libsingletrain.a
 FUZZ_STB := $(FUZZ_BUILD)/fuzz/stb_image.o
-FUZZ_LDLIBS := -lz -lm -lpthread
+FUZZ_LDLIBS := -lprotobuf-c -lz -lm -lpthread
 
 .PHONY: fuzz fuzz-build
 
 $(FUZZ_BUILD)/src/%.o: src/%.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_ONNX_GEN) $(FUZZ_ONNX_GEN:.c=.h) &: $(ONNX_PROTO)
+	@mkdir -p $(dir $@)
+	protoc-c --c_out=$(dir $@) --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+
+$(FUZZ_ONNX_GEN:.c=.o): $(FUZZ_ONNX_GEN)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -w -c $< -o $@
+
+$(FUZZ_ONNX_USERS): $(FUZZ_ONNX_GEN:.c=.h)
+$(FUZZ_ONNX_USERS): FUZZ_CFLAGS += -I$(FUZZ_BUILD)/gen
 
 $(FUZZ_LIB): $(FUZZ_LIB_OBJ)
 	@rm -f $@
