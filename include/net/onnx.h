@@ -19,6 +19,8 @@
  *                         mean), else [batchnorm]; epsilon 1e-5
  *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
  *                         the activation= of the Conv, Gemm or Add before
+ *                         (or before the MaxPool before: a monotone
+ *                         activation commutes with the maximum)
  *   MaxPool               [maxpool] (square window, equal strides; pads
  *                         top = left, bottom = right, bottom - top 0 or 1)
  *   AveragePool, GlobalAveragePool

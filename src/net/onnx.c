@@ -28,7 +28,9 @@ static const char OX_SUPPORTED[] =
     "GlobalAveragePool, BatchNormalization, Concat, Flatten, Reshape, Dropout, LRN, Softmax, "
     "LogSoftmax, Constant";
 
-typedef enum ox_kind { OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_AVG, OX_SOFTMAX, OX_OTHER } ox_kind;
+typedef enum ox_kind {
+    OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
+} ox_kind;
 
 /* A tensor to copy into the starting weights: role of the layer's
  * parameter ("weights", "biases", ...), from node `node`; with rows, the
@@ -52,6 +54,7 @@ typedef struct ox_layer {
     int bn;         /* batch norm folded in */
     int uses;       /* node inputs that read its output (through Flatten / Reshape) */
     int from;       /* shortcut: the other layer */
+    int src;        /* max pooling: the layer it reads (-1: the graph input) */
     int pool_h, pool_w; /* AveragePool's window; 0: global */
     int flat_only;  /* a softmax over axis -1: the input must be 2-D */
     int n_opt;
@@ -202,7 +205,7 @@ static st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return ox_node_fail(x, node, "initializer '%s' is in an external file: not supported "
                             "(save the model with its weights inside)", name);
-    size_t c;
+    size_t c = 0;
     st_status st = ox_tensor_count(x, node, name, t, &c);
     if (st != ST_OK)
         return st;
@@ -234,7 +237,7 @@ static st_status ox_ints(const ox *x, int node, size_t k, int64_t *out, size_t m
     if (!t)
         return ox_node_fail(x, node, "input %zu is not a constant tensor: singletrain needs "
                             "the shape constant", k + 1);
-    size_t c;
+    size_t c = 0;
     st_status st = ox_tensor_count(x, node, name, t, &c);
     if (st != ST_OK)
         return st;
@@ -394,7 +397,7 @@ static st_status ox_new_layer(ox *x, int node, const char *type, ox_kind kind, i
     x->layers = l;
     memset(&l[x->n_layers], 0, sizeof *l);
     l[x->n_layers] = (ox_layer){.type = type, .kind = kind, .node = node, .act = ST_ACT_LINEAR,
-                                .from = -1};
+                                .from = -1, .src = x->n_layers - 1};
     *out = x->n_layers++;
     return ST_OK;
 }
@@ -426,7 +429,7 @@ static st_status ox_take(ox *x, int node, const ox_value *v)
     }
     if (v->layer == x->n_layers - 1)
         return ST_OK;
-    int r, from = v->layer;
+    int r = 0, from = v->layer;
     st_status st = ox_new_layer(x, node, "route", OX_OTHER, &r);
     if (st == ST_OK)
         ox_opt(&x->layers[r], "layers", "%d", from);
@@ -464,7 +467,7 @@ static st_status op_conv(ox *x, int node)
     const float *w, *b = NULL;
     size_t wc, bc = 0;
     long ks[2], strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, group;
-    int has_k, has_s, has_p, has_d, l;
+    int has_k, has_s, has_p, has_d, l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "kernel_shape,strides,pads,dilations,group,auto_pad")) ||
         (st = ox_read(x, node, 0, &in)) || (st = ox_floats(x, node, 1, &wt, &w, &wc)) ||
@@ -520,7 +523,7 @@ static st_status op_fc(ox *x, int node, int gemm)
     size_t wc, bc = 0;
     long trans_a = 0, trans_b = 0;
     float alpha = 1, beta = 1;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, gemm ? "alpha,beta,transA,transB" : "")) ||
         (st = ox_int_attr(x, node, "transA", 0, 0, 0, &trans_a)) ||
@@ -576,7 +579,7 @@ static st_status op_add(ox *x, int node)
         return ox_add_value(x, node, n->output[0], v->layer, v->flat);
     }
     ox_value *a, *b;
-    int l;
+    int l = 0;
     if ((st = ox_read(x, node, 0, &a)) || (st = ox_read(x, node, 1, &b)))
         return st;
     if (b->layer == x->n_layers - 1 && a->layer != b->layer) { /* the last layer first */
@@ -610,14 +613,20 @@ static st_status op_activation(ox *x, int node, int act)
         st = ox_read(x, node, 0, &v);
     if (st != ST_OK)
         return st;
-    ox_layer *l = ox_foldable(x, v, 1 << OX_FC | 1 << OX_CONV | 1 << OX_SHORTCUT);
+    const int kinds = 1 << OX_FC | 1 << OX_CONV | 1 << OX_SHORTCUT;
+    ox_layer *l = ox_foldable(x, v, kinds);
+    ox_layer *pool = ox_foldable(x, v, 1 << OX_MAXPOOL);
+    if (!l && pool && pool->src >= 0) { /* act(max(x)) = max(act(x)): act is monotone */
+        ox_value under = {NULL, pool->src, 0, 0};
+        l = ox_foldable(x, &under, kinds);
+    }
     if (!l)
         return ox_node_fail(x, node, "singletrain applies an activation as part of the Conv, "
-                            "Gemm, MatMul or Add that makes its input, and '%s' is not such "
-                            "an output read by this node alone (or it has an activation "
-                            "already)", v->name);
+                            "Gemm, MatMul or Add that makes its input (or the input of the "
+                            "MaxPool that does), and '%s' is not such an output read by this "
+                            "node alone (or it has an activation already)", v->name);
     l->act = act;
-    l->uses--;
+    x->layers[v->layer].uses--;
     return ox_output(x, node, v->layer, v->flat);
 }
 
@@ -627,7 +636,7 @@ static st_status op_pool(ox *x, int node, int max)
     ox_value *in;
     long ks[2], strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, ceil_mode, order,
          include;
-    int has_k, has_s, has_p, has_d, l;
+    int has_k, has_s, has_p, has_d, l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, max ? "kernel_shape,strides,pads,dilations,ceil_mode,"
                              "auto_pad,storage_order" : "kernel_shape,strides,pads,ceil_mode,"
@@ -655,7 +664,8 @@ static st_status op_pool(ox *x, int node, int max)
             return ox_node_fail(x, node, "pads %ld,%ld,%ld,%ld: expected top = left, bottom = "
                                 "right, and bottom the top or one more", pads[0], pads[1],
                                 pads[2], pads[3]);
-        if ((st = ox_take(x, node, in)) || (st = ox_new_layer(x, node, "maxpool", OX_OTHER, &l)))
+        if ((st = ox_take(x, node, in)) ||
+            (st = ox_new_layer(x, node, "maxpool", OX_MAXPOOL, &l)))
             return st;
         ox_opt(&x->layers[l], "size", "%ld", ks[0]);
         ox_opt(&x->layers[l], "stride", "%ld", strides[0]);
@@ -675,7 +685,7 @@ static st_status op_pool(ox *x, int node, int max)
 static st_status op_global_pool(ox *x, int node)
 {
     ox_value *in;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "")) || (st = ox_read(x, node, 0, &in)) ||
         (st = ox_take(x, node, in)) || (st = ox_new_layer(x, node, "avgpool", OX_AVG, &l)))
@@ -710,7 +720,7 @@ static st_status op_batchnorm(ox *x, int node)
                                 "values: expected one per channel", c[0], c[1], c[2], c[3]);
     static const char *const roles[4] = {"scales", "biases", "rolling_mean", "rolling_variance"};
     ox_layer *l = ox_foldable(x, in, 1 << OX_FC | 1 << OX_CONV);
-    int at;
+    int at = 0;
     if (l && !l->bn) {
         at = in->layer;
         ox_tensor *bias = ox_tensor_find(l, "biases");
@@ -749,7 +759,7 @@ static st_status op_concat(ox *x, int node)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     long axis;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "axis")) ||
         (st = ox_int_attr(x, node, "axis", 1, -3, 1, &axis)))
@@ -810,7 +820,7 @@ static st_status op_dropout(ox *x, int node)
     const Onnx__NodeProto *n = x->g->node[node];
     ox_value *v;
     float ratio = 0.5f;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "ratio,seed,is_test")) ||
         (st = ox_float_attr(x, node, "ratio", 0.5f, &ratio)) || (st = ox_read(x, node, 0, &v)))
@@ -818,7 +828,7 @@ static st_status op_dropout(ox *x, int node)
     if (ox_input(n, 1)) {
         const Onnx__TensorProto *t;
         const float *r;
-        size_t c;
+        size_t c = 0;
         if ((st = ox_floats(x, node, 1, &t, &r, &c)))
             return st;
         if (c != 1)
@@ -838,7 +848,7 @@ static st_status op_lrn(ox *x, int node)
     ox_value *v;
     long size;
     float alpha, beta, bias;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "size,alpha,beta,bias")) ||
         (st = ox_int_attr(x, node, "size", 0, 1, 4095, &size)) ||
@@ -861,7 +871,7 @@ static st_status op_softmax(ox *x, int node)
 {
     ox_value *v;
     long axis;
-    int l;
+    int l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "axis")) ||
         (st = ox_int_attr(x, node, "axis", x->opset >= 13 ? -1 : 1, -4, 3, &axis)) ||
@@ -916,7 +926,10 @@ static st_status ox_node(ox *x, int node)
         return op_softmax(x, node);
     if (strcmp(op, "Constant") == 0)
         return ST_OK; /* read where it is used (ox_constant) */
-    return ox_node_fail(x, node, "unsupported op (supported: %s)", OX_SUPPORTED);
+    return ox_node_fail(x, node, "unsupported op (supported: %s)%s", OX_SUPPORTED,
+                        strcmp(op, "Shape") == 0 ? "; a reshape computed from the input's "
+                        "shape (PyTorch's x.view(x.size(0), -1)) is one: flatten with "
+                        "torch.flatten(x, 1) instead" : "");
 }
 
 /* ---- the graph, the [net] section, the build ---- */
@@ -1120,7 +1133,7 @@ static st_status ox_finish_graph(ox *x)
                        "classes", x->path, name, x->layers[x->n_layers - 1].node + 1);
     if (x->layers[x->n_layers - 1].kind == OX_SOFTMAX)
         return ST_OK;
-    int l;
+    int l = 0;
     st_status st = ox_new_layer(x, (int)x->g->n_node - 1, "softmax", OX_SOFTMAX, &l);
     return st;
 }

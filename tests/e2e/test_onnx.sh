@@ -2,7 +2,8 @@
 # ONNX import (net/onnx.h) against independent truth: models written by
 # onnx.helper (Debian's python3-onnx, tests/lib/onnx_models.py):
 #   - a LeNet-like ONNX model (Conv + BatchNormalization + Relu, MaxPool,
-#     Conv + LeakyRelu, Flatten, Gemm, MatMul + Add, no softmax) and its
+#     Conv, MaxPool + LeakyRelu (folded into the Conv: the same maxima),
+#     Flatten, Gemm, MatMul + Add, no softmax) and its
 #     twin written by hand as a cfg with the same weights as a Darknet
 #     .weights file train alike: the same training losses, test loss and
 #     accuracy (the inference forward) and bit-identical final weights

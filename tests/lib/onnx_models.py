@@ -5,7 +5,7 @@ own formats.
 usage: onnx_models.py DIR   writes into DIR:
   lenet.onnx, lenet.cfg, lenet.weights
       a LeNet-like model (Conv + bias + BatchNormalization + Relu, MaxPool,
-      Conv with pads + LeakyRelu(0.1), MaxPool, Flatten, Gemm transB=1 +
+      Conv with pads, MaxPool, LeakyRelu(0.1), Flatten, Gemm transB=1 +
       Relu, MatMul + Add; no softmax: singletrain adds it) with seeded random
       initializers, and the same network as a cfg with the same weights as a
       Darknet .weights file (the conv bias before batch norm goes into the
@@ -67,8 +67,8 @@ def lenet(out):
         n("Relu", ["n1"], ["r1"]),
         n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
         n("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-        n("LeakyRelu", ["c2"], ["r2"], alpha=0.1),
-        n("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("MaxPool", ["c2"], ["m2"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("LeakyRelu", ["m2"], ["p2"], alpha=0.1),
         n("Flatten", ["p2"], ["f"]),
         n("Gemm", ["f", "w3", "b3"], ["g3"], transB=1),
         n("Relu", ["g3"], ["r3"]),
