@@ -1,6 +1,7 @@
 /* ONNX models as networks: an ONNX file's graph translated into the cfg
  * sections this program builds networks from, its initializers the
- * network's starting weights (st_param_table.start).
+ * network's starting weights (st_param_table.start); and a network
+ * written as an ONNX model (onnx_export.c) that reads back the same.
  *
  * The schema is Debian's onnx.proto (libonnx-dev), compiled by protoc-c at
  * build time (the Makefile's ONNX_GEN); nothing is decoded by hand.
@@ -63,5 +64,16 @@ int st_onnx_is_model(const char *path);
  * On failure nothing is left allocated. */
 st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
                        st_hparams *hp, st_net *net, const st_log *log, st_error *err);
+
+/* Write net (built from cfg, whose sections give the layers' options) with
+ * weights [net->params.count] to path as an ONNX model, opset 13: each
+ * layer as the nodes st_onnx_load reads back into the same layer (batch
+ * norm as BatchNormalization with the running statistics, [cost] left
+ * out: its output is its input), so that reading the file again gives the
+ * same outputs bit for bit. A layer no ONNX op does ([crop], a softmax of
+ * several groups, a shortcut of two shapes) is an input error naming its
+ * cfg line. Written atomically (base/fileio.h). */
+st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const float *weights,
+                       st_error *err);
 
 #endif

@@ -4,7 +4,11 @@
  * singletrain snapshot or a .weights file (re-written: the round trip
  * check). The header's seen (images trained on, which Darknet's learning
  * rate schedule counts from) is the snapshot's iteration times batch= of
- * [net], or the .weights file's own. */
+ * [net], or the .weights file's own.
+ *
+ * singletrain export --onnx NET WEIGHTS OUT.onnx: the network (a cfg, or an
+ * ONNX model) and those weights as an ONNX model instead (net/onnx.h's
+ * st_onnx_save), which singletrain reads back into the same network. */
 #include "commands.h"
 
 #include <stddef.h>
@@ -17,23 +21,27 @@
 #include "net/hparams.h"
 #include "base/log.h"
 #include "net/net.h"
+#include "net/onnx.h"
 #include "options.h"
 #include "base/status.h"
 
 typedef struct export_cli {
-    int quiet, help;
+    int quiet, help, onnx;
 } export_cli;
 
 #define OPT(field) offsetof(export_cli, field)
 
 static const st_option options[] = {
+    {"onnx", 0, NULL, "Format", "write an ONNX model (opset 13: batch norm in inference form; "
+     "singletrain reads it back into the same network) instead of Darknet's .weights; NET "
+     "may itself be an ONNX model", ST_OPT_FLAG, OPT(onnx), 0, 0},
     {"quiet", 'q', NULL, "Other", "print nothing on success", ST_OPT_FLAG, OPT(quiet), 0, 0},
     {"help", 'h', NULL, "Other", "this help", ST_OPT_FLAG, OPT(help), 0, 0},
 };
 
 #define N_OPTIONS ((int)(sizeof options / sizeof options[0]))
 
-static const char *const groups[] = {"Other", NULL};
+static const char *const groups[] = {"Format", "Other", NULL};
 
 static st_status run_export(const export_cli *o, const char *cfg_path, const char *in_path,
                             const char *out_path, st_error *err)
@@ -42,9 +50,10 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
     st_cfg cfg;
     st_hparams hp;
     st_net net;
-    const st_named_path out[] = {{"OUT.weights", out_path}};
+    const char *out_name = o->onnx ? "OUT.onnx" : "OUT.weights";
+    const st_named_path out[] = {{out_name, out_path}};
     const st_named_path in[] = {{"NET.cfg", cfg_path}, {"WEIGHTS", in_path}};
-    st_status st = st_check_output_path("OUT.weights", out_path, err);
+    st_status st = st_check_output_path(out_name, out_path, err);
     if (st == ST_OK)
         st = st_check_distinct(out, 1, in, 2, err);
     if (st == ST_OK)
@@ -57,13 +66,18 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
                                "weights", err);
     if (!weights)
         st = ST_ENOMEM;
-    if (st == ST_OK)
+    if (st == ST_OK && !o->onnx)
         st = st_darknet_weights_floats(&net, &floats, err);
     if (st == ST_OK)
         st = st_weights_load_seen(in_path, &net, hp.batch, weights, &seen, err);
-    if (st == ST_OK)
+    if (st == ST_OK && o->onnx) {
+        st = st_onnx_save(out_path, &net, &cfg, weights, err);
+        if (st == ST_OK && !o->quiet)
+            printf("wrote %s: %d layers as an ONNX model (opset 13) with the weights of %s\n",
+                   out_path, net.n_layers, in_path);
+    } else if (st == ST_OK)
         st = st_darknet_weights_save(out_path, &net, weights, seen, err);
-    if (st == ST_OK && !o->quiet)
+    if (st == ST_OK && !o->quiet && !o->onnx)
         printf("wrote %s: %zu floats of %d layers in Darknet's .weights format (%d bytes "
                "of header, seen %llu) from %s\n", out_path, floats, net.n_layers,
                ST_DARKNET_HEADER_BYTES, (unsigned long long)seen, in_path);
@@ -82,10 +96,13 @@ int st_cmd_export(int argc, char **argv)
     st_status st = st_options_parse(options, N_OPTIONS, &o, argc, argv, pos, 3, &n_pos, &err);
     if (st == ST_OK && o.help) {
         st_options_help(stdout, "usage: singletrain export NET.cfg WEIGHTS OUT.weights "
+                        "[options]\n       singletrain export --onnx NET WEIGHTS OUT.onnx "
                         "[options]\n\nWrites the weights of the network of NET.cfg, read from "
                         "WEIGHTS (a singletrain snapshot or a Darknet .weights file), to "
                         "OUT.weights in Darknet's format, for `darknet classifier predict "
-                        "DATA NET.cfg OUT.weights` and the like.\n", options, N_OPTIONS, groups);
+                        "DATA NET.cfg OUT.weights` and the like; with --onnx, the network and "
+                        "its weights as an ONNX model (NET a cfg or an ONNX model).\n",
+                        options, N_OPTIONS, groups);
         return 0;
     }
     if (st == ST_OK && n_pos != 3)

@@ -12,6 +12,10 @@
 #   - a model with every other supported op trains, with the layers the
 #     translation table says (Concat -> route, Add -> shortcut, ...);
 #   - the sidecar MODEL.train and --hparams give the [net] section;
+#   - export --onnx: onnx.checker passes the files; re-imported, a model
+#     trains to the same losses and the same weights bit for bit as the
+#     network it was written from, and an ONNX-born model exports to the
+#     same bytes as its cfg twin;
 #   - an unsupported op, a missing initializer, a shape mismatch, an
 #     unsupported attribute, a truncated file, random bytes: exit 2 with a
 #     message naming the node and op, or the file.
@@ -66,6 +70,53 @@ check "the layers: conv, max, conv, max, connected x2, softmax added" out 0 \
     "6 softmax" -- "$bin" --dry-run lenet.onnx
 expect "one layer per supported node, activations and batch norm folded" \
     [ "$(grep -c '^ *[0-9]* \(conv\|max\|connected\|softmax\)' "$tmp/stdout")" -eq 7 ]
+
+# ---------------------------------------------------------------- export --onnx
+
+check "export --onnx writes the cfg twin's trained network" out 0 "as an ONNX model (opset 13)" \
+    -- "$bin" export --onnx lenet.cfg cfg/lenet_final.snap out.onnx
+check "onnx.checker (full) passes it, batch norm in inference form" out 0 \
+    "Conv BatchNormalization Relu MaxPool Conv LeakyRelu MaxPool Flatten Gemm Relu Gemm Softmax" \
+    -- $py -c "import onnx; m = onnx.load('out.onnx'); onnx.checker.check_model(m, full_check=True)
+print(m.opset_import[0].version, ' '.join(n.op_type for n in m.graph.node))"
+expect "opset 13" grep -q '^13 ' "$tmp/stdout"
+cp lenet.train out.train
+again="--data synthetic --train-images 64 --test-images 32 --iters 8 -t 1 --backend ref
+       --log-every 1 --log-format csv --seed 5"
+# shellcheck disable=SC2086
+check "the cfg goes on from the snapshot" err 0 "" -- "$bin" $again --snapshot-dir r1 \
+    --weights cfg/lenet_final.snap lenet.cfg
+cut -d, -f1,2,5,8,9 "$tmp/stdout" >r1.loss
+# shellcheck disable=SC2086
+check "the exported model, re-imported, trains" err 0 "" -- "$bin" $again --snapshot-dir r2 out.onnx
+cut -d, -f1,2,5,8,9 "$tmp/stdout" >r2.loss
+expect "re-imported: the same losses, test loss and accuracy" cmp -s r1.loss r2.loss
+check "re-imported: the same weights, bit for bit" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" out.onnx r1/lenet_final.snap r2/out_final.snap 0
+"$bin" export -q --onnx out.onnx r2/out_final.snap again.onnx
+"$bin" export -q --onnx lenet.cfg r2/out_final.snap twin.onnx
+expect "an ONNX-born model exports to the same bytes as its cfg twin" cmp -s again.onnx twin.onnx
+# shellcheck disable=SC2086
+"$bin" $again -b 4 --snapshot-dir m1 mixed.onnx >/dev/null 2>&1
+check "every other op exports and passes onnx.checker" out 0 "Concat BatchNormalization LRN" -- \
+    sh -c "'$bin' export -q --onnx mixed.onnx m1/mixed_final.snap mx.onnx && $py -c \"import onnx
+m = onnx.load('mx.onnx'); onnx.checker.check_model(m, full_check=True)
+print(' '.join(n.op_type for n in m.graph.node))\""
+# shellcheck disable=SC2086
+"$bin" $again -b 4 --snapshot-dir m2 --weights m1/mixed_final.snap mixed.onnx >m2.csv 2>/dev/null
+# shellcheck disable=SC2086
+"$bin" $again -b 4 --snapshot-dir m3 mx.onnx >m3.csv 2>/dev/null
+cut -d, -f1,2,5,8,9 m2.csv >m2.loss
+cut -d, -f1,2,5,8,9 m3.csv >m3.loss
+expect "re-imported, it trains alike" cmp -s m2.loss m3.loss
+check "... to the same weights" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" mx.onnx m2/mixed_final.snap m3/mx_final.snap 0
+printf '[net]\nheight=8\nwidth=8\nchannels=3\n[crop]\ncrop_height=4\ncrop_width=4\n[connected]\noutput=2\n[softmax]\n' >crop.cfg
+"$bin" --data synthetic --train-images 8 --iters 1 -b 4 -t 1 --no-test --snapshot-dir c \
+    crop.cfg >/dev/null 2>&1
+check "a layer ONNX has no op for" err 2 "crop.cfg:5: [crop] (layer 0) cannot be written as ONNX" -- \
+    "$bin" export --onnx crop.cfg c/crop_final.snap crop.onnx
+expect "... leaves no file" [ ! -e crop.onnx ]
 
 # ---------------------------------------------------------------- every op
 
