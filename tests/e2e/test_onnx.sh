@@ -8,7 +8,8 @@
 #     .weights file train alike: the same training losses, test loss and
 #     accuracy (the inference forward) and bit-identical final weights
 #     (tools/snapdiff at tolerance 0), and each one's snapshot loads into the
-#     other;
+#     other; --resume of an ONNX model's run gives the weights of a run
+#     without a stop;
 #   - a model with every other supported op trains, with the layers the
 #     translation table says (Concat -> route, Add -> shortcut, ...);
 #   - the sidecar MODEL.train and --hparams give the [net] section;
@@ -117,6 +118,19 @@ printf '[net]\nheight=8\nwidth=8\nchannels=3\n[crop]\ncrop_height=4\ncrop_width=
 check "a layer ONNX has no op for" err 2 "crop.cfg:5: [crop] (layer 0) cannot be written as ONNX" -- \
     "$bin" export --onnx crop.cfg c/crop_final.snap crop.onnx
 expect "... leaves no file" [ ! -e crop.onnx ]
+
+# ---------------------------------------------------------------- resume
+
+short="--data synthetic --train-images 64 --no-test -t 1 --backend ref --seed 2"
+# shellcheck disable=SC2086
+"$bin" $short --iters 4 --snapshot-dir half lenet.onnx >/dev/null 2>&1
+# shellcheck disable=SC2086
+check "--resume continues an ONNX model's run" err 0 "" -- "$bin" $short --iters 8 \
+    --snapshot-dir half --resume half/lenet_final.snap lenet.onnx
+# shellcheck disable=SC2086
+"$bin" $short --iters 8 --snapshot-dir whole lenet.onnx >/dev/null 2>&1
+check "... to the weights of a run without a stop" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" lenet.onnx half/lenet_final.snap whole/lenet_final.snap 0
 
 # ---------------------------------------------------------------- every op
 
