@@ -576,7 +576,7 @@ static st_status op_add(ox *x, int node)
                                 "MatMul, Gemm or Conv without one, read by nothing else");
         ox_tensor_add(l, "biases", node, n->input[k], b, bc, 0);
         l->uses--;
-        return ox_add_value(x, node, n->output[0], v->layer, v->flat);
+        return ox_output(x, node, v->layer, v->flat);
     }
     ox_value *a, *b;
     int l = 0;
