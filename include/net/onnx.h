@@ -29,6 +29,7 @@
  *   Add of two layers     [shortcut] (the same shapes)
  *   Concat (axis 1)       [route]
  *   Flatten (axis 1), Reshape to [N, C*H*W]   nothing: layers read NCHW
+ *   Identity, Constant    nothing (a constant is read where it is used)
  *   Dropout               [dropout]
  *   LRN                   [lrn]
  *   Softmax, LogSoftmax   [softmax] (its cross-entropy is the loss; the

@@ -26,7 +26,7 @@
 static const char OX_SUPPORTED[] =
     "Conv, Gemm, MatMul, Add, Relu, LeakyRelu, Sigmoid, Tanh, MaxPool, AveragePool, "
     "GlobalAveragePool, BatchNormalization, Concat, Flatten, Reshape, Dropout, LRN, Softmax, "
-    "LogSoftmax, Constant";
+    "LogSoftmax, Identity, Constant";
 
 typedef enum ox_kind {
     OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
@@ -787,6 +787,18 @@ static st_status op_concat(ox *x, int node)
     return ox_output(x, node, l, 0);
 }
 
+/* Identity: the same values under another name. */
+static st_status op_identity(ox *x, int node)
+{
+    ox_value *v;
+    st_status st;
+    if ((st = ox_known_attrs(x, node, "")) || (st = ox_read(x, node, 0, &v)))
+        return st;
+    if (v->layer >= 0)
+        x->layers[v->layer].uses--;
+    return ox_output(x, node, v->layer, v->flat);
+}
+
 /* Flatten and Reshape: the same values, read as [N, C*H*W]. */
 static st_status op_flatten(ox *x, int node, int reshape)
 {
@@ -918,6 +930,8 @@ static st_status ox_node(ox *x, int node)
         return op_concat(x, node);
     if (strcmp(op, "Flatten") == 0 || strcmp(op, "Reshape") == 0)
         return op_flatten(x, node, op[0] == 'R');
+    if (strcmp(op, "Identity") == 0)
+        return op_identity(x, node);
     if (strcmp(op, "Dropout") == 0)
         return op_dropout(x, node);
     if (strcmp(op, "LRN") == 0)

@@ -13,7 +13,7 @@ usage: onnx_models.py DIR   writes into DIR:
   mixed.onnx      every other supported op: Concat, Add, standalone
                   BatchNormalization, Sigmoid, Tanh, LRN, Dropout,
                   AveragePool over the whole input, GlobalAveragePool,
-                  Reshape, LogSoftmax
+                  Identity, Reshape, LogSoftmax
   unsupported.onnx   an Erf node (node 2, named 'erf1')
   no_init.onnx    a Conv whose weight is no initializer
   bad_shape.onnx  a Gemm whose weight does not fit its input
@@ -141,7 +141,8 @@ def mixed(out):
         n("Relu", ["sum"], ["sr"]),
         n("Dropout", ["sr"], ["d"]),
         n("AveragePool", ["d"], ["ap"], kernel_shape=[8, 8]),
-        n("Reshape", ["ap", "shape"], ["flat"]),
+        n("Identity", ["ap"], ["api"]),
+        n("Reshape", ["api", "shape"], ["flat"]),
         n("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1),
         n("LogSoftmax", ["logits"], ["y"], axis=1),
     ]
