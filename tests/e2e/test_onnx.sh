@@ -11,7 +11,8 @@
 #     other; --resume of an ONNX model's run gives the weights of a run
 #     without a stop;
 #   - a model with every other supported op trains, with the layers the
-#     translation table says (Concat -> route, Add -> shortcut, ...);
+#     translation table says (Concat -> route, Add -> shortcut, ...), as its
+#     cfg twin does: the same losses and bit-identical weights;
 #   - the sidecar MODEL.train and --hparams give the [net] section;
 #   - export --onnx: onnx.checker passes the files; re-imported, a model
 #     trains to the same losses and the same weights bit for bit as the
@@ -135,10 +136,19 @@ check "... to the weights of a run without a stop" out 0 "largest relative diffe
 # ---------------------------------------------------------------- every op
 
 # shellcheck disable=SC2086
-check "a model with every other op trains" err 0 "route  0 1" "res    0" -- "$bin" $run mixed.onnx
+check "a model with every other op trains" err 0 "route  0 1" "res    0" -- "$bin" $run \
+    -b 4 --snapshot-dir monnx mixed.onnx
+cut -d, -f1,2,5,8,9 "$tmp/stdout" >monnx.loss
 tr '\n' ' ' <"$tmp/stderr" >mixed.layers
 expect "BatchNormalization, LRN, Dropout, AveragePool as their layers, in order" \
     grep -q 'batchnorm.*lrn.*res.*dropout.*avg.*connected.*softmax' mixed.layers
+# shellcheck disable=SC2086
+check "its cfg twin trains" err 0 "" -- "$bin" $run -b 4 --snapshot-dir mcfg \
+    --weights mixed.weights mixed.cfg
+cut -d, -f1,2,5,8,9 "$tmp/stdout" >mcfg.loss
+expect "the same losses, test loss and accuracy as the twin" cmp -s monnx.loss mcfg.loss
+check "the same final weights as the twin, bit for bit" out 0 "largest relative difference 0 " \
+    -- "$snapdiff" mixed.cfg monnx/mixed_final.snap mcfg/mixed_final.snap 0
 check "GlobalAveragePool + Flatten" out 0 "avg " -- "$bin" --dry-run global.onnx
 
 # ---------------------------------------------------------------- [net]

@@ -10,10 +10,12 @@ usage: onnx_models.py DIR   writes into DIR:
       initializers, and the same network as a cfg with the same weights as a
       Darknet .weights file (the conv bias before batch norm goes into the
       mean; the variance is one that Darknet's reads back bitwise)
-  mixed.onnx      every other supported op: Concat, Add, standalone
-                  BatchNormalization, Sigmoid, Tanh, LRN, Dropout,
-                  AveragePool over the whole input, GlobalAveragePool,
-                  Identity, Reshape, LogSoftmax
+  mixed.onnx, mixed.cfg, mixed.weights
+                  every other supported op (a grouped Conv, Sigmoid, Tanh,
+                  Concat, standalone BatchNormalization, LRN, Add, Dropout,
+                  AveragePool over the whole input, Identity, Reshape,
+                  LogSoftmax), and its cfg twin with the same weights
+  global.onnx     GlobalAveragePool
   unsupported.onnx   an Erf node (node 2, named 'erf1')
   no_init.onnx    a Conv whose weight is no initializer
   bad_shape.onnx  a Gemm whose weight does not fit its input
@@ -38,6 +40,25 @@ def init(name, a):
     return numpy_helper.from_array(np.asarray(a), name)
 
 
+def darknet_variance(c):
+    """(var, var_d) of c channels: a running variance singletrain reads back
+    bitwise from Darknet's var_d (darknet_weights.c: (sqrt(var_d) + 1e-6)^2 -
+    1e-5, in double), so that an ONNX model and its .weights twin hold the
+    same bits."""
+    var_d = (0.5 + np.abs(rand(c))).astype(np.float32)
+    eps = np.float64(np.float32(1e-5))
+    var = ((np.sqrt(var_d.astype(np.float64)) + 1e-6) ** 2 - eps).astype(np.float32)
+    return var, var_d
+
+
+def write_weights(path, parts):
+    """A Darknet .weights file: header 0.2.0, seen 0, then the tensors."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<iiiQ", 0, 2, 0, 0))
+        for p in parts:
+            f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
+
+
 def model(nodes, inits, in_shape, out_name="y", check=True):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))
     y = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N", "K"])
@@ -51,11 +72,7 @@ def model(nodes, inits, in_shape, out_name="y", check=True):
 def lenet(out):
     w1, b1 = rand(4, 1, 5, 5), rand(4)
     scale, shift = (1 + rand(4)).astype(np.float32), rand(4)
-    # the variance singletrain reads from Darknet's var_d (darknet_weights.c),
-    # so that both networks hold the same bits
-    var_d = (0.5 + np.abs(rand(4))).astype(np.float32)
-    eps = np.float64(np.float32(1e-5))
-    var = ((np.sqrt(var_d.astype(np.float64)) + 1e-6) ** 2 - eps).astype(np.float32)
+    var, var_d = darknet_variance(4)
     mean = rand(4)
     w2, b2 = rand(8, 4, 3, 3), rand(8)
     w3, b3 = rand(32, 288, scale=0.05), rand(32)
@@ -119,11 +136,8 @@ activation=linear
 
 [softmax]
 """)
-    parts = [shift, scale, mean - b1, var_d, w1, b2, w2, b3, w3, b4, w4.T]
-    with open(out + "/lenet.weights", "wb") as f:
-        f.write(struct.pack("<iiiQ", 0, 2, 0, 0))
-        for p in parts:
-            f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
+    write_weights(out + "/lenet.weights",
+                  [shift, scale, mean - b1, var_d, w1, b2, w2, b3, w3, b4, w4.T])
 
 
 def mixed(out):
@@ -131,7 +145,7 @@ def mixed(out):
     nodes = [
         n("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
         n("Sigmoid", ["a"], ["as"]),
-        n("Conv", ["as", "wb", "bb"], ["b"], pads=[1, 1, 1, 1]),
+        n("Conv", ["as", "wb", "bb"], ["b"], pads=[1, 1, 1, 1], group=2),
         n("Tanh", ["b"], ["bt"]),
         n("Concat", ["as", "bt"], ["cat"], axis=1),
         n("BatchNormalization", ["cat", "s", "t", "m", "v"], ["bn"]),
@@ -146,12 +160,66 @@ def mixed(out):
         n("Gemm", ["flat", "wf", "bf"], ["logits"], transB=1),
         n("LogSoftmax", ["logits"], ["y"], axis=1),
     ]
-    inits = [init(k, v) for k, v in [
-        ("wa", rand(4, 3, 3, 3)), ("ba", rand(4)), ("wb", rand(4, 4, 3, 3)), ("bb", rand(4)),
-        ("s", 1 + rand(8)), ("t", rand(8)), ("m", rand(8)), ("v", 1 + np.abs(rand(8))),
-        ("wc", rand(4, 8, 3, 3)), ("bc", rand(4)), ("wf", rand(5, 4)), ("bf", rand(5)),
-        ("shape", np.array([-1, 4], dtype=np.int64))]]
-    save(model(nodes, inits, [3, 8, 8]), out + "/mixed.onnx")
+    var, var_d = darknet_variance(8)
+    # the standalone batch norm's shift is 0: Darknet's .weights has none
+    t = dict([("wa", rand(4, 3, 3, 3)), ("ba", rand(4)), ("wb", rand(4, 2, 3, 3)),
+              ("bb", rand(4)), ("s", 1 + rand(8)), ("t", np.zeros(8, np.float32)),
+              ("m", rand(8)), ("v", var), ("wc", rand(4, 8, 3, 3)), ("bc", rand(4)),
+              ("wf", rand(5, 4)), ("bf", rand(5)), ("shape", np.array([-1, 4], np.int64))])
+    save(model(nodes, [init(k, v) for k, v in t.items()], [3, 8, 8]), out + "/mixed.onnx")
+    with open(out + "/mixed.cfg", "w") as f:
+        f.write("""[net]
+height=8
+width=8
+channels=3
+
+[convolutional]
+filters=4
+size=3
+padding=1
+activation=logistic
+
+[convolutional]
+filters=4
+size=3
+padding=1
+groups=2
+activation=tanh
+
+[route]
+layers=0,1
+
+[batchnorm]
+
+[lrn]
+size=3
+alpha=0.0001
+beta=0.75
+k=1
+
+[convolutional]
+filters=4
+size=3
+padding=1
+activation=linear
+
+[shortcut]
+from=0
+activation=relu
+
+[dropout]
+probability=0.5
+
+[avgpool]
+
+[connected]
+output=5
+activation=linear
+
+[softmax]
+""")
+    write_weights(out + "/mixed.weights", [t["ba"], t["wa"], t["bb"], t["wb"], t["s"], t["m"],
+                                           var_d, t["bc"], t["wc"], t["bf"], t["wf"]])
     gnodes = [n("Conv", ["x", "wa"], ["a"]), n("GlobalAveragePool", ["a"], ["g"]),
               n("Flatten", ["g"], ["y"])]
     save(model(gnodes, [init("wa", rand(6, 3, 3, 3))], [3, 8, 8]), out + "/global.onnx")
