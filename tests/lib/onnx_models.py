@@ -6,7 +6,9 @@ usage: onnx_models.py DIR   writes into DIR:
   lenet.onnx, lenet.cfg, lenet.weights
       a LeNet-like model (Conv + bias + BatchNormalization + Relu, MaxPool,
       Conv with pads, MaxPool, LeakyRelu(0.1), Flatten, Gemm transB=1 +
-      Relu, MatMul + Add; no softmax: singletrain adds it) with seeded random
+      Relu, MatMul + Add; no softmax: singletrain adds it; attributes at
+      their defaults and initializers also graph inputs, as PyTorch's
+      exporter may write them) with seeded random
       initializers, and the same network as a cfg with the same weights as a
       Darknet .weights file (the conv bias before batch norm goes into the
       mean; the variance is one that Darknet's reads back bitwise)
@@ -59,10 +61,14 @@ def write_weights(path, parts):
             f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
 
 
-def model(nodes, inits, in_shape, out_name="y", check=True):
+def model(nodes, inits, in_shape, out_name="y", check=True, inits_as_inputs=False):
+    """inits_as_inputs: the initializers also listed as graph inputs, as
+    older exporters (PyTorch's keep_initializers_as_inputs) write them."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))
     y = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, ["N", "K"])
-    g = helper.make_graph(nodes, "g", [x], [y], initializer=inits)
+    extra = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+             for t in inits] if inits_as_inputs else []
+    g = helper.make_graph(nodes, "g", extra + [x], [y], initializer=inits)
     m = helper.make_model(g, opset_imports=OPSET, producer_name="onnx_models.py")
     if check:
         checker.check_model(m)
@@ -78,16 +84,20 @@ def lenet(out):
     w3, b3 = rand(32, 288, scale=0.05), rand(32)
     w4, b4 = rand(32, 10), rand(10)
     n = helper.make_node
+    # the attributes PyTorch's exporter writes even at their defaults
     nodes = [
-        n("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[5, 5]),
-        n("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"], name="bn1"),
+        n("Conv", ["x", "w1", "b1"], ["c1"], name="/conv1/Conv", kernel_shape=[5, 5],
+          dilations=[1, 1], group=1, strides=[1, 1], pads=[0, 0, 0, 0]),
+        n("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"], name="bn1",
+          epsilon=1e-5, momentum=0.9),
         n("Relu", ["n1"], ["r1"]),
-        n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=0,
+          dilations=[1, 1], pads=[0, 0, 0, 0]),
         n("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
         n("MaxPool", ["c2"], ["m2"], kernel_shape=[2, 2], strides=[2, 2]),
         n("LeakyRelu", ["m2"], ["p2"], alpha=0.1),
-        n("Flatten", ["p2"], ["f"]),
-        n("Gemm", ["f", "w3", "b3"], ["g3"], transB=1),
+        n("Flatten", ["p2"], ["f"], axis=1),
+        n("Gemm", ["f", "w3", "b3"], ["g3"], alpha=1.0, beta=1.0, transB=1),
         n("Relu", ["g3"], ["r3"]),
         n("MatMul", ["r3", "w4"], ["m4"]),
         n("Add", ["m4", "b4"], ["y"]),
@@ -96,7 +106,7 @@ def lenet(out):
                                      ("shift", shift), ("mean", mean), ("var", var),
                                      ("w2", w2), ("b2", b2), ("w3", w3), ("b3", b3),
                                      ("w4", w4), ("b4", b4)]]
-    save(model(nodes, inits, [1, 28, 28]), out + "/lenet.onnx")
+    save(model(nodes, inits, [1, 28, 28], inits_as_inputs=True), out + "/lenet.onnx")
     with open(out + "/lenet.cfg", "w") as f:
         f.write(open(out + "/lenet.train").read().replace("[net]", "[net]\nheight=28\n"
                                                           "width=28\nchannels=1", 1))
