@@ -7,7 +7,8 @@
 #     twin written by hand as a cfg with the same weights as a Darknet
 #     .weights file train alike: the same training losses, test loss and
 #     accuracy (the inference forward) and bit-identical final weights
-#     (tools/snapdiff at tolerance 0), and each one's snapshot loads into the
+#     (tools/snapdiff at tolerance 0), `predict` gives both the same class
+#     scores to the last printed digit, and each one's snapshot loads into the
 #     other; --resume of an ONNX model's run gives the weights of a run
 #     without a stop;
 #   - a model with every other supported op trains, with the layers the
@@ -33,10 +34,13 @@ if ! $py -c 'import onnx' 2>/dev/null; then
 fi
 models=$(cd "$(dirname "$0")/../lib" && pwd)/onnx_models.py
 snapdiff=$(dirname "$bin")/tools/snapdiff
-if [ ! -x "$snapdiff" ]; then
-    echo "test_onnx.sh: $snapdiff is missing: build it first (make $snapdiff)" >&2
-    exit 2
-fi
+make_images=$(dirname "$bin")/tools/make_images
+for tool in "$snapdiff" "$make_images"; do
+    if [ ! -x "$tool" ]; then
+        echo "test_onnx.sh: $tool is missing: build it first (make $tool)" >&2
+        exit 2
+    fi
+done
 cd "$tmp" || exit 2
 cat >lenet.train <<'EOF'
 [net]
@@ -68,6 +72,14 @@ check "the same final weights, bit for bit" out 0 "largest relative difference 0
     "$snapdiff" lenet.onnx onnx/lenet_final.snap cfg/lenet_final.snap 0
 check "the ONNX run's snapshot is the cfg's weights" out 0 "largest relative difference 0 " -- \
     "$snapdiff" lenet.cfg onnx/lenet_final.snap cfg/lenet_final.snap 0
+"$make_images" /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz \
+    /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz pics 4 28 >/dev/null
+check "predict reads the ONNX model (dnnl backend)" out 0 "pics/" -- "$bin" predict --scores \
+    lenet.onnx onnx/lenet_final.snap pics/*/*.png
+cp "$tmp/stdout" onnx.scores
+"$bin" predict --scores lenet.cfg cfg/lenet_final.snap pics/*/*.png >cfg.scores
+expect "4 images scored" [ "$(wc -l <onnx.scores)" -eq 4 ]
+expect "the cfg twin's class scores, to the last digit" cmp -s onnx.scores cfg.scores
 check "the layers: conv, max, conv, max, connected x2, softmax added" out 0 \
     "6 softmax" -- "$bin" --dry-run lenet.onnx
 expect "one layer per supported node, activations and batch norm folded" \
@@ -93,6 +105,9 @@ cut -d, -f1,2,5,8,9 "$tmp/stdout" >r1.loss
 check "the exported model, re-imported, trains" err 0 "" -- "$bin" $again --snapshot-dir r2 out.onnx
 cut -d, -f1,2,5,8,9 "$tmp/stdout" >r2.loss
 expect "re-imported: the same losses, test loss and accuracy" cmp -s r1.loss r2.loss
+"$bin" predict --scores out.onnx cfg/lenet_final.snap pics/*/*.png >out.scores
+expect "re-imported: the class scores of the network it was written from" \
+    cmp -s out.scores cfg.scores
 check "re-imported: the same weights, bit for bit" out 0 "largest relative difference 0 " -- \
     "$snapdiff" out.onnx r1/lenet_final.snap r2/out_final.snap 0
 "$bin" export -q --onnx out.onnx r2/out_final.snap again.onnx
