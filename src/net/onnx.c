@@ -18,6 +18,7 @@
 #include "base/fileio.h"
 
 #define OX_MAX_BYTES ((size_t)1 << 31)
+#define OX_MAX_SETTINGS_BYTES ((size_t)1 << 20)
 #define OX_MAX_NODES 10000
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
@@ -1002,14 +1003,20 @@ static st_status ox_net_section(const char *path, const char *hparams_path, st_s
                                 st_cfg *cfg, st_hparams *hp, const st_log *log, st_error *err)
 {
     char sidecar[ST_PATH_MAX];
-    size_t len = strlen(path);
-    int ext = len > 5 && strcmp(path + len - 5, ".onnx") == 0;
-    snprintf(sidecar, sizeof sidecar, "%.*s.train", (int)(ext ? len - 5 : len), path);
+    size_t stem = strlen(path) - (st_onnx_is_model(path) ? 5 : 0);
+    snprintf(sidecar, sizeof sidecar, "%.*s.train", (int)stem, path);
     const char *hp_path = hparams_path ? hparams_path : ox_file_exists(sidecar) ? sidecar : NULL;
     st_status st;
     memset(cfg, 0, sizeof *cfg);
     if (hp_path) {
-        if ((st = st_cfg_load(cfg, hp_path, err)))
+        char *text;
+        size_t bytes;
+        if ((st = st_read_text(hp_path, "training settings file", OX_MAX_SETTINGS_BYTES, &text,
+                               &bytes, err)))
+            return st;
+        st = st_cfg_parse(cfg, hp_path, text, bytes, err);
+        free(text);
+        if (st != ST_OK)
             return st;
         if (cfg->n_secs != 1 || (strcmp(cfg->secs[0].type, "net") != 0 &&
                                  strcmp(cfg->secs[0].type, "network") != 0))

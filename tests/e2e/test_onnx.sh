@@ -179,6 +179,12 @@ check "the input shape is the graph's" err 2 "shape.train:3: [net] height=: the 
 printf '[net]\nmomentun=0.9\n' >typo.train
 check "a sidecar's typo names the sidecar" err 2 "typo.train:2: unknown key 'momentun'" -- \
     "$bin" --dry-run --hparams typo.train lenet.onnx
+check "a missing --hparams file" err 2 "none.train: cannot open training settings file" -- \
+    "$bin" --dry-run --hparams none.train lenet.onnx
+printf '[net]\nbatch=4\n[convolutional]\n' >layers.train
+check "a settings file with a layer" err 2 \
+    "layers.train: expected one [net] section (the training settings of lenet.onnx)" -- \
+    "$bin" --dry-run --hparams layers.train lenet.onnx
 check "--hparams is for ONNX models" err 2 "--hparams other.train: only an ONNX model" -- \
     "$bin" --dry-run --hparams other.train lenet.cfg
 
