@@ -187,6 +187,21 @@ static st_status ox_tensor_count(const ox *x, int node, const char *name,
     return ST_OK;
 }
 
+/* n floats, zeroed, freed with the translation; NULL when out of memory. */
+static float *ox_new_floats(ox *x, size_t n)
+{
+    float **bufs = realloc(x->bufs, (size_t)(x->n_bufs + 1) * sizeof *bufs);
+    if (!bufs) {
+        st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
+        return NULL;
+    }
+    x->bufs = bufs;
+    float *f = st_calloc(n ? n : 1, sizeof *f, "an ONNX tensor", x->err);
+    if (f)
+        bufs[x->n_bufs++] = f;
+    return f;
+}
+
 /* Input k of the node, a constant float tensor, copied: *data [*count],
  * its dims in *t. */
 static st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **tp,
@@ -214,14 +229,9 @@ static st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **
         return ox_node_fail(x, node, "initializer '%s' holds %zu values but its dims make %zu",
                             name, t->has_raw_data ? t->raw_data.len / sizeof(float)
                                                   : t->n_float_data, c);
-    float **bufs = realloc(x->bufs, (size_t)(x->n_bufs + 1) * sizeof *bufs);
-    if (!bufs)
-        return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
-    x->bufs = bufs;
-    float *f = st_calloc(c ? c : 1, sizeof *f, "an ONNX initializer", x->err);
+    float *f = ox_new_floats(x, c);
     if (!f)
         return ST_ENOMEM;
-    bufs[x->n_bufs++] = f;
     memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data : (const void *)t->float_data,
            c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
     *tp = t;
@@ -729,14 +739,9 @@ static st_status op_batchnorm(ox *x, int node)
             if (bias->count != c[2])
                 return ox_node_fail(x, node, "%zu channels after a layer of %zu", c[2],
                                     bias->count);
-            float *mean = st_calloc(c[2] ? c[2] : 1, sizeof *mean, "a mean", x->err);
-            float **bufs = mean ? realloc(x->bufs, (size_t)(x->n_bufs + 1) * sizeof *bufs) : NULL;
-            if (!bufs) {
-                free(mean);
-                return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
-            }
-            x->bufs = bufs;
-            bufs[x->n_bufs++] = mean;
+            float *mean = ox_new_floats(x, c[2]);
+            if (!mean)
+                return ST_ENOMEM;
             for (size_t i = 0; i < c[2]; i++)
                 mean[i] = p[2][i] - bias->data[i];
             p[2] = mean;
