@@ -1235,9 +1235,45 @@ static void test_file_path_in_messages(void **state)
     tl_assert_contains(err.msg, want);
 }
 
+/* A cfg built in memory (as net/onnx.c builds one) is the cfg of the same
+ * text: the same settings; a duplicate key is the same error, at the line
+ * given; an option before any section is refused. */
+static void test_built_in_memory(void **state)
+{
+    (void)state;
+    static const char text[] = NET8 "[maxpool]\nsize=2\nstride=2\n";
+    st_cfg parsed, built = {0};
+    st_error err = {0};
+    assert_int_equal(st_cfg_parse(&parsed, "a.cfg", text, sizeof text - 1, &err), ST_OK);
+    built.path = strdup("b.onnx");
+    assert_non_null(built.path);
+    assert_int_equal(st_cfg_add_option(&built, "height", "8", 1, &err), ST_EINTERNAL);
+    st_error_clear(&err);
+    static const char *const kv[][2] = {{"height", "8"}, {"width", "8"}, {"channels", "1"}};
+    assert_int_equal(st_cfg_add_section(&built, "net", 1, &err), ST_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(st_cfg_add_option(&built, kv[i][0], kv[i][1], 2 + i, &err), ST_OK);
+    assert_int_equal(st_cfg_add_section(&built, "maxpool", 7, &err), ST_OK);
+    assert_int_equal(st_cfg_add_option(&built, "stride", "2", 7, &err), ST_OK);
+    assert_int_equal(st_cfg_add_option(&built, "size", "2", 7, &err), ST_OK);
+    char *a, *b;
+    size_t na, nb;
+    assert_int_equal(st_cfg_settings(&parsed, NULL, &a, &na, &err), ST_OK);
+    assert_int_equal(st_cfg_settings(&built, NULL, &b, &nb, &err), ST_OK);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    free(a);
+    free(b);
+    assert_int_equal(st_cfg_add_option(&built, "size", "3", 9, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "b.onnx:9: duplicate key 'size' in [maxpool] (first set at line 7)");
+    st_cfg_free(&parsed);
+    st_cfg_free(&built);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_built_in_memory),
         cmocka_unit_test(test_error_table),
         cmocka_unit_test(test_nul_byte),
         cmocka_unit_test(test_nul_byte_at_end),
