@@ -139,7 +139,8 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	    scripts/run-tests.sh $(BUILD)
 
 # The builds (plain, sanitized, portable) on every core; the tests then run
-# one at a time (some measure time or CPU use).
+# one at a time (some measure time or CPU use), but for a few long ones that
+# measure nothing run beside the sanitized builds' (scripts/run-tests.sh).
 test: deps
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
