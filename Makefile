@@ -79,7 +79,7 @@ MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
 
-.PHONY: all run test deps install clean check-tests
+.PHONY: all run test deps deps-test install clean check-tests
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -126,6 +126,9 @@ $(BUILD)/tools/%: tests/tools/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ
 deps:
 	@scripts/deps.sh
 
+deps-test:
+	@scripts/deps.sh --test
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	./$(BIN) data/lenet.cfg
@@ -141,7 +144,7 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 # The builds (plain, sanitized, portable) on every core; the tests then run
 # one at a time (some measure time or CPU use), but for a few long ones that
 # measure nothing run beside the sanitized builds' (scripts/run-tests.sh).
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
 # The binary and the manual page (singletrain.1); DESTDIR stages a package.

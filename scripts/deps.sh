@@ -1,14 +1,27 @@
 #!/bin/sh
 # Install the Debian packages singletrain needs, only those missing; quiet
-# and idempotent; sudo only when not root.
+# and idempotent; sudo only when not root. With --test, also those only the
+# tests need (make test); without, what building and running take (make
+# run, make deps).
+# usage: scripts/deps.sh [--test]
 set -eu
-# darknet: the shape oracle of tests/e2e/test_darknet_shapes.sh and the Darknet
-# interchange tests. gnuplot-nox: the figures of scripts/plot.sh.
-# clang-14, libclang-rt-14-dev: libFuzzer and the sanitizers of the fuzz
-# targets (mk/fuzz.mk, tests/e2e/test_fuzz.sh).
-# groff-base: tests/e2e/test_install.sh renders the manual page with groff.
-# valgrind: the leak checks of tests/e2e/test_memory.sh.
-PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
+PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev dataset-fashion-mnist"
+# libcmocka-dev: the C tests. darknet: the shape oracle of
+# tests/e2e/test_darknet_shapes.sh and the Darknet interchange tests.
+# gnuplot-nox: the figures of scripts/plot.sh. clang-14, libclang-rt-14-dev:
+# libFuzzer and the sanitizers of the fuzz targets (mk/fuzz.mk,
+# tests/e2e/test_fuzz.sh). groff-base: tests/e2e/test_install.sh renders
+# the manual page with groff. valgrind: the leak checks of
+# tests/e2e/test_memory.sh.
+TEST_PKGS="libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind"
+case "${1:-}" in
+--test) PKGS="$PKGS $TEST_PKGS" ;;
+"") ;;
+*)
+    echo "scripts/deps.sh: unknown argument '$1': expected --test or nothing" >&2
+    exit 2
+    ;;
+esac
 missing=""
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(dirname "$bin")
 
 if ! command -v groff >/dev/null 2>&1; then
-    echo "test_install.sh: groff is missing: install groff-base (scripts/deps.sh does)" >&2
+    echo "test_install.sh: groff is missing: install groff-base (scripts/deps.sh --test does)" >&2
     exit 1
 fi
 
