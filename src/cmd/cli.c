@@ -56,7 +56,8 @@ static const st_option options[] = {
      ST_OPT_STRING, TRAIN(backend), 0, 0},
     {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
      "default: each convolution times its candidates on its first call and keeps the "
-     "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm)",
+     "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm); a forced "
+     "layout that leaves a pass to oneDNN's reference code gives way to nhwc, else gemm",
      ST_OPT_STRING, TRAIN(conv_impl), 0, 0},
     {"kernel-choices", 0, "FILE|measure", "Training", "use the implementation choices in FILE "
      "(as --save-kernel-choices writes them) before the choice cache's; kernels neither names "
