@@ -2,27 +2,27 @@
  * nodes, what data-parallel training of NET.cfg on N of them gives
  * (PCL-DNN, Das et al. 2016, section 3; swCaffe's equations 2-6).
  *
- * The model. The global mini-batch B (-b, default batch= of [net]) is split
- * over N nodes, the slowest taking b = ceil(B/N) images. This node trains
- * each distinct b for a few iterations on synthetic data (the trainer, with
- * --profile's per-layer times) and so measures its iteration without
- * communication, t(b) (data, compute, the node's sum and the update), and
- * each layer's backward time. The gradient, G bytes, is all-reduced across
+ * The model. Each node trains B images per update (-b, default batch= of
+ * [net]: as training's -b under mpirun, the batch of one node; N B in
+ * all). This node trains B for a few iterations on synthetic data (the
+ * trainer, with --profile's per-layer times) and so measures its iteration
+ * without communication, t (data, compute, the node's sum and the update),
+ * and each layer's backward time. The gradient, G bytes, is all-reduced across
  * the nodes once per iteration by the cheapest algorithm for N and G by the
  * alpha-beta-gamma formulas (dist/allreduce_cost.h, the all-reduce files'
  * own): C(N) seconds, all of it exposed without --overlap. With --overlap
  * the gradient goes in buckets of at least 512 KiB, in backward's order of
  * layers (output first), each sent when backward has passed its last
  * layer, one at a time, each by its own cheapest algorithm; what is left
- * after backward ends is exposed. The iteration takes t(b) plus the exposed
- * part; img/s = B / that. PCL-DNN's balance: the images per node whose
- * backward takes as long as C(N), ceil(C(N) / backward per image, measured
- * at b = B): with fewer, communication cannot hide behind backward.
+ * after backward ends is exposed. The iteration takes t plus the exposed
+ * part; img/s = N B / that. PCL-DNN's balance: the images per node whose
+ * backward takes as long as C(N), ceil(C(N) / backward per image): with
+ * fewer, communication cannot hide behind backward.
  *
  * The network: --net-params FILE (key=value lines), or, run under mpirun
  * with several ranks, measured between ranks 0 and 1
  * (st_cluster_measure_net); rank 0 then measures the compute and prints.
- * Neither is an error: no default network is assumed. */
+ * Without either plan exits 2: it assumes no default network. */
 #include "commands.h"
 
 #include <errno.h>
@@ -43,7 +43,7 @@
 #include "train/train.h"
 
 #define MAX_NODES 64          /* entries of --nodes */
-#define DEFAULT_ITERS 5       /* timed iterations per per-node batch */
+#define DEFAULT_ITERS 5       /* timed iterations */
 #define WARMUP_ITERS 2        /* iterations before them, left out */
 #define BUCKET_BYTES (512.0 * 1024) /* --overlap's default --bucket-size */
 
@@ -58,8 +58,8 @@ typedef struct plan_cli {
 static const st_option options[] = {
     {"nodes", 'n', "N1,N2,...", "Plan", "the node counts to predict, positive integers "
      "(required)", ST_OPT_STRING, OPT(nodes), 0, 0},
-    {"batch", 'b', "N", "Plan", "images per update over all nodes (default: batch= in [net])",
-     ST_OPT_INT, OPT(batch), 1, 1 << 20},
+    {"batch", 'b', "N", "Plan", "images per update of each node, as training's -b under mpirun "
+     "(default: batch= in [net])", ST_OPT_INT, OPT(batch), 1, 1 << 20},
     {"net-params", 0, "FILE", "Plan", "the network: alpha_s=, beta_s_per_byte=, "
      "gamma_s_per_byte=, supernode= (ranks per supernode, 0: none) and "
      "cross_beta_s_per_byte= lines; without it plan must run under mpirun with several ranks, "
@@ -80,8 +80,8 @@ static const st_option options[] = {
      ST_OPT_INT, OPT(intra), 1, 1024},
     {"backend", 0, "NAME", "Compute", "dnnl (default), ref or cpe", ST_OPT_STRING,
      OPT(backend), 0, 0},
-    {"iters", 0, "N", "Compute", "timed iterations per images-per-node measured (default 5, "
-     "after 2 of warm-up)", ST_OPT_LONG, OPT(iters), 1, 1000000},
+    {"iters", 0, "N", "Compute", "iterations timed (default 5, after 2 of warm-up)",
+     ST_OPT_LONG, OPT(iters), 1, 1000000},
     {"help", 'h', NULL, "Other", "this help", ST_OPT_FLAG, OPT(help), 0, 0},
 };
 
@@ -89,18 +89,18 @@ static const st_option options[] = {
 
 static const char *const groups[] = {"Plan", "Output", "Compute", "Other", NULL};
 
-/* One measured images-per-node count. */
+/* This node's measured iteration. */
 typedef struct plan_measure {
-    int images;         /* b */
-    double iter_s;      /* t(b): one iteration without communication */
+    int images;         /* B */
+    double iter_s;      /* t: one iteration without communication */
     double *backward_s; /* [n_layers] each layer's backward */
     double backward_total;
 } plan_measure;
 
 /* One predicted node count. */
 typedef struct plan_row {
-    int nodes, images;  /* N and b = ceil(B / N) */
-    double compute_s, allreduce_s, overlapped_s; /* t(b); C(N); exposed with --overlap */
+    int nodes, images;  /* N and the images of an update, N B */
+    double compute_s, allreduce_s, overlapped_s; /* t; C(N); exposed with --overlap */
     double iter_s, img_s, speedup, share;        /* as the run would (--overlap or not) */
     int algorithm;      /* the cheapest for the whole gradient */
     long balance;       /* PCL-DNN's images per node; 0 on one node */
@@ -117,15 +117,13 @@ typedef struct plan {
     int n_layers;
     double *layer_bytes;    /* [n_layers] gradient bytes of each layer */
     double grad_bytes;
-    plan_measure m[MAX_NODES + 1];
-    int n_m;
+    plan_measure m;
     plan_row rows[MAX_NODES];
 } plan;
 
 static void plan_free(plan *p)
 {
-    for (int i = 0; i < p->n_m; i++)
-        free(p->m[i].backward_s);
+    free(p->m.backward_s);
     free(p->layer_bytes);
 }
 
@@ -235,7 +233,7 @@ static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
     return ST_OK;
 }
 
-/* Train `images` per node for a few iterations: t(b) and the layers'
+/* Train `images` per node for a few iterations: t and the layers'
  * backward times into m. */
 static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
 {
@@ -244,7 +242,7 @@ static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
     st_train_opts to = st_train_defaults();
     long iters = o->iters ? o->iters : DEFAULT_ITERS;
     to.batch = images;
-    to.threads = o->threads ? (o->threads < images ? o->threads : images) : 0;
+    to.threads = o->threads;
     to.intra = o->intra;
     to.backend = o->backend ? o->backend : "dnnl";
     to.data = "synthetic";
@@ -273,21 +271,8 @@ static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
     }
     st_trainer_free(t);
     if (st != ST_OK)
-        st_error_prefix(err, "measuring %d image%s per node: ", images, images > 1 ? "s" : "");
+        st_error_prefix(err, "measuring this node's iteration: ");
     return st;
-}
-
-/* The measurement of `images` per node, taken once. */
-static st_status measured(plan *p, int images, const plan_measure **out, st_error *err)
-{
-    for (int i = 0; i < p->n_m; i++)
-        if (p->m[i].images == images) {
-            *out = &p->m[i];
-            return ST_OK;
-        }
-    plan_measure *m = &p->m[p->n_m++];
-    *out = m;
-    return measure(p, images, m, err);
 }
 
 /* Exposed all-reduce time with --overlap over n nodes: buckets of layers
@@ -308,20 +293,19 @@ static double overlapped(const plan *p, const plan_measure *m, int n)
     return channel > now ? channel - now : 0.0;
 }
 
-static void predict_row(const plan *p, const plan_measure *m, const plan_measure *one,
-                        int n, plan_row *r)
+static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r)
 {
     r->nodes = n;
-    r->images = m->images;
+    r->images = n * m->images;
     r->compute_s = m->iter_s;
     r->algorithm = st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s);
     r->overlapped_s = overlapped(p, m, n);
     double exposed = p->o->overlap ? r->overlapped_s : r->allreduce_s;
     r->iter_s = r->compute_s + exposed;
-    r->img_s = p->batch / r->iter_s;
-    r->speedup = r->img_s / (p->batch / one->iter_s);
+    r->img_s = r->images / r->iter_s;
+    r->speedup = r->img_s / (m->images / m->iter_s);
     r->share = exposed / r->iter_s;
-    double per_image = one->backward_total / one->images;
+    double per_image = m->backward_total / m->images;
     r->balance = n > 1 && per_image > 0 ? (long)ceil(r->allreduce_s / per_image) : 0;
 }
 
@@ -340,7 +324,7 @@ static st_status write_csv(FILE *f, void *ctx, st_error *err)
 static void print_table(const plan *p, const st_net *net)
 {
     const st_net_params *np = &p->np;
-    printf("plan: %s, %d images per update, gradient %.0f bytes in %d layers, %d node "
+    printf("plan: %s, %d images per update of each node, gradient %.0f bytes in %d layers, %d node "
            "count%s\n", p->cfg_path, p->batch, p->grad_bytes, net->n_layers, p->n_nodes,
            p->n_nodes > 1 ? "s" : "");
     printf("network (%s): alpha %.4g s, beta %.4g s/byte, gamma %.4g s/byte, supernode %d, "
@@ -348,12 +332,12 @@ static void print_table(const plan *p, const st_net *net)
            np->supernode, np->cross_beta);
     printf("img/s, speed-up and comm share as training %s --overlap; ms per iteration:\n",
            p->o->overlap ? "with" : "without");
-    printf("%6s %6s %11s %11s %11s %11s %11s %8s %6s  %-13s %s\n", "nodes", "img/n",
+    printf("%6s %7s %11s %11s %11s %11s %11s %8s %6s  %-13s %s\n", "nodes", "batch",
            "compute", "allreduce", "overlapped", "iteration", "img/s", "speedup", "comm",
            "best", "balance");
     for (int i = 0; i < p->n_nodes; i++) {
         const plan_row *r = &p->rows[i];
-        printf("%6d %6d %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
+        printf("%6d %7d %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
                r->nodes, r->images, 1e3 * r->compute_s, 1e3 * r->allreduce_s,
                1e3 * r->overlapped_s, 1e3 * r->iter_s, r->img_s, r->speedup, 100 * r->share,
                st_allreduce_names[r->algorithm], r->balance);
@@ -371,14 +355,10 @@ static st_status predict(plan *p, st_error *err)
     if (st != ST_OK)
         return st;
     p->batch = p->o->batch ? p->o->batch : hp.batch;
-    const plan_measure *one = NULL, *m = NULL;
     if ((st = layer_bytes(p, &net, err)) == ST_OK)
-        st = measured(p, p->batch, &one, err);
-    for (int i = 0; i < p->n_nodes && st == ST_OK; i++) {
-        int n = p->nodes[i];
-        if ((st = measured(p, (p->batch + n - 1) / n, &m, err)) == ST_OK)
-            predict_row(p, m, one, n, &p->rows[i]);
-    }
+        st = measure(p, p->batch, &p->m, err);
+    for (int i = 0; i < p->n_nodes && st == ST_OK; i++)
+        predict_row(p, &p->m, p->nodes[i], &p->rows[i]);
     if (st == ST_OK && !p->o->quiet)
         print_table(p, &net);
     if (st == ST_OK && p->o->csv)
@@ -444,8 +424,9 @@ int st_cmd_plan(int argc, char **argv)
         st_options_help(stdout, "usage: singletrain plan NET.cfg --nodes N1,N2,... [options]\n"
                         "       mpirun -np 2 singletrain plan NET.cfg --nodes N1,N2,... "
                         "[options]\n\nPredicts data-parallel training of NET.cfg on each "
-                        "node count: this node's iteration is measured (a few iterations on "
-                        "synthetic data for each number of images per node), the all-reduce "
+                        "node count, each node training -b images per update: this node's "
+                        "iteration is measured (a few iterations on synthetic data), the "
+                        "all-reduce "
                         "of the gradient costed by the alpha-beta-gamma formulas of every "
                         "algorithm with the network of --net-params FILE (or, under mpirun, "
                         "measured between ranks 0 and 1; one or the other is required). "
