@@ -64,7 +64,7 @@ done
 long_options() {
     sed -n 's/^  \(-., \|    \)--\([a-z0-9-]*\).*/\2/p'
 }
-for cmd in "" pack read predict export; do
+for cmd in "" pack read predict export plan; do
     # shellcheck disable=SC2086
     "$bin" $cmd --help >"$tmp/help" 2>&1
     long_options <"$tmp/help" >"$tmp/options"
