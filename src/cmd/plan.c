@@ -102,7 +102,7 @@ typedef struct plan_row {
     int nodes, images;  /* N and the images of an update, N B */
     double compute_s, allreduce_s, overlapped_s; /* t; C(N); exposed with --overlap */
     double iter_s, img_s, speedup, share;        /* as the run would (--overlap or not) */
-    int algorithm;      /* the cheapest for the whole gradient */
+    int algorithm;      /* the cheapest for the whole gradient; -1 on one node */
     long balance;       /* PCL-DNN's images per node; 0 on one node */
 } plan_row;
 
@@ -298,7 +298,9 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
     r->nodes = n;
     r->images = n * m->images;
     r->compute_s = m->iter_s;
-    r->algorithm = st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s);
+    r->allreduce_s = 0.0;
+    r->algorithm = n > 1 ? st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s)
+                         : -1;
     r->overlapped_s = overlapped(p, m, n);
     double exposed = p->o->overlap ? r->overlapped_s : r->allreduce_s;
     r->iter_s = r->compute_s + exposed;
@@ -309,6 +311,11 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
     r->balance = n > 1 && per_image > 0 ? (long)ceil(r->allreduce_s / per_image) : 0;
 }
 
+static const char *algorithm_name(const plan_row *r)
+{
+    return r->algorithm >= 0 ? st_allreduce_names[r->algorithm] : "none";
+}
+
 static st_status write_csv(FILE *f, void *ctx, st_error *err)
 {
     const plan *p = ctx;
@@ -316,7 +323,7 @@ static st_status write_csv(FILE *f, void *ctx, st_error *err)
     for (int i = 0; i < p->n_nodes; i++) {
         const plan_row *r = &p->rows[i];
         fprintf(f, "%d,%.6g,%.6g,%.6g,%s,%ld\n", r->nodes, r->img_s, r->speedup, r->share,
-                st_allreduce_names[r->algorithm], r->balance);
+                algorithm_name(r), r->balance);
     }
     return ST_OK;
 }
@@ -340,7 +347,7 @@ static void print_table(const plan *p, const st_net *net)
         printf("%6d %7d %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
                r->nodes, r->images, 1e3 * r->compute_s, 1e3 * r->allreduce_s,
                1e3 * r->overlapped_s, 1e3 * r->iter_s, r->img_s, r->speedup, 100 * r->share,
-               st_allreduce_names[r->algorithm], r->balance);
+               algorithm_name(r), r->balance);
     }
 }
 
