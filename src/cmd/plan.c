@@ -113,6 +113,7 @@ typedef struct plan {
     int nodes[MAX_NODES], n_nodes;
     int batch;
     st_net_params np;
+    double cross_fraction;  /* --sim-cross-bandwidth F, 1 without */
     const char *np_source;  /* "FILE" or "measured ..." */
     int n_layers;
     double *layer_bytes;    /* [n_layers] gradient bytes of each layer */
@@ -206,12 +207,8 @@ static st_status network(plan *p, st_cluster *cluster, st_error *err)
         return st_fail(err, ST_EUSAGE, "no network to plan for: give --net-params FILE, or run "
                        "plan under mpirun with at least 2 ranks to measure it");
     st_status st = st_cluster_measure_net(cluster, &p->np, err);
-    double f = 1.0;
-    if (st == ST_OK)
-        st = st_option_real("sim-cross-bandwidth", o->sim_cross_bandwidth, 1.0,
-                            "a fraction F with 0 < F <= 1", &f, err);
     p->np.supernode = o->supernode;
-    p->np.cross_beta = p->np.beta / f;
+    p->np.cross_beta = p->np.beta / p->cross_fraction;
     p->np_source = "measured between ranks 0 and 1";
     return st;
 }
@@ -390,6 +387,10 @@ static st_status check_args(plan *p, const plan_cli *o, int n_pos, st_error *err
                        "--net-params file gives supernode= and cross_beta_s_per_byte=)",
                        o->supernode ? "supernode-size" : "sim-cross-bandwidth");
     st_status st = parse_nodes(p, o->nodes, err);
+    p->cross_fraction = 1.0;
+    if (st == ST_OK)
+        st = st_option_real("sim-cross-bandwidth", o->sim_cross_bandwidth, 1.0,
+                            "a fraction F with 0 < F <= 1", &p->cross_fraction, err);
     if (st == ST_OK && o->csv)
         st = st_check_output_path("--csv", o->csv, err);
     const st_named_path out[] = {{"--csv", o->csv}};
