@@ -99,7 +99,8 @@ typedef struct plan_measure {
 
 /* One predicted node count. */
 typedef struct plan_row {
-    int nodes, images;  /* N and the images of an update, N B */
+    int nodes;
+    long images;        /* of an update, N B */
     double compute_s, allreduce_s, overlapped_s; /* t; C(N); exposed with --overlap */
     double iter_s, img_s, speedup, share;        /* as the run would (--overlap or not) */
     int algorithm;      /* the cheapest for the whole gradient; -1 on one node */
@@ -293,7 +294,7 @@ static double overlapped(const plan *p, const plan_measure *m, int n)
 static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r)
 {
     r->nodes = n;
-    r->images = n * m->images;
+    r->images = (long)n * m->images;
     r->compute_s = m->iter_s;
     r->allreduce_s = 0.0;
     r->algorithm = n > 1 ? st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s)
@@ -301,7 +302,7 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
     r->overlapped_s = overlapped(p, m, n);
     double exposed = p->o->overlap ? r->overlapped_s : r->allreduce_s;
     r->iter_s = r->compute_s + exposed;
-    r->img_s = r->images / r->iter_s;
+    r->img_s = (double)r->images / r->iter_s;
     r->speedup = r->img_s / (m->images / m->iter_s);
     r->share = exposed / r->iter_s;
     double per_image = m->backward_total / m->images;
@@ -341,7 +342,7 @@ static void print_table(const plan *p, const st_net *net)
            "best", "balance");
     for (int i = 0; i < p->n_nodes; i++) {
         const plan_row *r = &p->rows[i];
-        printf("%6d %7d %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
+        printf("%6d %7ld %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
                r->nodes, r->images, 1e3 * r->compute_s, 1e3 * r->allreduce_s,
                1e3 * r->overlapped_s, 1e3 * r->iter_s, r->img_s, r->speedup, 100 * r->share,
                algorithm_name(r), r->balance);
