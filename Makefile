@@ -43,8 +43,8 @@ MAIN_SRC := src/cmd/main.c
 CLUSTER_MPI_SRC := src/dist/cluster_mpi.c
 CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
 # The all-reduce algorithms, compiled with mpicc (mk/mpi.mk); their names
-# (names.c) are MPI-free and in the library.
-ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c,$(wildcard src/dist/allreduce/*.c))
+# (names.c) and costs (cost.c) are MPI-free and in the library.
+ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c src/dist/allreduce/cost.c,$(wildcard src/dist/allreduce/*.c))
 LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(ALLREDUCE_SRC),$(SRC))
 OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
 # The SW26010 model file, built into the library as a C string

@@ -359,6 +359,13 @@ st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *er
     return ST_OK;
 }
 
+st_status st_cluster_measure_net(st_cluster *c, st_net_params *np, st_error *err)
+{
+    if (!c)
+        return st_fail(err, ST_EINTERNAL, "measuring the network needs several ranks");
+    return st_comm_measure_net(&c->world, np, err);
+}
+
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
 {
     for (size_t at = 0; at < n;) {

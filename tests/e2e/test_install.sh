@@ -3,7 +3,7 @@
 # to PREFIX/share/man/man1, under DESTDIR when given; the page renders with
 # groff (man(7) macros) without a warning, and documents every long option
 # that --help lists, the training command's and each command's (pack,
-# read, predict, export).
+# read, predict, export, plan).
 # usage: sh tests/e2e/test_install.sh BUILD_DIR/singletrain
 # make install runs with BUILD=BUILD_DIR and takes the binary as it is
 # (make -o): it installs the binary under test and never rebuilds it.
@@ -64,7 +64,7 @@ done
 long_options() {
     sed -n 's/^  \(-., \|    \)--\([a-z0-9-]*\).*/\2/p'
 }
-for cmd in "" pack read predict export; do
+for cmd in "" pack read predict export plan; do
     # shellcheck disable=SC2086
     "$bin" $cmd --help >"$tmp/help" 2>&1
     long_options <"$tmp/help" >"$tmp/options"
