@@ -5,7 +5,8 @@
 # The pages, in the order their blocks run: README.md, then every page
 # docs/README.md links to under docs/guide/, in its order, then any other
 # docs/*.md (design.md). A page of docs/guide/ that docs/README.md does not
-# list fails the test, so none escapes it.
+# list fails the test, so none escapes it. The README may have at most 200
+# lines: a newcomer reads it in five minutes.
 #
 # The convention: every ```sh block of a page is a shell example; they
 # run in the pages' order, each by `sh -e` under a timeout, all in one
@@ -41,7 +42,7 @@ fi
 cd "$root" || exit 2
 {
     echo README.md
-    sed -n 's/.*](\(guide\/[A-Za-z0-9_-]*\.md\)).*/docs\/\1/p' docs/README.md | awk '!seen[$0]++'
+    sed -n 's/.*](\(guide\/[A-Za-z0-9_-]*\.md\)).*/docs\/\1/p' docs/README.md
     echo docs/README.md
     for f in docs/*.md; do echo "$f"; done
 } | awk '!seen[$0]++' >"$tmp/pages"
@@ -54,6 +55,9 @@ while read -r page; do
     [ -f "$page" ] || missing_pages="$missing_pages $page"
 done <"$tmp/pages"
 expect "every page docs/README.md lists exists${missing_pages:+ (missing:$missing_pages)}" [ -z "$missing_pages" ]
+readme_lines=$(wc -l <README.md)
+expect "README.md stays short: $readme_lines lines, at most 200 (the rest goes in docs/guide/)" \
+    [ "$readme_lines" -le 200 ]
 
 # ------------------------------------------------------ the blocks and fences
 
