@@ -202,7 +202,9 @@ void st_cli_help(FILE *out)
     fprintf(out, "\nEach option may be given once. Outputs may not be inputs or each other.\n"
                  "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
                  "128 + the signal when SIGINT or SIGTERM stopped training.\n"
-                 "The manual: man singletrain (make install puts it in PREFIX/share/man).\n");
+                 "The manual: man singletrain (make install puts it in PREFIX/share/man).\n"
+                 "The guide: README.md and docs/README.md (its pages: docs/guide/) in the\n"
+                 "singletrain sources.\n");
 }
 
 /* --sync bsp | asp | ssp:S */
