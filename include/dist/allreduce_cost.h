@@ -29,6 +29,19 @@ typedef struct st_net_params {
  * cross_beta (the formulas' crossing terms, Q taken to divide p). */
 double st_allreduce_cost(int algorithm, int p, double bytes, const st_net_params *np);
 
+/* Whether algorithm's formula is its own (1), or a guess at what another
+ * library chooses (0: mpi, MPICH's MPI_Allreduce). */
+int st_allreduce_cost_known(int algorithm);
+
+/* The algorithms worth timing (--allreduce auto's probe) for an
+ * all-reduce of `bytes` over p ranks: those whose formula is unknown
+ * (st_allreduce_cost_known) and those within `within` times the cheapest
+ * known one, in the table's order, into candidates [ST_ALLREDUCE_ALGOS'
+ * count]; each one's st_allreduce_cost into seconds [the same]. Returns
+ * how many. */
+int st_allreduce_candidates(int p, double bytes, const st_net_params *np, double within,
+                            int *candidates, double *seconds);
+
 /* The algorithm with the smallest st_allreduce_cost, its cost into
  * *seconds: the first of equal ones in the table's order, except that
  * mpi comes last (its formula is a guess at the library's choice, the

@@ -131,8 +131,9 @@ static const st_option options[] = {
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
      "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
     {"allreduce", 0, "NAME", "Multi-node", "under mpirun: "
-     ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST) "or auto (time each on the first iterations, "
-     "keep the fastest; default rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
+     ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST) "or auto (time on the first iterations those "
+     "the cost formulas put within 4x of the cheapest, and mpi, keep the fastest; default rhd)",
+     ST_OPT_STRING, TRAIN(allreduce), 0, 0},
     {"allreduce-granularity", 0, "model|layer", "Multi-node", "auto: one algorithm for the "
      "whole gradient (model, default), or one per slice / bucket (layer)", ST_OPT_STRING,
      TRAIN(allreduce_granularity), 0, 0},

@@ -113,6 +113,27 @@ double st_allreduce_cost(int algorithm, int p, double n, const st_net_params *np
     abort(); /* a row of ST_ALLREDUCE_ALGOS without its formula here */
 }
 
+int st_allreduce_cost_known(int algorithm)
+{
+    return algorithm != AR_COST_mpi;
+}
+
+int st_allreduce_candidates(int p, double bytes, const st_net_params *np, double within,
+                            int *candidates, double *seconds)
+{
+    double cheapest = DBL_MAX;
+    for (int a = 0; a < AR_COST_COUNT; a++) {
+        seconds[a] = st_allreduce_cost(a, p, bytes, np);
+        if (st_allreduce_cost_known(a) && seconds[a] < cheapest)
+            cheapest = seconds[a];
+    }
+    int n = 0;
+    for (int a = 0; a < AR_COST_COUNT; a++)
+        if (!st_allreduce_cost_known(a) || seconds[a] <= within * cheapest)
+            candidates[n++] = a;
+    return n;
+}
+
 int st_allreduce_cheapest(int p, double bytes, const st_net_params *np, double *seconds)
 {
     int best = 0;
