@@ -44,8 +44,8 @@ MAIN_SRC := src/cmd/main.c
 CLUSTER_MPI_SRC := src/dist/cluster_mpi.c
 CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
 # The all-reduce algorithms, compiled with mpicc (mk/mpi.mk); their names
-# (names.c) are MPI-free and in the library.
-ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c,$(wildcard src/dist/allreduce/*.c))
+# (names.c) and costs (cost.c) are MPI-free and in the library.
+ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c src/dist/allreduce/cost.c,$(wildcard src/dist/allreduce/*.c))
 LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(ALLREDUCE_SRC),$(SRC))
 OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
 # The SW26010 model file, built into the library as a C string
@@ -86,7 +86,7 @@ MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
 
-.PHONY: all run test deps test-deps install clean check-tests
+.PHONY: all run test deps deps-test install clean check-tests
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -96,7 +96,7 @@ $(BUILD)/%.o: %.c
 # oneDNN is built on OpenMP in Debian; its backend sets the team size (in
 # dnnl.c, the context: the kinds' files make no OpenMP call), and the
 # parameter server runs a worker's slice on its intra-op threads.
-$(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
+$(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/backends/dnnl/dnnl_pool.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).
 $(BUILD)/src/ops/solver.o: CFLAGS += -fno-math-errno
@@ -144,8 +144,7 @@ $(BUILD)/tools/%: tests/tools/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ
 deps:
 	@scripts/deps.sh
 
-# What the tests need besides (scripts/deps.sh --test: python3-onnx).
-test-deps:
+deps-test:
 	@scripts/deps.sh --test
 
 run: deps
@@ -161,8 +160,9 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	    scripts/run-tests.sh $(BUILD)
 
 # The builds (plain, sanitized, portable) on every core; the tests then run
-# one at a time (some measure time or CPU use).
-test: test-deps
+# one at a time (some measure time or CPU use), but for a few long ones that
+# measure nothing run beside the sanitized builds' (scripts/run-tests.sh).
+test: deps-test
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
 # The binary and the manual page (singletrain.1); DESTDIR stages a package.

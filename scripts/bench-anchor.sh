@@ -23,11 +23,18 @@ nets=${*:-lenet5 cifar_alexnet alexnet227}
     exit 2
 }
 median() { sort -n | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+# The anchors' FMA loop is AVX-512 code: on a CPU without it, the peak is
+# the one singletrain's roofline measures (its FMA loop for the CPU's ISA),
+# printed per network below.
 peak() {
+    if ! grep -q avx512f /proc/cpuinfo; then
+        echo "n/a (no AVX-512 here: see each network's roofline peak)"
+        return
+    fi
     gcc -O2 -mavx512f -pthread "$anchors/fma_peak.c" -o /tmp/st_fma_peak 2>/dev/null &&
-        /tmp/st_fma_peak "$threads" | sed -n 's/.*fma_gflops_total=\([0-9.]*\).*/\1/p'
+        /tmp/st_fma_peak "$threads" | sed -n 's/.*fma_gflops_total=\([0-9.]*\).*/\1 GFLOP\/s/p'
 }
-echo "fp32 FMA peak at $threads threads (before): $(peak) GFLOP/s"
+echo "fp32 FMA peak at $threads threads (before): $(peak)"
 for net in $nets; do
     case $net in
     lenet5) cfg=data/lenet.cfg; batch=64; titers=300; siters=300; extra="" ;;
@@ -37,6 +44,7 @@ for net in $nets; do
     esac
     : >/tmp/st_bench_torch
     : >/tmp/st_bench_ours
+    : >/tmp/st_bench_peak
     gflop=""
     for r in $(seq "$runs"); do
         /usr/bin/python3 "$anchors/torch_train.py" --net "$net" --threads "$threads" \
@@ -47,13 +55,15 @@ for net in $nets; do
             --warmup 3 --no-test --profile --log-every 1000000 "$cfg")
         echo "$out" | sed -n 's/^throughput: \([0-9.]*\) img\/s.*/\1/p' >>/tmp/st_bench_ours
         gflop=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) GFLOP per image.*/\1/p')
+        echo "$out" | sed -n 's/.*FMA peak \([0-9.]*\) GFLOP\/s per core.*/\1/p' >>/tmp/st_bench_peak
     done
+    core_peak=$(median </tmp/st_bench_peak)
     t=$(median </tmp/st_bench_torch)
     o=$(median </tmp/st_bench_ours)
     chosen=$(echo "$out" | sed -n 's/.*iterations of batch [0-9]* ([0-9]* per epoch), \([0-9]* workers* x [0-9]* threads*\).*/\1/p')
     awk -v net="$net" -v b="$batch" -v t="$t" -v o="$o" -v g="$gflop" -v r="$runs" \
-        -v a="${st_args:+$st_args: }$chosen" 'BEGIN {
-        printf "%-14s batch %3d  PyTorch %8.1f img/s  singletrain (%s) %8.1f img/s  ratio %.2f  (%.1f GFLOP/s; medians of %d)\n",
-            net, b, t, a, o, o / t, o * g, r }'
+        -v a="${st_args:+$st_args: }$chosen" -v p="$core_peak" -v c="$threads" 'BEGIN {
+        printf "%-14s batch %3d  PyTorch %8.1f img/s  singletrain (%s) %8.1f img/s  ratio %.2f  (%.1f GFLOP/s, %.0f%% of %d x %.1f, the roofline'"'"'s FMA peak per core; medians of %d)\n",
+            net, b, t, a, o, o / t, o * g, 100 * o * g / (c * p), c, p, r }'
 done
-echo "fp32 FMA peak at $threads threads (after): $(peak) GFLOP/s"
+echo "fp32 FMA peak at $threads threads (after): $(peak)"

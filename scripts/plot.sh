@@ -74,7 +74,7 @@ for f in $figures; do
     esac
 done
 command -v gnuplot >/dev/null 2>&1 ||
-    die_usage "gnuplot is not installed: scripts/deps.sh installs gnuplot-nox"
+    die_usage "gnuplot is not installed: scripts/deps.sh --test installs gnuplot-nox"
 mkdir -p "$outdir" || die_usage "cannot create $outdir"
 term="pngcairo noenhanced font 'sans,9'"
 gnuplot -e "set terminal $term" 2>/dev/null || term="png noenhanced"

@@ -16,9 +16,15 @@
 # [asan+ubsan]", "test_cli.sh"); the tests see it, and those with cases of
 # their own run only the cases matching CASES. A filter that matches no
 # test fails.
+# The shell tests of $BESIDE (long, single-threaded, and measuring no
+# time: fuzzing, the predictor's fit, valgrind, the Darknet oracle) run in
+# a second lane, beside the sanitized and portable builds' tests (which
+# measure no time either), and their lines are printed when that lane
+# ends; every other test runs alone.
 # usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
+BESIDE="test_fuzz.sh test_calibrate_sw26010.sh test_darknet_shapes.sh test_memory.sh"
 build=${1:-build}
 bin="$build/singletrain"
 filter=${ST_TEST_FILTER:-}
@@ -56,6 +62,22 @@ else
         [ -x "$t" ] && run "$(basename "$t")" "$t"
     done
 fi
+beside() {
+    case " $BESIDE " in
+    *" $1 "*) return 0 ;;
+    esac
+    return 1
+}
+lane=$(mktemp)
+(
+    total=0
+    failed=0
+    for t in tests/e2e/test_*.sh; do
+        beside "$(basename "$t")" && run "$(basename "$t")" sh "$t" "$bin"
+    done
+    echo "$total $failed" >"$lane.count"
+) >"$lane" 2>&1 &
+lane_pid=$!
 for t in ${SAN_TESTS:-}; do
     run "$t [asan+ubsan]" "build-address/tests/$t"
 done
@@ -68,8 +90,14 @@ done
 for t in ${PORTABLE_TESTS:-}; do
     run "$t [portable]" "build-portable/tests/$t"
 done
+wait "$lane_pid"
+cat "$lane"
+read -r lane_total lane_failed <"$lane.count"
+total=$((total + lane_total))
+failed=$((failed + lane_failed))
+rm -f "$lane" "$lane.count"
 for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
-    [ -f "$t" ] && run "$(basename "$t")" sh "$t" "$bin"
+    [ -f "$t" ] && ! beside "$(basename "$t")" && run "$(basename "$t")" sh "$t" "$bin"
 done
 if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
     echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"

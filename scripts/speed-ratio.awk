@@ -6,7 +6,7 @@
 # status is ok. Columns are found by name.
 #
 # usage: awk -F, -v format=FORMAT [-v csv=NAME] -f scripts/speed-ratio.awk CSV
-#   format=md      the table in markdown, for the README (the default)
+#   format=md      the table in markdown, for docs/guide/figures.md (the default)
 #   format=ratio   TAB-separated: network batch solver iters system best_ips
 #                  best_at ratio (ratio empty where singletrain or the
 #                  baseline is missing), one line per row and system

@@ -39,7 +39,7 @@
 # second sweep on the same --out is refused, naming the first (exit 1).
 #
 # --preset singlecaffe: the SingleCaffe experiments against real distributed
-# baselines (README.md, "SingleCaffe experiments"). LeNet-5 at batches 64,
+# baselines (docs/guide/figures.md, "SingleCaffe experiments"). LeNet-5 at batches 64,
 # 96 and 128 and the three 32x32 AlexNets (cifar-alexnet, -bn, -sigmoid) at
 # 100, 150 and 200, with SGD, Adam and RMSProp, all on synthetic data; for
 # every point singletrain as one process of T worker threads, T in

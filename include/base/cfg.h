@@ -37,9 +37,10 @@ typedef struct st_cfg {
 /* Read and parse a file. On failure cfg is left empty (safe to free). */
 st_status st_cfg_load(st_cfg *cfg, const char *path, st_error *err);
 
-/* Read a key=value file without sections (Darknet's .data files): all its
- * options are in secs[0], of type "data". */
-st_status st_cfg_load_flat(st_cfg *cfg, const char *path, st_error *err);
+/* Read a key=value file without sections (Darknet's .data files, kind
+ * "data"; plan's "net-params"): all its options are in secs[0], of type
+ * kind; messages name it a "KIND file". */
+st_status st_cfg_load_flat(st_cfg *cfg, const char *path, const char *kind, st_error *err);
 
 /* Parse text of len bytes; path is only used in messages. */
 st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t len,

@@ -43,6 +43,7 @@
 
 #include "base/status.h"
 #include "dist/allreduce_algos.h"
+#include "dist/allreduce_cost.h"
 
 /* dst[i] += src[i] for i < n. A hook must add elementwise (any split of the
  * range over threads gives the same bits), so results stay deterministic. */
@@ -86,6 +87,14 @@ typedef struct st_allreduce_stats {
  * ST_EUSAGE when Q < 0 or F is outside [0, 1] (the same on every rank). */
 st_status st_comm_init(st_comm *c, MPI_Comm comm, int supernode_size,
                        double sim_cross_bandwidth, st_error *err);
+
+/* Collective: the network between ranks 0 and 1 as the cost formulas
+ * (allreduce_cost.h) see it, measured, rank 0's figures on every rank:
+ * alpha, half the fastest of 100 round trips of one float; beta, that of
+ * a 4 MB message less alpha, per byte; gamma, the fastest of 10 serial
+ * sums of 2 MB into 2 MB on rank 0, per byte; no supernodes (cross_beta =
+ * beta). Needs at least two ranks. */
+st_status st_comm_measure_net(const st_comm *c, st_net_params *np, st_error *err);
 
 /* Complete requests[count] (MPI_REQUEST_NULL entries are done): poll them,
  * spinning at first (c->idle_sleep_us > 0: sleeping that long between

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "dist/allreduce_cost.h"
 
 typedef struct st_cluster st_cluster;
 
@@ -113,6 +114,11 @@ st_status st_cluster_start_workers(st_cluster *c, int channels, st_error *err);
  * it). On rank 0 *text is read, on the others written; a rank other than
  * 0 gets ST_EPEER when rank 0 failed. One rank (c NULL): nothing. */
 st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *err);
+
+/* Collective: alpha, beta and gamma between ranks 0 and 1, measured
+ * (st_comm_measure_net, allreduce.h), the same on every rank; for
+ * `singletrain plan`. One rank (c NULL): ST_EINTERNAL. */
+st_status st_cluster_measure_net(st_cluster *c, st_net_params *np, st_error *err);
 
 /* Collective: rank 0's x [n] to every rank. */
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);

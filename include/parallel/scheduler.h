@@ -64,7 +64,8 @@ typedef enum st_sync_mode { ST_SYNC_BSP, ST_SYNC_SSP, ST_SYNC_ASP } st_sync_mode
 typedef struct st_time_split {
     double data;      /* waiting for the batch */
     double compute;   /* forward and backward */
-    double barrier;   /* waiting for the other workers */
+    double barrier;   /* waiting for the other workers (BSP: at mid, and at the previous
+                         iteration's end) */
     double aggregate; /* summing gradient slices */
     double update;    /* the solver */
     double communicate; /* multi-node: control sums and all-reduce across nodes (0 on one) */

@@ -174,6 +174,12 @@ const st_net *st_trainer_net(const st_trainer *t);
 /* The shared weights arena [st_trainer_net(t)->params.count]. */
 const float *st_trainer_weights(const st_trainer *t);
 
+/* After st_trainer_run of a run with o.profile: worker 0's seconds in
+ * each layer [st_trainer_net(t)->n_layers], summed over the iterations
+ * after warm-up (what --profile prints; `singletrain plan` models from
+ * them). NULL without o.profile. */
+const st_layer_time *st_trainer_layer_times(const st_trainer *t);
+
 void st_trainer_free(st_trainer *t);
 
 #endif

@@ -126,17 +126,16 @@ static st_status parse_line(st_cfg *cfg, const char *b, const char *e, int line,
     return add_option(cfg, kb, ke, vb, ve, line, err);
 }
 
-/* flat: a key=value file without sections (Darknet's .data files); its
- * options go into one section called "data". */
+/* flat (a kind of file, or NULL): a key=value file without sections
+ * (Darknet's .data files); its options go into one section called flat. */
 static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text, size_t len,
-                                int flat, st_error *err)
+                                const char *flat, st_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->path = cfg_strndup(path, strlen(path), err);
     if (!cfg->path)
         return ST_ENOMEM;
-    static const char data_type[] = "data";
-    if (flat && add_section(cfg, data_type, data_type + 4, 1, err) != ST_OK) {
+    if (flat && add_section(cfg, flat, flat + strlen(flat), 1, err) != ST_OK) {
         st_cfg_free(cfg);
         return ST_ENOMEM;
     }
@@ -158,8 +157,8 @@ static st_status cfg_parse_text(st_cfg *cfg, const char *path, const char *text,
         const char *le = nl ? nl : end;
         st_status st = parse_line(cfg, p, le, line, err);
         if (st == ST_OK && flat && cfg->n_secs > 1)
-            st = st_fail(err, ST_EINPUT, "%s:%d: a data file has no sections: expected "
-                         "key=value lines only", path, line);
+            st = st_fail(err, ST_EINPUT, "%s:%d: a %s file has no sections: expected "
+                         "key=value lines only", path, line, flat);
         if (st != ST_OK) {
             st_cfg_free(cfg);
             return st;
@@ -193,16 +192,19 @@ st_status st_cfg_add_option(st_cfg *cfg, const char *key, const char *val, int l
 st_status st_cfg_parse(st_cfg *cfg, const char *path, const char *text, size_t len,
                        st_error *err)
 {
-    return cfg_parse_text(cfg, path, text, len, 0, err);
+    return cfg_parse_text(cfg, path, text, len, NULL, err);
 }
 
-static st_status cfg_load_file(st_cfg *cfg, const char *path, int flat, st_error *err)
+static st_status cfg_load_file(st_cfg *cfg, const char *path, const char *flat,
+                               st_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
     char *text;
     size_t len;
-    st_status st = st_read_text(path, flat ? "data file" : "network cfg", CFG_MAX_BYTES, &text,
-                                &len, err);
+    char what[64];
+    snprintf(what, sizeof what, "%s file", flat ? flat : "");
+    st_status st = st_read_text(path, flat ? what : "network cfg", CFG_MAX_BYTES, &text, &len,
+                                err);
     if (st != ST_OK)
         return st;
     st = cfg_parse_text(cfg, path, text, len, flat, err);
@@ -212,12 +214,12 @@ static st_status cfg_load_file(st_cfg *cfg, const char *path, int flat, st_error
 
 st_status st_cfg_load(st_cfg *cfg, const char *path, st_error *err)
 {
-    return cfg_load_file(cfg, path, 0, err);
+    return cfg_load_file(cfg, path, NULL, err);
 }
 
-st_status st_cfg_load_flat(st_cfg *cfg, const char *path, st_error *err)
+st_status st_cfg_load_flat(st_cfg *cfg, const char *path, const char *kind, st_error *err)
 {
-    return cfg_load_file(cfg, path, 1, err);
+    return cfg_load_file(cfg, path, kind, err);
 }
 
 void st_cfg_free(st_cfg *cfg)

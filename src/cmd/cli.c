@@ -56,7 +56,8 @@ static const st_option options[] = {
      ST_OPT_STRING, TRAIN(backend), 0, 0},
     {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
      "default: each convolution times its candidates on its first call and keeps the "
-     "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm)",
+     "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm); a forced "
+     "layout that leaves a pass to oneDNN's reference code gives way to nhwc, else gemm",
      ST_OPT_STRING, TRAIN(conv_impl), 0, 0},
     {"kernel-choices", 0, "FILE|measure", "Training", "use the implementation choices in FILE "
      "(as --save-kernel-choices writes them) before the choice cache's; kernels neither names "
@@ -130,8 +131,9 @@ static const st_option options[] = {
     {"snapshot-every", 0, "N", "Snapshots", "also snapshot every N iterations (in --snapshot-dir, "
      "default the current directory)", ST_OPT_LONG, TRAIN(snapshot_every), 1, LONG_MAX},
     {"allreduce", 0, "NAME", "Multi-node", "under mpirun: "
-     ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST) "or auto (time each on the first iterations, "
-     "keep the fastest; default rhd)", ST_OPT_STRING, TRAIN(allreduce), 0, 0},
+     ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST) "or auto (time on the first iterations those "
+     "the cost formulas put within 4x of the cheapest, and mpi, keep the fastest; default rhd)",
+     ST_OPT_STRING, TRAIN(allreduce), 0, 0},
     {"allreduce-granularity", 0, "model|layer", "Multi-node", "auto: one algorithm for the "
      "whole gradient (model, default), or one per slice / bucket (layer)", ST_OPT_STRING,
      TRAIN(allreduce_granularity), 0, 0},
@@ -195,14 +197,18 @@ void st_cli_help(FILE *out)
                     "       singletrain read SRC [options]\n"
                     "       singletrain predict NET.cfg WEIGHTS IMAGE... [options]\n"
                     "       singletrain export NET.cfg WEIGHTS OUT.weights [options]\n"
+                    "       singletrain plan NET.cfg --nodes N1,N2,... [options]\n"
                     "\nTrains the Darknet-format network NET.cfg on CPUs. The commands pack\n"
                     "(a striped store from any data source), read (its reading speed), predict\n"
-                    "(classify images) and export (Darknet .weights) have their own --help.\n",
+                    "(classify images), export (Darknet .weights) and plan (predicted speed on\n"
+                    "N nodes) have their own --help.\n",
                     options, N_OPTIONS, groups);
     fprintf(out, "\nEach option may be given once. Outputs may not be inputs or each other.\n"
                  "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
                  "128 + the signal when SIGINT or SIGTERM stopped training.\n"
-                 "The manual: man singletrain (make install puts it in PREFIX/share/man).\n");
+                 "The manual: man singletrain (make install puts it in PREFIX/share/man).\n"
+                 "The guide: README.md and docs/README.md (its pages: docs/guide/) in the\n"
+                 "singletrain sources.\n");
 }
 
 /* --sync bsp | asp | ssp:S */
@@ -303,24 +309,6 @@ static void choose_choice_cache(st_cli *cli)
         o->choice_cache = "";
 }
 
-/* A real option's value v (if given) in (0, max] into *out; `expected`
- * says what it is. Decimal only, as the integer options and the cfg's
- * numbers (st_decimal_length): strtod alone took "0x10" as 16. */
-static st_status parse_real(const char *name, const char *v, double max, const char *expected,
-                            double *out, st_error *err)
-{
-    if (!v)
-        return ST_OK;
-    char *end;
-    errno = 0;
-    double f = strtod(v, &end);
-    if (end == v || *end || errno || !(f > 0.0 && f <= max) ||
-        st_decimal_length(v) != (size_t)(end - v))
-        return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
-    *out = f;
-    return ST_OK;
-}
-
 /* --stop-at-accuracy X: a fraction in (0, 1], or a percentage in (0, 100]
  * ending in '%' as the test lines print the accuracy ("99%", "99.5%"); a
  * bare number above 1 is refused, not read as a percentage. */
@@ -359,11 +347,12 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     if (st == ST_OK)
         st = parse_rank_update(cli, err);
     if (st == ST_OK)
-        st = parse_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
-                        "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth, err);
+        st = st_option_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
+                            "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth,
+                            err);
     if (st == ST_OK)
-        st = parse_real("fma-peak", cli->fma_peak, 1e6, "GFLOP/s per core, above 0",
-                        &cli->train.fma_peak, err);
+        st = st_option_real("fma-peak", cli->fma_peak, 1e6, "GFLOP/s per core, above 0",
+                            &cli->train.fma_peak, err);
     if (st == ST_OK)
         st = parse_log_format(cli, err);
     if (st == ST_OK)

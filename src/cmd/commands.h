@@ -21,6 +21,10 @@ int st_cmd_predict(int argc, char **argv);
  * from a snapshot (or re-write a .weights file). */
 int st_cmd_export(int argc, char **argv);
 
+/* singletrain plan NET.cfg --nodes N1,N2,...: predict iteration time,
+ * img/s, speed-up and the best all-reduce of training on N nodes. */
+int st_cmd_plan(int argc, char **argv);
+
 /* The exit code of a command that ended with st (st_exit_code's), after
  * printing a failure on stderr as "singletrain COMMAND: MESSAGE" (err's
  * message, else the status's; COMMAND NULL, for training: "singletrain:

@@ -1,8 +1,8 @@
 /* singletrain: take SIGINT and SIGTERM in one place (signals.h), dispatch
- * to a command (pack, read, predict, export) or parse the command line and
- * train; map the outcome to an exit code (0 success, 2 bad usage or input,
- * 1 run-time failure, 128 + the signal when SIGINT or SIGTERM stopped the
- * process). */
+ * to a command (pack, read, predict, export, plan) or parse the command
+ * line and train; map the outcome to an exit code (0 success, 2 bad usage
+ * or input, 1 run-time failure, 128 + the signal when SIGINT or SIGTERM
+ * stopped the process). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -162,5 +162,7 @@ int main(int argc, char **argv)
         return output_checked(st_cmd_predict(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "export") == 0)
         return output_checked(st_cmd_export(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return output_checked(st_cmd_plan(argc - 1, argv + 1));
     return output_checked(train_command(argc, argv));
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cfg.h"
+
 /* --help's columns: options from column 2, their help from HELP_INDENT,
  * wrapped before HELP_WIDTH. */
 #define HELP_INDENT 27
@@ -241,5 +243,22 @@ st_status st_options_parse(const st_option *opts, int n_opts, void *target, int 
     if (*n_pos > max_pos)
         return st_fail(err, ST_EUSAGE, "%d arguments where at most %d are expected (see --help)",
                        *n_pos, max_pos);
+    return ST_OK;
+}
+
+/* Decimal only, as the integer options and the cfg's numbers
+ * (st_decimal_length): strtod alone took "0x10" as 16. */
+st_status st_option_real(const char *name, const char *v, double max, const char *expected,
+                         double *out, st_error *err)
+{
+    if (!v)
+        return ST_OK;
+    char *end;
+    errno = 0;
+    double f = strtod(v, &end);
+    if (end == v || *end || errno || !(f > 0.0 && f <= max) ||
+        st_decimal_length(v) != (size_t)(end - v))
+        return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
+    *out = f;
     return ST_OK;
 }

@@ -45,4 +45,10 @@ st_status st_options_parse(const st_option *opts, int n_opts, void *target, int 
 void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_opts,
                      const char *const *groups);
 
+/* A real option's value v (NULL: not given, nothing done) in (0, max]
+ * into *out; otherwise ST_EUSAGE: "option --NAME: expected EXPECTED, got
+ * 'v'". */
+st_status st_option_real(const char *name, const char *v, double max, const char *expected,
+                         double *out, st_error *err);
+
 #endif

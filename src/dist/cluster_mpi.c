@@ -13,12 +13,18 @@
 #include <time.h>
 
 #include "dist/allreduce.h"
+#include "dist/allreduce_cost.h"
 #include "base/cores.h"
 #include "cluster_internal.h"
 
 /* Tags and probing: every candidate runs this many iterations under auto
  * unless told otherwise. */
 #define DEFAULT_PROBE_ITERATIONS 3
+/* auto probes only the algorithms the cost formulas put within this
+ * factor of the cheapest (and mpi, whose formula is a guess): at 1,024
+ * ranks a probe of ps, whose root takes every message, costs more than
+ * the run saves. */
+#define PROBE_WITHIN 4.0
 #define MAX_WORKERS 4096
 /* Waiting ranks poll and sleep this long between polls when the node's
  * ranks x workers outnumber its cores (spinning would take the core from
@@ -32,6 +38,8 @@ typedef struct cluster_worker {
     int algorithm;               /* index in st_allreduce_algos; -1 while probing */
     long probe_first;            /* first iteration it saw, or -1 */
     double probe_best[16];       /* fastest call of each candidate, seconds */
+    double predicted[16];        /* the cost formulas' time of each, seconds */
+    int candidates[16], n_candidates; /* those probed, in this order */
     st_allreduce_stats stats;
     int half_algorithm;          /* partitioned: the reduce-scatter's algorithm, which the
                                     all-gather of the same iteration uses */
@@ -48,7 +56,9 @@ struct st_cluster {
     int workers;
     cluster_worker *w;           /* [workers] */
     double probe_table[16];      /* auto: slowest rank's fastest call, worker 0 */
+    double predicted[16];        /* and the formulas' time of each */
     int probed;
+    st_net_params net;           /* auto: the network, measured when the workers start */
     int per_layer;               /* auto decides per channel */
 };
 
@@ -276,6 +286,20 @@ st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_err
     return st;
 }
 
+/* auto: the network the cost formulas see (st_comm_measure_net between
+ * ranks 0 and 1, the same figures on every rank), with the supernodes of
+ * --supernode-size and the crossing bandwidth of --sim-cross-bandwidth. */
+static st_status measure_net(st_cluster *c, st_error *err)
+{
+    st_status st = st_comm_measure_net(&c->world, &c->net, err);
+    if (st != ST_OK)
+        return st;
+    c->net.supernode = c->o.supernode_size;
+    if (c->o.sim_cross_bandwidth > 0)
+        c->net.cross_beta = c->net.beta / c->o.sim_cross_bandwidth;
+    return ST_OK;
+}
+
 st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
 {
     if (workers < 1 || workers > MAX_WORKERS)
@@ -309,7 +333,7 @@ st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
         for (size_t a = 0; a < st_allreduce_count; a++)
             cw->probe_best[a] = DBL_MAX;
     }
-    return ST_OK;
+    return c->algorithm < 0 ? measure_net(c, err) : ST_OK;
 }
 
 /* One Ibcast from rank 0 of bytes [n] (n below 2^31), waited for with the timeout. */
@@ -357,6 +381,13 @@ st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *er
     }
     *text = buf;
     return ST_OK;
+}
+
+st_status st_cluster_measure_net(st_cluster *c, st_net_params *np, st_error *err)
+{
+    if (!c)
+        return st_fail(err, ST_EINTERNAL, "measuring the network needs several ranks");
+    return st_comm_measure_net(&c->world, np, err);
 }
 
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
@@ -411,33 +442,45 @@ static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
     st_status st = wait_peers(c, &cw->c, &request, 0, "the all-reduce probe's times", err);
     if (st != ST_OK)
         return st;
-    int best = 0;
-    for (size_t a = 1; a < st_allreduce_count; a++)
-        if (slowest[a] < slowest[best])
-            best = (int)a;
+    int best = cw->candidates[0];
+    for (int k = 1; k < cw->n_candidates; k++)
+        if (slowest[cw->candidates[k]] < slowest[best])
+            best = cw->candidates[k];
     cw->algorithm = best;
     if (w == 0) {
         memcpy(c->probe_table, slowest, st_allreduce_count * sizeof slowest[0]);
+        memcpy(c->predicted, cw->predicted, st_allreduce_count * sizeof slowest[0]);
         c->probed = 1;
     }
     return ST_OK;
 }
 
+/* auto, at the channel's first call of n floats: the algorithms worth
+ * probing, by the cost formulas (those of `plan`). Every rank computes the
+ * same list from the same figures and sizes. */
+static void choose_candidates(const st_cluster *c, cluster_worker *cw, size_t n)
+{
+    cw->n_candidates = st_allreduce_candidates(c->size, (double)n * sizeof(float), &c->net,
+                                               PROBE_WITHIN, cw->candidates, cw->predicted);
+}
+
 /* The algorithm worker w uses at iteration it: the chosen one, or under
  * auto the candidate being probed, deciding once every candidate had its
  * iterations. */
-static st_status pick_algorithm(st_cluster *c, cluster_worker *cw, int w, long it,
+static st_status pick_algorithm(st_cluster *c, cluster_worker *cw, int w, long it, size_t n,
                                 int *algorithm, st_error *err)
 {
     *algorithm = cw->algorithm;
     if (*algorithm >= 0)
         return ST_OK;
     long probe = c->o.probe_iterations;
-    if (cw->probe_first < 0)
+    if (cw->probe_first < 0) {
         cw->probe_first = it;
+        choose_candidates(c, cw, n);
+    }
     long k = (it - cw->probe_first) / probe;
-    if (k < (long)st_allreduce_count) {
-        *algorithm = (int)k;
+    if (k < (long)cw->n_candidates) {
+        *algorithm = cw->candidates[k];
         return ST_OK;
     }
     st_status st = decide(c, cw, w, err);
@@ -457,7 +500,7 @@ st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t
 {
     cluster_worker *cw = &c->w[w];
     int algorithm;
-    st_status st = pick_algorithm(c, cw, w, it, &algorithm, err);
+    st_status st = pick_algorithm(c, cw, w, it, n, &algorithm, err);
     if (st != ST_OK)
         return st;
     double t0 = now_seconds();
@@ -474,7 +517,7 @@ st_status st_cluster_reduce_scatter(st_cluster *c, int w, long it, float *buf, s
 {
     cluster_worker *cw = &c->w[w];
     int algorithm;
-    st_status st = pick_algorithm(c, cw, w, it, &algorithm, err);
+    st_status st = pick_algorithm(c, cw, w, it, n, &algorithm, err);
     if (st != ST_OK)
         return st;
     double t0 = now_seconds();
@@ -629,10 +672,17 @@ void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn
     char line[512];
     if (c->probed) {
         int len = snprintf(line, sizeof line, "all-reduce probe, slowest rank's fastest call "
-                           "on worker 0's slice, ms:");
-        for (size_t a = 0; a < st_allreduce_count && len < (int)sizeof line; a++)
-            len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f",
-                            st_allreduce_algos[a].name, 1e3 * c->probe_table[a]);
+                           "on worker 0's slice, ms (the cost formulas' time; not probed "
+                           "beyond %g times the cheapest's):", PROBE_WITHIN);
+        for (size_t a = 0; a < st_allreduce_count && len < (int)sizeof line; a++) {
+            if (c->probe_table[a] < DBL_MAX)
+                len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f (%.3f)",
+                                st_allreduce_algos[a].name, 1e3 * c->probe_table[a],
+                                1e3 * c->predicted[a]);
+            else
+                len += snprintf(line + len, sizeof line - (size_t)len, " %s - (%.3f)",
+                                st_allreduce_algos[a].name, 1e3 * c->predicted[a]);
+        }
         print(ctx, line);
     }
     uint64_t sent = 0, crossing = 0;

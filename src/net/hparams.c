@@ -258,7 +258,7 @@ st_status st_data_paths_load(const char *path, st_data_paths *d, const st_log *l
                              st_error *err)
 {
     st_cfg cfg;
-    st_status st = st_cfg_load_flat(&cfg, path, err);
+    st_status st = st_cfg_load_flat(&cfg, path, "data", err);
     if (st != ST_OK)
         return st;
     static const char *const darknet_only[] = {"backup", "top", "eval", NULL};

@@ -404,6 +404,7 @@ void sched_worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
     int r = w->id;
+    double end_wait = 0.0; /* the previous iteration's wait at iter_end */
     for (long it = s->first; it < s->last; it++) {
         iter_record *rec = &s->rec[it % RECORDS];
         double t0 = st_now();
@@ -427,10 +428,11 @@ void sched_worker_bsp(st_worker *w)
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = st_now();
-        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2,
+        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2 + end_wait,
                                        t4 - t3 - (sl.comm - sl.gathered),
                                        t5 - t4 - sl.gathered, sl.comm};
         st_barrier_wait(&s->iter_end);
+        end_wait = st_now() - t5; /* counted with the next iteration's, once reported */
         if (!finish_iteration(w, it, rec, a.stop_after))
             break;
     }

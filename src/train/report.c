@@ -93,6 +93,11 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
     free(choices);
 }
 
+const st_layer_time *st_trainer_layer_times(const st_trainer *t)
+{
+    return t->o.profile ? st_sched_replica(t->sched, 0)->time : NULL;
+}
+
 /* The time split of n iterations: a progress line ("  split,", plain text
  * progress only) or a summary line ("time split,"). */
 void trainer_log_split(const st_trainer *t, int progress, const char *what,

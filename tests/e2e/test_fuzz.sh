@@ -7,7 +7,7 @@
 # those inputs. A check
 # fails when libFuzzer reports a crash, a sanitizer error, a leak, an input
 # over 60 seconds or over 2 GB. Without clang the suite fails: run
-# scripts/deps.sh (which `make test` runs first). The longer runs are
+# scripts/deps.sh --test (which `make test` runs first). The longer runs are
 # `make fuzz FUZZ_SECONDS=N`.
 # usage: sh tests/e2e/test_fuzz.sh PATH_TO_SINGLETRAIN (only checked, not used)
 set -u
@@ -19,7 +19,7 @@ seconds=${FUZZ_TEST_SECONDS:-5}
 
 if ! command -v clang-14 >/dev/null 2>&1; then
     echo "FAIL clang-14 is missing: the fuzz targets need clang-14 and libclang-rt-14-dev;" \
-        "run scripts/deps.sh (make test runs it first)"
+        "run scripts/deps.sh --test (make test runs it first)"
     failed=$((failed + 1))
     finish test_fuzz.sh
     exit 1

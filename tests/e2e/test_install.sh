@@ -3,7 +3,8 @@
 # to PREFIX/share/man/man1, under DESTDIR when given; the page renders with
 # groff (man(7) macros) without a warning, and documents every long option
 # that --help lists, the training command's and each command's (pack,
-# read, predict, export).
+# read, predict, export, plan); the page and --help name the guide,
+# docs/README.md.
 # usage: sh tests/e2e/test_install.sh BUILD_DIR/singletrain
 # make install runs with BUILD=BUILD_DIR and takes the binary as it is
 # (make -o): it installs the binary under test and never rebuilds it.
@@ -14,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(dirname "$bin")
 
 if ! command -v groff >/dev/null 2>&1; then
-    echo "test_install.sh: groff is missing: install groff-base (scripts/deps.sh does)" >&2
+    echo "test_install.sh: groff is missing: install groff-base (scripts/deps.sh --test does)" >&2
     exit 1
 fi
 
@@ -58,13 +59,21 @@ for group in Training Data Output Snapshots Multi-node Other; do
     expect "the page's OPTIONS has the group $group (as --help)" grep -q -x "   $group" "$tmp/page.txt"
 done
 
+# --------------------------------------- the page and --help name the guide
+
+"$bin" --help >"$tmp/help" 2>&1
+expect "the guide's index docs/README.md exists" [ -f "$root/docs/README.md" ]
+expect "--help names the guide (docs/README.md)" grep -q -F "docs/README.md" "$tmp/help"
+expect "the page's SEE ALSO names the guide (docs/README.md)" \
+    sh -c 'sed -n "/^SEE ALSO/,\$p" "$1" | tr -s " \n" "  " | grep -q -F "docs/README.md"' sh "$tmp/page.txt"
+
 # ------------------------------------- every long option of --help in it
 
 # The option lines of a --help: "  -x, --name ARG  help" or "      --name ...".
 long_options() {
     sed -n 's/^  \(-., \|    \)--\([a-z0-9-]*\).*/\2/p'
 }
-for cmd in "" pack read predict export; do
+for cmd in "" pack read predict export plan; do
     # shellcheck disable=SC2086
     "$bin" $cmd --help >"$tmp/help" 2>&1
     long_options <"$tmp/help" >"$tmp/options"

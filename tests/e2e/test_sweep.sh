@@ -373,7 +373,7 @@ table_has() {
         END { exit !found }' hand.out
 }
 have_gnuplot() { command -v gnuplot >/dev/null 2>&1; }
-expect "gnuplot is installed (scripts/deps.sh installs gnuplot-nox)" have_gnuplot
+expect "gnuplot is installed (scripts/deps.sh --test installs gnuplot-nox)" have_gnuplot
 check "plot.sh on the hand-made runs" out 0 "wrote figs-hand/split_hand.png" -- \
     "$plot" hand.csv figs-hand
 cp "$tmp/stdout" hand.out

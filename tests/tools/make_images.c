@@ -2,7 +2,7 @@
  * their own image datasets: OUT/<class>/<n>.png, plus OUT/list.txt (one
  * path per line, labels found in the paths) and OUT/names.txt (the class
  * names, which are not substrings of each other). For tests, benchmarks
- * and the README's walk-through; no downloads.
+ * and the guide's walk-through (docs/guide/getting-started.md); no downloads.
  * usage: make_images IDX_IMAGES IDX_LABELS OUT COUNT [SIZE [rgb]]
  *   SIZE: resize to SIZE x SIZE (default 28); rgb: three channels, tinted
  *   per class so colour carries information.

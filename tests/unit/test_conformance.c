@@ -198,6 +198,10 @@ typedef struct cf_case {
                  "[connected]\noutput=5\nactivation=linear\n"
 #define MIXED_KEY0 "0.conv n3 3x8x8>20x8x8 k3x3 s1x1 p1x1 g1 fwd+bwd = "
 #define MIXED_KEY2 "\n2.conv n3 20x4x4>8x4x4 k3x3 s1x1 p1x1 g1 fwd+bwd = "
+#define POOL_ON_CONV_NET                                                                   \
+    NET(8, 7, 3) CONV0_LIN "[maxpool]\nsize=3\nstride=2\npadding=3\n"                     \
+                           "[connected]\noutput=5\nactivation=linear\n"
+#define POOL_ON_CONV_KEY "0.conv n3 3x8x7>13x8x7 k3x3 s1x1 p1x1 g1 fwd+bwd = "
 #define TWO_CONVS                                                                             \
     "[convolutional]\nfilters=13\nsize=3\npad=1\nactivation=tanh\n"                           \
     "[convolutional]\nfilters=13\nsize=3\npad=1\nactivation=linear\n"
@@ -283,6 +287,15 @@ static const cf_case cases[] = {
             MIXED_KEY0 "blocked - - -" MIXED_KEY2 "nchw - - -")
     CHOICES(mixed_nchw_then_nhwc, 3, 0, TOL_SUMS, MIXED_NET,
             MIXED_KEY0 "nchw - - -" MIXED_KEY2 "nhwc - - -")
+
+    /* ---- [maxpool] on a convolution's layout: the oneDNN backend's own
+     * max pooling (13 channels: 3 four-lane steps and a lane left over in
+     * nhwc, 3 of 8 lanes padding when blocked; windows past the edge) ---- */
+
+    CHOICES(maxpool_on_nhwc, 3, 2, TOL_SUMS, POOL_ON_CONV_NET, POOL_ON_CONV_KEY "nhwc - - -")
+    CHOICES(maxpool_on_blocked, 3, 2, TOL_SUMS, POOL_ON_CONV_NET,
+            POOL_ON_CONV_KEY "blocked - - -")
+    CHOICES(maxpool_on_nchw, 3, 2, TOL_SUMS, POOL_ON_CONV_NET, POOL_ON_CONV_KEY "nchw - - -")
 
     /* ---- [convolutional] fed by a convolution (the backend's layout) ---- */
 

@@ -31,7 +31,10 @@
  * A named conv_impl forces a plan without measuring: "blocked" (oneDNN's
  * first implementations with format any: the choice before measurement
  * existed, and the default of callers that ask nothing), "nhwc", and
- * "gemm" (nchw, oneDNN's GEMM-based implementation in every pass). */
+ * "gemm" (nchw, oneDNN's GEMM-based implementation in every pass); a layer
+ * whose named layouts leave a pass to oneDNN's reference implementation
+ * takes nhwc, else gemm, when one of them has a real one
+ * (plan_avoid_ref). */
 #include <stdio.h>
 #include <string.h>
 
@@ -373,6 +376,45 @@ static int plan_forced(const char *conv_impl, dn_conv_plan *plan)
     return 1;
 }
 
+/* Whether one of plan's passes would run oneDNN's reference
+ * implementation for kernel k (0 also when the plan cannot be built: its
+ * build will say why). */
+static int plan_runs_ref(dn_kernel *k, const dn_conv_plan *plan)
+{
+    dn_pass_pds pds;
+    st_error ignored = {0};
+    if (plan_pds(k, plan, k->d.base.n, 1, &pds, &ignored) != ST_OK)
+        return 0;
+    int ref = 0;
+    dnnl_primitive_desc_t all[] = {pds.fwd, pds.bwd_data, pds.bwd_weights};
+    for (int i = 0; i < DN_PASSES; i++)
+        if (all[i]) {
+            ref |= dn_impl_is_ref(impl_name(all[i]));
+            dnnl_primitive_desc_destroy(all[i]);
+        }
+    return ref;
+}
+
+/* A named conv_impl whose layouts leave a pass of kernel k to oneDNN's
+ * reference implementation (LeNet-5's first convolution, one input
+ * channel, has no blocked jit backward-weights: the run was 65 times
+ * slower) takes the first of nhwc and gemm that has a real implementation
+ * of every pass; the plan named stays when neither has. */
+static void plan_avoid_ref(dn_kernel *k, dn_conv_plan *plan)
+{
+    if (!plan_runs_ref(k, plan))
+        return;
+    const char *next[] = {"nhwc", "gemm"};
+    for (int i = 0; i < N_OF(next); i++) {
+        dn_conv_plan other;
+        plan_forced(next[i], &other);
+        if (!plan_runs_ref(k, &other)) {
+            *plan = other;
+            return;
+        }
+    }
+}
+
 /* Whether plan's named implementations exist for kernel k (a choice given
  * to this run may come from another machine or oneDNN). */
 static st_status plan_check(dn_kernel *k, const dn_conv_plan *plan, st_error *err)
@@ -406,6 +448,7 @@ static st_status conv_decide(dn_kernel *k, st_error *err)
         if (!plan_forced(c->conv_impl, &k->plan))
             return st_fail(err, ST_EUSAGE, "unknown convolution implementation '%s'",
                            c->conv_impl);
+        plan_avoid_ref(k, &k->plan);
         return ST_OK;
     }
     char key[ST_CHOICE_MAX], value[ST_CHOICE_MAX], trials[2048] = "";

@@ -59,6 +59,15 @@ typedef struct dn_conv_plan {
     char impl[DN_PASSES][64];
 } dn_conv_plan;
 
+/* A 4-D activation as [n][blocks][h][w][lanes], a pixel's lanes
+ * contiguous: nchw (1 lane, a block per channel), nhwc (a lane per
+ * channel, one block), nChw<L>c (L lanes, the channels' blocks); strides
+ * in floats. */
+typedef struct dn_dense {
+    int lanes, blocks;
+    dnnl_dim_t sn, sb, sh, sw;
+} dn_dense;
+
 /* The primitives of one batch size. */
 typedef struct dn_variant {
     int n;
@@ -98,6 +107,7 @@ typedef struct dn_kernel {
     size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
     size_t dst_t_off;      /* then the inner product's dst^T at this offset */
     dn_conv_plan plan;     /* convolution: the implementation of every pass */
+    dn_dense pool_src, pool_dst; /* direct max pooling (dnnl_pool.c): its layouts */
 } dn_kernel;
 
 /* The primitive descriptors of a layer's passes; NULL where a pass is not

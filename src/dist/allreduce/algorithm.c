@@ -43,10 +43,13 @@
 
 #include "base/clock.h"
 
-/* Ping-pong used to measure beta: message size and round trips (the fastest
- * one counts, the others absorb warm-up and scheduling noise). */
+/* Ping-pongs that measure beta (and alpha and gamma, st_comm_measure_net):
+ * message size and round trips (the fastest one counts, the others absorb
+ * warm-up and scheduling noise). */
 #define CALIBRATE_FLOATS (1u << 20)
 #define CALIBRATE_ROUNDS 10
+/* Round trips of a one-float message that measure alpha. */
+#define LATENCY_ROUNDS 100
 #define CALIBRATE_IDLE_SLEEP_US 100
 #define CALIBRATE_TAG 7700
 #define EXCHANGE_TAG 7701
@@ -88,63 +91,106 @@ st_status ar_mpi_failed(const st_comm *c, st_error *err, int rc, const char *wha
     return st_fail(err, ST_EIO, "%s failed: %s", what, text);
 }
 
-/* beta in seconds per byte between ranks 0 and 1, the same on every rank. */
-static st_status measure_inside_beta(st_comm *c, st_error *err)
+/* The fastest of `rounds` round trips of floats [n] between ranks 0 and 1,
+ * halved, into *one_way (seconds; ranks 0 and 1 only, the others skip). */
+static st_status pingpong(const st_comm *c, float *msg, int n, int rounds, double *one_way,
+                          st_error *err)
 {
-    st_status st = ST_OK;
-    float *msg = malloc(CALIBRATE_FLOATS * sizeof *msg);
-    int ok = msg != NULL, all_ok = 0;
-    int rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
-    if (rc != MPI_SUCCESS) {
-        st = ar_mpi_failed(c, err, rc, "pacing calibration: MPI_Allreduce");
-        goto done;
-    }
-    if (!all_ok) {
-        st = st_fail(err, ST_ENOMEM, "pacing calibration: out of memory allocating a %zu-byte "
-                     "ping-pong message on %s", CALIBRATE_FLOATS * sizeof *msg,
-                     ok ? "another rank" : "this rank");
-        goto done;
-    }
-    memset(msg, 0, CALIBRATE_FLOATS * sizeof *msg);
     double best = -1;
-    for (int round = 0; round < CALIBRATE_ROUNDS && c->rank < 2; round++) {
-        int peer = 1 - c->rank;
+    for (int round = 0; round < rounds && c->rank < 2; round++) {
+        int peer = 1 - c->rank, rc;
         double t0 = MPI_Wtime();
         if (c->rank == 0) {
-            rc = MPI_Send(msg, CALIBRATE_FLOATS, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm);
+            rc = MPI_Send(msg, n, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Recv(msg, CALIBRATE_FLOATS, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm,
+                rc = MPI_Recv(msg, n, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm,
                               MPI_STATUS_IGNORE);
         } else {
-            rc = MPI_Recv(msg, CALIBRATE_FLOATS, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm,
-                          MPI_STATUS_IGNORE);
+            rc = MPI_Recv(msg, n, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS)
-                rc = MPI_Send(msg, CALIBRATE_FLOATS, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm);
+                rc = MPI_Send(msg, n, MPI_FLOAT, peer, CALIBRATE_TAG, c->comm);
         }
-        if (rc != MPI_SUCCESS) {
-            st = ar_mpi_failed(c, err, rc,
-                               "pacing calibration: ping-pong between ranks 0 and 1");
-            goto done;
-        }
-        double one_way = (MPI_Wtime() - t0) / 2;
-        if (best < 0 || one_way < best)
-            best = one_way;
+        if (rc != MPI_SUCCESS)
+            return ar_mpi_failed(c, err, rc, "calibration: ping-pong between ranks 0 and 1");
+        double t = (MPI_Wtime() - t0) / 2;
+        if (best < 0 || t < best)
+            best = t;
     }
-    double beta = best / (double)(CALIBRATE_FLOATS * sizeof *msg);
-    /* Ranks 2.. wait here sleeping, so that they leave the cores to the
-     * ping-pong when there are more ranks than cores. */
+    *one_way = best;
+    return ST_OK;
+}
+
+/* Rank 0's values [n] to every rank; ranks 2.. wait sleeping, so that they
+ * leave the cores to the ping-pong when there are more ranks than cores. */
+static st_status share_rank0(const st_comm *c, double *values, int n, st_error *err)
+{
     MPI_Request request;
     st_comm sleepy = *c;
     sleepy.idle_sleep_us = CALIBRATE_IDLE_SLEEP_US;
-    rc = MPI_Ibcast(&beta, 1, MPI_DOUBLE, 0, c->comm, &request);
+    int rc = MPI_Ibcast(values, n, MPI_DOUBLE, 0, c->comm, &request);
     if (rc == MPI_SUCCESS)
         rc = ar_wait(&sleepy, 1, &request);
-    if (rc != MPI_SUCCESS) {
-        st = ar_mpi_failed(c, err, rc, "pacing calibration: MPI_Ibcast");
-        goto done;
+    if (rc != MPI_SUCCESS)
+        return ar_mpi_failed(c, err, rc, "calibration: MPI_Ibcast");
+    return ST_OK;
+}
+
+/* A message of CALIBRATE_FLOATS on every rank (malloc'd into *msg),
+ * failing on every rank when any rank lacks the memory. */
+static st_status calibration_message(const st_comm *c, float **msg, st_error *err)
+{
+    *msg = calloc(CALIBRATE_FLOATS, sizeof **msg);
+    int ok = *msg != NULL, all_ok = 0;
+    int rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc != MPI_SUCCESS)
+        return ar_mpi_failed(c, err, rc, "calibration: MPI_Allreduce");
+    if (!all_ok)
+        return st_fail(err, ST_ENOMEM, "calibration: out of memory allocating a %zu-byte "
+                       "ping-pong message on %s", CALIBRATE_FLOATS * sizeof **msg,
+                       ok ? "another rank" : "this rank");
+    return ST_OK;
+}
+
+/* beta in seconds per byte between ranks 0 and 1, the same on every rank. */
+static st_status measure_inside_beta(st_comm *c, st_error *err)
+{
+    float *msg = NULL;
+    double beta = 0;
+    st_status st = calibration_message(c, &msg, err);
+    if (st == ST_OK)
+        st = pingpong(c, msg, CALIBRATE_FLOATS, CALIBRATE_ROUNDS, &beta, err);
+    beta /= (double)(CALIBRATE_FLOATS * sizeof *msg);
+    if (st == ST_OK)
+        st = share_rank0(c, &beta, 1, err);
+    if (st == ST_OK)
+        c->inside_seconds_per_byte = beta;
+    free(msg);
+    return st;
+}
+
+st_status st_comm_measure_net(const st_comm *c, st_net_params *np, st_error *err)
+{
+    float *msg = NULL;
+    double v[3] = {0, 0, 0}, large = 0; /* alpha, beta, gamma */
+    double bytes = (double)(CALIBRATE_FLOATS * sizeof *msg);
+    st_status st = calibration_message(c, &msg, err);
+    if (st == ST_OK)
+        st = pingpong(c, msg, 1, LATENCY_ROUNDS, &v[0], err);
+    if (st == ST_OK)
+        st = pingpong(c, msg, CALIBRATE_FLOATS, CALIBRATE_ROUNDS, &large, err);
+    for (int round = 0; st == ST_OK && c->rank == 0 && round < CALIBRATE_ROUNDS; round++) {
+        float *half = msg + CALIBRATE_FLOATS / 2;
+        double t0 = MPI_Wtime();
+        st_allreduce_sum_serial(NULL, msg, half, CALIBRATE_FLOATS / 2);
+        double t = (MPI_Wtime() - t0) / (bytes / 2);
+        if (round == 0 || t < v[2])
+            v[2] = t;
     }
-    c->inside_seconds_per_byte = beta;
-done:
+    v[1] = large > v[0] ? (large - v[0]) / bytes : large / bytes;
+    if (st == ST_OK)
+        st = share_rank0(c, v, 3, err);
+    if (st == ST_OK)
+        *np = (st_net_params){.alpha = v[0], .beta = v[1], .gamma = v[2], .cross_beta = v[1]};
     free(msg);
     return st;
 }
