@@ -15,6 +15,8 @@
  *                         [out][in] with transB=1, else transposed
  *   MatMul (+ Add)        [connected] with the constant [in][out] operand
  *                         transposed; an Add of a constant is its bias
+ *                         ([C] or [1, C]; [C, 1, 1] after a Conv: ONNX
+ *                         broadcasts from the last axis)
  *   BatchNormalization    folded into the Conv or Gemm before it
  *                         (batch_normalize=1; a conv bias goes into the
  *                         mean), else [batchnorm]; epsilon 1e-5

@@ -551,9 +551,10 @@ static st_status op_fc(ox *x, int node, int gemm)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
     long out = (long)(trans_b ? wt->dims[0] : wt->dims[1]);
-    if (b && bc != (size_t)out)
-        return ox_node_fail(x, node, "bias '%s' has %zu values for %ld outputs: expected one "
-                            "per output (no other broadcast)", n->input[2], bc, out);
+    if (b && (bc != (size_t)out || bt->n_dims > 2 || (bt->n_dims == 2 && bt->dims[0] != 1)))
+        return ox_node_fail(x, node, "bias '%s' has %zu values in %zu dims for %ld outputs: "
+                            "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], bc,
+                            bt->n_dims, out, out, out);
     if ((st = ox_take(x, node, in)) || (st = ox_new_layer(x, node, "connected", OX_FC, &l)))
         return st;
     ox_layer *c = &x->layers[l];
@@ -585,6 +586,17 @@ static st_status op_add(ox *x, int node)
         if (!l || l->bn || ox_tensor_find(l, "biases"))
             return ox_node_fail(x, node, "adds a constant: supported only as the bias of a "
                                 "MatMul, Gemm or Conv without one, read by nothing else");
+        /* ONNX broadcasts from the last axis: one value per channel is
+         * [C] (or [1, C]) after an inner product, [C, 1, 1] after a conv */
+        const int64_t *d = t->dims;
+        size_t nd = t->n_dims;
+        int per_channel = l->kind == OX_FC ? nd == 1 || (nd == 2 && d[0] == 1)
+                                           : (nd == 3 && d[1] == 1 && d[2] == 1) ||
+                                                 (nd == 4 && d[0] == 1 && d[2] == 1 && d[3] == 1);
+        if (!per_channel)
+            return ox_node_fail(x, node, "adds '%s' of %zu dims: a bias is one value per "
+                                "channel, [C] after a MatMul or Gemm, [C, 1, 1] after a Conv",
+                                n->input[k], nd);
         ox_tensor_add(l, "biases", node, n->input[k], b, bc, 0);
         l->uses--;
         return ox_output(x, node, v->layer, v->flat);
