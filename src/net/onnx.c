@@ -907,13 +907,16 @@ static st_status op_softmax(ox *x, int node)
         (st = ox_int_attr(x, node, "axis", x->opset >= 13 ? -1 : 1, -4, 3, &axis)) ||
         (st = ox_read(x, node, 0, &v)))
         return st;
-    int over_rest = x->opset < 13 && axis == 1; /* everything after the samples */
-    if (!over_rest && axis != -1 && axis != 1)
-        return ox_node_fail(x, node, "axis=%ld: singletrain's softmax is over each sample's "
-                            "values (axis 1 of [N, classes])", axis);
+    /* singletrain's is over each sample's values: axis 1 or -1 of [N, K];
+     * axis 1 of [N, C, H, W] before opset 13 (which flattens from the
+     * axis), or from 13 on where H = W = 1 (checked after the build) */
+    if (axis != 1 && !(axis == -1 && v->flat))
+        return ox_node_fail(x, node, "axis=%ld of a %s tensor: singletrain's softmax is over "
+                            "each sample's values (axis 1 of [N, classes])", axis,
+                            v->flat ? "2-D" : "4-D");
     if ((st = ox_take(x, node, v)) || (st = ox_new_layer(x, node, "softmax", OX_SOFTMAX, &l)))
         return st;
-    x->layers[l].flat_only = !over_rest && !v->flat;
+    x->layers[l].flat_only = x->opset >= 13 && !v->flat;
     return ox_output(x, node, l, 1);
 }
 

@@ -200,6 +200,8 @@ check "shape mismatch" err 2 "bad_shape.onnx: node 2 (Gemm): 'w' has 470 values,
 check "a constant added along the width, not per channel" err 2 \
     "bad_bias.onnx: node 2 (Add): adds 'b' of 1 dims: a bias is one value per channel" -- \
     "$bin" --dry-run bad_bias.onnx
+check "a softmax over the width" err 2 \
+    "bad_softmax.onnx: node 3 (Softmax): axis=-1 of a 4-D tensor" -- "$bin" --dry-run bad_softmax.onnx
 check "unsupported attribute" err 2 "bad_attr.onnx: node 1 (MaxPool): attribute ceil_mode=1" -- \
     "$bin" --dry-run bad_attr.onnx
 check "output not the last layer's" err 2 "not_last.onnx: the graph's output 'y' is not the last" \

@@ -25,6 +25,7 @@ usage: onnx_models.py DIR   writes into DIR:
   not_last.onnx   a graph whose output is not its last layer's
   bad_bias.onnx   a Conv plus a constant of dims [C], which ONNX adds along
                   the width
+  bad_softmax.onnx   a Softmax over the last axis of [N, C, 1, 1]
 """
 import struct
 import sys
@@ -265,12 +266,22 @@ def bad_bias(out):
                inits, [3, 4, 4]), out + "/bad_bias.onnx")
 
 
+def bad_softmax(out):
+    """Softmax at opset 13's default axis, -1, of [N, C, 1, 1]: over the
+    width (of 1), not over the channels; singletrain must refuse it."""
+    n = helper.make_node
+    save(model([n("Conv", ["x", "w"], ["c"]), n("GlobalAveragePool", ["c"], ["g"]),
+                n("Softmax", ["g"], ["y"])], [init("w", rand(4, 3, 1, 1))], [3, 4, 4]),
+         out + "/bad_softmax.onnx")
+
+
 def main():
     out = sys.argv[1]
     lenet(out)
     mixed(out)
     broken(out)
     bad_bias(out)
+    bad_softmax(out)
 
 
 if __name__ == "__main__":
