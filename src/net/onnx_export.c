@@ -257,12 +257,12 @@ static st_status ex_key_act(ex *e, int i, int def, int *act)
                        e->err);
 }
 
-/* [N, C*H*W] of a value of rank 4, or the value itself. */
-static const char *ex_flat(ex *e, int i, const char *value, int *rank)
+/* [N, C*H*W] of a value of rank 4 (layer i's k-th), or the value itself. */
+static const char *ex_flat(ex *e, int i, int k, const char *value, int *rank)
 {
     if (*rank == 2)
         return value;
-    const char *name = ex_name(e, "%d.flat", i);
+    const char *name = ex_name(e, "%d.flat%d", i, k);
     Onnx__NodeProto *n = name ? ex_node(e, "Flatten", name, 1, value) : NULL;
     *rank = 2;
     return n ? name : NULL;
@@ -307,7 +307,7 @@ static st_status ex_connected(ex *e, int i, const char *in, int *rank, const cha
         (st = ex_key_act(e, i, ST_ACT_LOGISTIC, &act)))
         return st;
     int64_t wd[2] = {l->out.c, (int64_t)st_shape_count(l->in)}, bd[1] = {l->out.c};
-    const char *x = ex_flat(e, i, in, rank), *name = ex_name(e, "%d.fc", i),
+    const char *x = ex_flat(e, i, 0, in, rank), *name = ex_name(e, "%d.fc", i),
                *w = ex_param(e, i, "weights", 2, wd);
     const char *b = bn ? NULL : ex_param(e, i, "biases", 1, bd);
     Onnx__NodeProto *n = !x || !name || !w || (!bn && !b) ? NULL
@@ -340,8 +340,28 @@ static st_status ex_maxpool(ex *e, int i, const char *in, const char **out)
     return ST_OK;
 }
 
-static st_status ex_shortcut(ex *e, int i, const char *in, const char *const *values,
-                             const char **out)
+/* The inputs of layer i, each flattened where another is 2-D (a layer's
+ * output of 1 x 1 is [N, C, 1, 1] or [N, C]: Add and Concat need one rank);
+ * *rank the result's. */
+static st_status ex_sources(ex *e, int i, const char *const *values, const int *ranks,
+                            char **inputs, int *rank)
+{
+    const st_layer *l = e->net->layers[i];
+    *rank = 4;
+    for (int k = 0; k < l->n_src; k++)
+        if (ranks[l->src[k]] == 2)
+            *rank = 2;
+    for (int k = 0; k < l->n_src; k++) {
+        int r = *rank == 2 ? ranks[l->src[k]] : 2;
+        inputs[k] = (char *)ex_flat(e, i, k, values[l->src[k]], &r);
+        if (!inputs[k])
+            return e->err->code ? e->err->code : ST_ENOMEM;
+    }
+    return ST_OK;
+}
+
+static st_status ex_shortcut(ex *e, int i, const char *const *values, const int *ranks,
+                             int *rank, const char **out)
 {
     const st_layer *l = e->net->layers[i];
     float alpha, beta;
@@ -355,8 +375,11 @@ static st_status ex_shortcut(ex *e, int i, const char *in, const char *const *va
     if (alpha != 1.0f || beta != 1.0f || f.c != l->in.c || f.h != l->in.h || f.w != l->in.w)
         return ex_unsupported(e, i, "only alpha=1 and beta=1 on two outputs of the same shape "
                               "(an Add)");
+    char *in[2];
+    if ((st = ex_sources(e, i, values, ranks, in, rank)))
+        return st;
     const char *name = ex_name(e, "%d.add", i);
-    if (!name || !ex_node(e, "Add", name, 2, in, values[l->src[1]]))
+    if (!name || !ex_node(e, "Add", name, 2, in[0], in[1]))
         return e->err->code ? e->err->code : ST_ENOMEM;
     return ex_activation(e, i, act, name, out);
 }
@@ -371,6 +394,11 @@ static st_status ex_layer(ex *e, int i, const char *const *values, int *ranks, c
     const char *name = NULL;
     Onnx__NodeProto *n = NULL;
     ranks[i] = 4;
+    int spatial = strcmp(type, "convolutional") == 0 || strcmp(type, "maxpool") == 0 ||
+                  strcmp(type, "avgpool") == 0 || strcmp(type, "lrn") == 0;
+    if (spatial && rank == 2)
+        return ex_unsupported(e, i, "it reads the [N, C] output of an inner product or a "
+                              "softmax, and ONNX's op needs [N, C, H, W]");
     if (strcmp(type, "convolutional") == 0)
         st = ex_conv(e, i, in, out);
     else if (strcmp(type, "connected") == 0) {
@@ -419,7 +447,7 @@ static st_status ex_layer(ex *e, int i, const char *const *values, int *ranks, c
             !(st = ex_key_float(e, i, "temperature", 1.0f, &temperature))) {
             if (groups != 1 || temperature != 1.0f)
                 return ex_unsupported(e, i, "only groups=1 and temperature=1 (a Softmax)");
-            const char *x = ex_flat(e, i, in, &rank);
+            const char *x = ex_flat(e, i, 0, in, &rank);
             name = ex_name(e, "%d.softmax", i);
             n = x && name ? ex_node(e, "Softmax", name, 1, x) : NULL;
             if (!n || ex_int(e, n, "axis", 1))
@@ -428,21 +456,22 @@ static st_status ex_layer(ex *e, int i, const char *const *values, int *ranks, c
             ranks[i] = 2;
         }
     } else if (strcmp(type, "shortcut") == 0) {
-        st = ex_shortcut(e, i, in, values, out);
-        ranks[i] = rank;
+        st = ex_shortcut(e, i, values, ranks, &ranks[i], out);
     } else if (strcmp(type, "route") == 0) {
         if (l->n_src == 1) { /* the same values: no node */
             *out = in;
             ranks[i] = rank;
             return ST_OK;
         }
+        char **inputs = ex_alloc(e, (size_t)l->n_src * sizeof *inputs);
+        if (!inputs)
+            return ST_ENOMEM;
+        if ((st = ex_sources(e, i, values, ranks, inputs, &ranks[i]))) /* nodes before */
+            return st;
         name = ex_name(e, "%d.concat", i);
         n = name ? ex_node(e, "Concat", name, 0) : NULL;
-        char **inputs = n ? ex_alloc(e, (size_t)l->n_src * sizeof *inputs) : NULL;
-        if (!inputs || ex_int(e, n, "axis", 1))
+        if (!n || ex_int(e, n, "axis", 1))
             return e->err->code ? e->err->code : ST_ENOMEM;
-        for (int k = 0; k < l->n_src; k++)
-            inputs[k] = (char *)values[l->src[k]];
         n->n_input = (size_t)l->n_src;
         n->input = inputs;
         *out = name;
