@@ -43,6 +43,10 @@
  * what is supported; a file that is not a well-formed model is an input
  * error, never a crash.
  *
+ * Adding an op: its handler in onnx.c and its row in ox_ops (the list in
+ * messages follows); a writer row in onnx_export.c's ex_writers if it is a
+ * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
+ *
  * The sections' line numbers are the nodes' numbers, from 1, so the
  * layers' own messages ("model.onnx:3: [convolutional] ...") point at the
  * node. The [net] section (hyper-parameters, data) is the sidecar's: a
