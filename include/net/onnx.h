@@ -19,7 +19,9 @@
  *                         broadcasts from the last axis)
  *   BatchNormalization    folded into the Conv or Gemm before it
  *                         (batch_normalize=1; a conv bias goes into the
- *                         mean), else [batchnorm]; epsilon 1e-5
+ *                         mean), else [batchnorm]; epsilon 1e-5; its
+ *                         momentum is not used (the running statistics
+ *                         average as every batch norm here, 0.99 / 0.01)
  *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
  *                         the activation= of the Conv, Gemm or Add before
  *                         (or before the MaxPool before: a monotone
