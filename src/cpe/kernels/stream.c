@@ -266,8 +266,7 @@ static void solver_kernel(st_cpe *cpe, void *args)
         st_cpe_ldm_alloc(cpe, SOLVER_PARAM_WINDOW * sizeof(st_param), "tensor table window"), 0,
         0};
     st_param_table local = {
-        st_cpe_ldm_alloc(cpe, SOLVER_CHUNK_PARAMS * sizeof(st_param), "chunk tensor table"), 0,
-        0};
+        .p = st_cpe_ldm_alloc(cpe, SOLVER_CHUNK_PARAMS * sizeof(st_param), "chunk tensor table")};
     solver_slot slot[2];
     memset(slot, 0, sizeof slot);
     for (int s = 0; s < 2; s++) {
