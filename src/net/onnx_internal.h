@@ -1,0 +1,170 @@
+/* What the ONNX reader's files share (src/net/): onnx.c (the model, the
+ * graph, the [net] section, the build and the starting weights),
+ * onnx_values.c (the graph's values, tensors and attributes, the layers
+ * being made, the node messages) and onnx_ops.c (one reader per op, their
+ * table). Nothing outside src/net/ includes this. */
+#ifndef ST_ONNX_INTERNAL_H
+#define ST_ONNX_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <onnx.pb-c.h>
+
+#include "net/onnx.h"
+
+#define OX_MAX_BYTES ((size_t)1 << 31)
+#define OX_MAX_SETTINGS_BYTES ((size_t)1 << 20)
+#define OX_MAX_NODES 10000
+#define OX_MAX_OPTS 8
+#define OX_MAX_TENSORS 6
+#define OX_DEFAULT_OPSET 13
+
+typedef enum ox_kind {
+    OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
+} ox_kind;
+
+/* A tensor to copy into the starting weights: role of the layer's
+ * parameter ("weights", "biases", ...), from node `node`; with rows, the
+ * source is [rows][count / rows] and is transposed. */
+typedef struct ox_tensor {
+    const char *role;
+    int node;
+    const char *name;
+    const float *data;
+    size_t count;
+    size_t rows;
+} ox_tensor;
+
+/* A layer being made: its section's options, and what the checks after
+ * the build need. */
+typedef struct ox_layer {
+    const char *type;
+    ox_kind kind;
+    int node;
+    int act;        /* ST_ACT_*, for conv, connected and shortcut */
+    int bn;         /* batch norm folded in */
+    int uses;       /* node inputs that read its output (through Flatten / Reshape) */
+    int from;       /* shortcut: the other layer */
+    int src;        /* max pooling: the layer it reads (-1: the graph input) */
+    int pool_h, pool_w; /* AveragePool's window; 0: global */
+    int flat_only;  /* a softmax over axis -1: the input must be 2-D */
+    int n_opt;
+    struct { char key[24], val[128]; } opt[OX_MAX_OPTS];
+    int n_tensor;
+    ox_tensor tensor[OX_MAX_TENSORS];
+} ox_layer;
+
+/* A value of the graph: the layer whose output it is (-1: the graph
+ * input), and whether it is flattened to [N, C*H*W]. */
+typedef struct ox_value {
+    const char *name;
+    int layer;
+    int flat;
+    int uses;
+} ox_value;
+
+/* A Reshape to check: layer's output must have `count` values. */
+typedef struct ox_count_check {
+    int node, layer;
+    long count;
+} ox_count_check;
+
+typedef struct ox {
+    const char *path;
+    const Onnx__GraphProto *g;
+    long opset;
+    ox_value *values;
+    int n_values;
+    ox_layer *layers;
+    int n_layers;
+    ox_count_check *checks;
+    int n_checks;
+    float **bufs; /* owned float copies of initializers */
+    int n_bufs;
+    st_error *err;
+} ox;
+
+/* ---- onnx_values.c ---- */
+
+st_status ox_node_fail(const ox *x, int node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+ox_value *ox_find_value(ox *x, const char *name);
+
+int ox_count_uses(const ox *x, const char *name);
+
+st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat);
+
+/* The constant tensor name: an initializer, or a Constant node's value
+ * before node `before`. */
+const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before);
+
+const char *ox_input(const Onnx__NodeProto *n, size_t k);
+
+/* The values of a constant tensor's dims: *count, at most 2^31. */
+st_status ox_tensor_count(const ox *x, int node, const char *name,
+                                 const Onnx__TensorProto *t, size_t *count);
+
+/* n floats, zeroed, freed with the translation; NULL when out of memory. */
+float *ox_new_floats(ox *x, size_t n);
+
+/* Input k of the node, a constant float tensor, copied: *data [*count],
+ * its dims in *t. */
+st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **tp,
+                           const float **data, size_t *count);
+
+/* A constant int64 tensor's values (Reshape's shape), at most max. */
+st_status ox_ints(const ox *x, int node, size_t k, int64_t *out, size_t max, size_t *count);
+
+const Onnx__AttributeProto *ox_attr(const Onnx__NodeProto *n, const char *name);
+
+/* Every attribute of the node is one of known (comma-separated). */
+st_status ox_known_attrs(const ox *x, int node, const char *known);
+
+st_status ox_int_attr(const ox *x, int node, const char *name, long def, long lo,
+                             long hi, long *out);
+
+st_status ox_float_attr(const ox *x, int node, const char *name, float def, float *out);
+
+/* An ints attribute of exactly n values (absent: *present = 0). */
+st_status ox_ints_attr(const ox *x, int node, const char *name, size_t n, long *out,
+                              int *present);
+
+st_status ox_string_attr(const ox *x, int node, const char *name, const char *only);
+
+/* Option key=value (printf) of the layer's section. */
+void ox_opt(ox_layer *l, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void ox_tensor_add(ox_layer *l, const char *role, int node, const char *name,
+                          const float *data, size_t count, size_t rows);
+
+ox_tensor *ox_tensor_find(ox_layer *l, const char *role);
+
+void ox_tensor_drop(ox_layer *l, const char *role);
+
+/* A new layer at the end; *out its index. */
+st_status ox_new_layer(ox *x, int node, const char *type, ox_kind kind, int *out);
+
+/* The value input k of the node reads, which must exist. */
+st_status ox_read(ox *x, int node, size_t k, ox_value **v);
+
+/* Make v the input of the next layer: it is already the last layer's
+ * output, or a [route] to its layer is added. */
+st_status ox_take(ox *x, int node, const ox_value *v);
+
+/* The layer whose output v is, when an op can fold into it: of one of the
+ * kinds, its output read by this node alone, nothing folded yet. */
+ox_layer *ox_foldable(ox *x, const ox_value *v, int kinds);
+
+/* One output value for the node: output 0, made by layer. */
+st_status ox_output(ox *x, int node, int layer, int flat);
+
+/* ---- onnx_ops.c ---- */
+
+/* The layer (or fold) of node `node`, by its op's reader; an op without
+ * one fails naming the node and the supported ops. */
+st_status ox_node(ox *x, int node);
+
+#endif
