@@ -25,6 +25,12 @@ usage: torch_models.py build DIR
                                steps, lr LR_MOMENTUM, momentum 0.9, no decay
                                (torch.optim.SGD's momentum, dampening 0, is
                                singletrain's sgd: m = 0.9 m + g; w -= lr m)
+                       trained eval mode after those 5 steps, batch norm's
+                               running statistics averaged as singletrain
+                               does (PyTorch's momentum 0.01: 0.99 old +
+                               0.01 batch; the ONNX model's momentum
+                               attribute, 0.9 for PyTorch's default 0.1, is
+                               not used by singletrain)
                      and the same in float32 (probs32, ...) to print how far
                      PyTorch's own fp32 is from float64.
     lenet is data/lenet.cfg layer for layer (Caffe's LeNet-5).
@@ -34,7 +40,8 @@ usage: torch_models.py compare DIR
     NAME.BE.scores (predict --scores on the model's own initializers) and
     NAME-step.BE.onnx (the snapshot after one full-batch SGD step at lr
     LR_STEP, no momentum, no decay, exported with export --onnx); and
-    NAME.csv (the 5 momentum steps' --log-format csv, dnnl). Prints one line
+    NAME.csv (the 5 momentum steps' --log-format csv, dnnl) and
+    NAME.trained.scores (predict --scores with their final snapshot). Prints one line
     per comparison, "ok NAME WHAT: ..." or "FAIL NAME WHAT: ...", with the
     measured difference, the tolerance and PyTorch's own fp32 difference
     from float64 for scale. Exit 0 when all are ok.
@@ -51,6 +58,7 @@ LR_STEP = 512.0      # a power of two: (w0 - w1) / lr is exact in float64, and
                      # lr |g| >> |w0| makes w1's fp32 rounding ~6e-8 of lr |g|
 LR_MOMENTUM = 0.05
 STEPS = 5
+BN_MOMENTUM = 0.01   # PyTorch's momentum giving singletrain's running averages
 
 # Tolerances, as max |a - b| / max |b| over a tensor (b PyTorch's, float64,
 # so that the difference measured is singletrain's fp32 error alone).
@@ -67,7 +75,8 @@ STEPS = 5
 # (dnnl: resnet's second block's first batch-norm bias, whose largest
 # gradient, 8e-3, is 1/50 of the net's) and 1.5e-6 (ref, which sums in
 # double); PyTorch's own fp32 is 4e-6 from its float64.
-TOL_FORWARD = 1e-4
+TOL_FORWARD = 1e-4   # also after 5 steps: their weights are off PyTorch's by
+                     # ~5 x 1e-4 of the updates, a tiny part of the weights
 TOL_GRAD = 1e-4
 # Five steps: the loss of step k follows k - 1 updates, each off PyTorch's
 # by at most TOL_GRAD of its gradient; errors adding linearly over the
@@ -192,6 +201,11 @@ def build(out):
                 ref[f"g{tag}:{p_name}"] = p.grad.numpy().copy()
             net.load_state_dict(state)
             net.to(dtype)
+            # singletrain's running statistics: 0.99 old + 0.01 batch, the
+            # ONNX momentum attribute (PyTorch's 0.1 written as 0.9) unused
+            for m in net.modules():
+                if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                    m.momentum = BN_MOMENTUM
             opt = torch.optim.SGD(net.parameters(), lr=LR_MOMENTUM, momentum=0.9)
             losses = []
             for _ in range(STEPS):
@@ -201,6 +215,9 @@ def build(out):
                 loss.backward()
                 opt.step()
             ref["losses" + tag] = np.array(losses)
+            net.eval()
+            with torch.no_grad():
+                ref["trained" + tag] = torch.softmax(net(x), 1).numpy()
         np.savez(f"{out}/{name}.npz", **ref)
 
 
@@ -216,18 +233,18 @@ def learned(model):
     return [(n.op_type, list(n.input)) for n in model.graph.node if n.op_type in ops]
 
 
-def forward(out, name, be, ref, say):
-    """predict --scores of backend be ("path<TAB>score..." lines) against
-    PyTorch's probabilities."""
+def forward(out, name, stem, ref, say, key, what):
+    """predict --scores in NAME.STEM.scores ("path<TAB>score..." lines)
+    against PyTorch's probabilities ref[key]."""
     scores = {}
-    for line in open(f"{out}/{name}.{be}.scores"):
+    for line in open(f"{out}/{name}.{stem}.scores"):
         f = line.rstrip("\n").split("\t")
         scores[int(f[0].rsplit("/", 1)[1].split(".")[0])] = [float(v) for v in f[1:]]
     got = np.array([scores.get(i, []) for i in range(N)])
-    ok = got.shape == ref["probs"].shape
-    d = rel(got, ref["probs"]) if ok else 1.0
-    say(ok and d <= TOL_FORWARD, name, f"forward {be} (eval mode, class scores)", d,
-        TOL_FORWARD, f"; PyTorch fp32: {rel(ref['probs32'], ref['probs']):.2g}")
+    ok = got.shape == ref[key].shape
+    d = rel(got, ref[key]) if ok else 1.0
+    say(ok and d <= TOL_FORWARD, name, f"{what} (eval mode, class scores)", d,
+        TOL_FORWARD, f"; PyTorch fp32: {rel(ref[key + '32'], ref[key]):.2g}")
 
 
 def gradients(out, name, be, ref, torch_model, say):
@@ -304,9 +321,10 @@ def compare(out):
         ref = np.load(f"{out}/{name}.npz")
         torch_model = onnx.load(f"{out}/{name}.onnx")
         for be in BACKENDS:
-            forward(out, name, be, ref, say)
+            forward(out, name, be, ref, say, "probs", f"forward {be}")
             gradients(out, name, be, ref, torch_model, say)
         losses(out, name, ref, say)
+        forward(out, name, "trained", ref, say, "trained", f"after {STEPS} steps")
     return 1 if bad else 0
 
 
