@@ -2,8 +2,10 @@
 # PyTorch as the oracle (issue 32): four networks defined in PyTorch
 # (Debian's python3-torch, tests/lib/torch_models.py) -- LeNet-5, a small
 # VGG-style net with batch norm (after convolutions and after a fully
-# connected layer), a ResNet-style net with shortcut adds, a net with channel
-# concats -- exported with torch.onnx.export (opset 13) and imported here:
+# connected layer, the latter with PyTorch's initial values, which the
+# exporter writes as Identity nodes of equal initializers), a ResNet-style
+# net with shortcut adds, a net with channel concats -- exported with
+# torch.onnx.export (opset 13) and imported here:
 #   - forward, on the dnnl and the ref backend: predict --scores on the
 #     model's own initializers (eval mode: batch norm with the running
 #     statistics) gives PyTorch's softmax of the logits on the same 16 images

@@ -158,9 +158,12 @@ def build(out):
         net, shape = make(name)
         rng = np.random.default_rng(200 + k)
         # batch norm: scales and shifts off 1 and 0, running statistics off
-        # 0 and 1, so that the eval forward tests them
+        # 0 and 1, so that the eval forward tests them; but vgg's BatchNorm1d
+        # keeps PyTorch's (weight and running variance ones, bias and running
+        # mean zeros), which the exporter writes as two initializers and two
+        # Identity nodes giving the equal ones
         for m in net.modules():
-            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            if isinstance(m, nn.BatchNorm2d):
                 c = m.num_features
                 with torch.no_grad():
                     m.weight.copy_(torch.from_numpy(1 + 0.2 * rng.standard_normal(c)))
@@ -255,6 +258,9 @@ def gradients(out, name, be, ref, torch_model, say):
     from onnx import numpy_helper
 
     w0 = {t.name: numpy_helper.to_array(t) for t in torch_model.graph.initializer}
+    for n in torch_model.graph.node:  # an initializer under another name
+        if n.op_type == "Identity" and n.input[0] in w0:
+            w0[n.output[0]] = w0[n.input[0]]
     step = onnx.load(f"{out}/{name}-step.{be}.onnx")
     w1 = {t.name: numpy_helper.to_array(t) for t in step.graph.initializer}
     a, b = learned(torch_model), learned(step)
