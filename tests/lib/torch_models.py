@@ -71,10 +71,10 @@ BN_MOMENTUM = 0.01   # PyTorch's momentum giving singletrain's running averages
 # (sum |terms| / |sum|), largest in batch norm's backward, which subtracts
 # means of such sums, and deep in the net, where the gradients are small:
 # a factor ~10 there keeps it under 1e-4, the bound. Measured (this
-# machine): forward <= 2.1e-7 (dnnl) and 1.2e-7 (ref); gradients <= 3.4e-5
+# machine): forward <= 1.8e-7 (dnnl) and 1.2e-7 (ref); gradients <= 3.4e-5
 # (dnnl: resnet's second block's first batch-norm bias, whose largest
-# gradient, 8e-3, is 1/50 of the net's) and 1.5e-6 (ref, which sums in
-# double); PyTorch's own fp32 is 4e-6 from its float64.
+# gradient, 8e-3, is 1/50 of the net's) and 1.2e-6 (ref, whose batch norm
+# sums in double); PyTorch's own fp32 is 4e-6 from its float64.
 TOL_FORWARD = 1e-4   # also after 5 steps: their weights are off PyTorch's by
                      # ~5 x 1e-4 of the updates, a tiny part of the weights
 TOL_GRAD = 1e-4
