@@ -15,9 +15,13 @@
  *                         [out][in] with transB=1, else transposed
  *   MatMul (+ Add)        [connected] with the constant [in][out] operand
  *                         transposed; an Add of a constant is its bias
+ *                         ([C] or [1, C]; [C, 1, 1] after a Conv: ONNX
+ *                         broadcasts from the last axis)
  *   BatchNormalization    folded into the Conv or Gemm before it
  *                         (batch_normalize=1; a conv bias goes into the
- *                         mean), else [batchnorm]; epsilon 1e-5
+ *                         mean), else [batchnorm]; epsilon 1e-5; its
+ *                         momentum is not used (the running statistics
+ *                         average as every batch norm here, 0.99 / 0.01)
  *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
  *                         the activation= of the Conv, Gemm or Add before
  *                         (or before the MaxPool before: a monotone
@@ -40,6 +44,10 @@
  * attribute value, a layout) is an input error naming the node, its op and
  * what is supported; a file that is not a well-formed model is an input
  * error, never a crash.
+ *
+ * Adding an op: its handler in onnx.c and its row in ox_ops (the list in
+ * messages follows); a writer row in onnx_export.c's ex_writers if it is a
+ * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
  *
  * The sections' line numbers are the nodes' numbers, from 1, so the
  * layers' own messages ("model.onnx:3: [convolutional] ...") point at the

@@ -16,6 +16,7 @@
 #include <onnx.pb-c.h>
 
 #include "base/fileio.h"
+#include "base/strlist.h"
 
 #define OX_MAX_BYTES ((size_t)1 << 31)
 #define OX_MAX_SETTINGS_BYTES ((size_t)1 << 20)
@@ -23,11 +24,6 @@
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
 #define OX_DEFAULT_OPSET 13
-
-static const char OX_SUPPORTED[] =
-    "Conv, Gemm, MatMul, Add, Relu, LeakyRelu, Sigmoid, Tanh, MaxPool, AveragePool, "
-    "GlobalAveragePool, BatchNormalization, Concat, Flatten, Reshape, Dropout, LRN, Softmax, "
-    "LogSoftmax, Identity, Constant";
 
 typedef enum ox_kind {
     OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
@@ -483,7 +479,7 @@ static st_status ox_output(ox *x, int node, int layer, int flat)
 
 /* ---- the ops ---- */
 
-static st_status op_conv(ox *x, int node)
+static st_status op_conv(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     ox_value *in;
@@ -564,9 +560,10 @@ static st_status op_fc(ox *x, int node, int gemm)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
     long out = (long)(trans_b ? wt->dims[0] : wt->dims[1]);
-    if (b && bc != (size_t)out)
-        return ox_node_fail(x, node, "bias '%s' has %zu values for %ld outputs: expected one "
-                            "per output (no other broadcast)", n->input[2], bc, out);
+    if (b && (bc != (size_t)out || bt->n_dims > 2 || (bt->n_dims == 2 && bt->dims[0] != 1)))
+        return ox_node_fail(x, node, "bias '%s' has %zu values in %zu dims for %ld outputs: "
+                            "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], bc,
+                            bt->n_dims, out, out, out);
     if ((st = ox_take(x, node, in)) || (st = ox_new_layer(x, node, "connected", OX_FC, &l)))
         return st;
     ox_layer *c = &x->layers[l];
@@ -577,7 +574,7 @@ static st_status op_fc(ox *x, int node, int gemm)
     return ox_output(x, node, l, 1);
 }
 
-static st_status op_add(ox *x, int node)
+static st_status op_add(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     st_status st = ox_known_attrs(x, node, "");
@@ -598,6 +595,17 @@ static st_status op_add(ox *x, int node)
         if (!l || l->bn || ox_tensor_find(l, "biases"))
             return ox_node_fail(x, node, "adds a constant: supported only as the bias of a "
                                 "MatMul, Gemm or Conv without one, read by nothing else");
+        /* ONNX broadcasts from the last axis: one value per channel is
+         * [C] (or [1, C]) after an inner product, [C, 1, 1] after a conv */
+        const int64_t *d = t->dims;
+        size_t nd = t->n_dims;
+        int per_channel = l->kind == OX_FC ? nd == 1 || (nd == 2 && d[0] == 1)
+                                           : (nd == 3 && d[1] == 1 && d[2] == 1) ||
+                                                 (nd == 4 && d[0] == 1 && d[2] == 1 && d[3] == 1);
+        if (!per_channel)
+            return ox_node_fail(x, node, "adds '%s' of %zu dims: a bias is one value per "
+                                "channel, [C] after a MatMul or Gemm, [C, 1, 1] after a Conv",
+                                n->input[k], nd);
         ox_tensor_add(l, "biases", node, n->input[k], b, bc, 0);
         l->uses--;
         return ox_output(x, node, v->layer, v->flat);
@@ -706,7 +714,7 @@ static st_status op_pool(ox *x, int node, int max)
     return ox_output(x, node, l, 0);
 }
 
-static st_status op_global_pool(ox *x, int node)
+static st_status op_global_pool(ox *x, int node, int arg)
 {
     ox_value *in;
     int l = 0;
@@ -717,7 +725,7 @@ static st_status op_global_pool(ox *x, int node)
     return ox_output(x, node, l, 0);
 }
 
-static st_status op_batchnorm(ox *x, int node)
+static st_status op_batchnorm(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     ox_value *in;
@@ -774,7 +782,7 @@ static st_status op_batchnorm(ox *x, int node)
     return ox_output(x, node, at, in->flat);
 }
 
-static st_status op_concat(ox *x, int node)
+static st_status op_concat(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     long axis;
@@ -808,7 +816,7 @@ static st_status op_concat(ox *x, int node)
 
 /* Identity: the same values under another name; of a constant, a
  * constant (read where it is used, ox_constant). */
-static st_status op_identity(ox *x, int node)
+static st_status op_identity(ox *x, int node, int arg)
 {
     ox_value *v;
     st_status st;
@@ -852,7 +860,7 @@ static st_status op_flatten(ox *x, int node, int reshape)
     return ox_output(x, node, v->layer, 1);
 }
 
-static st_status op_dropout(ox *x, int node)
+static st_status op_dropout(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
     ox_value *v;
@@ -880,7 +888,7 @@ static st_status op_dropout(ox *x, int node)
     return ox_output(x, node, l, v->flat);
 }
 
-static st_status op_lrn(ox *x, int node)
+static st_status op_lrn(ox *x, int node, int arg)
 {
     ox_value *v;
     long size;
@@ -904,7 +912,7 @@ static st_status op_lrn(ox *x, int node)
     return ox_output(x, node, l, 0);
 }
 
-static st_status op_softmax(ox *x, int node)
+static st_status op_softmax(ox *x, int node, int arg)
 {
     ox_value *v;
     long axis;
@@ -914,15 +922,56 @@ static st_status op_softmax(ox *x, int node)
         (st = ox_int_attr(x, node, "axis", x->opset >= 13 ? -1 : 1, -4, 3, &axis)) ||
         (st = ox_read(x, node, 0, &v)))
         return st;
-    int over_rest = x->opset < 13 && axis == 1; /* everything after the samples */
-    if (!over_rest && axis != -1 && axis != 1)
-        return ox_node_fail(x, node, "axis=%ld: singletrain's softmax is over each sample's "
-                            "values (axis 1 of [N, classes])", axis);
+    /* singletrain's is over each sample's values: axis 1 or -1 of [N, K];
+     * axis 1 of [N, C, H, W] before opset 13 (which flattens from the
+     * axis), or from 13 on where H = W = 1 (checked after the build) */
+    if (axis != 1 && !(axis == -1 && v->flat))
+        return ox_node_fail(x, node, "axis=%ld of a %s tensor: singletrain's softmax is over "
+                            "each sample's values (axis 1 of [N, classes])", axis,
+                            v->flat ? "2-D" : "4-D");
     if ((st = ox_take(x, node, v)) || (st = ox_new_layer(x, node, "softmax", OX_SOFTMAX, &l)))
         return st;
-    x->layers[l].flat_only = !over_rest && !v->flat;
+    x->layers[l].flat_only = x->opset >= 13 && !v->flat;
     return ox_output(x, node, l, 1);
 }
+
+/* A Constant node: read where it is used (ox_constant). */
+static st_status op_constant(ox *x, int node, int arg)
+{
+    return ST_OK;
+}
+
+/* The ops, each with its handler and the handler's argument; the list in
+ * messages comes from it. Adding an op: a handler here, its row. */
+static const struct {
+    const char *op;
+    st_status (*read)(ox *x, int node, int arg);
+    int arg;
+} ox_ops[] = {
+    {"Conv", op_conv, 0},
+    {"Gemm", op_fc, 1},
+    {"MatMul", op_fc, 0},
+    {"Add", op_add, 0},
+    {"Relu", op_activation, ST_ACT_RELU},
+    {"LeakyRelu", op_activation, ST_ACT_LEAKY},
+    {"Sigmoid", op_activation, ST_ACT_LOGISTIC},
+    {"Tanh", op_activation, ST_ACT_TANH},
+    {"MaxPool", op_pool, 1},
+    {"AveragePool", op_pool, 0},
+    {"GlobalAveragePool", op_global_pool, 0},
+    {"BatchNormalization", op_batchnorm, 0},
+    {"Concat", op_concat, 0},
+    {"Flatten", op_flatten, 0},
+    {"Reshape", op_flatten, 1},
+    {"Identity", op_identity, 0},
+    {"Dropout", op_dropout, 0},
+    {"LRN", op_lrn, 0},
+    {"Softmax", op_softmax, 0},
+    {"LogSoftmax", op_softmax, 0},
+    {"Constant", op_constant, 0},
+};
+
+#define OX_N_OPS (sizeof ox_ops / sizeof ox_ops[0])
 
 /* One node. */
 static st_status ox_node(ox *x, int node)
@@ -931,41 +980,13 @@ static st_status ox_node(ox *x, int node)
     const char *op = n->op_type ? n->op_type : "";
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return ox_node_fail(x, node, "domain '%s': only the default ONNX domain", n->domain);
-    static const struct {
-        const char *op;
-        int act;
-    } acts[] = {{"Relu", ST_ACT_RELU}, {"LeakyRelu", ST_ACT_LEAKY},
-                {"Sigmoid", ST_ACT_LOGISTIC}, {"Tanh", ST_ACT_TANH}};
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (strcmp(op, acts[i].op) == 0)
-            return op_activation(x, node, acts[i].act);
-    if (strcmp(op, "Conv") == 0)
-        return op_conv(x, node);
-    if (strcmp(op, "Gemm") == 0 || strcmp(op, "MatMul") == 0)
-        return op_fc(x, node, op[0] == 'G');
-    if (strcmp(op, "Add") == 0)
-        return op_add(x, node);
-    if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
-        return op_pool(x, node, op[0] == 'M');
-    if (strcmp(op, "GlobalAveragePool") == 0)
-        return op_global_pool(x, node);
-    if (strcmp(op, "BatchNormalization") == 0)
-        return op_batchnorm(x, node);
-    if (strcmp(op, "Concat") == 0)
-        return op_concat(x, node);
-    if (strcmp(op, "Flatten") == 0 || strcmp(op, "Reshape") == 0)
-        return op_flatten(x, node, op[0] == 'R');
-    if (strcmp(op, "Identity") == 0)
-        return op_identity(x, node);
-    if (strcmp(op, "Dropout") == 0)
-        return op_dropout(x, node);
-    if (strcmp(op, "LRN") == 0)
-        return op_lrn(x, node);
-    if (strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0)
-        return op_softmax(x, node);
-    if (strcmp(op, "Constant") == 0)
-        return ST_OK; /* read where it is used (ox_constant) */
-    return ox_node_fail(x, node, "unsupported op (supported: %s)%s", OX_SUPPORTED,
+    for (size_t i = 0; i < OX_N_OPS; i++)
+        if (strcmp(op, ox_ops[i].op) == 0)
+            return ox_ops[i].read(x, node, ox_ops[i].arg);
+    char list[512] = "";
+    for (size_t i = 0; i < OX_N_OPS; i++)
+        st_strlist_append(list, sizeof list, ox_ops[i].op, i, OX_N_OPS, ", ");
+    return ox_node_fail(x, node, "unsupported op (supported: %s)%s", list,
                         strcmp(op, "Shape") == 0 ? "; a reshape computed from the input's "
                         "shape (PyTorch's x.view(x.size(0), -1)) is one: flatten with "
                         "torch.flatten(x, 1) instead" : "");

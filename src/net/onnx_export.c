@@ -198,6 +198,12 @@ static st_status ex_float(ex *e, Onnx__NodeProto *n, const char *name, float val
 
 /* ---- the layers ---- */
 
+/* After a NULL from ex_alloc or a node built with it: the error recorded. */
+static st_status ex_failed(const ex *e)
+{
+    return e->err->code ? e->err->code : ST_ENOMEM;
+}
+
 /* What a layer's options say, read again from its section. */
 static st_status ex_unsupported(const ex *e, int i, const char *what)
 {
@@ -218,7 +224,7 @@ static st_status ex_activation(ex *e, int i, int act, const char *value, const c
     const char *name = ex_name(e, "%d.act", i);
     Onnx__NodeProto *n = name ? ex_node(e, ops[act], name, 1, value) : NULL;
     if (!n || (act == ST_ACT_LEAKY && ex_float(e, n, "alpha", 0.1f) != ST_OK))
-        return ST_ENOMEM;
+        return ex_failed(e);
     *out = name;
     return ST_OK;
 }
@@ -236,7 +242,7 @@ static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char
                                        var)
                              : NULL;
     if (!n || ex_float(e, n, "epsilon", ST_BN_EPS) != ST_OK)
-        return e->err->code ? e->err->code : ST_ENOMEM;
+        return ex_failed(e);
     *out = name;
     return ST_OK;
 }
@@ -257,18 +263,30 @@ static st_status ex_key_act(ex *e, int i, int def, int *act)
                        e->err);
 }
 
-/* [N, C*H*W] of a value of rank 4, or the value itself. */
-static const char *ex_flat(ex *e, int i, const char *value, int *rank)
+/* [N, C*H*W] of a value of rank 4 (layer i's k-th), or the value itself. */
+static const char *ex_flat(ex *e, int i, int k, const char *value, int *rank)
 {
     if (*rank == 2)
         return value;
-    const char *name = ex_name(e, "%d.flat", i);
+    const char *name = ex_name(e, "%d.flat%d", i, k);
     Onnx__NodeProto *n = name ? ex_node(e, "Flatten", name, 1, value) : NULL;
     *rank = 2;
     return n ? name : NULL;
 }
 
-static st_status ex_conv(ex *e, int i, const char *in, const char **out)
+/* A layer's writer: layer i reads `in` (of rank in->rank, 4 or 2) and the
+ * outputs of earlier layers (values, ranks); it adds its nodes and sets
+ * out->value, the value holding its output, and out->rank. */
+typedef struct ex_io {
+    const char *in;
+    int in_rank;
+    const char *const *values;
+    const int *ranks;
+    const char *value;
+    int rank;
+} ex_io;
+
+static st_status ex_conv(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
     int size, stride, pad, padding, groups, bn, act;
@@ -285,43 +303,44 @@ static st_status ex_conv(ex *e, int i, const char *in, const char **out)
     const char *name = ex_name(e, "%d.conv", i), *w = ex_param(e, i, "weights", 4, wd);
     const char *b = bn ? NULL : ex_param(e, i, "biases", 1, bd);
     Onnx__NodeProto *n = !name || !w || (!bn && !b) ? NULL
-                         : bn ? ex_node(e, "Conv", name, 2, in, w)
-                              : ex_node(e, "Conv", name, 3, in, w, b);
+                         : bn ? ex_node(e, "Conv", name, 2, io->in, w)
+                              : ex_node(e, "Conv", name, 3, io->in, w, b);
     if (!n || ex_ints(e, n, "kernel_shape", 2, size, size) ||
         ex_ints(e, n, "strides", 2, stride, stride) ||
         ex_ints(e, n, "pads", 4, padding, padding, padding, padding) ||
         ex_int(e, n, "group", groups))
-        return e->err->code ? e->err->code : ST_ENOMEM;
+        return ex_failed(e);
     const char *v = name;
     if (bn && (st = ex_batchnorm(e, i, l->out.c, v, &v)))
         return st;
-    return ex_activation(e, i, act, v, out);
+    return ex_activation(e, i, act, v, &io->value);
 }
 
-static st_status ex_connected(ex *e, int i, const char *in, int *rank, const char **out)
+static st_status ex_connected(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
-    int bn, act;
+    int bn, act, rank = io->in_rank;
     st_status st;
     if ((st = ex_key_int(e, i, "batch_normalize", 0, &bn)) ||
         (st = ex_key_act(e, i, ST_ACT_LOGISTIC, &act)))
         return st;
     int64_t wd[2] = {l->out.c, (int64_t)st_shape_count(l->in)}, bd[1] = {l->out.c};
-    const char *x = ex_flat(e, i, in, rank), *name = ex_name(e, "%d.fc", i),
+    const char *x = ex_flat(e, i, 0, io->in, &rank), *name = ex_name(e, "%d.fc", i),
                *w = ex_param(e, i, "weights", 2, wd);
     const char *b = bn ? NULL : ex_param(e, i, "biases", 1, bd);
     Onnx__NodeProto *n = !x || !name || !w || (!bn && !b) ? NULL
                          : bn ? ex_node(e, "Gemm", name, 2, x, w)
                               : ex_node(e, "Gemm", name, 3, x, w, b);
     if (!n || ex_int(e, n, "transB", 1))
-        return e->err->code ? e->err->code : ST_ENOMEM;
+        return ex_failed(e);
     const char *v = name;
+    io->rank = 2;
     if (bn && (st = ex_batchnorm(e, i, l->out.c, v, &v)))
         return st;
-    return ex_activation(e, i, act, v, out);
+    return ex_activation(e, i, act, v, &io->value);
 }
 
-static st_status ex_maxpool(ex *e, int i, const char *in, const char **out)
+static st_status ex_maxpool(ex *e, int i, ex_io *io)
 {
     int stride, size, padding;
     st_status st;
@@ -331,17 +350,104 @@ static st_status ex_maxpool(ex *e, int i, const char *in, const char **out)
         return st;
     int top = padding / 2, bottom = padding - top;
     const char *name = ex_name(e, "%d.max", i);
-    Onnx__NodeProto *n = name ? ex_node(e, "MaxPool", name, 1, in) : NULL;
+    Onnx__NodeProto *n = name ? ex_node(e, "MaxPool", name, 1, io->in) : NULL;
     if (!n || ex_ints(e, n, "kernel_shape", 2, size, size) ||
         ex_ints(e, n, "strides", 2, stride, stride) ||
         ex_ints(e, n, "pads", 4, top, top, bottom, bottom))
-        return e->err->code ? e->err->code : ST_ENOMEM;
-    *out = name;
+        return ex_failed(e);
+    io->value = name;
     return ST_OK;
 }
 
-static st_status ex_shortcut(ex *e, int i, const char *in, const char *const *values,
-                             const char **out)
+static st_status ex_avgpool(ex *e, int i, ex_io *io)
+{
+    const char *name = ex_name(e, "%d.avg", i);
+    if (!name || !ex_node(e, "GlobalAveragePool", name, 1, io->in))
+        return ex_failed(e);
+    io->value = name;
+    return ST_OK;
+}
+
+static st_status ex_batchnorm_layer(ex *e, int i, ex_io *io)
+{
+    io->rank = io->in_rank;
+    return ex_batchnorm(e, i, e->net->layers[i]->out.c, io->in, &io->value);
+}
+
+static st_status ex_dropout(ex *e, int i, ex_io *io)
+{
+    float *ratio = ex_alloc(e, sizeof *ratio);
+    st_status st = ratio ? ex_key_float(e, i, "probability", 0.5f, ratio) : ex_failed(e);
+    if (st != ST_OK)
+        return st;
+    int64_t none[1] = {0};
+    const char *name = ex_name(e, "%d.dropout", i), *rname = ex_name(e, "%d.ratio", i);
+    const char *r = rname ? ex_tensor(e, rname, ratio, 0, none) : NULL;
+    if (!name || !r || !ex_node(e, "Dropout", name, 2, io->in, r))
+        return ex_failed(e);
+    io->value = name;
+    io->rank = io->in_rank;
+    return ST_OK;
+}
+
+static st_status ex_lrn(ex *e, int i, ex_io *io)
+{
+    int size;
+    float alpha, beta, k;
+    st_status st;
+    if ((st = ex_key_int(e, i, "size", 5, &size)) ||
+        (st = ex_key_float(e, i, "alpha", 1e-4f, &alpha)) ||
+        (st = ex_key_float(e, i, "beta", 0.75f, &beta)) ||
+        (st = ex_key_float(e, i, "k", 1.0f, &k)))
+        return st;
+    const char *name = ex_name(e, "%d.lrn", i);
+    Onnx__NodeProto *n = name ? ex_node(e, "LRN", name, 1, io->in) : NULL;
+    if (!n || ex_int(e, n, "size", size) || ex_float(e, n, "alpha", alpha) ||
+        ex_float(e, n, "beta", beta) || ex_float(e, n, "bias", k))
+        return ex_failed(e);
+    io->value = name;
+    return ST_OK;
+}
+
+static st_status ex_softmax(ex *e, int i, ex_io *io)
+{
+    int groups, rank = io->in_rank;
+    float temperature;
+    st_status st;
+    if ((st = ex_key_int(e, i, "groups", 1, &groups)) ||
+        (st = ex_key_float(e, i, "temperature", 1.0f, &temperature)))
+        return st;
+    if (groups != 1 || temperature != 1.0f)
+        return ex_unsupported(e, i, "only groups=1 and temperature=1 (a Softmax)");
+    const char *x = ex_flat(e, i, 0, io->in, &rank), *name = ex_name(e, "%d.softmax", i);
+    Onnx__NodeProto *n = x && name ? ex_node(e, "Softmax", name, 1, x) : NULL;
+    if (!n || ex_int(e, n, "axis", 1))
+        return ex_failed(e);
+    io->value = name;
+    io->rank = 2;
+    return ST_OK;
+}
+
+/* The inputs of layer i, each flattened where another is 2-D (a layer's
+ * output of 1 x 1 is [N, C, 1, 1] or [N, C]: Add and Concat need one rank);
+ * io->rank the result's. */
+static st_status ex_sources(ex *e, int i, ex_io *io, char **inputs)
+{
+    const st_layer *l = e->net->layers[i];
+    io->rank = 4;
+    for (int k = 0; k < l->n_src; k++)
+        if (io->ranks[l->src[k]] == 2)
+            io->rank = 2;
+    for (int k = 0; k < l->n_src; k++) {
+        int r = io->rank == 2 ? io->ranks[l->src[k]] : 2;
+        inputs[k] = (char *)ex_flat(e, i, k, io->values[l->src[k]], &r);
+        if (!inputs[k])
+            return ex_failed(e);
+    }
+    return ST_OK;
+}
+
+static st_status ex_shortcut(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
     float alpha, beta;
@@ -355,103 +461,75 @@ static st_status ex_shortcut(ex *e, int i, const char *in, const char *const *va
     if (alpha != 1.0f || beta != 1.0f || f.c != l->in.c || f.h != l->in.h || f.w != l->in.w)
         return ex_unsupported(e, i, "only alpha=1 and beta=1 on two outputs of the same shape "
                               "(an Add)");
+    char *in[2];
+    if ((st = ex_sources(e, i, io, in)))
+        return st;
     const char *name = ex_name(e, "%d.add", i);
-    if (!name || !ex_node(e, "Add", name, 2, in, values[l->src[1]]))
-        return e->err->code ? e->err->code : ST_ENOMEM;
-    return ex_activation(e, i, act, name, out);
+    if (!name || !ex_node(e, "Add", name, 2, in[0], in[1]))
+        return ex_failed(e);
+    return ex_activation(e, i, act, name, &io->value);
 }
 
-static st_status ex_layer(ex *e, int i, const char *const *values, int *ranks, const char **out)
+static st_status ex_route(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
-    const char *type = l->ops->type;
-    const char *in = l->src[0] < 0 ? "input" : values[l->src[0]];
-    int rank = l->src[0] < 0 ? 4 : ranks[l->src[0]];
-    st_status st = ST_OK;
-    const char *name = NULL;
-    Onnx__NodeProto *n = NULL;
-    ranks[i] = 4;
-    if (strcmp(type, "convolutional") == 0)
-        st = ex_conv(e, i, in, out);
-    else if (strcmp(type, "connected") == 0) {
-        st = ex_connected(e, i, in, &rank, out);
-        ranks[i] = 2;
-    } else if (strcmp(type, "maxpool") == 0)
-        st = ex_maxpool(e, i, in, out);
-    else if (strcmp(type, "avgpool") == 0) {
-        name = ex_name(e, "%d.avg", i);
-        n = name ? ex_node(e, "GlobalAveragePool", name, 1, in) : NULL;
-        *out = name;
-        st = n ? ST_OK : e->err->code ? e->err->code : ST_ENOMEM;
-    } else if (strcmp(type, "batchnorm") == 0)
-        st = ex_batchnorm(e, i, l->out.c, in, out);
-    else if (strcmp(type, "dropout") == 0) {
-        float p;
-        int64_t none[1] = {0};
-        float *ratio = (st = ex_key_float(e, i, "probability", 0.5f, &p)) ? NULL
-                       : ex_alloc(e, sizeof *ratio);
-        if (ratio)
-            *ratio = p;
-        name = ex_name(e, "%d.dropout", i);
-        const char *r = ratio ? ex_tensor(e, ex_name(e, "%d.ratio", i), ratio, 0, none) : NULL;
-        n = name && r ? ex_node(e, "Dropout", name, 2, in, r) : NULL;
-        *out = name;
-        ranks[i] = rank;
-        st = n ? ST_OK : e->err->code ? e->err->code : ST_ENOMEM;
-    } else if (strcmp(type, "lrn") == 0) {
-        int size;
-        float alpha, beta, k;
-        if (!(st = ex_key_int(e, i, "size", 5, &size)) &&
-            !(st = ex_key_float(e, i, "alpha", 1e-4f, &alpha)) &&
-            !(st = ex_key_float(e, i, "beta", 0.75f, &beta)) &&
-            !(st = ex_key_float(e, i, "k", 1.0f, &k))) {
-            name = ex_name(e, "%d.lrn", i);
-            n = name ? ex_node(e, "LRN", name, 1, in) : NULL;
-            if (!n || ex_int(e, n, "size", size) || ex_float(e, n, "alpha", alpha) ||
-                ex_float(e, n, "beta", beta) || ex_float(e, n, "bias", k))
-                st = e->err->code ? e->err->code : ST_ENOMEM;
-            *out = name;
-        }
-    } else if (strcmp(type, "softmax") == 0) {
-        int groups;
-        float temperature;
-        if (!(st = ex_key_int(e, i, "groups", 1, &groups)) &&
-            !(st = ex_key_float(e, i, "temperature", 1.0f, &temperature))) {
-            if (groups != 1 || temperature != 1.0f)
-                return ex_unsupported(e, i, "only groups=1 and temperature=1 (a Softmax)");
-            const char *x = ex_flat(e, i, in, &rank);
-            name = ex_name(e, "%d.softmax", i);
-            n = x && name ? ex_node(e, "Softmax", name, 1, x) : NULL;
-            if (!n || ex_int(e, n, "axis", 1))
-                st = e->err->code ? e->err->code : ST_ENOMEM;
-            *out = name;
-            ranks[i] = 2;
-        }
-    } else if (strcmp(type, "shortcut") == 0) {
-        st = ex_shortcut(e, i, in, values, out);
-        ranks[i] = rank;
-    } else if (strcmp(type, "route") == 0) {
-        if (l->n_src == 1) { /* the same values: no node */
-            *out = in;
-            ranks[i] = rank;
-            return ST_OK;
-        }
-        name = ex_name(e, "%d.concat", i);
-        n = name ? ex_node(e, "Concat", name, 0) : NULL;
-        char **inputs = n ? ex_alloc(e, (size_t)l->n_src * sizeof *inputs) : NULL;
-        if (!inputs || ex_int(e, n, "axis", 1))
-            return e->err->code ? e->err->code : ST_ENOMEM;
-        for (int k = 0; k < l->n_src; k++)
-            inputs[k] = (char *)values[l->src[k]];
-        n->n_input = (size_t)l->n_src;
-        n->input = inputs;
-        *out = name;
-    } else if (strcmp(type, "cost") == 0) {
-        *out = in; /* the loss alone: its output is its input */
-        ranks[i] = rank;
-    } else
-        return ex_unsupported(e, i, "no ONNX op does what it does in singletrain");
-    return st;
+    if (l->n_src == 1) { /* the same values: no node */
+        io->value = io->in;
+        io->rank = io->in_rank;
+        return ST_OK;
+    }
+    char **inputs = ex_alloc(e, (size_t)l->n_src * sizeof *inputs);
+    st_status st = inputs ? ex_sources(e, i, io, inputs) : ex_failed(e); /* nodes before */
+    if (st != ST_OK)
+        return st;
+    const char *name = ex_name(e, "%d.concat", i);
+    Onnx__NodeProto *n = name ? ex_node(e, "Concat", name, 0) : NULL;
+    if (!n || ex_int(e, n, "axis", 1))
+        return ex_failed(e);
+    n->n_input = (size_t)l->n_src;
+    n->input = inputs;
+    io->value = name;
+    return ST_OK;
+}
+
+/* [cost]: the loss alone; its output is its input. */
+static st_status ex_cost(ex *e, int i, ex_io *io)
+{
+    io->value = io->in;
+    io->rank = io->in_rank;
+    return ST_OK;
+}
+
+/* The writers by layer type; spatial: ONNX's op needs [N, C, H, W]. */
+static const struct {
+    const char *type;
+    st_status (*write)(ex *e, int i, ex_io *io);
+    int spatial;
+} ex_writers[] = {
+    {"convolutional", ex_conv, 1}, {"connected", ex_connected, 0}, {"maxpool", ex_maxpool, 1},
+    {"avgpool", ex_avgpool, 1},    {"batchnorm", ex_batchnorm_layer, 0},
+    {"dropout", ex_dropout, 0},    {"lrn", ex_lrn, 1},           {"softmax", ex_softmax, 0},
+    {"shortcut", ex_shortcut, 0},  {"route", ex_route, 0},       {"cost", ex_cost, 0},
+};
+
+static st_status ex_layer(ex *e, int i, const char **values, int *ranks)
+{
+    const st_layer *l = e->net->layers[i];
+    ex_io io = {.in = l->src[0] < 0 ? "input" : values[l->src[0]],
+                .in_rank = l->src[0] < 0 ? 4 : ranks[l->src[0]],
+                .values = values, .ranks = ranks, .rank = 4};
+    for (size_t k = 0; k < sizeof ex_writers / sizeof ex_writers[0]; k++) {
+        if (strcmp(l->ops->type, ex_writers[k].type) != 0)
+            continue;
+        if (ex_writers[k].spatial && io.in_rank == 2)
+            return ex_unsupported(e, i, "it reads the [N, C] output of an inner product or a "
+                                  "softmax, and ONNX's op needs [N, C, H, W]");
+        st_status st = ex_writers[k].write(e, i, &io);
+        values[i] = io.value;
+        ranks[i] = io.rank;
+        return st;
+    }
+    return ex_unsupported(e, i, "no ONNX op does what it does in singletrain");
 }
 
 static st_status ex_write(FILE *f, void *ctx, st_error *err)
@@ -476,7 +554,7 @@ st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const f
     st_status st = values && ranks ? ST_OK
                                    : st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
     for (int i = 0; i < net->n_layers && st == ST_OK; i++)
-        st = ex_layer(&e, i, values, ranks, &values[i]);
+        st = ex_layer(&e, i, values, ranks);
     Onnx__ModelProto m;
     Onnx__GraphProto g;
     Onnx__OperatorSetIdProto opset;

@@ -95,6 +95,7 @@ check "onnx.checker (full) passes it, batch norm in inference form" out 0 \
 print(m.opset_import[0].version, ' '.join(n.op_type for n in m.graph.node))"
 expect "opset 13" grep -q '^13 ' "$tmp/stdout"
 cp lenet.train out.train
+short="--data synthetic --train-images 64 --no-test -t 1 --backend ref --seed 2"
 again="--data synthetic --train-images 64 --test-images 32 --iters 8 -t 1 --backend ref
        --log-every 1 --log-format csv --seed 5"
 # shellcheck disable=SC2086
@@ -128,6 +129,25 @@ cut -d, -f1,2,5,8,9 m3.csv >m3.loss
 expect "re-imported, it trains alike" cmp -s m2.loss m3.loss
 check "... to the same weights" out 0 "largest relative difference 0 " -- \
     "$snapdiff" mx.onnx m2/mixed_final.snap m3/mx_final.snap 0
+# a 1 x 1 conv output ([N, C, 1, 1]) added to and joined with an inner
+# product's ([N, C]): Add and Concat get one rank
+printf '[net]\nheight=4\nwidth=4\nchannels=3\nbatch=4\n[convolutional]\nfilters=4\nsize=4\nactivation=relu\n[connected]\noutput=4\nactivation=linear\n[shortcut]\nfrom=0\n[route]\nlayers=0,2\n[connected]\noutput=3\nactivation=linear\n[softmax]\n' >rank.cfg
+printf '[net]\nbatch=4\n' >rank.train
+# shellcheck disable=SC2086
+"$bin" $short --iters 2 --snapshot-dir k0 rank.cfg >/dev/null 2>&1
+check "outputs of two ranks export and pass onnx.checker" out 0 "Flatten Add Flatten Concat" -- \
+    sh -c "'$bin' export -q --onnx rank.cfg k0/rank_final.snap rank.onnx && $py -c \"import onnx
+m = onnx.load('rank.onnx'); onnx.checker.check_model(m, full_check=True)
+print(' '.join(n.op_type for n in m.graph.node))\""
+# shellcheck disable=SC2086
+"$bin" $again --snapshot-dir k1 --weights k0/rank_final.snap rank.cfg >k1.csv 2>/dev/null
+# shellcheck disable=SC2086
+"$bin" $again --snapshot-dir k2 rank.onnx >k2.csv 2>/dev/null
+cut -d, -f1,2,5,8,9 k1.csv >k1.loss
+cut -d, -f1,2,5,8,9 k2.csv >k2.loss
+expect "re-imported, it trains alike" cmp -s k1.loss k2.loss
+check "... to the same weights" out 0 "largest relative difference 0 " -- \
+    "$snapdiff" rank.cfg k1/rank_final.snap k2/rank_final.snap 0
 printf '[net]\nheight=8\nwidth=8\nchannels=3\n[crop]\ncrop_height=4\ncrop_width=4\n[connected]\noutput=2\n[softmax]\n' >crop.cfg
 "$bin" --data synthetic --train-images 8 --iters 1 -b 4 -t 1 --no-test --snapshot-dir c \
     crop.cfg >/dev/null 2>&1
@@ -137,7 +157,6 @@ expect "... leaves no file" [ ! -e crop.onnx ]
 
 # ---------------------------------------------------------------- resume
 
-short="--data synthetic --train-images 64 --no-test -t 1 --backend ref --seed 2"
 # shellcheck disable=SC2086
 "$bin" $short --iters 4 --snapshot-dir half lenet.onnx >/dev/null 2>&1
 # shellcheck disable=SC2086
@@ -197,6 +216,11 @@ check "missing initializer" err 2 "no_init.onnx: node 1 (Conv): input 2 'nope' i
     -- "$bin" --dry-run no_init.onnx
 check "shape mismatch" err 2 "bad_shape.onnx: node 2 (Gemm): 'w' has 470 values, but the layer needs 480" \
     -- "$bin" --dry-run bad_shape.onnx
+check "a constant added along the width, not per channel" err 2 \
+    "bad_bias.onnx: node 2 (Add): adds 'b' of 1 dims: a bias is one value per channel" -- \
+    "$bin" --dry-run bad_bias.onnx
+check "a softmax over the width" err 2 \
+    "bad_softmax.onnx: node 3 (Softmax): axis=-1 of a 4-D tensor" -- "$bin" --dry-run bad_softmax.onnx
 check "unsupported attribute" err 2 "bad_attr.onnx: node 1 (MaxPool): attribute ceil_mode=1" -- \
     "$bin" --dry-run bad_attr.onnx
 check "output not the last layer's" err 2 "not_last.onnx: the graph's output 'y' is not the last" \

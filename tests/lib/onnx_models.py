@@ -23,6 +23,9 @@ usage: onnx_models.py DIR   writes into DIR:
   bad_shape.onnx  a Gemm whose weight does not fit its input
   bad_attr.onnx   a MaxPool with ceil_mode=1
   not_last.onnx   a graph whose output is not its last layer's
+  bad_bias.onnx   a Conv plus a constant of dims [C], which ONNX adds along
+                  the width
+  bad_softmax.onnx   a Softmax over the last axis of [N, C, 1, 1]
 """
 import struct
 import sys
@@ -253,11 +256,32 @@ def broken(out):
                [3, 4, 4], check=False), out + "/not_last.onnx")
 
 
+def bad_bias(out):
+    """A Conv (4 channels of 4 x 4) plus a constant of dims [4]: ONNX adds it
+    along the width, not per channel; singletrain must refuse it."""
+    n = helper.make_node
+    inits = [init("w", rand(4, 3, 1, 1)), init("b", rand(4)), init("wf", rand(5, 64))]
+    save(model([n("Conv", ["x", "w"], ["c"]), n("Add", ["c", "b"], ["a"]),
+                n("Flatten", ["a"], ["f"]), n("Gemm", ["f", "wf"], ["y"], transB=1)],
+               inits, [3, 4, 4]), out + "/bad_bias.onnx")
+
+
+def bad_softmax(out):
+    """Softmax at opset 13's default axis, -1, of [N, C, 1, 1]: over the
+    width (of 1), not over the channels; singletrain must refuse it."""
+    n = helper.make_node
+    save(model([n("Conv", ["x", "w"], ["c"]), n("GlobalAveragePool", ["c"], ["g"]),
+                n("Softmax", ["g"], ["y"])], [init("w", rand(4, 3, 1, 1))], [3, 4, 4]),
+         out + "/bad_softmax.onnx")
+
+
 def main():
     out = sys.argv[1]
     lenet(out)
     mixed(out)
     broken(out)
+    bad_bias(out)
+    bad_softmax(out)
 
 
 if __name__ == "__main__":
