@@ -15,8 +15,11 @@ PKGS="gcc make libdnnl-dev libhwloc-dev libmpich-dev mpich libstb-dev zlib1g-dev
 # tests/e2e/test_fuzz.sh). groff-base: tests/e2e/test_install.sh renders
 # the manual page with groff. valgrind: the leak checks of
 # tests/e2e/test_memory.sh. python3-onnx: the models of tests/e2e/test_onnx.sh
-# (onnx.helper, onnx.checker; /usr/bin/python3's).
-TEST_PKGS="libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind python3-onnx"
+# (onnx.helper, onnx.checker; /usr/bin/python3's) and test_torch.sh's reading
+# of exported models. python3-torch: PyTorch, the oracle of
+# tests/e2e/test_torch.sh (its models, exports, gradients and losses; apt
+# brings the BLAS it needs).
+TEST_PKGS="libcmocka-dev darknet groff-base gnuplot-nox clang-14 libclang-rt-14-dev valgrind python3-onnx python3-torch"
 case "${1:-}" in
 --test) PKGS="$PKGS $TEST_PKGS" ;;
 "") ;;

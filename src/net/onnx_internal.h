@@ -97,7 +97,8 @@ int ox_count_uses(const ox *x, const char *name);
 st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat);
 
 /* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`. */
+ * before node `before`, or either under the name of an Identity node
+ * before it. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before);
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k);

@@ -347,12 +347,18 @@ static st_status op_concat(ox *x, int node, int arg)
     return ox_output(x, node, l, 0);
 }
 
-/* Identity: the same values under another name. */
+/* Identity: the same values under another name; of a constant, a
+ * constant (read where it is used, ox_constant). */
 static st_status op_identity(ox *x, int node, int arg)
 {
     ox_value *v;
     st_status st;
-    if ((st = ox_known_attrs(x, node, "")) || (st = ox_read(x, node, 0, &v)))
+    const char *in = ox_input(x->g->node[node], 0);
+    if ((st = ox_known_attrs(x, node, "")))
+        return st;
+    if (in && !ox_find_value(x, in) && ox_constant(x, in, node))
+        return ST_OK;
+    if ((st = ox_read(x, node, 0, &v)))
         return st;
     if (v->layer >= 0)
         x->layers[v->layer].uses--;

@@ -61,21 +61,34 @@ st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat)
 }
 
 /* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`. */
+ * before node `before`, or either under the name of an Identity node
+ * before it (PyTorch's exporter writes one initializer once and the equal
+ * ones as Identity nodes of it: a new BatchNorm2d's weight and running
+ * variance, both ones). Followed back node by node, not recursively. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before)
 {
-    for (size_t i = 0; i < x->g->n_initializer; i++)
-        if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
-            return x->g->initializer[i];
-    for (int i = 0; i < before; i++) {
+    for (;;) {
+        for (size_t i = 0; i < x->g->n_initializer; i++)
+            if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
+                return x->g->initializer[i];
+        int i = before - 1;
+        while (i >= 0 && !(x->g->node[i]->n_output == 1 && x->g->node[i]->output[0] &&
+                           strcmp(x->g->node[i]->output[0], name) == 0))
+            i--;
+        if (i < 0 || !x->g->node[i]->op_type)
+            return NULL;
         const Onnx__NodeProto *n = x->g->node[i];
-        if (n->op_type && strcmp(n->op_type, "Constant") == 0 && n->n_output == 1 &&
-            n->output[0] && strcmp(n->output[0], name) == 0)
+        if (strcmp(n->op_type, "Constant") == 0) {
             for (size_t a = 0; a < n->n_attribute; a++)
                 if (n->attribute[a]->name && strcmp(n->attribute[a]->name, "value") == 0)
                     return n->attribute[a]->t;
+            return NULL;
+        }
+        if (strcmp(n->op_type, "Identity") != 0 || n->n_input != 1 || !n->input[0])
+            return NULL;
+        name = n->input[0];
+        before = i;
     }
-    return NULL;
 }
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k)
