@@ -43,6 +43,21 @@ static const st_option options[] = {
 
 static const char *const groups[] = {"Format", "Other", NULL};
 
+/* Whether path names a network rather than weights: a .cfg or an ONNX
+ * model (the arguments given in another order). */
+static int looks_like_network(const char *path)
+{
+    size_t n = strlen(path);
+    return st_onnx_is_model(path) || (n > 4 && strcmp(path + n - 4, ".cfg") == 0);
+}
+
+static void append_order_hint(const char *in_path, st_error *err)
+{
+    size_t len = strlen(err->msg);
+    snprintf(err->msg + len, sizeof err->msg - len, " (WEIGHTS, %s, looks like the network: "
+             "the order is NET WEIGHTS OUT)", in_path);
+}
+
 static st_status run_export(const export_cli *o, const char *cfg_path, const char *in_path,
                             const char *out_path, st_error *err)
 {
@@ -56,8 +71,11 @@ static st_status run_export(const export_cli *o, const char *cfg_path, const cha
     st_status st = st_check_output_path(out_name, out_path, err);
     if (st == ST_OK)
         st = st_check_distinct(out, 1, in, 2, err);
-    if (st == ST_OK)
+    if (st == ST_OK) {
         st = st_net_load(cfg_path, NULL, &cfg, &hp, &net, &log, err);
+        if (st == ST_EINPUT && looks_like_network(in_path))
+            append_order_hint(in_path, err);
+    }
     if (st != ST_OK)
         return st;
     uint64_t seen = 0;
