@@ -28,6 +28,7 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     w->mp_it = it;
     w->mp_scale = 1.0f / (float)b->n;
     w->mp_bad = 0;
+    w->mp_total = b->n_total;
     if (count == 0)
         memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, w->id,
                                                          s->ps->shared_from,
@@ -106,6 +107,34 @@ static void sum_slice_over_nodes(st_worker *w, long it, float *slice, size_t len
                                                     &w->err);
     if (st != ST_OK)
         st_cluster_abort(s->o.cluster, &w->err);
+}
+
+/* Hybrid across nodes (one worker, its slice the whole arena): the
+ * model-parallel tail's gradient exists only in this rank's parts of it,
+ * which are summed over the ranks holding the same parts (its block); the
+ * rest of the tail is zeroed, those weights not being this rank's to keep
+ * (the solver still passes over them; the trainer gathers the parts where
+ * the whole network is needed). The head is all-reduced over every rank. */
+static void sum_mp_slice_over_nodes(st_worker *w, long it, float *slice, size_t len)
+{
+    st_sched *s = w->s;
+    size_t head = s->ps->shared_from, at = 0;
+    if (head > 0)
+        sum_slice_over_nodes(w, it, slice, head);
+    for (int k = 0; k < s->n_mp_ranges; k++) {
+        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
+        memcpy(s->mp_pack + at, slice + b, n * sizeof(float));
+        at += n;
+    }
+    if (st_cluster_mp_block_allreduce(s->o.cluster, s->mp_pack, at, &w->err) != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+    memset(slice + head, 0, (len - head) * sizeof(float));
+    at = 0;
+    for (int k = 0; k < s->n_mp_ranges; k++) {
+        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
+        memcpy(slice + b, s->mp_pack + at, n * sizeof(float));
+        at += n;
+    }
 }
 
 /* Whether slice r's reduced gradient is finite: the whole slice, or with
@@ -262,7 +291,10 @@ static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
 {
     st_status st = slice_reduce(w, scale);
     double c0 = st_now();
-    sum_slice_over_nodes(w, it, sl->grad, sl->len);
+    if (w->s->mp_ranges)
+        sum_mp_slice_over_nodes(w, it, sl->grad, sl->len);
+    else
+        sum_slice_over_nodes(w, it, sl->grad, sl->len);
     sl->comm += st_now() - c0;
     return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
 }
