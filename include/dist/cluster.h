@@ -203,11 +203,11 @@ st_status st_cluster_mp_reduce_scatter(st_cluster *c, const float *all, float *m
 /* On this rank's block: buf [n] summed over the block's ranks in place. */
 st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_error *err);
 
-/* Group 0's ranks alone (the others do not call it): every one's mine
- * [counts[me]] into group rank 0's all at displs (NULL on the others),
- * waited for without the timeout (rank 0 may be testing). */
-st_status st_cluster_mp_gather(st_cluster *c, const float *mine, float *all, const int *counts,
-                               const int *displs, st_error *err);
+/* Group 0's ranks alone (the others do not call it): every one's part
+ * buf + displs[me] [counts[me]] into the same place of group rank 0's
+ * buf, waited for without the timeout (rank 0 may be testing). */
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err);
 
 /* Name channel w in the report (its owner's: "buckets of 64K-256K"); a
  * channel without a name is "worker w". */

@@ -698,12 +698,13 @@ st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_
                    &request, 0, "the model-parallel block's all-reduce", err);
 }
 
-st_status st_cluster_mp_gather(st_cluster *c, const float *mine, float *all, const int *counts,
-                               const int *displs, st_error *err)
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err)
 {
     MPI_Request request;
     int me = c->rank % c->mp_size;
-    return mp_wait(c, MPI_Igatherv(mine, counts[me], MPI_FLOAT, all, counts, displs, MPI_FLOAT,
+    const void *mine = me == 0 ? MPI_IN_PLACE : (const void *)(buf + displs[me]);
+    return mp_wait(c, MPI_Igatherv(mine, counts[me], MPI_FLOAT, buf, counts, displs, MPI_FLOAT,
                                    0, c->mp_group, &request),
                    &request, c->rank != 0, "gathering the model-parallel blocks on rank 0",
                    err);

@@ -159,8 +159,8 @@ st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_
     return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
 }
 
-st_status st_cluster_mp_gather(st_cluster *c, const float *mine, float *all, const int *counts,
-                               const int *displs, st_error *err)
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err)
 {
     return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
 }

@@ -229,11 +229,10 @@ int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], in
         size_t mine[4][2];
         int k = layer_model_parallel(l) && l->ops->mp_block ? l->ops->mp_block(l, r, size, mine)
                                                            : 0;
-        for (int q = 0; q < k && n < max; q++)
-            if (mine[q][1] > mine[q][0]) {
-                ranges[n][0] = mine[q][0];
-                ranges[n++][1] = mine[q][1];
-            }
+        for (int q = 0; q < k && n < max; q++) {
+            ranges[n][0] = mine[q][0];
+            ranges[n++][1] = mine[q][1];
+        }
     }
     return n;
 }

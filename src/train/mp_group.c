@@ -98,63 +98,36 @@ void trainer_choose_mp_group(st_trainer *t)
                 red1 > 0 ? 100.0 * (1.0 - red / red1) : 0.0, MB * ex);
 }
 
-/* Every range of part r's blocks, in st_net_mp_ranges' order, [max][2]. */
-static int part_ranges(const st_trainer *t, int r, size_t (*ranges)[2], int max)
-{
-    return st_net_mp_ranges(&t->net, r, t->o.mp_group, ranges, max);
-}
-
-/* Arena a's ranges packed into buf (way 1) or unpacked from it; returns the floats. */
-static size_t pack(float *a, size_t (*ranges)[2], int n, float *buf, int way)
-{
-    size_t at = 0;
-    for (int k = 0; k < n; k++) {
-        size_t len = ranges[k][1] - ranges[k][0];
-        if (way > 0)
-            memcpy(buf + at, a + ranges[k][0], len * sizeof(float));
-        else
-            memcpy(a + ranges[k][0], buf + at, len * sizeof(float));
-        at += len;
-    }
-    return at;
-}
-
 st_status trainer_gather_mp_blocks(st_trainer *t, st_error *err)
 {
     st_cluster *c = t->o.cluster;
     int G = t->o.mp_group, rank = st_cluster_rank(c);
     if (!trainer_mp_nodes(t) || !c || rank >= G)
         return ST_OK;
-    int max = 4 * t->net.n_layers, planes = trainer_state_planes(t);
-    size_t (*ranges)[2] = calloc((size_t)max, sizeof *ranges);
+    /* range q of every part is one tensor's (st_net_mp_ranges), the parts' rows one after
+     * the other: gathered in place, each part's from its offset of part 0's */
+    int max = 4 * t->net.n_layers, planes = trainer_state_planes(t), n = 0;
+    size_t(*ranges)[2] = calloc((size_t)G * (size_t)max, sizeof *ranges);
     int *counts = calloc(2 * (size_t)G, sizeof *counts), *displs = counts ? counts + G : NULL;
-    size_t total = 0;
-    for (int j = 0; ranges && counts && j < G; j++) {
-        size_t n = 0;
-        int k = part_ranges(t, j, ranges, max);
-        for (int q = 0; q < k; q++)
-            n += ranges[q][1] - ranges[q][0];
-        counts[j] = (int)n;
-        displs[j] = (int)total;
-        total += n;
-    }
-    float *mine = ranges && counts ? malloc((total ? total : 1) * sizeof(float)) : NULL;
-    float *all = mine && rank == 0 ? malloc((total ? total : 1) * sizeof(float)) : NULL;
-    st_status st = mine && (all || rank != 0) ? ST_OK
-                                              : st_fail(err, ST_ENOMEM, "out of memory "
-                                                        "gathering the model-parallel blocks");
+    st_status st = ranges && counts ? ST_OK
+                                    : st_fail(err, ST_ENOMEM, "out of memory gathering the "
+                                              "model-parallel blocks");
     if (st != ST_OK)
         st_cluster_abort(c, err); /* the others would wait for this rank */
-    /* the weights, then each plane of solver state */
-    for (int p = 0; st == ST_OK && p <= planes; p++) {
+    for (int j = 0; st == ST_OK && j < G; j++)
+        n = st_net_mp_ranges(&t->net, j, G, ranges + (size_t)j * (size_t)max, max);
+    for (int p = 0; st == ST_OK && p <= planes; p++) { /* the weights, then the state */
         float *arena = p == 0 ? t->ps.weights : t->ps.state + (size_t)(p - 1) * t->ps.count;
-        pack(arena, ranges, part_ranges(t, rank, ranges, max), mine, 1);
-        st = st_cluster_mp_gather(c, mine, all, counts, displs, err);
-        for (int j = 1; st == ST_OK && rank == 0 && j < G; j++)
-            pack(arena, ranges, part_ranges(t, j, ranges, max), all + displs[j], -1);
+        for (int q = 0; st == ST_OK && q < n; q++) {
+            size_t from = ranges[q][0];
+            for (int j = 0; j < G; j++) {
+                const size_t *r = ranges[(size_t)j * (size_t)max + (size_t)q];
+                counts[j] = (int)(r[1] - r[0]);
+                displs[j] = (int)(r[0] - from);
+            }
+            st = st_cluster_mp_gather(c, arena + from, counts, displs, err);
+        }
     }
-    free(all);
-    free(mine);
     free(counts);
     free(ranges);
     return st;

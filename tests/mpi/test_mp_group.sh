@@ -7,7 +7,8 @@
 # tensor: tools/snapdiff; the two sum each batch in another order) at
 # -np 2 (G = 2), -np 3 (G = 3, and G = 1, which is the one-worker split
 # of one process) and -np 4 (G = 2: each block's gradient all-reduced over
-# the two ranks that hold it), with fully connected layers of 37 and 3
+# the two ranks that hold it; and G = 4, more ranks than the last
+# layer's neurons), with fully connected layers of 37 and 3
 # neurons (not multiples of G), an odd batch (13 a rank) whose epoch ends
 # in a batch of one image (92 = 3 x 26 + 14 at -np 2: 7 a rank; 53 = 2 x
 # 26 + 1: a rank without samples, which only takes its part), every
@@ -106,6 +107,7 @@ same "three ranks, Adam" adam 3 3
 same "three ranks, groups of one" convfc 3 1
 same "four ranks, groups of two" convfc 4 2
 same "four ranks, groups of two, Adam" adam 4 2
+same "four ranks in one group: a rank without neurons of the 3-neuron layer" adam 4 4
 same "fully connected on the input" fcfirst 2 2
 same "fully connected with batch norm stays data-parallel" bnmix 3 3
 
