@@ -207,13 +207,14 @@ static void mp_rows(const connected_mp *m, int outputs, int first, int n, float 
     block_rows(m->blocks, m->g->size, m->b_max, outputs, first, n, rows, to_rows);
 }
 
-/* Across ranks: this iteration's shards of the group (m->ints' first two
- * [G]), and into the next two [G] pairs, counts and displacements in
- * floats: per_a floats per sample of the shards (a), and per_b floats per
- * sample of this rank's n for part k, its neurons' widths times wb, or
- * (wb 0) per_b each; returns N. */
-static int mp_counts(const connected_mp *m, int outputs, int n, size_t per_a, size_t per_b,
-                     int **first, int **count, int **ca, int **da, int **cb, int **db)
+/* Across ranks: this iteration's shards of the group into m->ints' first
+ * two [G] (first, count); into the next two pairs, counts and
+ * displacements in floats: (ca, da) the shards' samples of per floats
+ * each, (cb, db) block k's rows of this rank's n samples, [n, o1_k - o0_k]
+ * at n * o0_k (st_mp_nodes' collectives take them by place in the
+ * group). Returns N, the group's samples. */
+static int mp_counts(const connected_mp *m, int outputs, int n, size_t per, int **first,
+                     int **count, int **ca, int **da, int **cb, int **db)
 {
     const st_mp_group *g = m->g;
     int G = g->size;
@@ -227,10 +228,10 @@ static int mp_counts(const connected_mp *m, int outputs, int n, size_t per_a, si
     for (int k = 0; k < G; k++) {
         int o0, o1;
         mp_neurons(outputs, k, G, &o0, &o1);
-        (*ca)[k] = (int)((size_t)(*count)[k] * per_a);
-        (*da)[k] = (int)((size_t)(*first)[k] * per_a);
-        (*cb)[k] = (int)((size_t)n * (per_b ? per_b : (size_t)(o1 - o0)));
-        (*db)[k] = (int)((size_t)n * (per_b ? 0 : (size_t)o0));
+        (*ca)[k] = (int)((size_t)(*count)[k] * per);
+        (*da)[k] = (int)((size_t)(*first)[k] * per);
+        (*cb)[k] = n * (o1 - o0);
+        (*db)[k] = n * o0;
     }
     return N;
 }
@@ -243,7 +244,7 @@ static st_status mp_nodes_forward(const connected_layer *l, connected_mp *m, con
     const st_mp_group *g = m->g;
     size_t in = st_shape_count(l->base.in), width = (size_t)(m->o1 - m->o0);
     int *first, *count, *ca, *da, *cb, *db;
-    int N = mp_counts(m, l->outputs, p->n, in, 0, &first, &count, &ca, &da, &cb, &db);
+    int N = mp_counts(m, l->outputs, p->n, in, &first, &count, &ca, &da, &cb, &db);
     st_status st = g->nodes->allgather(g->ctx, p->src[0], m->x, ca, da, err);
     if (st == ST_OK && width > 0 && N > 0) {
         st_pass whole = *p;
@@ -273,7 +274,7 @@ static st_status mp_nodes_backward(const connected_layer *l, connected_state *cs
         p->n ? st_act_slot_backward(&cs->ws.act, p, p->dst, p->diff_dst, err) : ST_OK;
     block_rows(m->rows, g->size, p->n, l->outputs, 0, p->n, p->diff_dst, 0);
     int *first, *count, *ca, *da, *cb, *db;
-    int N = mp_counts(m, l->outputs, p->n, width, 0, &first, &count, &ca, &da, &cb, &db);
+    int N = mp_counts(m, l->outputs, p->n, width, &first, &count, &ca, &da, &cb, &db);
     float *dy = m->blocks + (size_t)m->b_max * width;
     st_status xst = g->nodes->alltoall(g->ctx, m->rows, cb, db, dy, ca, da, err);
     if (st == ST_OK)

@@ -63,8 +63,10 @@ static int mp_group_rules(const st_trainer *t, char *msg, size_t len)
 {
     const st_train_opts *o = &t->o;
     int G = o->mp_group, P = trainer_ranks(t);
-    char g[16];
+    char g[16], threads[16];
     snprintf(g, sizeof g, G == ST_THREADS_AUTO ? "auto" : "%d", G);
+    snprintf(threads, sizeof threads, o->threads == ST_THREADS_AUTO ? "auto" : "%d",
+             o->threads);
     if (!G)
         return 0;
     if (o->hybrid != 1)
@@ -76,11 +78,11 @@ static int mp_group_rules(const st_trainer *t, char *msg, size_t len)
     else if (G > 0 && P % G)
         snprintf(msg, len, "--mp-group %d: expected a divisor of the %d ranks (mpirun -np %d)",
                  G, P, P);
-    else if (o->threads != 1)
-        snprintf(msg, len, "--mp-group %s with -t %d: the model-parallel layers split over "
-                 "ranks run one worker a rank; give -t 1 (--intra N for more cores)", g,
-                 o->threads);
-    else if (o->rank_update == ST_RANK_UPDATE_PARTITIONED)
+    else if (G != 1 && o->threads != 1 && o->threads != 0)
+        snprintf(msg, len, "--mp-group %s with -t %s: the model-parallel layers split over "
+                 "ranks run one worker a rank; give -t 1 or leave -t out (--intra N for more "
+                 "cores)", g, threads);
+    else if (G != 1 && o->rank_update == ST_RANK_UPDATE_PARTITIONED)
         snprintf(msg, len, "--mp-group %s with --rank-update partitioned: give one (the "
                  "model-parallel blocks' gradients are summed over the ranks that hold them, "
                  "not over every rank)", g);

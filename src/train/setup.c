@@ -229,7 +229,13 @@ static void choose_threads(st_trainer *t)
 {
     int cores = st_usable_cores();
     const char *why = NULL;
-    if (t->o.threads == 0 && t->o.intra == 0) {
+    if (t->o.threads == 0 && t->o.mp_group && t->o.mp_group != 1) {
+        int ranks = st_cluster_local_ranks(); /* the rank's share of the host's cores */
+        t->o.threads = 1;                     /* the option rules allow no other */
+        if (t->o.intra == 0)
+            t->o.intra = cores / ranks > 0 ? cores / ranks : 1;
+        why = "one worker a rank: --mp-group";
+    } else if (t->o.threads == 0 && t->o.intra == 0) {
         if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
             t->o.threads = 1;
             t->o.intra = cores;

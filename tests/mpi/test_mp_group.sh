@@ -139,6 +139,8 @@ check "G not dividing the ranks" err 2 "--mp-group 3: expected a divisor of the 
     mpirun -np 2 "$bin" $common --parallel hybrid --mp-group 3 "$tmp/convfc.cfg"
 check "G with data parallelism" err 2 "--mp-group 2: splitting the fully connected layers over groups of ranks needs --parallel hybrid" -- \
     mpirun -np 2 "$bin" $common --parallel data --mp-group 2 "$tmp/convfc.cfg"
+check "G without -t: one worker a rank" out 0 "threads: 1 worker x 1 (one worker a rank: --mp-group" -- \
+    mpirun -np 2 "$bin" $base --iters 2 --parallel hybrid --mp-group 2 "$tmp/convfc.cfg"
 check "G with several workers a rank" err 2 "--mp-group 2 with -t 2: the model-parallel layers split over ranks run one worker a rank" -- \
     mpirun -np 2 "$bin" $base -q --iters 20 -t 2 --parallel hybrid --mp-group 2 "$tmp/convfc.cfg"
 check "G with --rank-update partitioned" err 2 "--mp-group 2 with --rank-update partitioned" -- \
