@@ -14,11 +14,12 @@
 # 26 + 1: a rank without samples, which only takes its part), every
 # update rule, a network whose first layer is fully connected (no input
 # gradient) and one whose fully connected layer with batch norm stays
-# data-parallel. The final weights are the whole network (rank 0 gathers
-# the blocks), a run resumed from a snapshot ends with the uninterrupted
-# run's bits, auto picks G by the bytes per rank and says so, the log
-# gives the bytes all-reduced per rank, and bad combinations exit 2 before
-# any work. Prints SKIP and passes when mpirun is missing.
+# data-parallel, on the dnnl, ref and cpe backends. The final weights are
+# the whole network (rank 0 gathers the blocks), a run resumed from a
+# snapshot ends with the uninterrupted run's bits, auto picks G by the
+# bytes per rank and says so, the log gives the bytes all-reduced per
+# rank, and bad combinations exit 2 before any work. Prints SKIP and
+# passes when mpirun is missing.
 # usage: sh tests/mpi/test_mp_group.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -83,10 +84,11 @@ base="--data synthetic --train-images 92 --seed 3 --conv-impl nhwc"
 common="$base -q --iters 20 -t 1"
 
 # same NAME CFG NP G: data-parallel and hybrid runs of NP ranks (on
-# $images training images, 92 unless set), the final weights to 1e-5
+# $images training images, 92 unless set; $backend's options), the final
+# weights to 1e-5
 same() {
     label=$1 cfg=$2 np=$3 g=$4
-    run="--data synthetic --train-images ${images:-92} --seed 3 --conv-impl nhwc -q --iters 20 -t 1"
+    run="--data synthetic --train-images ${images:-92} --seed 3 $backend -q --iters 20 -t 1"
     rm -rf "$tmp/data" "$tmp/hybrid"
     check "$label: data-parallel, -np $np" err 0 "" -- mpirun -np "$np" "$bin" $run \
         --parallel data --snapshot-dir "$tmp/data" "$tmp/$cfg.cfg"
@@ -96,6 +98,7 @@ same() {
         "$snapdiff" "$tmp/$cfg.cfg" "$tmp/data/${cfg}_final.snap" \
         "$tmp/hybrid/${cfg}_final.snap" 1e-5
 }
+backend="--conv-impl nhwc"
 for rule in sgd nesterov adam adagrad rmsprop adadelta; do
     same "$rule" "$rule" 2 2
 done
@@ -110,6 +113,10 @@ same "four ranks, groups of two, Adam" adam 4 2
 same "four ranks in one group: a rank without neurons of the 3-neuron layer" adam 4 4
 same "fully connected on the input" fcfirst 2 2
 same "fully connected with batch norm stays data-parallel" bnmix 3 3
+backend="--backend ref"
+same "the ref backend" convfc 2 2
+backend="--backend cpe"
+same "the cpe backend (its core group sums the gradient, the host updates the parts)" convfc 2 2
 
 # The log: what is split, and the bytes all-reduced per rank.
 check "-np 2 --mp-group 2: the log gives the bytes all-reduced per rank" out 0 \
