@@ -307,6 +307,19 @@ static int slice_apply_checked(st_worker *w, long it, int bad, bsp_slice *sl)
     return bad || device_failed(w, slice_apply(w, it));
 }
 
+/* Hybrid across nodes: whether any rank's slice is bad. A rank sees only
+ * its own parts of the model-parallel gradient, so the verdicts are summed
+ * over the ranks (as partitioned's all-gather carries them), and every
+ * rank stops at the same iteration. */
+static int mp_agree_bad(st_worker *w, int bad)
+{
+    st_sched *s = w->s;
+    double v = bad;
+    if (st_cluster_control(s->o.cluster, w->id, &v, 1, 0, &w->err) != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+    return v > 0;
+}
+
 static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
 {
     st_status st = slice_reduce(w, scale);
@@ -315,8 +328,11 @@ static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
         sum_mp_slice_over_nodes(w, it, sl->grad);
     else
         sum_slice_over_nodes(w, it, sl->grad, sl->len);
+    int bad = device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+    if (w->s->mp_ranges)
+        bad = mp_agree_bad(w, bad);
     sl->comm += st_now() - c0;
-    return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+    return bad;
 }
 
 static int cluster_apply(st_worker *w, long it, int bad, bsp_slice *sl)

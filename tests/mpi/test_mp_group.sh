@@ -23,6 +23,7 @@
 # usage: sh tests/mpi/test_mp_group.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
+. "$(dirname "$0")/../lib/overflow_weights.sh"
 suite_start "$@"
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "SKIP: mpirun not installed"
@@ -140,6 +141,17 @@ check "resumed from it to 20" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --re
 check "20 uninterrupted" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --snapshot-dir "$tmp/u" "$tmp/adam.cfg"
 expect "resumed: final snapshot byte-identical" cmp -s "$tmp/r/adam_final.snap" \
     "$tmp/u/adam_final.snap"
+
+# A gradient that is not finite stops every rank at once: each rank sees
+# only its own blocks of the model-parallel gradient, so the verdicts are
+# summed over the ranks (lib/overflow_weights.sh: tiny.cfg's weights whose
+# connected layer's gradient overflows, the loss finite).
+overflow_weights "$tmp/overflow.weights"
+check "a gradient overflowing in the blocks stops every rank" err 1 \
+    "iteration 0: training diverged" -- mpirun -np 4 "$bin" -q -t 1 -b 8 --data synthetic \
+    --no-test --iters 5 --peer-timeout 20 --parallel hybrid --mp-group 2 \
+    --weights "$tmp/overflow.weights" "$fixtures/tiny.cfg"
+expect "... every rank says so" [ "$(grep -c "iteration 0: training diverged" "$tmp/stderr")" -eq 4 ]
 
 # Bad combinations, before any work.
 check "G not dividing the ranks" err 2 "--mp-group 3: expected a divisor of the 2 ranks" -- \
