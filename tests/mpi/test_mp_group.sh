@@ -7,19 +7,20 @@
 # tensor: tools/snapdiff; the two sum each batch in another order) at
 # -np 2 (G = 2), -np 3 (G = 3, and G = 1, which is the one-worker split
 # of one process) and -np 4 (G = 2: each block's gradient all-reduced over
-# the two ranks that hold it; and G = 4, more ranks than the last
-# layer's neurons), with fully connected layers of 37 and 3
-# neurons (not multiples of G), an odd batch (13 a rank) whose epoch ends
-# in a batch of one image (92 = 3 x 26 + 14 at -np 2: 7 a rank; 53 = 2 x
-# 26 + 1: a rank without samples, which only takes its part), every
-# update rule, a network whose first layer is fully connected (no input
-# gradient) and one whose fully connected layer with batch norm stays
-# data-parallel, on the dnnl, ref and cpe backends. The final weights are
-# the whole network (rank 0 gathers the blocks), a run resumed from a
-# snapshot ends with the uninterrupted run's bits, auto picks G by the
-# bytes per rank and says so, the log gives the bytes all-reduced per
-# rank, and bad combinations exit 2 before any work. Prints SKIP and
-# passes when mpirun is missing.
+# the two ranks that hold it; and G = 4, more ranks than the last layer's
+# neurons), with fully connected layers of 37 and 3 neurons (not
+# multiples of G), an odd batch (13 a rank) whose epoch ends in a batch of
+# one image (92 = 3 x 26 + 14 at -np 2: 7 a rank; 53 = 2 x 26 + 1: a rank
+# without samples, which only takes its part), every update rule (and SGD
+# without momentum and decay), a network whose first layer is fully
+# connected (no input gradient) and one whose fully connected layer with
+# batch norm stays data-parallel, on the dnnl, ref and cpe backends. The
+# final weights are the whole network (rank 0 gathers the blocks; one
+# node starts from them), a run resumed from a snapshot ends with the
+# uninterrupted run's bits, a gradient overflowing stops every rank, auto
+# picks G by the bytes per rank and says so, the log gives the bytes
+# all-reduced per rank, and bad combinations exit 2 before any work.
+# Prints SKIP and passes when mpirun is missing.
 # usage: sh tests/mpi/test_mp_group.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -57,6 +58,7 @@ for rule in sgd:0.05 nesterov:0.05 adam:0.001 adagrad:0.05 rmsprop:0.005 adadelt
     sed -e "s/^max_batches=20\$/max_batches=20\nsolver=${rule%:*}/" \
         -e "s/^learning_rate=.*/learning_rate=${rule#*:}/" "$tmp/convfc.cfg" >"$tmp/${rule%:*}.cfg"
 done
+sed -e 's/^momentum=.*/momentum=0/' -e 's/^decay=.*/decay=0/' "$tmp/sgd.cfg" >"$tmp/plain.cfg"
 net fcfirst '[connected]
 output=21
 activation=leaky
@@ -100,9 +102,11 @@ same() {
         "$tmp/hybrid/${cfg}_final.snap" 1e-5
 }
 backend="--conv-impl nhwc"
-for rule in sgd nesterov adam adagrad rmsprop adadelta; do
+for rule in plain sgd nesterov adam adagrad rmsprop adadelta; do
     same "$rule" "$rule" 2 2
 done
+check "the hybrid snapshot is the whole network: one node starts from it" err 0 "" -- \
+    "$bin" $base -q -t 1 --iters 1 --weights "$tmp/hybrid/adadelta_final.snap" "$tmp/adadelta.cfg"
 images=53
 same "a rank without samples in the epoch's last batch" convfc 2 2
 images=92
