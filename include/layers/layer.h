@@ -53,15 +53,6 @@ struct st_layer {
     int is_loss;          /* produces a loss from the labels */
 };
 
-/* Model parallelism inside one process (--parallel hybrid; PCL-DNN, and
- * Krizhevsky's "one weird trick"): the T workers of a BSP iteration run a
- * model-parallel layer together over the whole batch, each computing a
- * slice of its output neurons. What such a layer needs of the workers,
- * given by the scheduler (parallel/) through this table, so that layers
- * know nothing of threads: which worker this is, a barrier of all T, where
- * the model-parallel parameters' gradients go (they are computed once, over
- * the whole batch, and need no aggregation), and buffers every worker sees
- * alike. */
 /* Model parallelism across ranks (--mp-group G > 1 under mpirun, one
  * worker per rank): a layer is split over the G ranks of a group, whose
  * batches form the layer's batch; what moves between them, given by the
@@ -79,6 +70,15 @@ typedef struct st_mp_nodes {
                                 st_error *err);
 } st_mp_nodes;
 
+/* Model parallelism inside one process (--parallel hybrid; PCL-DNN, and
+ * Krizhevsky's "one weird trick"): the T workers of a BSP iteration run a
+ * model-parallel layer together over the whole batch, each computing a
+ * slice of its output neurons. What such a layer needs of the workers,
+ * given by the scheduler (parallel/) through this table, so that layers
+ * know nothing of threads: which worker this is, a barrier of all T, where
+ * the model-parallel parameters' gradients go (they are computed once, over
+ * the whole batch, and need no aggregation), and buffers every worker sees
+ * alike. */
 typedef struct st_mp_group {
     int rank, size;     /* this worker, and T; across ranks (nodes), this rank's place in
                            its group and G */

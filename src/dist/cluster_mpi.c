@@ -55,7 +55,6 @@ struct st_cluster {
     int mp_size;
     MPI_Comm mp_group, mp_block;
     double mp_exchanged, mp_reduced;
-    long mp_block_calls;
 };
 
 static double now_seconds(void)
@@ -691,8 +690,7 @@ st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_
         return st_fail(err, ST_EINTERNAL, "a model-parallel block of %zu floats: at most %d",
                        n, INT_MAX);
     MPI_Request request;
-    c->mp_reduced += 2.0 * (double)n * (q - 1) / q; /* a ring's, sent */
-    c->mp_block_calls++;
+    c->mp_reduced += 2.0 * (double)n * (q - 1) / q; /* what a ring's sends (MPI's own) */
     return mp_wait(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->mp_block,
                                      &request),
                    &request, 0, "the model-parallel block's all-reduce", err);
@@ -774,7 +772,7 @@ void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn
     if (c->mp_size > 1) {
         snprintf(line, sizeof line, "model-parallel groups of %d on rank %d: the fully "
                  "connected blocks' gradients all-reduced over %d rank%s, %.3f MB sent per "
-                 "iteration; layer inputs, outputs and their gradients exchanged in the group, "
+                 "iteration (as a ring would); layer inputs, outputs and their gradients exchanged in the group, "
                  "%.3f MB received per iteration", c->mp_size, c->rank, c->size / c->mp_size,
                  c->size / c->mp_size > 1 ? "s" : "", 4.0 * c->mp_reduced / per / 1e6,
                  4.0 * c->mp_exchanged / per / 1e6);
