@@ -17,7 +17,7 @@
 # batch norm stays data-parallel, on the dnnl, ref and cpe backends. The
 # final weights are the whole network (rank 0 gathers the blocks; one
 # node starts from them), a run resumed from a snapshot ends with the
-# uninterrupted run's bits, a gradient overflowing stops every rank, auto
+# uninterrupted run's bits (after SIGTERM too), a gradient overflowing stops every rank, auto
 # picks G by the bytes per rank and says so, the log gives the bytes
 # all-reduced per rank, and bad combinations exit 2 before any work.
 # Prints SKIP and passes when mpirun is missing.
@@ -145,6 +145,28 @@ check "resumed from it to 20" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --re
 check "20 uninterrupted" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --snapshot-dir "$tmp/u" "$tmp/adam.cfg"
 expect "resumed: final snapshot byte-identical" cmp -s "$tmp/r/adam_final.snap" \
     "$tmp/u/adam_final.snap"
+
+# SIGTERM to mpirun at whatever iteration: every rank gathers its blocks
+# into rank 0's snapshot, which resumes to the uninterrupted run's bits.
+mkdir "$tmp/sig"
+mpirun -np 2 "$bin" $base -t 1 --parallel hybrid --mp-group 2 --no-test --iters 100000000 \
+    --log-every 100 --snapshot-dir "$tmp/sig" "$tmp/adam.cfg" >"$tmp/sig/out" 2>"$tmp/sig/err" &
+run_pid=$!
+wait_for "$tmp/sig/out" "iter 300/"
+kill -TERM $run_pid
+wait $run_pid
+n=$(ls "$tmp/sig" | sed -n 's/^adam_\([0-9]*\)\.snap$/\1/p')
+expect "SIGTERM: rank 0 saved a snapshot (${n:-none})" [ -n "$n" ]
+if [ -n "$n" ]; then
+    check "SIGTERM: resumed from iteration $n" err 0 "" -- mpirun -np 2 "$bin" $h --no-test \
+        --iters $((n + 40)) --resume "$tmp/sig/adam_$n.snap" --snapshot-dir "$tmp/sig" \
+        "$tmp/adam.cfg"
+    mkdir "$tmp/sig/ref"
+    check "SIGTERM: $((n + 40)) iterations uninterrupted" err 0 "" -- mpirun -np 2 "$bin" $h \
+        --no-test --iters $((n + 40)) --snapshot-dir "$tmp/sig/ref" "$tmp/adam.cfg"
+    expect "SIGTERM at iteration $n and resumed: final snapshot byte-identical" \
+        cmp -s "$tmp/sig/adam_final.snap" "$tmp/sig/ref/adam_final.snap"
+fi
 
 # A gradient that is not finite stops every rank at once: each rank sees
 # only its own blocks of the model-parallel gradient, so the verdicts are
