@@ -17,7 +17,9 @@
 # batch norm stays data-parallel, on the dnnl, ref and cpe backends. The
 # final weights are the whole network (rank 0 gathers the blocks; one
 # node starts from them), a run resumed from a snapshot ends with the
-# uninterrupted run's bits (after SIGTERM too), a gradient overflowing stops every rank, auto
+# uninterrupted run's bits (after SIGTERM too), test phases and
+# --stop-at-accuracy stop at the same iteration with the same best and
+# final snapshots, a gradient overflowing stops every rank, auto
 # picks G by the bytes per rank and says so, the log gives the bytes
 # all-reduced per rank, and bad combinations exit 2 before any work.
 # Prints SKIP and passes when mpirun is missing.
@@ -145,6 +147,21 @@ check "resumed from it to 20" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --re
 check "20 uninterrupted" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --snapshot-dir "$tmp/u" "$tmp/adam.cfg"
 expect "resumed: final snapshot byte-identical" cmp -s "$tmp/r/adam_final.snap" \
     "$tmp/u/adam_final.snap"
+
+# Test phases (rank 0's, on the whole network gathered) and --stop-at-accuracy:
+# the same accuracies, the same iteration, the same best and final snapshots.
+for mode in data hybrid; do
+    groups=
+    [ "$mode" = hybrid ] && groups="--mp-group 2"
+    check "--stop-at-accuracy, $mode" out 0 "stopping at iteration 16" -- mpirun -np 2 "$bin" \
+        $base -t 1 --iters 40 --parallel $mode $groups --stop-at-accuracy 0.9 \
+        --snapshot-dir "$tmp/stop-$mode" "$tmp/adam.cfg"
+done
+for kind in best final; do
+    check "--stop-at-accuracy: the $kind snapshots to 1e-5" out 0 "largest relative difference" -- \
+        "$snapdiff" "$tmp/adam.cfg" "$tmp/stop-data/adam_$kind.snap" \
+        "$tmp/stop-hybrid/adam_$kind.snap" 1e-5
+done
 
 # SIGTERM to mpirun at whatever iteration: every rank gathers its blocks
 # into rank 0's snapshot, which resumes to the uninterrupted run's bits.
