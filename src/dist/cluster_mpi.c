@@ -772,8 +772,8 @@ void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn
     if (c->mp_size > 1) {
         snprintf(line, sizeof line, "model-parallel groups of %d on rank %d: the fully "
                  "connected blocks' gradients all-reduced over %d rank%s, %.3f MB sent per "
-                 "iteration (as a ring would); layer inputs, outputs and their gradients exchanged in the group, "
-                 "%.3f MB received per iteration", c->mp_size, c->rank, c->size / c->mp_size,
+                 "iteration (as a ring would); layer inputs, outputs and their gradients "
+                 "exchanged in the group, %.3f MB received per iteration", c->mp_size, c->rank, c->size / c->mp_size,
                  c->size / c->mp_size > 1 ? "s" : "", 4.0 * c->mp_reduced / per / 1e6,
                  4.0 * c->mp_exchanged / per / 1e6);
         print(ctx, line);
