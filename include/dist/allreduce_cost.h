@@ -48,4 +48,14 @@ int st_allreduce_candidates(int p, double bytes, const st_net_params *np, double
  * cost of one of the others). */
 int st_allreduce_cheapest(int p, double bytes, const st_net_params *np, double *seconds);
 
+/* Seconds one model-parallel layer's exchange within a group of g ranks
+ * takes per iteration (--mp-group; layers/connected.c), each rank's
+ * samples holding in_bytes of the layer's input and out_bytes of its
+ * output: MPICH's ring all-gather of the input, (g - 1)(alpha + beta in),
+ * and reduce-scatter of its gradient, (g - 1)(alpha + (beta + gamma) in),
+ * and the pairwise all-to-alls of the output and its gradient, each
+ * (g - 1)(alpha + beta out / g); the group taken inside one supernode.
+ * 0 for g <= 1. */
+double st_mp_exchange_cost(int g, double in_bytes, double out_bytes, const st_net_params *np);
+
 #endif

@@ -54,6 +54,10 @@ typedef struct st_cluster_opts {
  * as one of several ranks. */
 int st_cluster_launched(void);
 
+/* How many ranks mpirun started (MPICH's PMI_SIZE), without an MPI call
+ * (--dry-run starts no cluster); 1 when not launched by mpirun. */
+int st_cluster_launched_ranks(void);
+
 /* How many ranks of this run share this host, as MPICH's mpiexec says in
  * MPI_LOCALNRANKS; 1 when not launched by mpirun (or it does not say). No
  * MPI call: the trainer asks while setting up, and so does --dry-run,
@@ -173,6 +177,37 @@ st_status st_cluster_gather_parts(st_cluster *c, const size_t *bounds, int range
 st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int ranges,
                                    const float *full, float *mine, size_t owned, int planes,
                                    st_error *err);
+
+/* --mp-group G (hybrid across nodes, PCL-DNN): the ranks form groups of G
+ * consecutive ranks (group g: ranks gG .. gG + G - 1); a model-parallel
+ * layer is split over a group's ranks, and each part's gradient is summed
+ * over its block: the P / G ranks at the same place in their groups.
+ * Collective, in set-up, after st_cluster_start_workers: the two
+ * communicators; G must divide the ranks (else ST_EUSAGE). */
+st_status st_cluster_mp_split(st_cluster *c, int G, st_error *err);
+
+/* On this rank's group, by its worker 0 alone (one worker per rank),
+ * counts and displacements in floats, [G] each, indexed by the place in
+ * the group: mine [counts[me]] of every rank into all (allgather); send's
+ * part k to rank k, rank k's into recv (alltoall); all's parts summed
+ * over the group, part me into mine [counts[me]] (reduce-scatter, the
+ * parts one after the other). The floats received count as exchanged. */
+st_status st_cluster_mp_allgather(st_cluster *c, const float *mine, float *all,
+                                  const int *counts, const int *displs, st_error *err);
+st_status st_cluster_mp_alltoall(st_cluster *c, const float *send, const int *scounts,
+                                 const int *sdispls, float *recv, const int *rcounts,
+                                 const int *rdispls, st_error *err);
+st_status st_cluster_mp_reduce_scatter(st_cluster *c, const float *all, float *mine,
+                                       const int *counts, st_error *err);
+
+/* On this rank's block: buf [n] summed over the block's ranks in place. */
+st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_error *err);
+
+/* Group 0's ranks alone (the others do not call it): every one's part
+ * buf + displs[me] [counts[me]] into the same place of group rank 0's
+ * buf, waited for without the timeout (rank 0 may be testing). */
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err);
 
 /* Name channel w in the report (its owner's: "buckets of 64K-256K"); a
  * channel without a name is "worker w". */

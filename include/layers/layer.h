@@ -53,6 +53,23 @@ struct st_layer {
     int is_loss;          /* produces a loss from the labels */
 };
 
+/* Model parallelism across ranks (--mp-group G > 1 under mpirun, one
+ * worker per rank): a layer is split over the G ranks of a group, whose
+ * batches form the layer's batch; what moves between them, given by the
+ * scheduler. shard: this iteration's samples of the group's rank k,
+ * first[k] and count[k] ([G] each, first[0] = 0), and their sum. The
+ * collectives take counts and displacements in floats, [G] each, by
+ * place in the group (cluster.h's st_cluster_mp_*). */
+typedef struct st_mp_nodes {
+    int (*shard)(void *ctx, int *first, int *count);
+    st_status (*allgather)(void *ctx, const float *mine, float *all, const int *counts,
+                           const int *displs, st_error *err);
+    st_status (*alltoall)(void *ctx, const float *send, const int *scounts, const int *sdispls,
+                          float *recv, const int *rcounts, const int *rdispls, st_error *err);
+    st_status (*reduce_scatter)(void *ctx, const float *all, float *mine, const int *counts,
+                                st_error *err);
+} st_mp_nodes;
+
 /* Model parallelism inside one process (--parallel hybrid; PCL-DNN, and
  * Krizhevsky's "one weird trick"): the T workers of a BSP iteration run a
  * model-parallel layer together over the whole batch, each computing a
@@ -63,7 +80,8 @@ struct st_layer {
  * the whole batch, and need no aggregation), and buffers every worker sees
  * alike. */
 typedef struct st_mp_group {
-    int rank, size;     /* this worker, and T */
+    int rank, size;     /* this worker, and T; across ranks (nodes), this rank's place in
+                           its group and G */
     /* Either the one shared gradient arena [params.count], which they are
      * written into, or (grads NULL) apply: given the gradient of parameter
      * arena floats [offset, + count) summed over the batch (g [count], which
@@ -78,6 +96,10 @@ typedef struct st_mp_group {
      * NULL when out of memory (err). */
     void *(*shared)(void *ctx, int layer, int slot, size_t bytes, st_error *err);
     void *ctx;
+    /* Across ranks, or NULL: the workers of one process. The layer's batch
+     * is then the group's (mp_batch_sizes its sample counts), grads is
+     * the rank's one gradient arena and apply and barrier are unused. */
+    const st_mp_nodes *nodes;
 } st_mp_group;
 
 /* The network under construction, as a layer's build function sees it. */
@@ -157,6 +179,9 @@ struct st_layer_ops {
     double host_bytes;
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);
+    /* The parameter arena's ranges [ranges[k][0], ranges[k][1]) that part
+     * r of size holds when it does; returns how many (at most 4). */
+    int (*mp_block)(const st_layer *l, int r, int size, size_t ranges[4][2]);
     size_t size;                      /* the type's struct, st_layer first */
     /* Read the section, infer the output shape, register parameters. l is
      * the type's struct, zeroed but for st_layer: its ops, index, line, a

@@ -86,6 +86,13 @@ const char *st_net_layer_label(const st_net *net, int i, char *buf, size_t size)
  * *shared_from = params.count. */
 void st_net_hybrid_split(const st_net *net, int *first_layer, size_t *shared_from);
 
+/* --mp-group (hybrid across ranks): the parameter arena's ranges that part
+ * r of size holds of every model-parallel layer (st_net_hybrid_split's,
+ * st_layer_ops.mp_block), into ranges [max][2]; returns how many, at most
+ * max. Range q is the same tensor's for every r (possibly empty): the
+ * parts' ranges of a tensor follow each other in the arena. */
+int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], int max);
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;

@@ -90,6 +90,9 @@ typedef struct st_sched_opts {
     st_cluster *cluster;     /* multi-node BSP (cluster.h), or NULL */
     int hybrid;              /* BSP: model-parallel layers (st_net_hybrid_split) over the
                                 workers; ps holds their gradients once (st_ps_init_split) */
+    int mp_group;            /* hybrid across nodes, --mp-group G > 1: the model-parallel
+                                layers split over groups of G ranks, one worker each
+                                (layer.h's st_mp_nodes); 0 or 1: over the workers */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
     const st_ps_part *part;  /* multi-node BSP, --rank-update partitioned: this rank's parts
                                 of the slices and their solver state (ps_part.h; the ps then

@@ -35,6 +35,10 @@ typedef struct st_train_opts {
     int hybrid;              /* --parallel: 1 hybrid (fully connected layers
                                 model-parallel over the workers, scheduler.h), 0 data,
                                 -1 auto (the default; see st_trainer_create) */
+    int mp_group;            /* --mp-group G: hybrid across nodes, the model-parallel
+                                layers split over groups of G consecutive ranks (one
+                                worker each); 0: not given (1, over the workers);
+                                ST_THREADS_AUTO: chosen by PCL-DNN's rule (mp_group.c) */
     int batch;               /* images per update; 0: batch= from [net] */
     long iters;              /* 0: from --epochs or max_batches */
     long epochs;

@@ -38,6 +38,11 @@ static const st_option options[] = {
      "neurons for the whole batch, so their gradients are held once; bsp only) or auto (the "
      "default: hybrid with several workers where those layers hold over 16M parameters)",
      ST_OPT_STRING, offsetof(st_cli, parallel), 0, 0},
+    {"mp-group", 0, "G|auto", "Training", "with --parallel hybrid under mpirun: split the "
+     "model-parallel fully connected layers over groups of G consecutive ranks (G divides the "
+     "ranks; one worker a rank, -t 1), data-parallel between groups and for the other layers; "
+     "auto: the G whose bytes communicated per rank are fewest (PCL-DNN's balance of a "
+     "layer's weights against its activations)", ST_OPT_INT_AUTO, TRAIN(mp_group), 1, 4096},
     {"iters", 0, "N", "Training", "iterations to run (default: --epochs, else max_batches=; "
      "not with --epochs)", ST_OPT_LONG, TRAIN(iters), 1, LONG_MAX},
     {"epochs", 0, "N", "Training", "passes over the training set", ST_OPT_LONG, TRAIN(epochs), 1,

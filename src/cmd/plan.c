@@ -19,6 +19,15 @@
  * backward takes as long as C(N), ceil(C(N) / backward per image): with
  * fewer, communication cannot hide behind backward.
  *
+ * With --mp-group G (hybrid across nodes, training's --parallel hybrid
+ * --mp-group G): the layers st_net_hybrid_split names are split over
+ * groups of G nodes, their G B images a group; the gradient of the other
+ * layers is all-reduced over the N nodes, each block of the split layers'
+ * (1/G of their gradient) over the N / G nodes holding it, and each split
+ * layer's input, output and their gradients move within the group
+ * (st_mp_exchange_cost); the compute is taken as measured (a split layer
+ * does the same work on G B images and 1/G of its neurons). No overlap.
+ *
  * The network: --net-params FILE (key=value lines), or, run under mpirun
  * with several ranks, measured between ranks 0 and 1
  * (st_cluster_measure_net); rank 0 then measures the compute and prints.
@@ -49,7 +58,7 @@
 
 typedef struct plan_cli {
     const char *nodes, *net_params, *csv, *backend, *sim_cross_bandwidth;
-    int batch, threads, intra, supernode, overlap, quiet, help;
+    int batch, threads, intra, supernode, overlap, quiet, help, mp_group;
     long iters;
 } plan_cli;
 
@@ -69,6 +78,10 @@ static const st_option options[] = {
     {"sim-cross-bandwidth", 0, "F", "Plan", "with the measured network: links between "
      "supernodes at F (0 < F <= 1) of the bandwidth inside one, as training's option",
      ST_OPT_STRING, OPT(sim_cross_bandwidth), 0, 0},
+    {"mp-group", 0, "G", "Plan", "predict hybrid training across nodes, as training's "
+     "--parallel hybrid --mp-group G: the fully connected layers split over groups of G "
+     "nodes (every node count a multiple of G; not with --overlap)", ST_OPT_INT, OPT(mp_group),
+     1, 4096},
     {"overlap", 0, NULL, "Plan", "predict training with --overlap (img/s, speed-up and the "
      "communication share of the CSV; the table shows both)", ST_OPT_FLAG, OPT(overlap), 0, 0},
     {"csv", 0, "FILE", "Output", "also write nodes,img_s,speedup,comm_share,allreduce,"
@@ -119,6 +132,11 @@ typedef struct plan {
     int n_layers;
     double *layer_bytes;    /* [n_layers] gradient bytes of each layer */
     double grad_bytes;
+    /* --mp-group: the split layers' gradient bytes, and each split layer's
+     * input and output bytes per image */
+    double mp_bytes;
+    int n_mp;
+    double *mp_in, *mp_out; /* [n_mp] */
     plan_measure m;
     plan_row rows[MAX_NODES];
 } plan;
@@ -127,6 +145,7 @@ static void plan_free(plan *p)
 {
     free(p->m.backward_s);
     free(p->layer_bytes);
+    free(p->mp_in);
 }
 
 /* --nodes: positive integers separated by commas. */
@@ -214,6 +233,29 @@ static st_status network(plan *p, st_cluster *cluster, st_error *err)
     return st;
 }
 
+/* --mp-group: the layers split over a group (those of hybrid
+ * parallelism), their gradient bytes and their inputs and outputs. */
+static st_status split_layers(plan *p, const st_net *net, st_error *err)
+{
+    int first;
+    size_t shared_from;
+    st_net_hybrid_split(net, &first, &shared_from);
+    p->mp_bytes = (double)((net->params.count - shared_from) * sizeof(float));
+    p->mp_in = st_calloc(2 * (size_t)net->n_layers + 1, sizeof *p->mp_in,
+                         "the split layers' sizes", err);
+    if (!p->mp_in)
+        return ST_ENOMEM;
+    p->mp_out = p->mp_in + net->n_layers;
+    for (int i = first; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        if (!l->ops->model_parallel || !l->ops->model_parallel(l))
+            continue;
+        p->mp_in[p->n_mp] = (double)(st_shape_count(l->in) * sizeof(float));
+        p->mp_out[p->n_mp++] = (double)(st_shape_count(l->out) * sizeof(float));
+    }
+    return ST_OK;
+}
+
 /* The bytes of each layer's gradient (its parameters, the unit the
  * buckets of --overlap gather) and their sum. */
 static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
@@ -228,7 +270,7 @@ static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
         p->layer_bytes[net->params.p[k].layer] += bytes;
         p->grad_bytes += bytes;
     }
-    return ST_OK;
+    return p->o->mp_group > 1 ? split_layers(p, net, err) : ST_OK;
 }
 
 /* Train `images` per node for a few iterations: t and the layers'
@@ -291,6 +333,24 @@ static double overlapped(const plan *p, const plan_measure *m, int n)
     return channel > now ? channel - now : 0.0;
 }
 
+/* --mp-group G: r's all-reduce instead the other layers' over n nodes and
+ * each block's over n / G, plus the group's exchange (r->algorithm: the
+ * former's; -1 when it has no bytes). */
+static void hybrid_comm(const plan *p, const plan_measure *m, int n, plan_row *r)
+{
+    int G = p->o->mp_group;
+    double head = p->grad_bytes - p->mp_bytes, s = 0.0;
+    r->allreduce_s = 0.0;
+    r->algorithm = head > 0 ? st_allreduce_cheapest(n, head, &p->np, &r->allreduce_s) : -1;
+    if (n / G > 1) {
+        st_allreduce_cheapest(n / G, p->mp_bytes / G, &p->np, &s);
+        r->allreduce_s += s;
+    }
+    for (int k = 0; k < p->n_mp; k++)
+        r->allreduce_s += st_mp_exchange_cost(G, m->images * p->mp_in[k],
+                                              m->images * p->mp_out[k], &p->np);
+}
+
 static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r)
 {
     r->nodes = n;
@@ -299,7 +359,10 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
     r->allreduce_s = 0.0;
     r->algorithm = n > 1 ? st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s)
                          : -1;
-    r->overlapped_s = overlapped(p, m, n);
+    if (p->o->mp_group > 1)
+        hybrid_comm(p, m, n, r);
+    /* hybrid runs without overlap: nothing hides */
+    r->overlapped_s = p->o->mp_group > 1 ? r->allreduce_s : overlapped(p, m, n);
     double exposed = p->o->overlap ? r->overlapped_s : r->allreduce_s;
     r->iter_s = r->compute_s + exposed;
     r->img_s = (double)r->images / r->iter_s;
@@ -335,6 +398,12 @@ static void print_table(const plan *p, const st_net *net)
     printf("network (%s): alpha %.4g s, beta %.4g s/byte, gamma %.4g s/byte, supernode %d, "
            "cross beta %.4g s/byte\n", p->np_source, np->alpha, np->beta, np->gamma,
            np->supernode, np->cross_beta);
+    if (p->o->mp_group > 1)
+        printf("hybrid across nodes (--mp-group %d): the fully connected layers' %.0f bytes of "
+               "gradient in blocks of 1/%d all-reduced over N / %d nodes, the rest over N, and "
+               "the groups' exchange of %d layer%s: all in the allreduce column\n",
+               p->o->mp_group, p->mp_bytes, p->o->mp_group, p->o->mp_group, p->n_mp,
+               p->n_mp == 1 ? "" : "s");
     printf("img/s, speed-up and comm share as training %s --overlap; ms per iteration:\n",
            p->o->overlap ? "with" : "without");
     printf("%6s %7s %11s %11s %11s %11s %11s %8s %6s  %-13s %s\n", "nodes", "batch",
@@ -387,7 +456,15 @@ static st_status check_args(plan *p, const plan_cli *o, int n_pos, st_error *err
         return st_fail(err, ST_EUSAGE, "option --%s: only with the measured network (the "
                        "--net-params file gives supernode= and cross_beta_s_per_byte=)",
                        o->supernode ? "supernode-size" : "sim-cross-bandwidth");
+    if (o->mp_group > 1 && o->overlap)
+        return st_fail(err, ST_EUSAGE, "option --mp-group %d with --overlap: hybrid training "
+                       "runs without overlap; give one", o->mp_group);
     st_status st = parse_nodes(p, o->nodes, err);
+    for (int i = 0; st == ST_OK && o->mp_group > 1 && i < p->n_nodes; i++)
+        if (p->nodes[i] % o->mp_group)
+            st = st_fail(err, ST_EUSAGE, "option --nodes: %d is not a multiple of --mp-group %d "
+                         "(the nodes form groups of %d)", p->nodes[i], o->mp_group,
+                         o->mp_group);
     p->cross_fraction = 1.0;
     if (st == ST_OK)
         st = st_option_real("sim-cross-bandwidth", o->sim_cross_bandwidth, 1.0,
@@ -432,8 +509,9 @@ int st_cmd_plan(int argc, char **argv)
     if (st == ST_OK && o.help) {
         st_options_help(stdout, "usage: singletrain plan NET.cfg --nodes N1,N2,... [options]\n"
                         "       mpirun -np 2 singletrain plan NET.cfg --nodes N1,N2,... "
-                        "[options]\n\nPredicts data-parallel training of NET.cfg on each "
-                        "node count, each node training -b images per update: this node's "
+                        "[options]\n\nPredicts data-parallel training of NET.cfg (or hybrid, "
+                        "--mp-group) on each node count, each node training -b images per "
+                        "update: this node's "
                         "iteration is measured (a few iterations on synthetic data), the "
                         "all-reduce "
                         "of the gradient costed by the alpha-beta-gamma formulas of every "

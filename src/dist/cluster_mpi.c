@@ -60,6 +60,11 @@ struct st_cluster {
     int probed;
     st_net_params net;           /* auto: the network, measured when the workers start */
     int per_layer;               /* auto decides per channel */
+    /* --mp-group G: this rank's group and block (cluster.h), MPI_COMM_NULL
+     * without; the floats they moved, for the report */
+    int mp_size;
+    MPI_Comm mp_group, mp_block;
+    double mp_exchanged, mp_reduced;
 };
 
 static double now_seconds(void)
@@ -91,6 +96,7 @@ st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *e
     c->world.comm = MPI_COMM_WORLD;
     c->world.rank = c->rank;
     c->world.size = c->size;
+    c->mp_group = c->mp_block = MPI_COMM_NULL;
     *out = c;
     return ST_OK;
 }
@@ -124,6 +130,10 @@ void st_cluster_free(st_cluster *c)
         if (c->w[w].comm != MPI_COMM_NULL)
             MPI_Comm_free(&c->w[w].comm);
     free(c->w);
+    if (c->mp_group != MPI_COMM_NULL)
+        MPI_Comm_free(&c->mp_group);
+    if (c->mp_block != MPI_COMM_NULL)
+        MPI_Comm_free(&c->mp_block);
     free(c);
     MPI_Finalize();
 }
@@ -639,6 +649,101 @@ st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int rang
     return move_parts(c, bounds, ranges, mine, owned, planes, (float *)full, -1, err);
 }
 
+st_status st_cluster_mp_split(st_cluster *c, int G, st_error *err)
+{
+    if (G < 1 || c->size % G)
+        return st_fail(err, ST_EUSAGE, "--mp-group %d: expected a divisor of the %d ranks", G,
+                       c->size);
+    c->mp_size = G;
+    if (MPI_Comm_split(MPI_COMM_WORLD, c->rank / G, c->rank, &c->mp_group) != MPI_SUCCESS ||
+        MPI_Comm_split(MPI_COMM_WORLD, c->rank % G, c->rank, &c->mp_block) != MPI_SUCCESS)
+        return st_fail(err, ST_EIO, "MPI_Comm_split of the model-parallel groups failed");
+    return ST_OK;
+}
+
+/* Wait for one of the model-parallel collectives; a failure ends every
+ * rank (the group would wait for this one). */
+static st_status mp_wait(st_cluster *c, int rc, MPI_Request *request, int patient,
+                         const char *what, st_error *err)
+{
+    st_status st = rc == MPI_SUCCESS
+                       ? wait_peers(c, &c->world, request, patient, what, err)
+                       : st_fail(err, ST_EIO, "%s failed (MPI error %d)", what, rc);
+    if (st != ST_OK)
+        st_cluster_abort(c, err);
+    return st;
+}
+
+/* The floats this rank receives of counts [G], its own part left out. */
+static double mp_received(const st_cluster *c, const int *counts)
+{
+    double n = 0.0;
+    for (int k = 0; k < c->mp_size; k++)
+        n += k == c->rank % c->mp_size ? 0.0 : counts[k];
+    return n;
+}
+
+st_status st_cluster_mp_allgather(st_cluster *c, const float *mine, float *all,
+                                  const int *counts, const int *displs, st_error *err)
+{
+    MPI_Request request;
+    int me = c->rank % c->mp_size;
+    c->mp_exchanged += mp_received(c, counts);
+    return mp_wait(c, MPI_Iallgatherv(mine, counts[me], MPI_FLOAT, all, counts, displs,
+                                      MPI_FLOAT, c->mp_group, &request),
+                   &request, 0, "the model-parallel layer input's all-gather", err);
+}
+
+st_status st_cluster_mp_alltoall(st_cluster *c, const float *send, const int *scounts,
+                                 const int *sdispls, float *recv, const int *rcounts,
+                                 const int *rdispls, st_error *err)
+{
+    MPI_Request request;
+    c->mp_exchanged += mp_received(c, rcounts);
+    return mp_wait(c, MPI_Ialltoallv(send, scounts, sdispls, MPI_FLOAT, recv, rcounts, rdispls,
+                                     MPI_FLOAT, c->mp_group, &request),
+                   &request, 0, "the model-parallel layer's all-to-all", err);
+}
+
+st_status st_cluster_mp_reduce_scatter(st_cluster *c, const float *all, float *mine,
+                                       const int *counts, st_error *err)
+{
+    MPI_Request request;
+    int me = c->rank % c->mp_size;
+    c->mp_exchanged += (double)counts[me] * (c->mp_size - 1);
+    return mp_wait(c, MPI_Ireduce_scatter(all, mine, counts, MPI_FLOAT, MPI_SUM, c->mp_group,
+                                          &request),
+                   &request, 0, "the model-parallel layer input gradient's reduce-scatter",
+                   err);
+}
+
+st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_error *err)
+{
+    int q = c->size / c->mp_size;
+    if (q == 1)
+        return ST_OK;
+    if (n > (size_t)INT_MAX)
+        return st_fail(err, ST_EINTERNAL, "a model-parallel block of %zu floats: at most %d",
+                       n, INT_MAX);
+    MPI_Request request;
+    c->mp_reduced += 2.0 * (double)n * (q - 1) / q; /* what a ring's sends (MPI's own) */
+    return mp_wait(c, MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->mp_block,
+                                     &request),
+                   &request, 0, "the model-parallel block's all-reduce", err);
+}
+
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err)
+{
+    MPI_Request request;
+    int me = c->rank % c->mp_size;
+    const void *mine = me == 0 ? MPI_IN_PLACE : (const void *)(buf + displs[me]);
+    return mp_wait(c, MPI_Igatherv(mine, counts[me], MPI_FLOAT, buf, counts, displs, MPI_FLOAT,
+                                   0, c->mp_group, &request),
+                   &request, c->rank != 0, "gathering the model-parallel blocks on rank 0",
+                   err);
+}
+
 void st_cluster_label(st_cluster *c, int w, const char *label)
 {
     if (c && w >= 0 && w < c->workers)
@@ -707,4 +812,13 @@ void st_cluster_report(const st_cluster *c, long iterations, st_cluster_print_fn
              (double)sent / per / 1e6, (double)crossing / per / 1e6,
              1e3 * seconds / per / (c->workers ? c->workers : 1));
     print(ctx, line);
+    if (c->mp_size > 1) {
+        snprintf(line, sizeof line, "model-parallel groups of %d on rank %d: the fully "
+                 "connected blocks' gradients all-reduced over %d rank%s, %.3f MB sent per "
+                 "iteration (as a ring would); layer inputs, outputs and their gradients "
+                 "exchanged in the group, %.3f MB received per iteration", c->mp_size, c->rank, c->size / c->mp_size,
+                 c->size / c->mp_size > 1 ? "s" : "", 4.0 * c->mp_reduced / per / 1e6,
+                 4.0 * c->mp_exchanged / per / 1e6);
+        print(ctx, line);
+    }
 }

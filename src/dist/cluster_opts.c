@@ -47,6 +47,11 @@ int st_cluster_launched(void)
     return size && atoi(size) > 1;
 }
 
+int st_cluster_launched_ranks(void)
+{
+    return st_cluster_launched() ? atoi(getenv("PMI_SIZE")) : 1;
+}
+
 int st_cluster_local_rank(void)
 {
     const char *id = getenv("MPI_LOCALRANKID");

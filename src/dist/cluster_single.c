@@ -128,3 +128,39 @@ st_status st_cluster_scatter_parts(st_cluster *c, const size_t *bounds, int rang
     memcpy(mine, full, owned * (size_t)planes * sizeof *mine);
     return ST_OK;
 }
+
+/* One rank is never split: set-up refuses --mp-group without mpirun. */
+st_status st_cluster_mp_split(st_cluster *c, int G, st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "--mp-group %d: model-parallel groups need mpirun", G);
+}
+
+st_status st_cluster_mp_allgather(st_cluster *c, const float *mine, float *all,
+                                  const int *counts, const int *displs, st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
+}
+
+st_status st_cluster_mp_alltoall(st_cluster *c, const float *send, const int *scounts,
+                                 const int *sdispls, float *recv, const int *rcounts,
+                                 const int *rdispls, st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
+}
+
+st_status st_cluster_mp_reduce_scatter(st_cluster *c, const float *all, float *mine,
+                                       const int *counts, st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
+}
+
+st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
+}
+
+st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
+                               st_error *err)
+{
+    return st_fail(err, ST_EINTERNAL, "no model-parallel groups on one node");
+}

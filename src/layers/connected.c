@@ -15,7 +15,19 @@
  * and then dY's: a row of Y is read, and then the same row of dY written,
  * only by the worker whose shard it is. Two barriers forward (X written,
  * Y written), one backward (dY written). Inference (the test phase) runs
- * data-parallel with the whole weight matrix. */
+ * data-parallel with the whole weight matrix.
+ *
+ * Across ranks (st_mp_group.nodes, --mp-group G; one worker per rank): the
+ * layer's batch is the group's N samples, rank k's count[k] of them from
+ * first[k]. Forward: X [N, in] all-gathered from the ranks' shards; rank
+ * j computes its block Y[:, o0:o1] over the N samples; an all-to-all gives
+ * each rank its own rows of every block, its shard's Y [n, out]. Backward:
+ * an all-to-all takes each rank's rows of dY to the blocks' owners, dY[:,
+ * o0:o1] over the N samples; the block's weight gradient from it and X;
+ * the input gradient dX [N, in] = dY[:, o0:o1] W[o0:o1, :] is a partial
+ * sum over the group, reduce-scattered to each rank's own samples. The
+ * rank's weights outside its block are not read (they are not kept
+ * current: parallel/, the trainer gathers them for tests and snapshots). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +73,15 @@ typedef struct connected_mp {
                           bias's [o1 - o0], at this offset of the arena's scratch */
     float *x;          /* shared [B, in] */
     float *blocks;     /* shared: worker k's block [B, o1_k - o0_k] of Y, then of dY,
-                          at b_max * o0_k */
+                          at b_max * o0_k; across ranks, this rank's block of Y [N, o1 - o0]
+                          and then of dY, at b_max * (o1 - o0) */
+    /* across ranks: */
+    int n_max;         /* samples of the rank's largest shard */
+    float *rows;       /* [n_max, out]: the shard's rows of every block k, [n, o1_k - o0_k]
+                          at n * o0_k */
+    float *dx;         /* [b_max, in], the group's partial input gradient, then */
+    float *dx_mine;    /* [n_max, in], the shard's, summed; NULL: no input gradient */
+    int *ints;         /* [6 G]: the shards' first and count, two counts and displacements */
 } connected_mp;
 
 typedef struct connected_state {
@@ -81,6 +101,39 @@ static void mp_neurons(int outputs, int r, int T, int *o0, int *o1)
     *o1 = (int)((long)outputs * (r + 1) / T);
 }
 
+static int connected_mp_block(const st_layer *base, int r, int size, size_t ranges[4][2])
+{
+    const connected_layer *l = (const connected_layer *)base;
+    size_t in = st_shape_count(base->in);
+    int o0, o1;
+    mp_neurons(l->outputs, r, size, &o0, &o1);
+    ranges[0][0] = l->wp.weights + (size_t)o0 * in;
+    ranges[0][1] = l->wp.weights + (size_t)o1 * in;
+    ranges[1][0] = l->wp.biases + (size_t)o0;
+    ranges[1][1] = l->wp.biases + (size_t)o1;
+    return 2;
+}
+
+/* Across ranks: the buffers beside the shared ones mp_setup takes. */
+static st_status mp_nodes_setup(const connected_layer *l, const st_setup *s, connected_mp *m,
+                                st_error *err)
+{
+    const st_mp_group *g = s->mp;
+    size_t in = st_shape_count(l->base.in), out = (size_t)l->outputs;
+    int i = l->base.index;
+    m->n_max = s->n;
+    size_t rows = (size_t)m->n_max * out * sizeof(float);
+    if (!(m->rows = g->shared(g->ctx, i, 2, rows, err)) ||
+        !(m->ints = st_calloc(6 * (size_t)g->size, sizeof *m->ints, "model-parallel counts",
+                              err)))
+        return ST_ENOMEM;
+    if (s->src_grad &&
+        (!(m->dx = g->shared(g->ctx, i, 3, (size_t)m->b_max * in * sizeof(float), err)) ||
+         !(m->dx_mine = g->shared(g->ctx, i, 4, (size_t)m->n_max * in * sizeof(float), err))))
+        return ST_ENOMEM;
+    return ST_OK;
+}
+
 static st_status mp_setup(const connected_layer *l, const st_setup *s, connected_mp *m,
                           st_error *err)
 {
@@ -94,22 +147,29 @@ static st_status mp_setup(const connected_layer *l, const st_setup *s, connected
     m->b_max = b_max;
     mp_neurons(l->outputs, g->rank, g->size, &m->o0, &m->o1);
     int i = l->base.index;
+    int width = m->o1 - m->o0;
     size_t bx = (size_t)b_max * in * sizeof(float), by = (size_t)b_max * out * sizeof(float);
+    if (g->nodes) /* its own block of Y and of dY (a float without neurons) */
+        by = width ? 2 * (size_t)b_max * (size_t)width * sizeof(float) : sizeof(float);
     if (!(m->x = g->shared(g->ctx, i, 0, bx, err)) ||
         !(m->blocks = g->shared(g->ctx, i, 1, by, err)))
         return ST_ENOMEM;
-    int width = m->o1 - m->o0;
+    st_status st = g->nodes ? mp_nodes_setup(l, s, m, err) : ST_OK;
+    if (st != ST_OK)
+        return st;
     if (width == 0) /* more workers than neurons: this one only meets the others */
         return ST_OK;
     st_setup whole = *s;
     whole.n = b_max;
     whole.batch_sizes = s->mp_batch_sizes;
     whole.n_batch_sizes = s->n_mp_batch_sizes;
-    whole.src_grad = 0; /* the input's gradient comes from the data-parallel kernel */
+    /* the input's gradient comes from the data-parallel kernel; across ranks,
+     * the group's partial one from this block */
+    whole.src_grad = g->nodes ? s->src_grad : 0;
     st_fc_desc d = {{.kind = ST_K_FC}, (int)in, width, 1, l->wp.act};
     char name[32];
     snprintf(name, sizeof name, "%d.fc_slice", i);
-    st_status st = st_kslot_create(&whole, &d.base, NULL, 1, 1, name, &m->slice, err);
+    st = st_kslot_create(&whole, &d.base, NULL, 1, 1, name, &m->slice, err);
     if (st == ST_OK && g->apply) { /* after the kernel's own scratch */
         m->grad_at = st_align_up(m->slice.k->scratch_bytes, ST_ALIGN);
         st_arena_reserve_scratch(s->arena, m->grad_at + (size_t)width * (in + 1) *
@@ -118,16 +178,17 @@ static st_status mp_setup(const connected_layer *l, const st_setup *s, connected
     return st;
 }
 
-/* Between this shard's rows [n, out] (rows [first, + n) of the batch) and
- * the workers' blocks: gather (to_rows) or scatter. */
-static void mp_rows(const connected_mp *m, int outputs, int first, int n, float *rows,
-                    int to_rows)
+/* Between a shard's rows [n, out] (rows [first, + n) of the batch) and
+ * the size parts' blocks, part k's [stride, o1_k - o0_k] at stride * o0_k
+ * of blocks: gather (to_rows) or scatter. */
+static void block_rows(float *blocks, int size, int stride, int outputs, int first, int n,
+                       float *rows, int to_rows)
 {
-    for (int k = 0; k < m->g->size; k++) {
+    for (int k = 0; k < size; k++) {
         int o0, o1;
-        mp_neurons(outputs, k, m->g->size, &o0, &o1);
+        mp_neurons(outputs, k, size, &o0, &o1);
         size_t width = (size_t)(o1 - o0);
-        float *block = m->blocks + (size_t)m->b_max * (size_t)o0;
+        float *block = blocks + (size_t)stride * (size_t)o0;
         for (int b = 0; b < n && width > 0; b++) {
             float *row = rows + (size_t)b * (size_t)outputs + o0;
             float *in_block = block + (size_t)(first + b) * width;
@@ -137,6 +198,117 @@ static void mp_rows(const connected_mp *m, int outputs, int first, int n, float 
                 memcpy(in_block, row, width * sizeof(float));
         }
     }
+}
+
+/* Between this worker's shard's rows and the workers' shared blocks. */
+static void mp_rows(const connected_mp *m, int outputs, int first, int n, float *rows,
+                    int to_rows)
+{
+    block_rows(m->blocks, m->g->size, m->b_max, outputs, first, n, rows, to_rows);
+}
+
+/* Across ranks: this iteration's shards of the group into m->ints' first
+ * two [G] (first, count); into the next two pairs, counts and
+ * displacements in floats: (ca, da) the shards' samples of per floats
+ * each, (cb, db) block k's rows of this rank's n samples, [n, o1_k - o0_k]
+ * at n * o0_k (st_mp_nodes' collectives take them by place in the
+ * group). Returns N, the group's samples. */
+static int mp_counts(const connected_mp *m, int outputs, int n, size_t per, int **first,
+                     int **count, int **ca, int **da, int **cb, int **db)
+{
+    const st_mp_group *g = m->g;
+    int G = g->size;
+    *first = m->ints;
+    *count = m->ints + G;
+    *ca = m->ints + 2 * G;
+    *da = m->ints + 3 * G;
+    *cb = m->ints + 4 * G;
+    *db = m->ints + 5 * G;
+    int N = g->nodes->shard(g->ctx, *first, *count);
+    for (int k = 0; k < G; k++) {
+        int o0, o1;
+        mp_neurons(outputs, k, G, &o0, &o1);
+        (*ca)[k] = (int)((size_t)(*count)[k] * per);
+        (*da)[k] = (int)((size_t)(*first)[k] * per);
+        (*cb)[k] = n * (o1 - o0);
+        (*db)[k] = n * o0;
+    }
+    return N;
+}
+
+/* Forward across ranks (see the top): every rank takes its part in every
+ * collective, whatever failed. */
+static st_status mp_nodes_forward(const connected_layer *l, connected_mp *m, const st_pass *p,
+                                  st_error *err)
+{
+    const st_mp_group *g = m->g;
+    size_t in = st_shape_count(l->base.in), width = (size_t)(m->o1 - m->o0);
+    int *first, *count, *ca, *da, *cb, *db;
+    int N = mp_counts(m, l->outputs, p->n, in, &first, &count, &ca, &da, &cb, &db);
+    st_status st = g->nodes->allgather(g->ctx, p->src[0], m->x, ca, da, err);
+    if (st == ST_OK && width > 0 && N > 0) {
+        st_pass whole = *p;
+        whole.n = N;
+        st_kargs a = {.src = m->x, .dst = m->blocks,
+                      .weights = p->params + l->wp.weights + (size_t)m->o0 * in,
+                      .bias = p->params + l->wp.biases + m->o0};
+        st = st_kslot_forward(&m->slice, &whole, &a, err);
+    }
+    for (int k = 0; k < g->size; k++) { /* to rank k, the block's rows of its shard */
+        ca[k] = (int)((size_t)count[k] * width);
+        da[k] = (int)((size_t)first[k] * width);
+    }
+    st_status xst = g->nodes->alltoall(g->ctx, m->blocks, ca, da, m->rows, cb, db, err);
+    block_rows(m->rows, g->size, p->n, l->outputs, 0, p->n, p->dst, 1);
+    return st != ST_OK ? st : xst;
+}
+
+/* Backward across ranks (see the top). */
+static st_status mp_nodes_backward(const connected_layer *l, connected_state *cs,
+                                   const st_pass *p, st_error *err)
+{
+    connected_mp *m = &cs->mp;
+    const st_mp_group *g = m->g;
+    size_t in = st_shape_count(l->base.in), width = (size_t)(m->o1 - m->o0);
+    st_status st =
+        p->n ? st_act_slot_backward(&cs->ws.act, p, p->dst, p->diff_dst, err) : ST_OK;
+    block_rows(m->rows, g->size, p->n, l->outputs, 0, p->n, p->diff_dst, 0);
+    int *first, *count, *ca, *da, *cb, *db;
+    int N = mp_counts(m, l->outputs, p->n, width, &first, &count, &ca, &da, &cb, &db);
+    float *dy = m->blocks + (size_t)m->b_max * width;
+    st_status xst = g->nodes->alltoall(g->ctx, m->rows, cb, db, dy, ca, da, err);
+    if (st == ST_OK)
+        st = xst;
+    st_pass whole = *p;
+    whole.n = N;
+    size_t w_at = l->wp.weights + (size_t)m->o0 * in, b_at = l->wp.biases + (size_t)m->o0;
+    if (st == ST_OK && width > 0 && N > 0) {
+        st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + w_at, .diff_dst = dy,
+                      .diff_weights = g->grads + w_at, .diff_bias = g->grads + b_at};
+        st = st_kslot_backward_weights(&m->slice, &whole, &a, err);
+    }
+    if (!m->dx_mine)
+        return st;
+    if (st == ST_OK && width > 0 && N > 0) {
+        st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + w_at, .diff_dst = dy,
+                      .diff_src = m->dx};
+        st = st_kslot_backward_data(&m->slice, &whole, &a, err);
+    } else if (N > 0) { /* no neurons here, or a failure: a zero part of the sum */
+        memset(m->dx, 0, (size_t)N * in * sizeof(float));
+    }
+    for (int k = 0; k < g->size; k++)
+        ca[k] = (int)((size_t)count[k] * in);
+    xst = g->nodes->reduce_scatter(g->ctx, m->dx, m->dx_mine, ca, err);
+    if (st == ST_OK)
+        st = xst;
+    float *dx = p->diff_src[0];
+    size_t len = (size_t)p->n * in;
+    if (st == ST_OK && dx && p->accumulate[0])
+        for (size_t k = 0; k < len; k++)
+            dx[k] += m->dx_mine[k];
+    else if (st == ST_OK && dx)
+        memcpy(dx, m->dx_mine, len * sizeof(float));
+    return st;
 }
 
 static st_status connected_setup(const st_layer *base, st_setup *s, void **state,
@@ -231,7 +403,8 @@ static st_status connected_forward(const st_layer *base, void *state, const st_p
     const connected_layer *l = (const connected_layer *)base;
     connected_state *cs = state;
     if (cs->mp.g && p->training)
-        return mp_forward(l, &cs->mp, p, err);
+        return cs->mp.g->nodes ? mp_nodes_forward(l, &cs->mp, p, err)
+                               : mp_forward(l, &cs->mp, p, err);
     return st_wl_forward(&l->wp, &cs->ws, p, err);
 }
 
@@ -241,7 +414,7 @@ static st_status connected_backward(const st_layer *base, void *state, const st_
     const connected_layer *l = (const connected_layer *)base;
     connected_state *cs = state;
     if (cs->mp.g)
-        return mp_backward(l, cs, p, err);
+        return cs->mp.g->nodes ? mp_nodes_backward(l, cs, p, err) : mp_backward(l, cs, p, err);
     return st_wl_backward(&l->wp, &cs->ws, p, err);
 }
 
@@ -251,6 +424,7 @@ static void connected_release(void *state)
     if (cs) {
         st_wl_release(&cs->ws);
         st_kslot_release(&cs->mp.slice);
+        free(cs->mp.ints);
     }
     free(cs);
 }
@@ -265,6 +439,7 @@ const st_layer_ops st_connected_ops = {
     .type = "connected",
     .size = sizeof(connected_layer),
     .model_parallel = connected_model_parallel,
+    .mp_block = connected_mp_block,
     .build = connected_build,
     .setup = connected_setup,
     .forward = connected_forward,

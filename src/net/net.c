@@ -227,6 +227,24 @@ void st_net_hybrid_split(const st_net *net, int *first_layer, size_t *shared_fro
     *shared_from = from;
 }
 
+int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], int max)
+{
+    int first, n = 0;
+    size_t shared_from;
+    st_net_hybrid_split(net, &first, &shared_from);
+    for (int i = first; i < net->n_layers; i++) {
+        const st_layer *l = net->layers[i];
+        size_t mine[4][2];
+        int k = layer_model_parallel(l) && l->ops->mp_block ? l->ops->mp_block(l, r, size, mine)
+                                                           : 0;
+        for (int q = 0; q < k && n < max; q++) {
+            ranges[n][0] = mine[q][0];
+            ranges[n++][1] = mine[q][1];
+        }
+    }
+    return n;
+}
+
 /* ---- replicas ---- */
 
 void st_replica_free(st_replica *r)

@@ -28,6 +28,7 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     w->mp_it = it;
     w->mp_scale = 1.0f / (float)b->n;
     w->mp_bad = 0;
+    w->mp_total = b->n_total;
     if (count == 0)
         memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, w->id,
                                                          s->ps->shared_from,
@@ -73,6 +74,24 @@ static st_status slice_reduce(st_worker *w, float scale)
     return st;
 }
 
+/* Hybrid across nodes (one worker, its slice the whole arena): the update
+ * of the head and of this rank's parts of the model-parallel tail alone;
+ * the rest of the tail is other ranks' to keep (its weights and state here
+ * are stale, and read by nobody: the trainer gathers the parts where the
+ * whole network is needed). */
+static void mp_apply_parts(st_worker *w, float lr, long it)
+{
+    st_sched *s = w->s;
+    st_ps *ps = s->ps;
+    for (int k = -1; k < s->n_mp_ranges; k++) {
+        size_t b = k < 0 ? 0 : s->mp_ranges[k][0], e = k < 0 ? ps->shared_from
+                                                              : s->mp_ranges[k][1];
+        if (e > b)
+            st_ps_apply_range(ps, b, e, ps->state + b, ps->count, s->o.solver, lr, it,
+                              s->o.intra);
+    }
+}
+
 /* The update of worker w's slice, or with --rank-update partitioned of
  * this node's part of it, always on the host (a backend's device update
  * takes the solver state of the whole arena). */
@@ -81,6 +100,10 @@ static st_status slice_apply(st_worker *w, long it)
     st_sched *s = w->s;
     const st_backend *be = w->replica.backend;
     float lr = st_lr_at(&s->o.solver->lr, it);
+    if (s->mp_ranges) {
+        mp_apply_parts(w, lr, it);
+        return ST_OK;
+    }
     if (s->o.part) {
         st_ps_part_apply(s->o.part, s->ps, w->id, s->o.solver, lr, it, s->o.intra);
         return ST_OK;
@@ -106,6 +129,32 @@ static void sum_slice_over_nodes(st_worker *w, long it, float *slice, size_t len
                                                     &w->err);
     if (st != ST_OK)
         st_cluster_abort(s->o.cluster, &w->err);
+}
+
+/* Hybrid across nodes (one worker, its slice the whole arena): the
+ * model-parallel tail's gradient exists only in this rank's parts of it,
+ * which are summed over the ranks holding the same parts (its block); the
+ * rest of the tail is never written and stays zero (mp_apply_parts leaves
+ * it out). The head is all-reduced over every rank. */
+static void sum_mp_slice_over_nodes(st_worker *w, long it, float *slice)
+{
+    st_sched *s = w->s;
+    size_t head = s->ps->shared_from, at = 0;
+    if (head > 0)
+        sum_slice_over_nodes(w, it, slice, head);
+    for (int k = 0; k < s->n_mp_ranges; k++) {
+        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
+        memcpy(s->mp_pack + at, slice + b, n * sizeof(float));
+        at += n;
+    }
+    if (st_cluster_mp_block_allreduce(s->o.cluster, s->mp_pack, at, &w->err) != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+    at = 0;
+    for (int k = 0; k < s->n_mp_ranges; k++) {
+        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
+        memcpy(slice + b, s->mp_pack + at, n * sizeof(float));
+        at += n;
+    }
 }
 
 /* Whether slice r's reduced gradient is finite: the whole slice, or with
@@ -258,13 +307,32 @@ static int slice_apply_checked(st_worker *w, long it, int bad, bsp_slice *sl)
     return bad || device_failed(w, slice_apply(w, it));
 }
 
+/* Hybrid across nodes: whether any rank's slice is bad. A rank sees only
+ * its own parts of the model-parallel gradient, so the verdicts are summed
+ * over the ranks (as partitioned's all-gather carries them), and every
+ * rank stops at the same iteration. */
+static int mp_agree_bad(st_worker *w, int bad)
+{
+    st_sched *s = w->s;
+    double v = bad;
+    if (st_cluster_control(s->o.cluster, w->id, &v, 1, 0, &w->err) != ST_OK)
+        st_cluster_abort(s->o.cluster, &w->err);
+    return v > 0;
+}
+
 static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
 {
     st_status st = slice_reduce(w, scale);
     double c0 = st_now();
-    sum_slice_over_nodes(w, it, sl->grad, sl->len);
+    if (w->s->mp_ranges)
+        sum_mp_slice_over_nodes(w, it, sl->grad);
+    else
+        sum_slice_over_nodes(w, it, sl->grad, sl->len);
+    int bad = device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+    if (w->s->mp_ranges)
+        bad = mp_agree_bad(w, bad);
     sl->comm += st_now() - c0;
-    return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
+    return bad;
 }
 
 static int cluster_apply(st_worker *w, long it, int bad, bsp_slice *sl)

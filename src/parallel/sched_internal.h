@@ -49,6 +49,13 @@ st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z
  * (scheduler.c). */
 int sched_mp_sizes(const st_sched_opts *o, int sizes[2]);
 
+/* Hybrid across nodes (o->mp_group > 1): whether, this rank's place in its
+ * group, and the collectives its model-parallel layers use (scheduler.c;
+ * planning passes them too, unused). */
+int sched_mp_nodes(const st_sched_opts *o);
+int sched_mp_place(const st_sched_opts *o);
+extern const st_mp_nodes sched_mp_nodes_ops;
+
 /* The bytes of what a worker of capacity cap allocates besides its replica
  * (scheduler.c, whose worker_init allocates them so). x, pixels and the
  * order are touched only by test phases and SSP / ASP runs. */
@@ -82,6 +89,7 @@ typedef struct st_worker {
                               for rank 0 without a timeout (-1: none) */
     int mp_bad;            /* whether a gradient it was to apply was not finite */
     size_t mp_bad_at;      /* (the first one's arena offset) */
+    int mp_total;          /* across nodes: the iteration's samples over every rank */
     /* async progress, under s->clock_lock */
     long clock;            /* iterations it has finished */
     double clock_loss;
@@ -138,7 +146,15 @@ struct st_sched {
     pthread_mutex_t mp_lock;
     mp_buffer *mp_buf;              /* [n_mp_buf], under mp_lock during set-up */
     int n_mp_buf;
-    int mp_sizes[2], n_mp_sizes;    /* samples of this process's batches */
+    int mp_sizes[2], n_mp_sizes;    /* samples of this process's batches (across nodes,
+                                       its group's) */
+    /* across nodes: this rank's parts of the model-parallel layers'
+     * parameters ([n_mp_ranges] arena ranges, st_net_mp_ranges) and a buffer
+     * [mp_floats] for their gradients, all-reduced over the rank's block */
+    size_t (*mp_ranges)[2];
+    int n_mp_ranges;
+    float *mp_pack;
+    size_t mp_floats;
     /* the command; written by the scheduler before `start` */
     int cmd;
     st_batchq *q;

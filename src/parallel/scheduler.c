@@ -150,14 +150,85 @@ int st_sched_tail_applied(const st_sched_opts *o)
            !o->backend->slice_reduce && !o->backend->slice_apply;
 }
 
+int sched_mp_nodes(const st_sched_opts *o)
+{
+    return o->hybrid && o->cluster && o->mp_group > 1;
+}
+
+int sched_mp_place(const st_sched_opts *o)
+{
+    return st_cluster_rank(o->cluster) % o->mp_group;
+}
+
+/* Across nodes: the samples of batch n_total of the G ranks of this rank's
+ * group, rank k's count[k] from first[k] (from the group's first), and
+ * their sum (prefetch.c splits a batch over the ranks with st_shard_of). */
+static int group_shards(const st_sched_opts *o, int n_total, int *first, int *count)
+{
+    int G = o->mp_group, P = st_cluster_size(o->cluster);
+    int g0 = st_cluster_rank(o->cluster) / G * G, f0 = 0, sum = 0;
+    for (int k = 0; k < G; k++) {
+        int f, c;
+        st_shard_of(n_total, P, g0 + k, &f, &c);
+        if (k == 0)
+            f0 = f;
+        if (first)
+            first[k] = f - f0;
+        if (count)
+            count[k] = c;
+        sum += c;
+    }
+    return sum;
+}
+
 int sched_mp_sizes(const st_sched_opts *o, int sizes[2])
 {
     int n = 0, node = node_last_batch(o);
+    if (sched_mp_nodes(o)) { /* the group's: a whole batch, and its part of the last */
+        int P = st_cluster_size(o->cluster);
+        long last = o->train->count % ((long)o->batch * P);
+        sizes[n++] = o->batch * o->mp_group;
+        node = last ? group_shards(o, (int)last, NULL, NULL) : 0;
+        if (node > 0 && node != sizes[0])
+            sizes[n++] = node;
+        return n;
+    }
     sizes[n++] = o->batch;
     if (node > 0 && node != o->batch)
         sizes[n++] = node;
     return n;
 }
+
+static int mp_shard(void *ctx, int *first, int *count)
+{
+    st_worker *w = ctx;
+    return group_shards(&w->s->o, w->mp_total, first, count);
+}
+
+static st_status mp_allgather(void *ctx, const float *mine, float *all, const int *counts,
+                              const int *displs, st_error *err)
+{
+    return st_cluster_mp_allgather(((st_worker *)ctx)->s->o.cluster, mine, all, counts, displs,
+                                   err);
+}
+
+static st_status mp_alltoall(void *ctx, const float *send, const int *scounts,
+                             const int *sdispls, float *recv, const int *rcounts,
+                             const int *rdispls, st_error *err)
+{
+    return st_cluster_mp_alltoall(((st_worker *)ctx)->s->o.cluster, send, scounts, sdispls,
+                                  recv, rcounts, rdispls, err);
+}
+
+static st_status mp_reduce_scatter(void *ctx, const float *all, float *mine, const int *counts,
+                                   st_error *err)
+{
+    return st_cluster_mp_reduce_scatter(((st_worker *)ctx)->s->o.cluster, all, mine, counts,
+                                        err);
+}
+
+const st_mp_nodes sched_mp_nodes_ops = {mp_shard, mp_allgather, mp_alltoall,
+                                        mp_reduce_scatter};
 
 static void layer_done(void *ctx, int layer)
 {
@@ -173,7 +244,12 @@ static st_status worker_init(st_worker *w)
     if (s->o.hybrid) {
         int applied = s->ps->tail_applied;
         w->mp = (st_mp_group){w->id, s->T, applied ? NULL : s->ps->grads[0],
-                              applied ? mp_apply : NULL, mp_barrier_wait, mp_shared, w};
+                              applied ? mp_apply : NULL, mp_barrier_wait, mp_shared, w, NULL};
+        if (sched_mp_nodes(&s->o)) { /* one worker: its rank's place in the group */
+            w->mp.rank = sched_mp_place(&s->o);
+            w->mp.size = s->o.mp_group;
+            w->mp.nodes = &sched_mp_nodes_ops;
+        }
         ro.mp = &w->mp;
         ro.mp_batch_sizes = s->mp_sizes;
         ro.n_mp_batch_sizes = s->n_mp_sizes;
@@ -367,8 +443,30 @@ void st_sched_free(st_sched *s)
     for (int k = 0; k < s->n_mp_buf; k++)
         st_free_aligned(s->mp_buf[k].p);
     free(s->mp_buf);
+    free(s->mp_ranges);
+    st_free_aligned(s->mp_pack);
     free(s->w);
     free(s);
+}
+
+/* Across nodes: this rank's parts of the model-parallel parameters and the
+ * buffer their gradients are all-reduced in (one worker per rank). */
+static st_status mp_nodes_init(st_sched *s, st_error *err)
+{
+    if (s->T != 1)
+        return st_fail(err, ST_EINTERNAL, "--mp-group %d with %d workers: one worker per rank",
+                       s->o.mp_group, s->T);
+    int max = 4 * s->net->n_layers;
+    s->mp_ranges = st_calloc((size_t)max, sizeof *s->mp_ranges, "model-parallel ranges", err);
+    if (!s->mp_ranges)
+        return ST_ENOMEM;
+    s->n_mp_ranges = st_net_mp_ranges(s->net, sched_mp_place(&s->o), s->o.mp_group,
+                                      s->mp_ranges, max);
+    for (int k = 0; k < s->n_mp_ranges; k++)
+        s->mp_floats += s->mp_ranges[k][1] - s->mp_ranges[k][0];
+    s->mp_pack = st_alloc_aligned((s->mp_floats ? s->mp_floats : 1) * sizeof(float),
+                                  "model-parallel gradients", err);
+    return s->mp_pack ? ST_OK : ST_ENOMEM;
 }
 
 st_status sched_check_threads(const st_sched_opts *o, st_error *err)
@@ -424,6 +522,11 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     if (o->hybrid)
         s->n_mp_sizes = sched_mp_sizes(o, s->mp_sizes);
+    st_status mst = sched_mp_nodes(o) ? mp_nodes_init(s, err) : ST_OK;
+    if (mst != ST_OK) {
+        st_sched_free(s);
+        return mst;
+    }
     if (ps->tail_applied != st_sched_tail_applied(o)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "the parameter server's model-parallel tail is %s "

@@ -96,6 +96,8 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add(fp, "the convolution implementation (--conv-impl)",
                       st_hash_string(ST_HASH_START, t->o.conv_impl ? t->o.conv_impl : "auto"));
     st_cluster_fp_add(fp, "the parallelism (--parallel, as resolved)", (uint64_t)t->o.hybrid);
+    st_cluster_fp_add(fp, "the model-parallel groups (--mp-group, as resolved)",
+                      (uint64_t)t->o.mp_group);
     st_cluster_fp_add_double(fp, "the learning rate (learning_rate= in [net])",
                              sv->lr.learning_rate);
     st_cluster_fp_add(fp, "the learning-rate policy (policy= in [net])", sv->lr.policy);

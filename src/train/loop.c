@@ -120,8 +120,10 @@ static st_status save_snapshot(st_trainer *t, long iteration, snapshot_kind kind
     st_status st = check_weights(t, iteration, err);
     if (st != ST_OK)
         return st;
+    if (kind != SNAPSHOT_BEST) /* a best one follows its test phase's gather */
+        st = trainer_gather_mp_blocks(t, err);
     float *gathered = NULL;
-    if (trainer_partitioned(t))
+    if (st == ST_OK && trainer_partitioned(t))
         st = gather_state(t, &gathered, err);
     const float *state = gathered ? gathered : t->ps.state;
     if (st == ST_OK && st_cluster_rank(t->o.cluster) == 0) /* the weights are the same on
@@ -338,7 +340,9 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
             res->signal = reason;
             return save_snapshot(t, p.done, SNAPSHOT_ITERATION, err);
         }
-        if (test_due)
+        if (test_due) /* on every rank of group 0, so that rank 0 tests the whole network */
+            st = trainer_gather_mp_blocks(t, err);
+        if (st == ST_OK && test_due)
             st = run_test(t, last, res, err);
         if (st == ST_OK && snapshot_due)
             st = save_snapshot(t, last, SNAPSHOT_ITERATION, err);
@@ -461,8 +465,9 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
         st_info(&t->log, "rank update partitioned: each worker's slice is reduce-scattered "
                 "over the %d ranks, each rank updates its part and keeps that part's solver "
                 "state, and the new weights are all-gathered", st_cluster_size(t->o.cluster));
-    st_status st = ST_OK;
-    if (t->o.cluster) /* every rank starts from rank 0's weights */
+    st_status st = trainer_mp_nodes(t) ? st_cluster_mp_split(t->o.cluster, t->o.mp_group, err)
+                                       : ST_OK;
+    if (st == ST_OK && t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
     /* Partitioned and resumed: rank 0 read the whole solver state (setup.c)
      * and hands each rank its parts. A run from iteration 0 starts from
@@ -477,6 +482,8 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_OK && !res->signal) /* the whole network on rank 0 for its report */
+        st = trainer_gather_mp_blocks(t, err);
     if (st == ST_OK && !res->signal)
         st = check_weights(t, res->iterations, err);
     if (t->o.cluster)

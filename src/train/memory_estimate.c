@@ -3,6 +3,7 @@
 #include "memory_estimate.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/cores.h"
@@ -140,6 +141,19 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     }
     if (st_cluster_size(o->cluster) > 1)
         m->allreduce = m->weights;
+    if (st_cluster_size(o->cluster) > 1 && trainer_mp_nodes(t)) {
+        /* the head's all-reduce, and this rank's parts of the tail packed for theirs */
+        size_t(*ranges)[2] = calloc(4 * (size_t)t->net.n_layers, sizeof *ranges);
+        if (ranges) {
+            int n = st_net_mp_ranges(&t->net, st_cluster_rank(o->cluster) % o->mp_group,
+                                     o->mp_group, ranges, 4 * t->net.n_layers);
+            double parts = 0.0;
+            for (int k = 0; k < n; k++)
+                parts += (double)(ranges[k][1] - ranges[k][0]);
+            m->allreduce = f * ((double)t->shared_from + parts);
+        }
+        free(ranges);
+    }
     estimate_decoding(t, m);
     m->total = m->base + m->weights + m->state + m->gradients + m->activations + m->kernels +
                m->shared + m->buffers + m->prefetch + m->allreduce + m->decode;

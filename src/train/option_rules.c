@@ -58,6 +58,39 @@ static int hybrid_not_bsp(const st_trainer *t, char *msg, size_t len)
     return 1;
 }
 
+/* --mp-group: hybrid across nodes, one worker a rank, G dividing the ranks. */
+static int mp_group_rules(const st_trainer *t, char *msg, size_t len)
+{
+    const st_train_opts *o = &t->o;
+    int G = o->mp_group, P = trainer_ranks(t);
+    char g[16], threads[16];
+    snprintf(g, sizeof g, G == ST_THREADS_AUTO ? "auto" : "%d", G);
+    snprintf(threads, sizeof threads, o->threads == ST_THREADS_AUTO ? "auto" : "%d",
+             o->threads);
+    if (!G)
+        return 0;
+    if (o->hybrid != 1)
+        snprintf(msg, len, "--mp-group %s: splitting the fully connected layers over groups of "
+                 "ranks needs --parallel hybrid", g);
+    else if (P == 1)
+        snprintf(msg, len, "--mp-group %s: groups of ranks need several nodes (mpirun -np P "
+                 "with P > 1)", g);
+    else if (G > 0 && P % G)
+        snprintf(msg, len, "--mp-group %d: expected a divisor of the %d ranks (mpirun -np %d)",
+                 G, P, P);
+    else if (G != 1 && o->threads != 1 && o->threads != 0)
+        snprintf(msg, len, "--mp-group %s with -t %s: the model-parallel layers split over "
+                 "ranks run one worker a rank; give -t 1 or leave -t out (--intra N for more "
+                 "cores)", g, threads);
+    else if (G != 1 && o->rank_update == ST_RANK_UPDATE_PARTITIONED)
+        snprintf(msg, len, "--mp-group %s with --rank-update partitioned: give one (the "
+                 "model-parallel blocks' gradients are summed over the ranks that hold them, "
+                 "not over every rank)", g);
+    else
+        return 0;
+    return 1;
+}
+
 static int partitioned_alone(const st_trainer *t, char *msg, size_t len)
 {
     if (!(t->o.rank_update == ST_RANK_UPDATE_PARTITIONED && !t->o.cluster))
@@ -188,6 +221,7 @@ static const option_rule_fn option_rules[] = {
     async_snapshots,
     overlap_alone,
     hybrid_not_bsp,
+    mp_group_rules,
     partitioned_alone,
     partitioned_overlap,
     nodes_not_bsp,

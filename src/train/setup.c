@@ -229,7 +229,13 @@ static void choose_threads(st_trainer *t)
 {
     int cores = st_usable_cores();
     const char *why = NULL;
-    if (t->o.threads == 0 && t->o.intra == 0) {
+    if (t->o.threads == 0 && t->o.mp_group && t->o.mp_group != 1) {
+        int ranks = st_cluster_local_ranks(); /* the rank's share of the host's cores */
+        t->o.threads = 1;                     /* the option rules allow no other */
+        if (t->o.intra == 0)
+            t->o.intra = cores / ranks > 0 ? cores / ranks : 1;
+        why = "one worker a rank: --mp-group";
+    } else if (t->o.threads == 0 && t->o.intra == 0) {
         if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
             t->o.threads = 1;
             t->o.intra = cores;
@@ -287,9 +293,12 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
         o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && o->threads > 1 &&
                     mp_params > MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
+        trainer_choose_mp_group(t);
         st_sched_opts so;
         trainer_sched_opts(t, &so);
         t->tail_applied = st_sched_tail_applied(&so);
+        if (trainer_mp_nodes(t)) /* trainer_choose_mp_group said what runs where */
+            return;
         if (t->tail_applied) /* each worker's slice of the largest layer, in its scratch */
             st_info(&t->log, "parallel: hybrid: the fully connected layers from layer %d on "
                     "run model-parallel over %d worker%s, each applying the solver to its "
@@ -404,6 +413,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
         .part = trainer_partitioned(t) ? &t->part : NULL,
         .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
+        .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0,
     };
 }
 

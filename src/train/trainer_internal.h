@@ -78,6 +78,17 @@ struct st_trainer {
  * --resume (setup.c). */
 int trainer_partitioned(const st_trainer *t);
 
+/* mp_group.c: whether the model-parallel layers are split over groups of
+ * ranks (--mp-group G > 1, resolved); resolve --mp-group auto and log the
+ * bytes per rank (in set-up, once hybrid is); before rank 0 tests or
+ * writes a snapshot, group 0's ranks send it their blocks of the
+ * model-parallel weights and solver state (every rank of group 0 calls it
+ * at the same points; a no-op elsewhere). */
+int trainer_ranks(const st_trainer *t); /* the cluster's, or a dry run's under mpirun */
+int trainer_mp_nodes(const st_trainer *t);
+void trainer_choose_mp_group(st_trainer *t);
+st_status trainer_gather_mp_blocks(st_trainer *t, st_error *err);
+
 /* Planes of solver state the update rule keeps (of params.count floats in
  * a snapshot) (setup.c). */
 int trainer_state_planes(const st_trainer *t);

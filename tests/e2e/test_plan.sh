@@ -5,7 +5,7 @@
 # of the all-reduce files' headers, the cheapest kept, the first in the
 # table's order with mpi last), the measured compute the plan printed, and
 # img/s = N B / (compute + exposed all-reduce), B the batch of each node; the CSV's header, rows and
-# agreement with the table; --overlap; bad inputs (a net-params file with a
+# agreement with the table; --overlap; --mp-group (hybrid across nodes); bad inputs (a net-params file with a
 # missing key, a bad value or an unknown key, a --nodes element that is not
 # a positive integer, no network at all) exit 2 naming the file:line or
 # the option. Under mpirun -np 2 (when installed): the plan measured
@@ -98,6 +98,29 @@ check "plan --overlap" out 0 "as training with --overlap" -- \
 expect "with --overlap the iteration exposes the overlapped part: $(verify "$tmp/stdout" 1 | tr '\n' ';')" \
     [ "$(verify "$tmp/stdout" 1)" = ok ]
 
+# --mp-group 2 (hybrid across nodes): LeNet-5's two fully connected layers
+# (800 -> 500, 500 -> 10: 1622144 bytes of its gradient) split over pairs
+# of nodes. The allreduce column: the other 102176 bytes over N nodes, the
+# blocks (811072 bytes) over N / 2, and the pairs' exchange (per layer,
+# B = 16 images of in and out floats: (G - 1)(a + b in) + (G - 1)(a + (b + g)
+# in) + 2 (G - 1)(a + b out / G)); nothing overlaps. At N = 2 and 4 the
+# cheapest all-reduce of those sizes is rhd's cost (ring's at N = 2).
+check "plan --mp-group 2" out 0 "hybrid across nodes (--mp-group 2): the fully connected layers' 1622144 bytes" -- \
+    "$bin" plan "$cfg" --nodes 2,4 $common --net-params "$np" --mp-group 2
+hybrid_rows=$(awk -v B=16 -v a=5e-6 -v b=1e-9 -v g=2e-10 '
+    function lg(p,  l) { l = 0; while (2 ^ l < p) l++; return l }
+    function rhd(p, n) { return p < 2 ? 0 : 2 * lg(p) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g }
+    function ex(G, i, o) { return (G - 1) * (a + b * i) + (G - 1) * (a + (b + g) * i) + 2 * (G - 1) * (a + b * o / G) }
+    $1 ~ /^[0-9]+$/ && NF == 11 {
+        want = 1e3 * (rhd($1, 102176) + rhd($1 / 2, 811072) + ex(2, B * 800 * 4, B * 500 * 4) + ex(2, B * 500 * 4, B * 10 * 4))
+        d = $4 - want; if (d < 0) d = -d
+        if (d > 1e-4 * want + 1e-5 || $5 != $4) print "row " $1 ": allreduce " $4 " overlapped " $5 ", expected " want
+        rows++
+    }
+    END { if (rows != 2) print rows " rows" }' "$tmp/stdout")
+expect "--mp-group 2: the all-reduces and the exchange by the formulas${hybrid_rows:+: $hybrid_rows}" \
+    [ -z "$hybrid_rows" ]
+
 # -------------------------------------------------------------- bad inputs
 
 grep -v '^alpha_s=' "$np" >"$tmp/no-alpha"
@@ -128,6 +151,10 @@ check "--csv onto the cfg" err 2 "writing it would destroy that input" -- \
     "$bin" plan "$cfg" --nodes 2 --net-params "$np" --csv "$cfg"
 check "--supernode-size with a net-params file" err 2 "option --supernode-size: only with the measured network" -- \
     "$bin" plan "$cfg" --nodes 2 --net-params "$np" --supernode-size 2
+check "--mp-group 2 with a node count not a multiple" err 2 "option --nodes: 3 is not a multiple of --mp-group 2" -- \
+    "$bin" plan "$cfg" --nodes 2,3 --net-params "$np" --mp-group 2
+check "--mp-group 2 with --overlap" err 2 "option --mp-group 2 with --overlap: hybrid training runs without overlap" -- \
+    "$bin" plan "$cfg" --nodes 2 --net-params "$np" --mp-group 2 --overlap
 check "plan --help" out 0 "usage: singletrain plan NET.cfg --nodes" -- "$bin" plan --help
 
 # ------------------------------------- under mpirun: measured vs predicted

@@ -26,6 +26,7 @@
 # usage: sh tests/mpi/test_multinode.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
+. "$(dirname "$0")/../lib/overflow_weights.sh"
 suite_start "$@"
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_multinode.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
@@ -214,25 +215,10 @@ expect "the solver state per rank is 1/P of the whole (${figure:-no figure}: MB 
 # A gradient that is not finite in one rank's part only stops every rank at
 # that iteration (the all-gather carries each rank's verdict; without it
 # the others would go on and wait for that rank until --peer-timeout).
-# tiny.cfg's weights in Darknet's format: filter 3 of the convolution at
-# 3e37 (float bits 0x7db48e52), the others 0, and class 0's row of the
-# connected layer at 0.01: the activations of channel 3 reach about 1e38,
-# the logits stay finite (so does the loss, clamped), and the connected
-# layer's gradient overflows where it meets channel 3 (arena floats 88-103,
-# 152-167 and 216-231), none of it in rank 0's part ([0, 58]).
-le32() {
-    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($1 & 255)) $(($1 >> 8 & 255)) \
-        $(($1 >> 16 & 255)) $(($1 >> 24 & 255)))"
-}
-floats() { # BITS N: N floats of those bits
-    _n=$2
-    while [ "$_n" -gt 0 ]; do le32 "$1"; _n=$((_n - 1)); done
-}
-{
-    le32 0; le32 2; le32 0; le32 0; le32 0                        # 0.2.0, seen
-    floats 0 4; floats 0 27; floats 0x7db48e52 9                  # conv biases, weights
-    floats 0 3; floats 0x3c23d70a 64; floats 0 128                # connected
-} >"$tmp/overflow.weights"
+# tiny.cfg's weights whose gradient overflows (lib/overflow_weights.sh)
+# where it meets the convolution's channel 3 (arena floats 88-103, 152-167
+# and 216-231), none of it in rank 0's part ([0, 58]).
+overflow_weights "$tmp/overflow.weights"
 start=$(($(date +%s%N) / 1000000))
 check "partitioned: a gradient overflowing in some ranks' parts stops every rank" err 1 \
     "rank 0: iteration 0: training diverged: the gradient of 2.weights" -- \

@@ -1,6 +1,7 @@
 /* The all-reduce algorithms' alpha-beta-gamma costs (allreduce_cost.h):
  * each case is the formula its file's header gives, with the bytes that
- * cross supernodes at cross_beta. MPI-free: in the library, not the MPI
+ * cross supernodes at cross_beta; and the exchange of a layer split over a
+ * group of ranks (--mp-group). MPI-free: in the library, not the MPI
  * module. */
 #include "dist/allreduce_cost.h"
 
@@ -148,4 +149,14 @@ int st_allreduce_cheapest(int p, double bytes, const st_net_params *np, double *
     }
     *seconds = best_s;
     return best;
+}
+
+double st_mp_exchange_cost(int g, double in_bytes, double out_bytes, const st_net_params *np)
+{
+    if (g <= 1)
+        return 0.0;
+    double steps = g - 1;
+    return steps * (np->alpha + np->beta * in_bytes) +
+           steps * (np->alpha + (np->beta + np->gamma) * in_bytes) +
+           2 * steps * (np->alpha + np->beta * out_bytes / g);
 }
