@@ -26,27 +26,7 @@ suite_start "$@"
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_hybrid.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
 
-net() { # net NAME BODY: a cfg of 8x8x1 inputs, batch 13, ending in softmax
-    printf '[net]\nbatch=13\nchannels=1\nheight=8\nwidth=8\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.0005\nmax_batches=20\n\n%s\n[softmax]\n' "$2" >"$tmp/$1.cfg"
-}
-net convfc '[convolutional]
-filters=4
-size=3
-stride=1
-pad=1
-activation=relu
-
-[connected]
-output=37
-activation=relu
-
-[dropout]
-probability=0.3
-
-[connected]
-output=3
-activation=linear
-'
+. "$(dirname "$0")/../lib/hybrid_nets.sh"
 sed -e 's/^max_batches=20$/max_batches=20\nsolver=adam/' -e 's/^learning_rate=.*/learning_rate=0.001/' "$tmp/convfc.cfg" >"$tmp/adam.cfg"
 for rule in nesterov:0.05 adagrad:0.05 rmsprop:0.005 adadelta:1.0; do
     sed -e "s/^max_batches=20\$/max_batches=20\nsolver=${rule%:*}/" \
