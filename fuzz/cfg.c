@@ -19,10 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
-    static FILE *sink;
-    if (!sink && !(sink = fopen("/dev/null", "w")))
-        abort();
-    st_log log = {.level = ST_LOG_INFO, .out = sink, .err = sink};
+    st_log log = fz_quiet_log();
     st_error err = {0};
     st_cfg cfg;
     st_status st = st_cfg_parse(&cfg, CFG_NAME, (const char *)data, len, &err);
