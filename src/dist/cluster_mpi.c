@@ -465,15 +465,6 @@ static st_status decide(st_cluster *c, cluster_worker *cw, int w, st_error *err)
     return ST_OK;
 }
 
-/* auto, at the channel's first call of n floats: the algorithms worth
- * probing, by the cost formulas (those of `plan`). Every rank computes the
- * same list from the same figures and sizes. */
-static void choose_candidates(const st_cluster *c, cluster_worker *cw, size_t n)
-{
-    cw->n_candidates = st_allreduce_candidates(c->size, (double)n * sizeof(float), &c->net,
-                                               PROBE_WITHIN, cw->candidates, cw->predicted);
-}
-
 /* The algorithm worker w uses at iteration it: the chosen one, or under
  * auto the candidate being probed, deciding once every candidate had its
  * iterations. */
@@ -484,9 +475,12 @@ static st_status pick_algorithm(st_cluster *c, cluster_worker *cw, int w, long i
     if (*algorithm >= 0)
         return ST_OK;
     long probe = c->o.probe_iterations;
-    if (cw->probe_first < 0) {
+    if (cw->probe_first < 0) { /* what to probe, by the cost formulas (those of plan):
+                                  * every rank lists the same from the same figures */
         cw->probe_first = it;
-        choose_candidates(c, cw, n);
+        cw->n_candidates =
+            st_allreduce_candidates(c->size, (double)n * sizeof(float), &c->net, PROBE_WITHIN,
+                                    cw->candidates, cw->predicted);
     }
     long k = (it - cw->probe_first) / probe;
     if (k < (long)cw->n_candidates) {
