@@ -21,10 +21,24 @@
 # a second lane, beside the sanitized and portable builds' tests (which
 # measure no time either), and their lines are printed when that lane
 # ends; every other test runs alone.
+# The ISA matrix: oneDNN dispatches to the widest instruction set the CPU
+# has, so a host tests its own kernels only. The tests of $ISA_MATRIX (the
+# equivalences that depend on the kernels' arithmetic: conformance against
+# the reference backend, bitwise reproducibility and splits of the batch,
+# resume, one node against mpirun) run again under each lower level the
+# host offers among AVX2, AVX512_CORE, AVX512_CORE_BF16 and
+# AVX512_CORE_AMX (ONEDNN_MAX_CPU_ISA; scripts/isa-levels.sh) whose oneDNN
+# implementations are not the next wider level's (those would test the
+# same kernels twice; said in the log), named "test [isa LEVEL]", with a
+# check that oneDNN takes each level the host has; the log
+# opens with the host's CPU, its vector extensions and the levels run. So
+# an AVX-512 host covers the AVX2 paths too; an AVX2 host runs the tests
+# once.
 # usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
 BESIDE="test_fuzz.sh test_calibrate_sw26010.sh test_darknet_shapes.sh test_memory.sh"
+ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh"
 build=${1:-build}
 bin="$build/singletrain"
 filter=${ST_TEST_FILTER:-}
@@ -52,6 +66,26 @@ run() {
     fi
     rm -f "$log"
     rm -rf "$cache"
+}
+levels=$(scripts/isa-levels.sh | tr '\n' ' ')
+top=${levels% }
+top=${top##* }
+scripts/isa-levels.sh --describe
+notes=$(mktemp)
+if ! lower=$(scripts/isa-levels.sh --distinct "$bin" 2>"$notes"); then
+    echo "FAIL  ISA matrix: scripts/isa-levels.sh --distinct $bin"
+    failed=$((failed + 1))
+    total=$((total + 1))
+fi
+sed 's/^/ISA matrix: /' "$notes"
+rm -f "$notes"
+lower=$(echo $lower)
+echo "ISA matrix: the plain runs at ${top:-the default}${lower:+; $ISA_MATRIX again at }$lower"
+in_matrix() {
+    case " $ISA_MATRIX " in
+    *" $1 "*) return 0 ;;
+    esac
+    return 1
 }
 if [ -n "${TESTS+set}" ]; then
     for t in $TESTS; do
@@ -99,6 +133,20 @@ rm -f "$lane" "$lane.count"
 for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
     [ -f "$t" ] && ! beside "$(basename "$t")" && run "$(basename "$t")" sh "$t" "$bin"
 done
+[ "$levels" != "$top " ] &&
+    run "oneDNN takes each ISA level (${levels% })" sh scripts/isa-levels.sh --check "$bin"
+if [ -n "$lower" ]; then
+    for level in $lower; do
+        isa=$(echo "$level" | tr "A-Z" "a-z")
+        for t in ${TESTS-$(cd "$build/tests" && echo test_*)}; do
+            in_matrix "$t" && run "$t [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" "$build/tests/$t"
+        done
+        for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
+            in_matrix "$(basename "$t")" &&
+                run "$(basename "$t") [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" sh "$t" "$bin"
+        done
+    done
+fi
 if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
     echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"
     exit 1
