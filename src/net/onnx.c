@@ -281,7 +281,7 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
     Onnx__ModelProto *m = NULL;
     st_shape in;
     st_status st = st_read_text(path, "ONNX model", OX_MAX_BYTES, &bytes, &len, err);
-    if (st != ST_OK)
+    if (st != ST_OK || (st = ox_wire_check(path, (const uint8_t *)bytes, len, err)))
         goto done;
     m = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
     if (!m) {

@@ -19,6 +19,9 @@
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
 #define OX_DEFAULT_OPSET 13
+/* Messages inside messages, the model the first (protobuf's own default
+ * limit): an ordinary model nests 4 (model, graph, value info, type). */
+#define OX_MAX_NESTING 100
 
 typedef enum ox_kind {
     OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
@@ -84,6 +87,13 @@ typedef struct ox {
     int n_bufs;
     st_error *err;
 } ox;
+
+/* ---- onnx_wire.c ---- */
+
+/* The len bytes of path nest no deeper than OX_MAX_NESTING messages in
+ * the schema's cycles (a graph in a node's attribute, a type in a type),
+ * checked without recursion before protobuf-c's unpack, which recurses. */
+st_status ox_wire_check(const char *path, const uint8_t *bytes, size_t len, st_error *err);
 
 /* ---- onnx_values.c ---- */
 
