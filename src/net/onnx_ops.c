@@ -276,6 +276,10 @@ static st_status op_batchnorm(ox *x, int node, int arg)
     for (size_t k = 0; k < 4; k++)
         if ((st = ox_floats(x, node, k + 1, &t, &p[k], &c[k])))
             return st;
+    for (size_t i = 0; i < c[3]; i++)
+        if (p[3][i] < 0)
+            return ox_node_fail(x, node, "running variance '%s' holds %g at [%zu]: expected "
+                                "values of at least 0", n->input[4], p[3][i], i);
     if (fabsf(eps - ST_BN_EPS) > 1e-9f)
         return ox_node_fail(x, node, "epsilon=%g: singletrain's batch normalization adds %g",
                             eps, ST_BN_EPS);
