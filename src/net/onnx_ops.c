@@ -89,6 +89,9 @@ static st_status op_fc(ox *x, int node, int gemm)
     if (alpha != 1 || beta != 1)
         return ox_node_fail(x, node, "alpha=%g beta=%g: only 1 and 1 are supported", alpha,
                             beta);
+    if (!in->flat) /* Gemm takes [N, K]; MatMul of [N, C, H, W] multiplies each row of W */
+        return ox_node_fail(x, node, "input '%s' is [N, C, H, W]: expected [N, K] (flatten it "
+                            "first: Flatten with axis 1)", in->name);
     if (wt->n_dims != 2 || wt->dims[0] < 1 || wt->dims[1] < 1)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
@@ -335,10 +338,12 @@ static st_status op_concat(ox *x, int node, int arg)
         return ox_node_fail(x, node, "%zu inputs: expected 1..%d", n->n_input, ST_MAX_SRC);
     char list[128] = "";
     size_t used = 0;
+    int flat = 1; /* [N, K] values joined: [N, K1 + K2 ...] */
     for (size_t k = 0; k < n->n_input; k++) {
         ox_value *v;
         if ((st = ox_read(x, node, k, &v)))
             return st;
+        flat &= v->flat;
         if (v->layer < 0)
             return ox_node_fail(x, node, "concatenates the graph input '%s': singletrain's "
                                 "route joins earlier layers' outputs", v->name);
@@ -348,7 +353,7 @@ static st_status op_concat(ox *x, int node, int arg)
     if ((st = ox_new_layer(x, node, "route", OX_OTHER, &l)))
         return st;
     ox_opt(&x->layers[l], "layers", "%s", list);
-    return ox_output(x, node, l, 0);
+    return ox_output(x, node, l, flat);
 }
 
 /* Identity: the same values under another name; of a constant, a
