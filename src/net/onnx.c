@@ -268,8 +268,8 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
     st = ox_graph_input(x, in);
     for (size_t i = 0; i < x->g->n_node && st == ST_OK; i++)
         st = ox_node(x, (int)i);
-    if (st == ST_OK)
-        st = ox_check_ties(x);
+    if (st == ST_OK && (st = ox_check_ties(x)) == ST_OK)
+        ox_warn_momentum(x);
     if (st == ST_OK && x->n_layers == 0)
         st = st_fail(x->err, ST_EINPUT, "%s: no node makes a layer", x->path);
     if (st == ST_OK)
@@ -288,7 +288,7 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
 {
     memset(net, 0, sizeof *net);
     memset(cfg, 0, sizeof *cfg);
-    ox x = {.path = path, .err = err};
+    ox x = {.path = path, .err = err, .log = log};
     char *bytes = NULL;
     size_t len = 0;
     Onnx__ModelProto *m = NULL;

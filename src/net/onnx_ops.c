@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/strlist.h"
+#include "ops/solver.h"
 
 /* ---- the ops ---- */
 
@@ -268,12 +269,14 @@ static st_status op_batchnorm(ox *x, int node, int arg)
     const Onnx__TensorProto *t;
     const float *p[4];
     size_t c[4];
-    float eps;
-    long training;
+    float eps, momentum;
+    long training, spatial;
     st_status st;
     if ((st = ox_known_attrs(x, node, "epsilon,momentum,training_mode,spatial")) ||
         (st = ox_float_attr(x, node, "epsilon", 1e-5f, &eps)) ||
+        (st = ox_float_attr(x, node, "momentum", 0.9f, &momentum)) ||
         (st = ox_int_attr(x, node, "training_mode", 0, 0, 0, &training)) ||
+        (st = ox_int_attr(x, node, "spatial", 1, 1, 1, &spatial)) ||
         (st = ox_read(x, node, 0, &in)))
         return st;
     for (size_t k = 0; k < 4; k++)
@@ -283,6 +286,8 @@ static st_status op_batchnorm(ox *x, int node, int arg)
         if (p[3][i] < 0)
             return ox_node_fail(x, node, "running variance '%s' holds %g at [%zu]: expected "
                                 "values of at least 0", n->input[4], p[3][i], i);
+    if (momentum != ST_BN_MOMENTUM && x->n_momentum++ == 0) /* warned after the nodes */
+        x->momentum_node = node;
     if (fabsf(eps - ST_BN_EPS) > 1e-9f)
         return ox_node_fail(x, node, "epsilon=%g: singletrain's batch normalization adds %g",
                             eps, ST_BN_EPS);

@@ -20,6 +20,8 @@ usage: onnx_bad_models.py CASE FILE   writes the model CASE into FILE:
   opset V         the default domain's opset V
   ir V            ir_version V
   bn-momentum     a BatchNormalization with momentum 0.9 (a warning)
+  bn-spatial      a BatchNormalization with spatial=0 (opset 7's statistics
+                  per value, not per channel)
 """
 import math
 import random
@@ -195,6 +197,8 @@ def make(case, arg):
         return small(bn=([1.0, 1.0], attr_float("momentum", 0.9)))
     if case == "deep-type":
         return deep_type(int(arg))
+    if case == "bn-spatial":
+        return small(bn=([1.0, 1.0], attr_int("spatial", 0)))
     if case == "tied":
         return tied()
     if case == "duplicate-init":
