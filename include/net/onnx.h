@@ -21,7 +21,8 @@
  *                         (batch_normalize=1; a conv bias goes into the
  *                         mean), else [batchnorm]; epsilon 1e-5; its
  *                         momentum is not used (the running statistics
- *                         average as every batch norm here, 0.99 / 0.01)
+ *                         average as every batch norm here, 0.99 / 0.01;
+ *                         another momentum is a warning)
  *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
  *                         the activation= of the Conv, Gemm or Add before
  *                         (or before the MaxPool before: a monotone
@@ -43,7 +44,9 @@
  * output is preceded by a [route] to it. Anything else (an op, an
  * attribute value, a layout) is an input error naming the node, its op and
  * what is supported; a file that is not a well-formed model is an input
- * error, never a crash.
+ * error, never a crash: its nesting is bounded before protobuf-c decodes
+ * it (onnx_wire.c), and what onnx.checker refuses, tied weights and
+ * non-finite initializers are refused too (onnx_check.c, onnx_values.c).
  *
  * Adding an op: its handler in onnx.c and its row in ox_ops (the list in
  * messages follows); a writer row in onnx_export.c's ex_writers if it is a

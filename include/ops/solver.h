@@ -33,6 +33,10 @@
 #include "ops/params.h"
 
 #define ST_MAX_STEPS 64
+/* Batch normalization's running statistics keep this much of their value
+ * each batch (ONNX's momentum; Darknet's .99 / .01), a ST_PARAM_STAT's
+ * update. */
+#define ST_BN_MOMENTUM 0.99f
 
 typedef enum st_lr_policy {
     ST_LR_CONSTANT, /* lr */

@@ -37,6 +37,14 @@ static st_status ox_graph_input(ox *x, st_shape *in)
     const Onnx__TensorShapeProto *s =
         t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type
             ? t->tensor_type->shape : NULL;
+    if (s && (!t->tensor_type->has_elem_type ||
+              t->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)) {
+        const ProtobufCEnumValue *e = protobuf_c_enum_descriptor_get_value(
+            &onnx__tensor_proto__data_type__descriptor, t->tensor_type->elem_type);
+        return st_fail(x->err, ST_EINPUT, "%s: graph input '%s' has element type %d (%s): "
+                       "expected float (1)", x->path, vi->name, t->tensor_type->elem_type,
+                       e ? e->name : "unknown");
+    }
     if (!s || (s->n_dim != 4 && s->n_dim != 2))
         return st_fail(x->err, ST_EINPUT, "%s: graph input '%s' has %s: expected a float tensor "
                        "[N, C, H, W] or [N, K]", x->path, vi->name,
@@ -246,6 +254,9 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
         return st_fail(x->err, ST_EINPUT, "%s: the model has no graph or no nodes", x->path);
     x->g = m->graph;
     x->opset = ox_opset(m);
+    st_status st = ox_check_model(x, m);
+    if (st != ST_OK)
+        return st;
     if (x->g->n_node > OX_MAX_NODES)
         return st_fail(x->err, ST_EINPUT, "%s: %zu nodes: singletrain reads at most %d",
                        x->path, x->g->n_node, OX_MAX_NODES);
@@ -254,9 +265,11 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
             if (!x->g->node[i]->input[k])
                 return st_fail(x->err, ST_EINPUT, "%s: node %zu has a null input", x->path,
                                i + 1);
-    st_status st = ox_graph_input(x, in);
+    st = ox_graph_input(x, in);
     for (size_t i = 0; i < x->g->n_node && st == ST_OK; i++)
         st = ox_node(x, (int)i);
+    if (st == ST_OK && (st = ox_check_ties(x)) == ST_OK)
+        ox_warn_momentum(x);
     if (st == ST_OK && x->n_layers == 0)
         st = st_fail(x->err, ST_EINPUT, "%s: no node makes a layer", x->path);
     if (st == ST_OK)
@@ -275,13 +288,13 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
 {
     memset(net, 0, sizeof *net);
     memset(cfg, 0, sizeof *cfg);
-    ox x = {.path = path, .err = err};
+    ox x = {.path = path, .err = err, .log = log};
     char *bytes = NULL;
     size_t len = 0;
     Onnx__ModelProto *m = NULL;
     st_shape in;
     st_status st = st_read_text(path, "ONNX model", OX_MAX_BYTES, &bytes, &len, err);
-    if (st != ST_OK)
+    if (st != ST_OK || (st = ox_wire_check(path, (const uint8_t *)bytes, len, err)))
         goto done;
     m = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
     if (!m) {

@@ -14,6 +14,7 @@
 #include <onnx.pb-c.h>
 
 #include "base/fileio.h"
+#include "ops/solver.h"
 
 #define EX_OPSET 13
 
@@ -241,7 +242,8 @@ static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char
                              ? ex_node(e, "BatchNormalization", name, 5, value, scale, shift, mean,
                                        var)
                              : NULL;
-    if (!n || ex_float(e, n, "epsilon", ST_BN_EPS) != ST_OK)
+    if (!n || ex_float(e, n, "epsilon", ST_BN_EPS) != ST_OK ||
+        ex_float(e, n, "momentum", ST_BN_MOMENTUM) != ST_OK)
         return ex_failed(e);
     *out = name;
     return ST_OK;

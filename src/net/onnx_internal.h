@@ -19,6 +19,17 @@
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
 #define OX_DEFAULT_OPSET 13
+/* The opsets whose versions of the supported ops the reader knows: from 7
+ * (numpy-style broadcast, no legacy attributes) to 22 (ONNX 1.17; 8 to 22
+ * changed these ops' types and added attributes the reader refuses); the
+ * IR versions from 3 (opset_import) to 11 (ONNX 1.18). */
+#define OX_MIN_OPSET 7
+#define OX_MAX_OPSET 22
+#define OX_MIN_IR 3
+#define OX_MAX_IR 11
+/* Messages inside messages, the model the first (protobuf's own default
+ * limit): an ordinary model nests 4 (model, graph, value info, type). */
+#define OX_MAX_NESTING 100
 
 typedef enum ox_kind {
     OX_CONV, OX_FC, OX_SHORTCUT, OX_BN, OX_MAXPOOL, OX_AVG, OX_SOFTMAX, OX_OTHER
@@ -83,7 +94,30 @@ typedef struct ox {
     float **bufs; /* owned float copies of initializers */
     int n_bufs;
     st_error *err;
+    const st_log *log; /* warnings */
+    int n_momentum;    /* BatchNormalization nodes of another momentum than ours */
+    int momentum_node; /* the first of them */
 } ox;
+
+/* ---- onnx_wire.c ---- */
+
+/* The len bytes of path nest no deeper than OX_MAX_NESTING messages in
+ * the schema's cycles (a graph in a node's attribute, a type in a type),
+ * checked without recursion before protobuf-c's unpack, which recurses. */
+st_status ox_wire_check(const char *path, const uint8_t *bytes, size_t len, st_error *err);
+
+/* ---- onnx_check.c ---- */
+
+/* The model's IR version and opset in the ranges above, its initializers'
+ * names unique and each initializer's values in one field. */
+st_status ox_check_model(const ox *x, const Onnx__ModelProto *m);
+
+/* No initializer is the tensor of two nodes' layers (tied weights). */
+st_status ox_check_ties(const ox *x);
+
+/* A warning naming the first BatchNormalization node whose momentum the
+ * running statistics do not follow, when there is one. */
+void ox_warn_momentum(const ox *x);
 
 /* ---- onnx_values.c ---- */
 

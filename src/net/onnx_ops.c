@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/strlist.h"
+#include "ops/solver.h"
 
 /* ---- the ops ---- */
 
@@ -89,6 +90,9 @@ static st_status op_fc(ox *x, int node, int gemm)
     if (alpha != 1 || beta != 1)
         return ox_node_fail(x, node, "alpha=%g beta=%g: only 1 and 1 are supported", alpha,
                             beta);
+    if (!in->flat) /* Gemm takes [N, K]; MatMul of [N, C, H, W] multiplies each row of W */
+        return ox_node_fail(x, node, "input '%s' is [N, C, H, W]: expected [N, K] (flatten it "
+                            "first: Flatten with axis 1)", in->name);
     if (wt->n_dims != 2 || wt->dims[0] < 1 || wt->dims[1] < 1)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
@@ -265,17 +269,25 @@ static st_status op_batchnorm(ox *x, int node, int arg)
     const Onnx__TensorProto *t;
     const float *p[4];
     size_t c[4];
-    float eps;
-    long training;
+    float eps, momentum;
+    long training, spatial;
     st_status st;
     if ((st = ox_known_attrs(x, node, "epsilon,momentum,training_mode,spatial")) ||
         (st = ox_float_attr(x, node, "epsilon", 1e-5f, &eps)) ||
+        (st = ox_float_attr(x, node, "momentum", 0.9f, &momentum)) ||
         (st = ox_int_attr(x, node, "training_mode", 0, 0, 0, &training)) ||
+        (st = ox_int_attr(x, node, "spatial", 1, 1, 1, &spatial)) ||
         (st = ox_read(x, node, 0, &in)))
         return st;
     for (size_t k = 0; k < 4; k++)
         if ((st = ox_floats(x, node, k + 1, &t, &p[k], &c[k])))
             return st;
+    for (size_t i = 0; i < c[3]; i++)
+        if (p[3][i] < 0)
+            return ox_node_fail(x, node, "running variance '%s' holds %g at [%zu]: expected "
+                                "values of at least 0", n->input[4], p[3][i], i);
+    if (momentum != ST_BN_MOMENTUM && x->n_momentum++ == 0) /* warned after the nodes */
+        x->momentum_node = node;
     if (fabsf(eps - ST_BN_EPS) > 1e-9f)
         return ox_node_fail(x, node, "epsilon=%g: singletrain's batch normalization adds %g",
                             eps, ST_BN_EPS);
@@ -331,10 +343,12 @@ static st_status op_concat(ox *x, int node, int arg)
         return ox_node_fail(x, node, "%zu inputs: expected 1..%d", n->n_input, ST_MAX_SRC);
     char list[128] = "";
     size_t used = 0;
+    int flat = 1; /* [N, K] values joined: [N, K1 + K2 ...] */
     for (size_t k = 0; k < n->n_input; k++) {
         ox_value *v;
         if ((st = ox_read(x, node, k, &v)))
             return st;
+        flat &= v->flat;
         if (v->layer < 0)
             return ox_node_fail(x, node, "concatenates the graph input '%s': singletrain's "
                                 "route joins earlier layers' outputs", v->name);
@@ -344,7 +358,7 @@ static st_status op_concat(ox *x, int node, int arg)
     if ((st = ox_new_layer(x, node, "route", OX_OTHER, &l)))
         return st;
     ox_opt(&x->layers[l], "layers", "%s", list);
-    return ox_output(x, node, l, 0);
+    return ox_output(x, node, l, flat);
 }
 
 /* Identity: the same values under another name; of a constant, a

@@ -158,6 +158,10 @@ st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **tp,
         return ST_ENOMEM;
     memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data : (const void *)t->float_data,
            c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
+    for (size_t i = 0; i < c; i++)
+        if (!isfinite(f[i]))
+            return ox_node_fail(x, node, "initializer '%s' holds %g at [%zu]: expected finite "
+                                "values", name, f[i], i);
     *tp = t;
     *data = f;
     *count = c;

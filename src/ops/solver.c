@@ -50,8 +50,6 @@ int st_solver_state_per_param(const st_solver_cfg *c)
     return (unsigned)c->rule < ST_SOLVER_RULE_COUNT ? st_solver_rules[c->rule].planes : 1;
 }
 
-#define BN_RUNNING_MOMENTUM 0.99f
-
 /* The rules on one tensor's range of n floats: weights w, gradient g, state
  * planes s0 (and s1); decay is 0 for tensors without weight decay. The SGD
  * expression is Darknet's, kept as it is so results stay bit for bit. */
@@ -154,8 +152,8 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
         size_t n = e - b;
         if (p->kind == ST_PARAM_STAT) {
             for (size_t j = b; j < e; j++)
-                w[j] = BN_RUNNING_MOMENTUM * w[j] +
-                       (1.0f - BN_RUNNING_MOMENTUM) * g[j - g_base];
+                w[j] = ST_BN_MOMENTUM * w[j] +
+                       (1.0f - ST_BN_MOMENTUM) * g[j - g_base];
             continue;
         }
         float decay = p->kind == ST_PARAM_WEIGHT ? c->decay : 0.0f;

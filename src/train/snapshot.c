@@ -96,6 +96,28 @@ static int arenas_finite(const st_net *net, const float *weights, const float *s
     return 1;
 }
 
+/* Whether every running variance in weights is at least 0 (training
+ * keeps it so; its square root divides); if not, where in buf. */
+static int variances_valid(const st_net *net, const float *weights, char *buf, size_t size)
+{
+    static const char role[] = ".rolling_variance";
+    for (int i = 0; i < net->params.n; i++) {
+        const st_param *p = &net->params.p[i];
+        size_t len = strlen(p->name);
+        if (p->kind != ST_PARAM_STAT || len < sizeof role - 1 ||
+            strcmp(p->name + len - (sizeof role - 1), role) != 0)
+            continue;
+        for (size_t k = 0; k < p->count; k++)
+            if (weights[p->offset + k] < 0) {
+                const st_layer *l = net->layers[p->layer];
+                snprintf(buf, size, "layer %d [%s] (cfg line %d): %s[%zu] is %g", p->layer,
+                         l->ops->type, l->line, p->name, k, (double)weights[p->offset + k]);
+                return 0;
+            }
+    }
+    return 1;
+}
+
 static st_status write_snapshot(FILE *f, void *ctx, st_error *err)
 {
     snapshot_out *o = ctx;
@@ -294,6 +316,9 @@ static st_status load(const char *path, const st_net *net, float *weights, float
     if (st == ST_OK && !arenas_finite(net, weights, state, planes, where, sizeof where))
         st = st_fail(err, ST_EINPUT, "%s: %s: expected finite weights%s (a snapshot of a run "
                      "that diverged?)", path, where, state ? " and solver state" : "");
+    if (st == ST_OK && !variances_valid(net, weights, where, sizeof where))
+        st = st_fail(err, ST_EINPUT, "%s: %s: expected a running variance of at least 0",
+                     path, where);
     fclose(f);
     if (st == ST_OK && settings)
         *settings = text;

@@ -22,7 +22,8 @@
 # Helpers for INPUT: first FILE BYTES, poke FILE OFFSET OCTAL..., be32 N,
 # le32 N, le64 N, recrc FILE (a store index with its checksum redone),
 # resnap FILE OFFSET OCTAL... (a snapshot poked, its checksums redone),
-# store_as PATH (copies the fixture store there).
+# store_as PATH (copies the fixture store there), onnx_bad CASE [ARG] FILE
+# (a bad ONNX model, tests/lib/onnx_bad_models.py).
 # usage: sh tests/e2e/test_catalogue.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -94,6 +95,11 @@ store_as() {
     for _s in "$fx"/store.*; do
         cp "$_s" "$1${_s#"$fx/store"}"
     done
+}
+
+# The ONNX model CASE (with ARG) of tests/lib/onnx_bad_models.py into FILE.
+onnx_bad() {
+    /usr/bin/python3 "$fixtures/../lib/onnx_bad_models.py" "$@"
 }
 
 # --------------------------------------------------------------- fixtures

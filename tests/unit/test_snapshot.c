@@ -260,7 +260,7 @@ static uint32_t crc_of(const unsigned char *p, size_t n)
 }
 
 /* Non-finite weights are not written; a file holding them (its checksums
- * made right) is not read. */
+ * made right) is not read, nor one holding a negative running variance. */
 static void test_nonfinite_refused(void **state)
 {
     (void)state;
@@ -298,6 +298,27 @@ static void test_nonfinite_refused(void **state)
     assert_int_equal(st_snapshot_load("b.snap", &f.net, w, NULL, &err), ST_EINPUT);
     tl_assert_contains(err.msg, "b.snap: layer 2 [connected] (cfg line");
     tl_assert_contains(err.msg, "[1] is nan: expected finite weights");
+
+    /* a negative running variance behind right checksums (issue 36) */
+    const st_param *var = NULL;
+    for (int i = 0; i < f.net.params.n && !var; i++)
+        if (strcmp(f.net.params.p[i].name, "0.rolling_variance") == 0)
+            var = &f.net.params.p[i];
+    assert_non_null(var);
+    free(bytes);
+    bytes = save_and_read(&f, "c.snap", &len);
+    float negative = -0.25f;
+    memcpy(bytes + payload + (var->offset + 1) * sizeof(float), &negative, sizeof negative);
+    crc = crc_of(bytes + payload, len - payload);
+    memcpy(bytes + 80, &crc, sizeof crc);
+    hcrc = crc32(crc_of(bytes, 84), bytes + HEADER_BYTES, (uInt)f.settings_bytes);
+    memcpy(bytes + 84, &hcrc, sizeof hcrc);
+    tl_write_file("d.snap", bytes, len);
+    st_error_clear(&err);
+    assert_int_equal(st_snapshot_load("d.snap", &f.net, w, NULL, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "d.snap: layer 0 [convolutional] (cfg line");
+    tl_assert_contains(err.msg, "0.rolling_variance[1] is -0.25: expected a running variance "
+                       "of at least 0");
     free(w);
     free(bytes);
     fixture_close(&f);
