@@ -64,6 +64,11 @@
 #include "net/hparams.h"
 #include "net/net.h"
 
+/* The most nodes st_onnx_load reads from a model's graph, and so the most
+ * st_onnx_save writes: a network that needs more is an input error on
+ * both sides, naming this limit and the count. */
+#define ST_ONNX_MAX_NODES 10000
+
 /* Whether path names an ONNX model (it ends in .onnx). */
 int st_onnx_is_model(const char *path);
 
@@ -81,7 +86,8 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
  * out: its output is its input), so that reading the file again gives the
  * same outputs bit for bit. A layer no ONNX op does ([crop], a softmax of
  * several groups, a shortcut of two shapes) is an input error naming its
- * cfg line. Written atomically (base/fileio.h). */
+ * cfg line; so is a network of more than ST_ONNX_MAX_NODES nodes, which
+ * st_onnx_load would refuse. Written atomically (base/fileio.h). */
 st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const float *weights,
                        st_error *err);
 

@@ -15,7 +15,6 @@
 
 #define OX_MAX_BYTES ((size_t)1 << 31)
 #define OX_MAX_SETTINGS_BYTES ((size_t)1 << 20)
-#define OX_MAX_NODES 10000
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
 #define OX_DEFAULT_OPSET 13

@@ -321,8 +321,8 @@ void ox_tensor_drop(ox_layer *l, const char *role)
 /* A new layer at the end; *out its index. */
 st_status ox_new_layer(ox *x, int node, const char *type, ox_kind kind, int *out)
 {
-    if (x->n_layers >= OX_MAX_NODES * 2)
-        return ox_node_fail(x, node, "more than %d layers", OX_MAX_NODES * 2);
+    if (x->n_layers >= ST_ONNX_MAX_NODES * 2)
+        return ox_node_fail(x, node, "more than %d layers", ST_ONNX_MAX_NODES * 2);
     ox_layer *l = realloc(x->layers, (size_t)(x->n_layers + 1) * sizeof *l);
     if (!l)
         return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);

@@ -18,7 +18,8 @@
 #   - export --onnx: onnx.checker passes the files; re-imported, a model
 #     trains to the same losses and the same weights bit for bit as the
 #     network it was written from, and an ONNX-born model exports to the
-#     same bytes as its cfg twin;
+#     same bytes as its cfg twin; a network of as many nodes as the reader
+#     takes, 10000, exports and reads back;
 #   - an unsupported op, a missing initializer, a shape mismatch, an
 #     unsupported attribute, a truncated file, random bytes: exit 2 with a
 #     message naming the node and op, or the file.
@@ -154,6 +155,15 @@ printf '[net]\nheight=8\nwidth=8\nchannels=3\n[crop]\ncrop_height=4\ncrop_width=
 check "a layer ONNX has no op for" err 2 "crop.cfg:5: [crop] (layer 0) cannot be written as ONNX" -- \
     "$bin" export --onnx crop.cfg c/crop_final.snap crop.onnx
 expect "... leaves no file" [ ! -e crop.onnx ]
+# the reader's limit on a model's nodes (ST_ONNX_MAX_NODES, 10000) is the
+# writer's: 9996 dropouts, Flatten, Gemm and Softmax make 10000 nodes
+# (the catalogue has one more refused)
+{ printf '[net]\nheight=1\nwidth=1\nchannels=1\n'; n=0; while [ $n -lt 9996 ]; do
+    printf '[dropout]\n'; n=$((n + 1)); done; printf '[connected]\noutput=2\n[softmax]\n'; } >edge.cfg
+head -c 32 /dev/zero >zero.weights
+check "a network of 10000 nodes, the limit, exports" out 0 "wrote edge.onnx" -- \
+    "$bin" export --onnx edge.cfg zero.weights edge.onnx
+check "... and reads back" out 0 "9997 softmax" -- "$bin" --dry-run edge.onnx
 
 # ---------------------------------------------------------------- resume
 
