@@ -6,6 +6,7 @@
  * runs after the build, against the built layers. */
 #include "net/onnx.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "onnx_internal.h"
 
 #include "base/fileio.h"
+#include "base/strlist.h"
 
 /* ---- the graph, the [net] section, the build ---- */
 
@@ -230,6 +232,34 @@ static st_status ox_finish_graph(ox *x)
     return st;
 }
 
+/* A layer's message from the build cites its section's line ("PATH:3: "),
+ * the node's number (ox_sections): said as the node instead, a binary
+ * file having no lines. */
+static void ox_locate_build_error(const ox *x, const char *cfg_path, st_error *err)
+{
+    size_t len = strlen(cfg_path);
+    const char *p = err->msg + len;
+    if (strncmp(err->msg, cfg_path, len) != 0 || p[0] != ':' || !isdigit((unsigned char)p[1]))
+        return;
+    char *end;
+    long line = strtol(p + 1, &end, 10);
+    if (strncmp(end, ": ", 2) != 0 || line < 1 || line > (long)x->g->n_node)
+        return;
+    char msg[sizeof err->msg], label[320];
+    snprintf(msg, sizeof msg, "%s: %s%s", x->path,
+             ox_node_label(x, (int)line - 1, label, sizeof label), end);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
+/* The message of a failed read with every byte of the file's names (a
+ * node's, a value's) that a terminal would act on escaped. */
+static void ox_printable_error(st_error *err)
+{
+    char msg[sizeof err->msg];
+    st_str_printable(msg, sizeof msg, err->msg);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
 static long ox_opset(const Onnx__ModelProto *m)
 {
     for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -292,12 +322,17 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
     }
     if ((st = ox_translate(&x, m, &in)) ||
         (st = ox_net_section(path, hparams_path, in, cfg, hp, log, err)) ||
-        (st = ox_sections(&x, cfg, err)) || (st = st_net_build(net, cfg, hp->input, log, err)))
+        (st = ox_sections(&x, cfg, err)))
         goto done;
+    if ((st = st_net_build(net, cfg, hp->input, log, err))) {
+        ox_locate_build_error(&x, cfg->path, err);
+        goto done;
+    }
     if ((st = ox_check_shapes(&x, net)) || (st = ox_start_weights(&x, net)))
         goto done;
 done:
     if (st != ST_OK) {
+        ox_printable_error(err);
         st_net_free(net);
         st_cfg_free(cfg);
     }

@@ -86,14 +86,26 @@ typedef struct ox {
 
 /* ---- onnx_values.c ---- */
 
+/* "node N 'NAME' (OP)" into buf [size], the name left out when the node
+ * has none; returns buf. */
+const char *ox_node_label(const ox *x, int node, char *buf, size_t size);
+
+/* ST_EINPUT with "PATH: node N 'NAME' (OP): " and the message. */
 st_status ox_node_fail(const ox *x, int node, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A tensor's dims as "[d0, d1, ...]" into buf [size]; returns buf. */
+const char *ox_dims_text(const Onnx__TensorProto *t, char *buf, size_t size);
 
 ox_value *ox_find_value(ox *x, const char *name);
 
 int ox_count_uses(const ox *x, const char *name);
 
 st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat);
+
+/* The node's outputs are named as no earlier node's, no initializer and
+ * not the graph input: a duplicate is an error naming both nodes. */
+st_status ox_unique_outputs(const ox *x, int node);
 
 /* The constant tensor name: an initializer, or a Constant node's value
  * before node `before`, or either under the name of an Identity node

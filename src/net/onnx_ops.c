@@ -32,9 +32,14 @@ static st_status op_conv(ox *x, int node, int arg)
         (st = ox_int_attr(x, node, "group", 1, 1, 1 << 16, &group)) ||
         (st = ox_string_attr(x, node, "auto_pad", "NOTSET")))
         return st;
-    if (wt->n_dims != 4 || wt->dims[0] < 1 || wt->dims[2] < 1)
+    char dims[96];
+    if (wt->n_dims != 4)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 4 (OIHW) of 2-D "
                             "convolution", n->input[1], wt->n_dims);
+    if (wt->dims[0] < 1 || wt->dims[1] < 1 || wt->dims[2] < 1 || wt->dims[3] < 1)
+        return ox_node_fail(x, node, "weight '%s' has dims %s: a size of 0 (expected filters, "
+                            "channels, height and width of at least 1)", n->input[1],
+                            ox_dims_text(wt, dims, sizeof dims));
     long o = (long)wt->dims[0], kh = (long)wt->dims[2], kw = (long)wt->dims[3];
     if (kh != kw || (has_k && (ks[0] != kh || ks[1] != kw)))
         return ox_node_fail(x, node, "kernel %ldx%ld: singletrain's convolutions are square, "
@@ -89,10 +94,18 @@ static st_status op_fc(ox *x, int node, int gemm)
     if (alpha != 1 || beta != 1)
         return ox_node_fail(x, node, "alpha=%g beta=%g: only 1 and 1 are supported", alpha,
                             beta);
-    if (wt->n_dims != 2 || wt->dims[0] < 1 || wt->dims[1] < 1)
+    if (wt->n_dims != 2)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
+    /* its inputs, the other dim, are checked against the layer it reads
+     * after the build: 0 there is that layer's fault (a window larger than
+     * its input), said by the build, or a count that does not fit */
     long out = (long)(trans_b ? wt->dims[0] : wt->dims[1]);
+    char dims[64];
+    if (out < 1)
+        return ox_node_fail(x, node, "weight '%s' has dims %s%s: no outputs (expected at least "
+                            "one)", n->input[1], ox_dims_text(wt, dims, sizeof dims),
+                            trans_b ? " with transB=1" : "");
     if (b && (bc != (size_t)out || bt->n_dims > 2 || (bt->n_dims == 2 && bt->dims[0] != 1)))
         return ox_node_fail(x, node, "bias '%s' has %zu values in %zu dims for %ld outputs: "
                             "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], bc,
@@ -513,6 +526,9 @@ st_status ox_node(ox *x, int node)
     const char *op = n->op_type ? n->op_type : "";
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return ox_node_fail(x, node, "domain '%s': only the default ONNX domain", n->domain);
+    st_status st = ox_unique_outputs(x, node);
+    if (st != ST_OK)
+        return st;
     for (size_t i = 0; i < OX_N_OPS; i++)
         if (strcmp(op, ox_ops[i].op) == 0)
             return ox_ops[i].read(x, node, ox_ops[i].arg);

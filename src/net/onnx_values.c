@@ -10,18 +10,37 @@
 
 /* ---- messages ---- */
 
+/* "node N 'NAME' (OP)", the name left out when the node has none. */
+const char *ox_node_label(const ox *x, int node, char *buf, size_t size)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    const char *name = n->name && n->name[0] ? n->name : NULL;
+    snprintf(buf, size, "node %d%s%.200s%s (%.100s)", node + 1, name ? " '" : "",
+             name ? name : "", name ? "'" : "", n->op_type ? n->op_type : "no op_type");
+    return buf;
+}
+
 st_status ox_node_fail(const ox *x, int node, const char *fmt, ...)
 {
-    char what[768];
+    char what[768], label[320];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    const Onnx__NodeProto *n = x->g->node[node];
-    const char *name = n->name && n->name[0] ? n->name : NULL;
-    return st_fail(x->err, ST_EINPUT, "%s: node %d%s%s%s (%s): %s", x->path, node + 1,
-                   name ? " '" : "", name ? name : "", name ? "'" : "",
-                   n->op_type ? n->op_type : "no op_type", what);
+    return st_fail(x->err, ST_EINPUT, "%s: %s: %s", x->path,
+                   ox_node_label(x, node, label, sizeof label), what);
+}
+
+/* A tensor's dims as "[d0, d1, ...]". */
+const char *ox_dims_text(const Onnx__TensorProto *t, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (size_t i = 0; i < t->n_dims && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                                 (long long)t->dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
 }
 
 /* ---- values, tensors, attributes ---- */
@@ -43,6 +62,40 @@ int ox_count_uses(const ox *x, const char *name)
     for (size_t i = 0; i < x->g->n_output; i++)
         n += x->g->output[i]->name && strcmp(x->g->output[i]->name, name) == 0;
     return n;
+}
+
+static st_status ox_unique_name(const ox *x, int node, const char *name)
+{
+    char label[320];
+    for (int i = 0; i < node; i++) {
+        const Onnx__NodeProto *n = x->g->node[i];
+        for (size_t k = 0; k < n->n_output; k++)
+            if (n->output[k] && strcmp(n->output[k], name) == 0)
+                return ox_node_fail(x, node, "duplicate output name '%s': %s has an output of "
+                                    "that name already (expected every value named once)",
+                                    name, ox_node_label(x, i, label, sizeof label));
+    }
+    for (size_t i = 0; i < x->g->n_initializer; i++)
+        if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
+            return ox_node_fail(x, node, "duplicate output name '%s': an initializer has that "
+                                "name (expected every value named once)", name);
+    if (x->n_values > 0 && x->values[0].layer < 0 && strcmp(x->values[0].name, name) == 0)
+        return ox_node_fail(x, node, "duplicate output name '%s': the graph input has that "
+                            "name (expected every value named once)", name);
+    return ST_OK;
+}
+
+/* The node's outputs are named as no earlier node's, no initializer and
+ * not the graph input: each value of a graph is named once (an in-place
+ * name, a Relu writing its input's, would make one name two values). */
+st_status ox_unique_outputs(const ox *x, int node)
+{
+    const Onnx__NodeProto *out = x->g->node[node];
+    st_status st = ST_OK;
+    for (size_t k = 0; k < out->n_output && st == ST_OK; k++)
+        if (out->output[k] && out->output[k][0])
+            st = ox_unique_name(x, node, out->output[k]);
+    return st;
 }
 
 st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat)

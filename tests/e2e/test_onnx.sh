@@ -21,8 +21,10 @@
 #     same bytes as its cfg twin; a network of as many nodes as the reader
 #     takes, 10000, exports and reads back;
 #   - an unsupported op, a missing initializer, a shape mismatch, an
-#     unsupported attribute, a truncated file, random bytes: exit 2 with a
-#     message naming the node and op, or the file.
+#     unsupported attribute, a weight with a size of 0, a window larger
+#     than its input, a duplicate output name, a truncated file, random
+#     bytes: exit 2 with a message naming the node and op (its name's
+#     terminal escapes escaped), or the file.
 # Without /usr/bin/python3's onnx module this prints a SKIP notice and exits 0.
 # usage: sh tests/e2e/test_onnx.sh PATH_TO_SINGLETRAIN
 set -u
@@ -235,6 +237,21 @@ check "unsupported attribute" err 2 "bad_attr.onnx: node 1 (MaxPool): attribute 
     "$bin" --dry-run bad_attr.onnx
 check "output not the last layer's" err 2 "not_last.onnx: the graph's output 'y' is not the last" \
     -- "$bin" --dry-run not_last.onnx
+# issue 36: what was wrong, at the node, its name safe to print
+check "a weight with a size of 0: its dims" err 2 \
+    "empty_conv.onnx: node 1 'conv' (Conv): weight 'w' has dims [0, 1, 3, 3]: a size of 0" -- \
+    "$bin" --dry-run empty_conv.onnx
+check "a window larger than its input: the MaxPool, not the Gemm after it, as a node" err 2 \
+    "big_pool.onnx: node 1 'pool' (MaxPool): [maxpool] (layer 0, input 8 x 8 x 1): window 9x9" \
+    -- "$bin" --dry-run big_pool.onnx
+check "a duplicate output name, both nodes named" err 2 \
+    "dup_output.onnx: node 2 'relu' (Relu): duplicate output name 'c': node 1 'conv' (Conv)" \
+    -- "$bin" --dry-run dup_output.onnx
+check "terminal escapes in a node's name are printed escaped" err 2 \
+    "escape.onnx: node 2 'e\x1b[31mred\x1b[0m' (Erf): unsupported op" -- \
+    "$bin" --dry-run escape.onnx
+expect "... and no escape byte reaches the terminal" \
+    [ "$(tr -d '\033' <"$tmp/stderr" | wc -c)" -eq "$(wc -c <"$tmp/stderr")" ]
 head -c 300 lenet.onnx >truncated.onnx
 check "truncated file" err 2 "truncated.onnx: not an ONNX model" -- "$bin" --dry-run truncated.onnx
 printf '\377\377\377\377\377\377' >bytes.onnx

@@ -26,6 +26,11 @@ usage: onnx_models.py DIR   writes into DIR:
   bad_bias.onnx   a Conv plus a constant of dims [C], which ONNX adds along
                   the width
   bad_softmax.onnx   a Softmax over the last axis of [N, C, 1, 1]
+  empty_conv.onnx, big_pool.onnx, dup_output.onnx, escape.onnx
+                  a Conv weight of dims [0, 1, 3, 3]; a MaxPool window
+                  larger than its input before a Gemm of no inputs; a Relu
+                  writing its input's name; a node named with terminal
+                  escape sequences
 """
 import struct
 import sys
@@ -275,6 +280,27 @@ def bad_softmax(out):
          out + "/bad_softmax.onnx")
 
 
+def messages(out):
+    """Issue 36's messages: each must say what is wrong, where."""
+    n = helper.make_node
+    save(model([n("Conv", ["x", "w"], ["y"], name="conv")],
+               [init("w", np.zeros((0, 1, 3, 3), np.float32))], [1, 8, 8], check=False),
+         out + "/empty_conv.onnx")
+    # a window larger than the input: the Gemm after it has no inputs, and
+    # the MaxPool is at fault
+    save(model([n("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[9, 9]),
+                n("Flatten", ["p"], ["f"]), n("Gemm", ["f", "w"], ["y"], name="fc", transB=1)],
+               [init("w", np.zeros((3, 0), np.float32))], [1, 8, 8], check=False),
+         out + "/big_pool.onnx")
+    save(model([n("Conv", ["x", "w"], ["c"], name="conv"), n("Relu", ["c"], ["c"], name="relu"),
+                n("Flatten", ["c"], ["f"]), n("Gemm", ["f", "wf"], ["y"], transB=1)],
+               [init("w", rand(2, 1, 3, 3)), init("wf", rand(3, 72))], [1, 8, 8], check=False),
+         out + "/dup_output.onnx")
+    save(model([n("Flatten", ["x"], ["f"]), n("Erf", ["f"], ["e"], name="e\x1b[31mred\x1b[0m"),
+                n("Gemm", ["e", "w"], ["y"], transB=1)], [init("w", rand(3, 64))], [1, 8, 8]),
+         out + "/escape.onnx")
+
+
 def main():
     out = sys.argv[1]
     lenet(out)
@@ -282,6 +308,7 @@ def main():
     broken(out)
     bad_bias(out)
     bad_softmax(out)
+    messages(out)
 
 
 if __name__ == "__main__":
