@@ -79,6 +79,14 @@ int st_onnx_is_model(const char *path);
 st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
                        st_hparams *hp, st_net *net, const st_log *log, st_error *err);
 
+/* The initializers of the ONNX model at path as the weights [net->params
+ * .count] of net, a network built from a cfg or from a model: the model
+ * read as st_onnx_load does (its sidecar too), its network's parameters
+ * net's, name for name and size for size, else an input error naming the
+ * first that differs (weights of another network). */
+st_status st_onnx_load_weights(const char *path, const st_net *net, float *weights,
+                               st_error *err);
+
 /* Write net (built from cfg, whose sections give the layers' options) with
  * weights [net->params.count] to path as an ONNX model, opset 13: each
  * layer as the nodes st_onnx_load reads back into the same layer (batch

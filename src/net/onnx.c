@@ -347,3 +347,32 @@ done:
     free(bytes);
     return st;
 }
+
+st_status st_onnx_load_weights(const char *path, const st_net *net, float *weights,
+                               st_error *err)
+{
+    st_log log = st_log_default(ST_LOG_QUIET);
+    st_cfg cfg;
+    st_hparams hp;
+    st_net model;
+    st_status st = st_onnx_load(path, NULL, &cfg, &hp, &model, &log, err);
+    if (st != ST_OK)
+        return st;
+    const st_param_table *a = &model.params, *b = &net->params;
+    for (int i = 0; i < a->n || i < b->n; i++) {
+        const st_param *p = i < a->n ? &a->p[i] : NULL, *q = i < b->n ? &b->p[i] : NULL;
+        if (p && q && strcmp(p->name, q->name) == 0 && p->count == q->count) {
+            memcpy(weights + q->offset, a->start + p->offset, q->count * sizeof *weights);
+            continue;
+        }
+        st = st_fail(err, ST_EINPUT, "%s: its initializers make parameter %d %s%s%s of %zu "
+                     "values, but the network's is %s%s%s of %zu (weights of another "
+                     "network?)", path, i, p ? "'" : "", p ? p->name : "none", p ? "'" : "",
+                     p ? p->count : 0, q ? "'" : "", q ? q->name : "none", q ? "'" : "",
+                     q ? q->count : 0);
+        break;
+    }
+    st_net_free(&model);
+    st_cfg_free(&cfg);
+    return st;
+}

@@ -10,7 +10,8 @@
 #     (tools/snapdiff at tolerance 0), `predict` gives both the same class
 #     scores to the last printed digit, and each one's snapshot loads into the
 #     other; --resume of an ONNX model's run gives the weights of a run
-#     without a stop;
+#     without a stop; the ONNX model as WEIGHTS of the cfg (predict,
+#     --weights, export) is the twin's .weights;
 #   - a model with every other supported op trains, with the layers the
 #     translation table says (Concat -> route, Add -> shortcut, ...), as its
 #     cfg twin does: the same losses and bit-identical weights;
@@ -83,6 +84,20 @@ cp "$tmp/stdout" onnx.scores
 "$bin" predict --scores lenet.cfg cfg/lenet_final.snap pics/*/*.png >cfg.scores
 expect "4 images scored" [ "$(wc -l <onnx.scores)" -eq 4 ]
 expect "the cfg twin's class scores, to the last digit" cmp -s onnx.scores cfg.scores
+# an ONNX model as WEIGHTS of its cfg twin, wherever weights are taken
+"$bin" predict --scores lenet.onnx lenet.onnx pics/*/*.png >own.scores
+check "predict: the twin cfg with the ONNX model's initializers" out 0 "pics/" -- \
+    "$bin" predict --scores lenet.cfg lenet.onnx pics/*/*.png
+expect "... scores as the model itself, to the last digit" cmp -s "$tmp/stdout" own.scores
+# shellcheck disable=SC2086
+check "--weights MODEL.onnx starts the twin cfg from its initializers" err 0 "" -- \
+    "$bin" $run --snapshot-dir wonnx --weights lenet.onnx lenet.cfg
+check "... to the weights of the run from lenet.weights, bit for bit" out 0 \
+    "largest relative difference 0 " -- "$snapdiff" lenet.cfg wonnx/lenet_final.snap \
+    cfg/lenet_final.snap 0
+check "export reads an ONNX model's initializers as WEIGHTS" out 0 "from lenet.onnx" -- \
+    "$bin" export lenet.cfg lenet.onnx from-onnx.weights
+expect "... the twin's .weights, byte for byte" cmp -s from-onnx.weights lenet.weights
 check "the layers: conv, max, conv, max, connected x2, softmax added" out 0 \
     "6 softmax" -- "$bin" --dry-run lenet.onnx
 expect "one layer per supported node, activations and batch norm folded" \
