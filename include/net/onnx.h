@@ -34,6 +34,11 @@
  *   Concat (axis 1)       [route]
  *   Flatten (axis 1), Reshape to [N, C*H*W]   nothing: layers read NCHW
  *   Identity, Constant    nothing (a constant is read where it is used)
+ *   Transpose of a constant
+ *                         nothing: the permuted tensor (any perm) is
+ *                         computed at load and read where it is used
+ *                         (PyTorch's bias-free Linear without constant
+ *                         folding: MatMul of Transpose(W))
  *   Dropout               [dropout]
  *   LRN                   [lrn]
  *   Softmax, LogSoftmax   [softmax] (its cross-entropy is the loss; the

@@ -339,6 +339,7 @@ done:
     for (int i = 0; i < x.n_bufs; i++)
         free(x.bufs[i]);
     free(x.bufs);
+    ox_free_derived(&x);
     free(x.values);
     free(x.layers);
     free(x.checks);

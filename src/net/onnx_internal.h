@@ -69,6 +69,14 @@ typedef struct ox_count_check {
     long count;
 } ox_count_check;
 
+/* A constant computed at load (a Transpose of an initializer), under the
+ * name of node `node`'s output: seen by the nodes after it. The tensor and
+ * its dims are owned here; its floats are one of ox.bufs. */
+typedef struct ox_derived {
+    int node;
+    Onnx__TensorProto *t;
+} ox_derived;
+
 typedef struct ox {
     const char *path;
     const Onnx__GraphProto *g;
@@ -81,6 +89,8 @@ typedef struct ox {
     int n_checks;
     float **bufs; /* owned float copies of initializers */
     int n_bufs;
+    ox_derived *derived;
+    int n_derived;
     st_error *err;
 } ox;
 
@@ -107,10 +117,18 @@ st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat);
  * not the graph input: a duplicate is an error naming both nodes. */
 st_status ox_unique_outputs(const ox *x, int node);
 
-/* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`, or either under the name of an Identity node
- * before it. */
+/* The constant tensor name: an initializer, or a Constant node's value or
+ * a computed constant (ox_derived) before node `before`, or any of them
+ * under the name of an Identity node before it. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before);
+
+/* A float tensor of nd dims [dims], the values data [count] (one of
+ * x->bufs), as the constant named by node's output 0. */
+st_status ox_add_derived(ox *x, int node, size_t nd, const int64_t *dims, float *data,
+                         size_t count);
+
+/* Free the computed constants (the end of a read). */
+void ox_free_derived(ox *x);
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k);
 

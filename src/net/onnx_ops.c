@@ -481,6 +481,66 @@ static st_status op_softmax(ox *x, int node, int arg)
     return ox_output(x, node, l, 1);
 }
 
+/* Transpose of a constant (PyTorch's bias-free Linear without constant
+ * folding is MatMul(x, Transpose(W))): the permuted tensor, any perm of
+ * up to OX_MAX_DIMS dims, computed here and read where it is used as a
+ * constant (ox_constant). A layer's output is not transposed. */
+#define OX_MAX_DIMS 8
+
+static st_status op_transpose(ox *x, int node, int arg)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    const char *in = ox_input(n, 0);
+    const Onnx__TensorProto *t;
+    const float *src;
+    size_t count;
+    st_status st;
+    if ((st = ox_known_attrs(x, node, "perm")))
+        return st;
+    if (in && ox_find_value(x, in))
+        return ox_node_fail(x, node, "transposes '%s', a layer's output or the graph input: "
+                            "singletrain transposes constants only (an initializer, at load)",
+                            in);
+    if ((st = ox_floats(x, node, 0, &t, &src, &count)))
+        return st;
+    size_t nd = t->n_dims;
+    if (nd > OX_MAX_DIMS)
+        return ox_node_fail(x, node, "input '%s' has %zu dims: expected at most %d", in, nd,
+                            OX_MAX_DIMS);
+    size_t perm[OX_MAX_DIMS], used = 0;
+    const Onnx__AttributeProto *a = ox_attr(n, "perm");
+    if (a && a->n_ints != nd)
+        return ox_node_fail(x, node, "perm has %zu values for the %zu dims of '%s'",
+                            a->n_ints, nd, in);
+    for (size_t i = 0; i < nd; i++) {
+        int64_t p = a ? a->ints[i] : (int64_t)(nd - 1 - i); /* default: reversed */
+        if (p < 0 || p >= (int64_t)nd || (used & (size_t)1 << p))
+            return ox_node_fail(x, node, "perm[%zu] = %lld: expected a permutation of 0..%zu",
+                                i, (long long)p, nd - 1);
+        used |= (size_t)1 << p;
+        perm[i] = (size_t)p;
+    }
+    /* out[j0..j(nd-1)] = src at index i with i[perm[k]] = j[k] */
+    size_t stride[OX_MAX_DIMS], pos[OX_MAX_DIMS] = {0};
+    int64_t dims[OX_MAX_DIMS];
+    for (size_t k = nd, s = 1; k-- > 0; s *= (size_t)t->dims[k])
+        stride[k] = s;
+    for (size_t k = 0; k < nd; k++)
+        dims[k] = t->dims[perm[k]];
+    float *dst = ox_new_floats(x, count);
+    if (!dst)
+        return ST_ENOMEM;
+    for (size_t j = 0; j < count; j++) {
+        size_t from = 0;
+        for (size_t k = 0; k < nd; k++)
+            from += pos[k] * stride[perm[k]];
+        dst[j] = src[from];
+        for (size_t k = nd; k-- > 0 && ++pos[k] == (size_t)dims[k];)
+            pos[k] = 0;
+    }
+    return ox_add_derived(x, node, nd, dims, dst, count);
+}
+
 /* A Constant node: read where it is used (ox_constant). */
 static st_status op_constant(ox *x, int node, int arg)
 {
@@ -515,6 +575,7 @@ static const struct {
     {"Softmax", op_softmax, 0},
     {"LogSoftmax", op_softmax, 0},
     {"Constant", op_constant, 0},
+    {"Transpose", op_transpose, 0},
 };
 
 #define OX_N_OPS (sizeof ox_ops / sizeof ox_ops[0])

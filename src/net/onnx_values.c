@@ -113,17 +113,21 @@ st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat)
     return ST_OK;
 }
 
-/* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`, or either under the name of an Identity node
- * before it (PyTorch's exporter writes one initializer once and the equal
- * ones as Identity nodes of it: a new BatchNorm2d's weight and running
- * variance, both ones). Followed back node by node, not recursively. */
+/* The constant tensor name: an initializer, or a Constant node's value or
+ * a computed constant before node `before`, or any of them under the name
+ * of an Identity node before it (PyTorch's exporter writes one initializer
+ * once and the equal ones as Identity nodes of it: a new BatchNorm2d's
+ * weight and running variance, both ones). Followed back node by node, not
+ * recursively. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before)
 {
     for (;;) {
         for (size_t i = 0; i < x->g->n_initializer; i++)
             if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
                 return x->g->initializer[i];
+        for (int i = x->n_derived - 1; i >= 0; i--)
+            if (x->derived[i].node < before && strcmp(x->derived[i].t->name, name) == 0)
+                return x->derived[i].t;
         int i = before - 1;
         while (i >= 0 && !(x->g->node[i]->n_output == 1 && x->g->node[i]->output[0] &&
                            strcmp(x->g->node[i]->output[0], name) == 0))
@@ -142,6 +146,48 @@ const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before)
         name = n->input[0];
         before = i;
     }
+}
+
+st_status ox_add_derived(ox *x, int node, size_t nd, const int64_t *dims, float *data,
+                         size_t count)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    if (n->n_output < 1 || !n->output[0] || !n->output[0][0])
+        return ox_node_fail(x, node, "no output");
+    ox_derived *d = realloc(x->derived, (size_t)(x->n_derived + 1) * sizeof *d);
+    if (!d)
+        return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
+    x->derived = d;
+    Onnx__TensorProto *t = malloc(sizeof *t);
+    int64_t *td = malloc((nd ? nd : 1) * sizeof *td);
+    if (!t || !td) {
+        free(t);
+        free(td);
+        return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
+    }
+    onnx__tensor_proto__init(t);
+    if (nd)
+        memcpy(td, dims, nd * sizeof *td);
+    t->name = n->output[0];
+    t->n_dims = nd;
+    t->dims = td;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_float_data = count;
+    t->float_data = data;
+    d[x->n_derived++] = (ox_derived){node, t};
+    return ST_OK;
+}
+
+void ox_free_derived(ox *x)
+{
+    for (int i = 0; i < x->n_derived; i++) {
+        free(x->derived[i].t->dims);
+        free(x->derived[i].t);
+    }
+    free(x->derived);
+    x->derived = NULL;
+    x->n_derived = 0;
 }
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k)

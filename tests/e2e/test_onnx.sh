@@ -15,6 +15,8 @@
 #   - a model with every other supported op trains, with the layers the
 #     translation table says (Concat -> route, Add -> shortcut, ...), as its
 #     cfg twin does: the same losses and bit-identical weights;
+#   - Transposes of initializers (any permutation; PyTorch's bias-free
+#     Linear) give the scores of the same weights transposed by numpy;
 #   - the sidecar MODEL.train and --hparams give the [net] section;
 #   - export --onnx: onnx.checker passes the files; re-imported, a model
 #     trains to the same losses and the same weights bit for bit as the
@@ -211,6 +213,16 @@ expect "the same losses, test loss and accuracy as the twin" cmp -s monnx.loss m
 check "the same final weights as the twin, bit for bit" out 0 "largest relative difference 0 " \
     -- "$snapdiff" mixed.cfg monnx/mixed_final.snap mcfg/mixed_final.snap 0
 check "GlobalAveragePool + Flatten" out 0 "avg " -- "$bin" --dry-run global.onnx
+"$bin" predict --backend ref --scores transpose_twin.onnx transpose_twin.onnx pics/*/*.png \
+    >transpose_twin.scores
+check "Transposes of initializers (Conv, MatMul, Gemm) import" out 0 "pics/" -- \
+    "$bin" predict --backend ref --scores transpose.onnx transpose.onnx pics/*/*.png
+expect "... with the scores of the weights numpy transposed, to the last digit" \
+    cmp -s "$tmp/stdout" transpose_twin.scores
+expect "... of the 4 images" [ "$(wc -l <transpose_twin.scores)" -eq 4 ]
+check "a Transpose of a layer's output or the input" err 2 \
+    "transpose_layer.onnx: node 1 'tr' (Transpose): transposes 'x', a layer's output" -- \
+    "$bin" --dry-run transpose_layer.onnx
 
 # ---------------------------------------------------------------- [net]
 
