@@ -54,9 +54,10 @@
  * messages follows); a writer row in onnx_export.c's ex_writers if it is a
  * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
  *
- * The sections' line numbers are the nodes' numbers, from 1, so the
- * layers' own messages ("model.onnx:3: [convolutional] ...") point at the
- * node. The [net] section (hyper-parameters, data) is the sidecar's: a
+ * The sections' line numbers are the nodes' numbers, from 1, and a
+ * layer's message from the build is said of its node ("model.onnx: node 3
+ * 'conv1' (Conv): [convolutional] ..."); every message of a failed read
+ * has the file's names made safe to print (base/strlist.h). The [net] section (hyper-parameters, data) is the sidecar's: a
  * file with a [net] section and no other, by default the model's path with
  * .onnx replaced by .train (none there: [net]'s defaults); height=, width=
  * and channels= come from the graph's input and may not be in it. */
