@@ -255,8 +255,10 @@ st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **tp,
     float *f = ox_new_floats(x, c);
     if (!f)
         return ST_ENOMEM;
-    memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data : (const void *)t->float_data,
-           c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
+    if (c) /* an empty tensor's data may be NULL */
+        memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data
+                                  : (const void *)t->float_data,
+               c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
     *tp = t;
     *data = f;
     *count = c;
