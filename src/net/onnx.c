@@ -277,9 +277,8 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
     x->g = m->graph;
     x->opset = ox_opset(m);
     if (x->g->n_node > ST_ONNX_MAX_NODES)
-        return st_fail(x->err, ST_EINPUT, "%s: %zu nodes: singletrain reads at most %d (its limit "
-                       "on a model's nodes)",
-                       x->path, x->g->n_node, ST_ONNX_MAX_NODES);
+        return st_fail(x->err, ST_EINPUT, "%s: %zu nodes: singletrain reads at most %d (its "
+                       "limit on a model's nodes)", x->path, x->g->n_node, ST_ONNX_MAX_NODES);
     for (size_t i = 0; i < x->g->n_node; i++)
         for (size_t k = 0; k < x->g->node[i]->n_input; k++)
             if (!x->g->node[i]->input[k])
