@@ -1,6 +1,7 @@
 /* Names listed in a message ("ref, dnnl or cpe"), built from the table
- * that holds them, so that no list is written out by hand beside it; and
- * the lines of a text held in memory. */
+ * that holds them, so that no list is written out by hand beside it;
+ * names read from a file made safe to print; and the lines of a text held
+ * in memory. */
 #ifndef ST_STRLIST_H
 #define ST_STRLIST_H
 
@@ -11,6 +12,14 @@
  * is the last of n > 1. */
 void st_strlist_append(char *buf, size_t size, const char *name, size_t i, size_t n,
                        const char *last_sep);
+
+/* src as text safe to print on a terminal, into dst [size] (truncated
+ * before an escape it would cut, always terminated): every byte below 0x20,
+ * 0x7f, a byte that is not part of valid UTF-8 and the UTF-8 of the C1
+ * controls (U+0080..U+009F) written as \xNN, so that a name read from a
+ * file (an ONNX node's) cannot send the terminal escape sequences or forge
+ * lines. Printable ASCII and other UTF-8 are kept. */
+void st_str_printable(char *dst, size_t size, const char *src);
 
 /* The next line of the text [*p, end): its start (NULL at the end), its
  * length without the newline in *len; *p moves past the newline. */

@@ -35,6 +35,11 @@
  *   Concat (axis 1)       [route]
  *   Flatten (axis 1), Reshape to [N, C*H*W]   nothing: layers read NCHW
  *   Identity, Constant    nothing (a constant is read where it is used)
+ *   Transpose of a constant
+ *                         nothing: the permuted tensor (any perm) is
+ *                         computed at load and read where it is used
+ *                         (PyTorch's bias-free Linear without constant
+ *                         folding: MatMul of Transpose(W))
  *   Dropout               [dropout]
  *   LRN                   [lrn]
  *   Softmax, LogSoftmax   [softmax] (its cross-entropy is the loss; the
@@ -52,9 +57,10 @@
  * messages follows); a writer row in onnx_export.c's ex_writers if it is a
  * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
  *
- * The sections' line numbers are the nodes' numbers, from 1, so the
- * layers' own messages ("model.onnx:3: [convolutional] ...") point at the
- * node. The [net] section (hyper-parameters, data) is the sidecar's: a
+ * The sections' line numbers are the nodes' numbers, from 1, and a
+ * layer's message from the build is said of its node ("model.onnx: node 3
+ * 'conv1' (Conv): [convolutional] ..."); every message of a failed read
+ * has the file's names made safe to print (base/strlist.h). The [net] section (hyper-parameters, data) is the sidecar's: a
  * file with a [net] section and no other, by default the model's path with
  * .onnx replaced by .train (none there: [net]'s defaults); height=, width=
  * and channels= come from the graph's input and may not be in it. */
@@ -67,6 +73,11 @@
 #include "net/hparams.h"
 #include "net/net.h"
 
+/* The most nodes st_onnx_load reads from a model's graph, and so the most
+ * st_onnx_save writes: a network that needs more is an input error on
+ * both sides, naming this limit and the count. */
+#define ST_ONNX_MAX_NODES 10000
+
 /* Whether path names an ONNX model (it ends in .onnx). */
 int st_onnx_is_model(const char *path);
 
@@ -77,6 +88,14 @@ int st_onnx_is_model(const char *path);
 st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
                        st_hparams *hp, st_net *net, const st_log *log, st_error *err);
 
+/* The initializers of the ONNX model at path as the weights [net->params
+ * .count] of net, a network built from a cfg or from a model: the model
+ * read as st_onnx_load does (its sidecar too), its network's parameters
+ * net's, name for name and size for size, else an input error naming the
+ * first that differs (weights of another network). */
+st_status st_onnx_load_weights(const char *path, const st_net *net, float *weights,
+                               st_error *err);
+
 /* Write net (built from cfg, whose sections give the layers' options) with
  * weights [net->params.count] to path as an ONNX model, opset 13: each
  * layer as the nodes st_onnx_load reads back into the same layer (batch
@@ -84,7 +103,8 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
  * out: its output is its input), so that reading the file again gives the
  * same outputs bit for bit. A layer no ONNX op does ([crop], a softmax of
  * several groups, a shortcut of two shapes) is an input error naming its
- * cfg line. Written atomically (base/fileio.h). */
+ * cfg line; so is a network of more than ST_ONNX_MAX_NODES nodes, which
+ * st_onnx_load would refuse. Written atomically (base/fileio.h). */
 st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const float *weights,
                        st_error *err);
 

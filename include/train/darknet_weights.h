@@ -81,13 +81,16 @@ st_status st_darknet_weights_save(const char *path, const st_net *net, const flo
 st_status st_darknet_weights_load(const char *path, const st_net *net, float *weights,
                                   uint64_t *seen, st_error *err);
 
-/* A singletrain snapshot (the file starts with "STSNAPSH", snapshot.h) or
- * else a Darknet .weights file, into weights [net->params.count]. */
+/* A singletrain snapshot (the file starts with "STSNAPSH", snapshot.h),
+ * an ONNX model (the path ends in .onnx: its initializers, net/onnx.h's
+ * st_onnx_load_weights) or else a Darknet .weights file, into weights
+ * [net->params.count]: every command that takes weights reads them here. */
 st_status st_weights_load_any(const char *path, const st_net *net, float *weights,
                               st_error *err);
 
 /* The same, and *seen: Darknet's count of images trained on, or for a
- * snapshot its iteration times batch (the images per iteration). */
+ * snapshot its iteration times batch (the images per iteration); 0 for an
+ * ONNX model. */
 st_status st_weights_load_seen(const char *path, const st_net *net, int batch, float *weights,
                                uint64_t *seen, st_error *err);
 

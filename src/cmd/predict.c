@@ -1,9 +1,9 @@
 /* singletrain predict NET.cfg WEIGHTS IMAGE...: classify image files with a
  * trained network, Darknet's `classifier predict` for singletrain.
  *
- * The weights are a singletrain snapshot or a Darknet .weights file
- * (darknet_weights.h), or, for an ONNX model named again as WEIGHTS, its
- * own initializers. Each image is decoded as an image list's entries are
+ * The weights are a singletrain snapshot, a Darknet .weights file or an
+ * ONNX model's initializers (darknet_weights.h's st_weights_load_any; NET
+ * itself, when an ONNX model, named again as WEIGHTS). Each image is decoded as an image list's entries are
  * (data.h: stretched to the [net] input size, or to image_size= and then
  * centre-cropped with crop=1) and transformed as in testing (input_mean=,
  * input_scale=), then one forward pass of a single-sample replica (net.h)
@@ -26,7 +26,6 @@
 #include "net/hparams.h"
 #include "base/log.h"
 #include "net/net.h"
-#include "ops/params.h"
 #include "options.h"
 #include "base/status.h"
 
@@ -134,12 +133,8 @@ static st_status setup(predictor *p, const predict_cli *o, const char *cfg_path,
     p->top = st_calloc((size_t)top, sizeof(int), "the top classes", err);
     if (!p->weights || !p->pixels || !p->x || !p->top)
         return ST_ENOMEM;
-    /* an ONNX model named again as WEIGHTS: its own initializers */
-    if (p->net.params.start && strcmp(weights_path, cfg_path) == 0)
-        st_params_init(&p->net.params, p->weights, 0);
-    else if ((st = st_weights_load_any(weights_path, &p->net, p->weights, err)))
-        return st;
-    if ((st = load_names(p, o, &log, err)))
+    if ((st = st_weights_load_any(weights_path, &p->net, p->weights, err)) ||
+        (st = load_names(p, o, &log, err)))
         return st;
     st_replica_opts ro = {.n = 1, .training = 0, .backend = {.intra_threads = 1}};
     st = st_replica_init(&p->rep, &p->net, be, &ro, err);
@@ -238,8 +233,8 @@ int st_cmd_predict(int argc, char **argv)
     if (st == ST_OK && o.help) {
         st_options_help(stdout, "usage: singletrain predict NET.cfg WEIGHTS IMAGE... "
                         "[options]\n\nClassifies each IMAGE with the network of NET.cfg and "
-                        "WEIGHTS (a singletrain snapshot or a Darknet .weights file; for an "
-                        "ONNX model NET, NET itself gives its initializers) and "
+                        "WEIGHTS (a singletrain snapshot, a Darknet .weights file or an ONNX "
+                        "model's initializers; for an ONNX model NET, NET itself) and "
                         "prints its most likely classes, one line each: \"IMAGE: 87.50% "
                         "name\". Images are decoded and scaled as in testing: stretched to "
                         "the [net] input size (or image_size=, then centre-cropped with "

@@ -6,6 +6,7 @@
  * runs after the build, against the built layers. */
 #include "net/onnx.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "onnx_internal.h"
 
 #include "base/fileio.h"
+#include "base/strlist.h"
 
 /* ---- the graph, the [net] section, the build ---- */
 
@@ -238,6 +240,34 @@ static st_status ox_finish_graph(ox *x)
     return st;
 }
 
+/* A layer's message from the build cites its section's line ("PATH:3: "),
+ * the node's number (ox_sections): said as the node instead, a binary
+ * file having no lines. */
+static void ox_locate_build_error(const ox *x, const char *cfg_path, st_error *err)
+{
+    size_t len = strlen(cfg_path);
+    const char *p = err->msg + len;
+    if (strncmp(err->msg, cfg_path, len) != 0 || p[0] != ':' || !isdigit((unsigned char)p[1]))
+        return;
+    char *end;
+    long line = strtol(p + 1, &end, 10);
+    if (strncmp(end, ": ", 2) != 0 || line < 1 || line > (long)x->g->n_node)
+        return;
+    char msg[sizeof err->msg], label[320];
+    snprintf(msg, sizeof msg, "%s: %s%s", x->path,
+             ox_node_label(x, (int)line - 1, label, sizeof label), end);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
+/* The message of a failed read with every byte of the file's names (a
+ * node's, a value's) that a terminal would act on escaped. */
+static void ox_printable_error(st_error *err)
+{
+    char msg[sizeof err->msg];
+    st_str_printable(msg, sizeof msg, err->msg);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
 static long ox_opset(const Onnx__ModelProto *m)
 {
     for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -257,9 +287,9 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
     st_status st = ox_check_model(x, m);
     if (st != ST_OK)
         return st;
-    if (x->g->n_node > OX_MAX_NODES)
-        return st_fail(x->err, ST_EINPUT, "%s: %zu nodes: singletrain reads at most %d",
-                       x->path, x->g->n_node, OX_MAX_NODES);
+    if (x->g->n_node > ST_ONNX_MAX_NODES)
+        return st_fail(x->err, ST_EINPUT, "%s: %zu nodes: singletrain reads at most %d (its "
+                       "limit on a model's nodes)", x->path, x->g->n_node, ST_ONNX_MAX_NODES);
     for (size_t i = 0; i < x->g->n_node; i++)
         for (size_t k = 0; k < x->g->node[i]->n_input; k++)
             if (!x->g->node[i]->input[k])
@@ -304,23 +334,58 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
     }
     if ((st = ox_translate(&x, m, &in)) ||
         (st = ox_net_section(path, hparams_path, in, cfg, hp, log, err)) ||
-        (st = ox_sections(&x, cfg, err)) || (st = st_net_build(net, cfg, hp->input, log, err)))
+        (st = ox_sections(&x, cfg, err)))
         goto done;
+    if ((st = st_net_build(net, cfg, hp->input, log, err))) {
+        ox_locate_build_error(&x, cfg->path, err);
+        goto done;
+    }
     if ((st = ox_check_shapes(&x, net)) || (st = ox_start_weights(&x, net)))
         goto done;
 done:
     if (st != ST_OK) {
+        ox_printable_error(err);
         st_net_free(net);
         st_cfg_free(cfg);
     }
     for (int i = 0; i < x.n_bufs; i++)
         free(x.bufs[i]);
     free(x.bufs);
+    ox_free_derived(&x);
     free(x.values);
     free(x.layers);
     free(x.checks);
     if (m)
         onnx__model_proto__free_unpacked(m, NULL);
     free(bytes);
+    return st;
+}
+
+st_status st_onnx_load_weights(const char *path, const st_net *net, float *weights,
+                               st_error *err)
+{
+    st_log log = st_log_default(ST_LOG_QUIET);
+    st_cfg cfg;
+    st_hparams hp;
+    st_net model;
+    st_status st = st_onnx_load(path, NULL, &cfg, &hp, &model, &log, err);
+    if (st != ST_OK)
+        return st;
+    const st_param_table *a = &model.params, *b = &net->params;
+    for (int i = 0; i < a->n || i < b->n; i++) {
+        const st_param *p = i < a->n ? &a->p[i] : NULL, *q = i < b->n ? &b->p[i] : NULL;
+        if (p && q && strcmp(p->name, q->name) == 0 && p->count == q->count) {
+            memcpy(weights + q->offset, a->start + p->offset, q->count * sizeof *weights);
+            continue;
+        }
+        st = st_fail(err, ST_EINPUT, "%s: its initializers make parameter %d %s%s%s of %zu "
+                     "values, but the network's is %s%s%s of %zu (weights of another "
+                     "network?)", path, i, p ? "'" : "", p ? p->name : "none", p ? "'" : "",
+                     p ? p->count : 0, q ? "'" : "", q ? q->name : "none", q ? "'" : "",
+                     q ? q->count : 0);
+        break;
+    }
+    st_net_free(&model);
+    st_cfg_free(&cfg);
     return st;
 }

@@ -557,6 +557,10 @@ st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const f
                                    : st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
     for (int i = 0; i < net->n_layers && st == ST_OK; i++)
         st = ex_layer(&e, i, values, ranks);
+    if (st == ST_OK && e.n_nodes > ST_ONNX_MAX_NODES)
+        st = st_fail(err, ST_EINPUT, "%s: its %d layers make %zu ONNX nodes: more than the %d "
+                     "nodes singletrain reads from a model (its limit), so it writes no such "
+                     "model", cfg->path, net->n_layers, e.n_nodes, ST_ONNX_MAX_NODES);
     Onnx__ModelProto m;
     Onnx__GraphProto g;
     Onnx__OperatorSetIdProto opset;

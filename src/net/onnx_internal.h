@@ -15,7 +15,6 @@
 
 #define OX_MAX_BYTES ((size_t)1 << 31)
 #define OX_MAX_SETTINGS_BYTES ((size_t)1 << 20)
-#define OX_MAX_NODES 10000
 #define OX_MAX_OPTS 8
 #define OX_MAX_TENSORS 6
 #define OX_DEFAULT_OPSET 13
@@ -81,6 +80,14 @@ typedef struct ox_count_check {
     long count;
 } ox_count_check;
 
+/* A constant computed at load (a Transpose of an initializer), under the
+ * name of node `node`'s output: seen by the nodes after it. The tensor and
+ * its dims are owned here; its floats are one of ox.bufs. */
+typedef struct ox_derived {
+    int node;
+    Onnx__TensorProto *t;
+} ox_derived;
+
 typedef struct ox {
     const char *path;
     const Onnx__GraphProto *g;
@@ -93,6 +100,8 @@ typedef struct ox {
     int n_checks;
     float **bufs; /* owned float copies of initializers */
     int n_bufs;
+    ox_derived *derived;
+    int n_derived;
     st_error *err;
     const st_log *log; /* warnings */
     int n_momentum;    /* BatchNormalization nodes of another momentum than ours */
@@ -121,8 +130,16 @@ void ox_warn_momentum(const ox *x);
 
 /* ---- onnx_values.c ---- */
 
+/* "node N 'NAME' (OP)" into buf [size], the name left out when the node
+ * has none; returns buf. */
+const char *ox_node_label(const ox *x, int node, char *buf, size_t size);
+
+/* ST_EINPUT with "PATH: node N 'NAME' (OP): " and the message. */
 st_status ox_node_fail(const ox *x, int node, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* A tensor's dims as "[d0, d1, ...]" into buf [size]; returns buf. */
+const char *ox_dims_text(const Onnx__TensorProto *t, char *buf, size_t size);
 
 ox_value *ox_find_value(ox *x, const char *name);
 
@@ -130,10 +147,22 @@ int ox_count_uses(const ox *x, const char *name);
 
 st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat);
 
-/* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`, or either under the name of an Identity node
- * before it. */
+/* The node's outputs are named as no earlier node's, no initializer and
+ * not the graph input: a duplicate is an error naming both nodes. */
+st_status ox_unique_outputs(const ox *x, int node);
+
+/* The constant tensor name: an initializer, or a Constant node's value or
+ * a computed constant (ox_derived) before node `before`, or any of them
+ * under the name of an Identity node before it. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before);
+
+/* A float tensor of nd dims [dims], the values data [count] (one of
+ * x->bufs), as the constant named by node's output 0. */
+st_status ox_add_derived(ox *x, int node, size_t nd, const int64_t *dims, float *data,
+                         size_t count);
+
+/* Free the computed constants (the end of a read). */
+void ox_free_derived(ox *x);
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k);
 

@@ -33,9 +33,14 @@ static st_status op_conv(ox *x, int node, int arg)
         (st = ox_int_attr(x, node, "group", 1, 1, 1 << 16, &group)) ||
         (st = ox_string_attr(x, node, "auto_pad", "NOTSET")))
         return st;
-    if (wt->n_dims != 4 || wt->dims[0] < 1 || wt->dims[2] < 1)
+    char dims[96];
+    if (wt->n_dims != 4)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 4 (OIHW) of 2-D "
                             "convolution", n->input[1], wt->n_dims);
+    if (wt->dims[0] < 1 || wt->dims[1] < 1 || wt->dims[2] < 1 || wt->dims[3] < 1)
+        return ox_node_fail(x, node, "weight '%s' has dims %s: a size of 0 (expected filters, "
+                            "channels, height and width of at least 1)", n->input[1],
+                            ox_dims_text(wt, dims, sizeof dims));
     long o = (long)wt->dims[0], kh = (long)wt->dims[2], kw = (long)wt->dims[3];
     if (kh != kw || (has_k && (ks[0] != kh || ks[1] != kw)))
         return ox_node_fail(x, node, "kernel %ldx%ld: singletrain's convolutions are square, "
@@ -93,10 +98,18 @@ static st_status op_fc(ox *x, int node, int gemm)
     if (!in->flat) /* Gemm takes [N, K]; MatMul of [N, C, H, W] multiplies each row of W */
         return ox_node_fail(x, node, "input '%s' is [N, C, H, W]: expected [N, K] (flatten it "
                             "first: Flatten with axis 1)", in->name);
-    if (wt->n_dims != 2 || wt->dims[0] < 1 || wt->dims[1] < 1)
+    if (wt->n_dims != 2)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
                             wt->n_dims);
+    /* its inputs, the other dim, are checked against the layer it reads
+     * after the build: 0 there is that layer's fault (a window larger than
+     * its input), said by the build, or a count that does not fit */
     long out = (long)(trans_b ? wt->dims[0] : wt->dims[1]);
+    char dims[64];
+    if (out < 1)
+        return ox_node_fail(x, node, "weight '%s' has dims %s%s: no outputs (expected at least "
+                            "one)", n->input[1], ox_dims_text(wt, dims, sizeof dims),
+                            trans_b ? " with transB=1" : "");
     if (b && (bc != (size_t)out || bt->n_dims > 2 || (bt->n_dims == 2 && bt->dims[0] != 1)))
         return ox_node_fail(x, node, "bias '%s' has %zu values in %zu dims for %ld outputs: "
                             "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], bc,
@@ -482,6 +495,66 @@ static st_status op_softmax(ox *x, int node, int arg)
     return ox_output(x, node, l, 1);
 }
 
+/* Transpose of a constant (PyTorch's bias-free Linear without constant
+ * folding is MatMul(x, Transpose(W))): the permuted tensor, any perm of
+ * up to OX_MAX_DIMS dims, computed here and read where it is used as a
+ * constant (ox_constant). A layer's output is not transposed. */
+#define OX_MAX_DIMS 8
+
+static st_status op_transpose(ox *x, int node, int arg)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    const char *in = ox_input(n, 0);
+    const Onnx__TensorProto *t;
+    const float *src;
+    size_t count;
+    st_status st;
+    if ((st = ox_known_attrs(x, node, "perm")))
+        return st;
+    if (in && ox_find_value(x, in))
+        return ox_node_fail(x, node, "transposes '%s', a layer's output or the graph input: "
+                            "singletrain transposes constants only (an initializer, at load)",
+                            in);
+    if ((st = ox_floats(x, node, 0, &t, &src, &count)))
+        return st;
+    size_t nd = t->n_dims;
+    if (nd > OX_MAX_DIMS)
+        return ox_node_fail(x, node, "input '%s' has %zu dims: expected at most %d", in, nd,
+                            OX_MAX_DIMS);
+    size_t perm[OX_MAX_DIMS], used = 0;
+    const Onnx__AttributeProto *a = ox_attr(n, "perm");
+    if (a && a->n_ints != nd)
+        return ox_node_fail(x, node, "perm has %zu values for the %zu dims of '%s'",
+                            a->n_ints, nd, in);
+    for (size_t i = 0; i < nd; i++) {
+        int64_t p = a ? a->ints[i] : (int64_t)(nd - 1 - i); /* default: reversed */
+        if (p < 0 || p >= (int64_t)nd || (used & (size_t)1 << p))
+            return ox_node_fail(x, node, "perm[%zu] = %lld: expected a permutation of 0..%zu",
+                                i, (long long)p, nd - 1);
+        used |= (size_t)1 << p;
+        perm[i] = (size_t)p;
+    }
+    /* out[j0..j(nd-1)] = src at index i with i[perm[k]] = j[k] */
+    size_t stride[OX_MAX_DIMS], pos[OX_MAX_DIMS] = {0};
+    int64_t dims[OX_MAX_DIMS];
+    for (size_t k = nd, s = 1; k-- > 0; s *= (size_t)t->dims[k])
+        stride[k] = s;
+    for (size_t k = 0; k < nd; k++)
+        dims[k] = t->dims[perm[k]];
+    float *dst = ox_new_floats(x, count);
+    if (!dst)
+        return ST_ENOMEM;
+    for (size_t j = 0; j < count; j++) {
+        size_t from = 0;
+        for (size_t k = 0; k < nd; k++)
+            from += pos[k] * stride[perm[k]];
+        dst[j] = src[from];
+        for (size_t k = nd; k-- > 0 && ++pos[k] == (size_t)dims[k];)
+            pos[k] = 0;
+    }
+    return ox_add_derived(x, node, nd, dims, dst, count);
+}
+
 /* A Constant node: read where it is used (ox_constant). */
 static st_status op_constant(ox *x, int node, int arg)
 {
@@ -516,6 +589,7 @@ static const struct {
     {"Softmax", op_softmax, 0},
     {"LogSoftmax", op_softmax, 0},
     {"Constant", op_constant, 0},
+    {"Transpose", op_transpose, 0},
 };
 
 #define OX_N_OPS (sizeof ox_ops / sizeof ox_ops[0])
@@ -527,6 +601,9 @@ st_status ox_node(ox *x, int node)
     const char *op = n->op_type ? n->op_type : "";
     if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
         return ox_node_fail(x, node, "domain '%s': only the default ONNX domain", n->domain);
+    st_status st = ox_unique_outputs(x, node);
+    if (st != ST_OK)
+        return st;
     for (size_t i = 0; i < OX_N_OPS; i++)
         if (strcmp(op, ox_ops[i].op) == 0)
             return ox_ops[i].read(x, node, ox_ops[i].arg);

@@ -10,18 +10,37 @@
 
 /* ---- messages ---- */
 
+/* "node N 'NAME' (OP)", the name left out when the node has none. */
+const char *ox_node_label(const ox *x, int node, char *buf, size_t size)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    const char *name = n->name && n->name[0] ? n->name : NULL;
+    snprintf(buf, size, "node %d%s%.200s%s (%.100s)", node + 1, name ? " '" : "",
+             name ? name : "", name ? "'" : "", n->op_type ? n->op_type : "no op_type");
+    return buf;
+}
+
 st_status ox_node_fail(const ox *x, int node, const char *fmt, ...)
 {
-    char what[768];
+    char what[768], label[320];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    const Onnx__NodeProto *n = x->g->node[node];
-    const char *name = n->name && n->name[0] ? n->name : NULL;
-    return st_fail(x->err, ST_EINPUT, "%s: node %d%s%s%s (%s): %s", x->path, node + 1,
-                   name ? " '" : "", name ? name : "", name ? "'" : "",
-                   n->op_type ? n->op_type : "no op_type", what);
+    return st_fail(x->err, ST_EINPUT, "%s: %s: %s", x->path,
+                   ox_node_label(x, node, label, sizeof label), what);
+}
+
+/* A tensor's dims as "[d0, d1, ...]". */
+const char *ox_dims_text(const Onnx__TensorProto *t, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (size_t i = 0; i < t->n_dims && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                                 (long long)t->dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, "]");
+    return buf;
 }
 
 /* ---- values, tensors, attributes ---- */
@@ -45,6 +64,40 @@ int ox_count_uses(const ox *x, const char *name)
     return n;
 }
 
+static st_status ox_unique_name(const ox *x, int node, const char *name)
+{
+    char label[320];
+    for (int i = 0; i < node; i++) {
+        const Onnx__NodeProto *n = x->g->node[i];
+        for (size_t k = 0; k < n->n_output; k++)
+            if (n->output[k] && strcmp(n->output[k], name) == 0)
+                return ox_node_fail(x, node, "duplicate output name '%s': %s has an output of "
+                                    "that name already (expected every value named once)",
+                                    name, ox_node_label(x, i, label, sizeof label));
+    }
+    for (size_t i = 0; i < x->g->n_initializer; i++)
+        if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
+            return ox_node_fail(x, node, "duplicate output name '%s': an initializer has that "
+                                "name (expected every value named once)", name);
+    if (x->n_values > 0 && x->values[0].layer < 0 && strcmp(x->values[0].name, name) == 0)
+        return ox_node_fail(x, node, "duplicate output name '%s': the graph input has that "
+                            "name (expected every value named once)", name);
+    return ST_OK;
+}
+
+/* The node's outputs are named as no earlier node's, no initializer and
+ * not the graph input: each value of a graph is named once (an in-place
+ * name, a Relu writing its input's, would make one name two values). */
+st_status ox_unique_outputs(const ox *x, int node)
+{
+    const Onnx__NodeProto *out = x->g->node[node];
+    st_status st = ST_OK;
+    for (size_t k = 0; k < out->n_output && st == ST_OK; k++)
+        if (out->output[k] && out->output[k][0])
+            st = ox_unique_name(x, node, out->output[k]);
+    return st;
+}
+
 st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat)
 {
     if (!name || !name[0])
@@ -60,17 +113,21 @@ st_status ox_add_value(ox *x, int node, const char *name, int layer, int flat)
     return ST_OK;
 }
 
-/* The constant tensor name: an initializer, or a Constant node's value
- * before node `before`, or either under the name of an Identity node
- * before it (PyTorch's exporter writes one initializer once and the equal
- * ones as Identity nodes of it: a new BatchNorm2d's weight and running
- * variance, both ones). Followed back node by node, not recursively. */
+/* The constant tensor name: an initializer, or a Constant node's value or
+ * a computed constant before node `before`, or any of them under the name
+ * of an Identity node before it (PyTorch's exporter writes one initializer
+ * once and the equal ones as Identity nodes of it: a new BatchNorm2d's
+ * weight and running variance, both ones). Followed back node by node, not
+ * recursively. */
 const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before)
 {
     for (;;) {
         for (size_t i = 0; i < x->g->n_initializer; i++)
             if (x->g->initializer[i]->name && strcmp(x->g->initializer[i]->name, name) == 0)
                 return x->g->initializer[i];
+        for (int i = x->n_derived - 1; i >= 0; i--)
+            if (x->derived[i].node < before && strcmp(x->derived[i].t->name, name) == 0)
+                return x->derived[i].t;
         int i = before - 1;
         while (i >= 0 && !(x->g->node[i]->n_output == 1 && x->g->node[i]->output[0] &&
                            strcmp(x->g->node[i]->output[0], name) == 0))
@@ -89,6 +146,48 @@ const Onnx__TensorProto *ox_constant(const ox *x, const char *name, int before)
         name = n->input[0];
         before = i;
     }
+}
+
+st_status ox_add_derived(ox *x, int node, size_t nd, const int64_t *dims, float *data,
+                         size_t count)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    if (n->n_output < 1 || !n->output[0] || !n->output[0][0])
+        return ox_node_fail(x, node, "no output");
+    ox_derived *d = realloc(x->derived, (size_t)(x->n_derived + 1) * sizeof *d);
+    if (!d)
+        return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
+    x->derived = d;
+    Onnx__TensorProto *t = malloc(sizeof *t);
+    int64_t *td = malloc((nd ? nd : 1) * sizeof *td);
+    if (!t || !td) {
+        free(t);
+        free(td);
+        return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);
+    }
+    onnx__tensor_proto__init(t);
+    if (nd)
+        memcpy(td, dims, nd * sizeof *td);
+    t->name = n->output[0];
+    t->n_dims = nd;
+    t->dims = td;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    t->n_float_data = count;
+    t->float_data = data;
+    d[x->n_derived++] = (ox_derived){node, t};
+    return ST_OK;
+}
+
+void ox_free_derived(ox *x)
+{
+    for (int i = 0; i < x->n_derived; i++) {
+        free(x->derived[i].t->dims);
+        free(x->derived[i].t);
+    }
+    free(x->derived);
+    x->derived = NULL;
+    x->n_derived = 0;
 }
 
 const char *ox_input(const Onnx__NodeProto *n, size_t k)
@@ -156,8 +255,10 @@ st_status ox_floats(ox *x, int node, size_t k, const Onnx__TensorProto **tp,
     float *f = ox_new_floats(x, c);
     if (!f)
         return ST_ENOMEM;
-    memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data : (const void *)t->float_data,
-           c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
+    if (c) /* an empty tensor's data may be NULL */
+        memcpy(f, t->has_raw_data ? (const void *)t->raw_data.data
+                                  : (const void *)t->float_data,
+               c * sizeof *f); /* raw_data is little-endian, as every host this runs on */
     for (size_t i = 0; i < c; i++)
         if (!isfinite(f[i]))
             return ox_node_fail(x, node, "initializer '%s' holds %g at [%zu]: expected finite "
@@ -325,8 +426,8 @@ void ox_tensor_drop(ox_layer *l, const char *role)
 /* A new layer at the end; *out its index. */
 st_status ox_new_layer(ox *x, int node, const char *type, ox_kind kind, int *out)
 {
-    if (x->n_layers >= OX_MAX_NODES * 2)
-        return ox_node_fail(x, node, "more than %d layers", OX_MAX_NODES * 2);
+    if (x->n_layers >= ST_ONNX_MAX_NODES * 2)
+        return ox_node_fail(x, node, "more than %d layers", ST_ONNX_MAX_NODES * 2);
     ox_layer *l = realloc(x->layers, (size_t)(x->n_layers + 1) * sizeof *l);
     if (!l)
         return st_fail(x->err, ST_ENOMEM, "out of memory reading %s", x->path);

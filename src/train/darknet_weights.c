@@ -15,6 +15,7 @@
 
 #include "base/fileio.h"
 #include "layers/layer.h"
+#include "net/onnx.h"
 #include "train/snapshot.h"
 
 #define DW_MAJOR 0
@@ -386,6 +387,11 @@ st_status st_darknet_weights_load(const char *path, const st_net *net, float *we
 st_status st_weights_load_seen(const char *path, const st_net *net, int batch, float *weights,
                                uint64_t *seen, st_error *err)
 {
+    if (st_onnx_is_model(path)) { /* its initializers; seen 0 */
+        if (seen)
+            *seen = 0;
+        return st_onnx_load_weights(path, net, weights, err);
+    }
     FILE *f;
     st_status st = st_fopen_input(path, "rb", "weights", &f, err);
     if (st != ST_OK)

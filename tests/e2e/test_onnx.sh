@@ -10,18 +10,24 @@
 #     (tools/snapdiff at tolerance 0), `predict` gives both the same class
 #     scores to the last printed digit, and each one's snapshot loads into the
 #     other; --resume of an ONNX model's run gives the weights of a run
-#     without a stop;
+#     without a stop; the ONNX model as WEIGHTS of the cfg (predict,
+#     --weights, export) is the twin's .weights;
 #   - a model with every other supported op trains, with the layers the
 #     translation table says (Concat -> route, Add -> shortcut, ...), as its
 #     cfg twin does: the same losses and bit-identical weights;
+#   - Transposes of initializers (any permutation; PyTorch's bias-free
+#     Linear) give the scores of the same weights transposed by numpy;
 #   - the sidecar MODEL.train and --hparams give the [net] section;
 #   - export --onnx: onnx.checker passes the files; re-imported, a model
 #     trains to the same losses and the same weights bit for bit as the
 #     network it was written from, and an ONNX-born model exports to the
-#     same bytes as its cfg twin;
+#     same bytes as its cfg twin; a network of as many nodes as the reader
+#     takes, 10000, exports and reads back;
 #   - an unsupported op, a missing initializer, a shape mismatch, an
-#     unsupported attribute, a truncated file, random bytes: exit 2 with a
-#     message naming the node and op, or the file.
+#     unsupported attribute, a weight with a size of 0, a window larger
+#     than its input, a duplicate output name, a truncated file, random
+#     bytes: exit 2 with a message naming the node and op (its name's
+#     terminal escapes escaped), or the file.
 # Without /usr/bin/python3's onnx module this prints a SKIP notice and exits 0.
 # usage: sh tests/e2e/test_onnx.sh PATH_TO_SINGLETRAIN
 set -u
@@ -80,6 +86,20 @@ cp "$tmp/stdout" onnx.scores
 "$bin" predict --scores lenet.cfg cfg/lenet_final.snap pics/*/*.png >cfg.scores
 expect "4 images scored" [ "$(wc -l <onnx.scores)" -eq 4 ]
 expect "the cfg twin's class scores, to the last digit" cmp -s onnx.scores cfg.scores
+# an ONNX model as WEIGHTS of its cfg twin, wherever weights are taken
+"$bin" predict --scores lenet.onnx lenet.onnx pics/*/*.png >own.scores
+check "predict: the twin cfg with the ONNX model's initializers" out 0 "pics/" -- \
+    "$bin" predict --scores lenet.cfg lenet.onnx pics/*/*.png
+expect "... scores as the model itself, to the last digit" cmp -s "$tmp/stdout" own.scores
+# shellcheck disable=SC2086
+check "--weights MODEL.onnx starts the twin cfg from its initializers" err 0 "" -- \
+    "$bin" $run --snapshot-dir wonnx --weights lenet.onnx lenet.cfg
+check "... to the weights of the run from lenet.weights, bit for bit" out 0 \
+    "largest relative difference 0 " -- "$snapdiff" lenet.cfg wonnx/lenet_final.snap \
+    cfg/lenet_final.snap 0
+check "export reads an ONNX model's initializers as WEIGHTS" out 0 "from lenet.onnx" -- \
+    "$bin" export lenet.cfg lenet.onnx from-onnx.weights
+expect "... the twin's .weights, byte for byte" cmp -s from-onnx.weights lenet.weights
 check "the layers: conv, max, conv, max, connected x2, softmax added" out 0 \
     "6 softmax" -- "$bin" --dry-run lenet.onnx
 expect "one layer per supported node, activations and batch norm folded" \
@@ -154,6 +174,15 @@ printf '[net]\nheight=8\nwidth=8\nchannels=3\n[crop]\ncrop_height=4\ncrop_width=
 check "a layer ONNX has no op for" err 2 "crop.cfg:5: [crop] (layer 0) cannot be written as ONNX" -- \
     "$bin" export --onnx crop.cfg c/crop_final.snap crop.onnx
 expect "... leaves no file" [ ! -e crop.onnx ]
+# the reader's limit on a model's nodes (ST_ONNX_MAX_NODES, 10000) is the
+# writer's: 9996 dropouts, Flatten, Gemm and Softmax make 10000 nodes
+# (the catalogue has one more refused)
+{ printf '[net]\nheight=1\nwidth=1\nchannels=1\n'; n=0; while [ $n -lt 9996 ]; do
+    printf '[dropout]\n'; n=$((n + 1)); done; printf '[connected]\noutput=2\n[softmax]\n'; } >edge.cfg
+head -c 32 /dev/zero >zero.weights
+check "a network of 10000 nodes, the limit, exports" out 0 "wrote edge.onnx" -- \
+    "$bin" export --onnx edge.cfg zero.weights edge.onnx
+check "... and reads back" out 0 "9997 softmax" -- "$bin" --dry-run edge.onnx
 
 # ---------------------------------------------------------------- resume
 
@@ -184,6 +213,16 @@ expect "the same losses, test loss and accuracy as the twin" cmp -s monnx.loss m
 check "the same final weights as the twin, bit for bit" out 0 "largest relative difference 0 " \
     -- "$snapdiff" mixed.cfg monnx/mixed_final.snap mcfg/mixed_final.snap 0
 check "GlobalAveragePool + Flatten" out 0 "avg " -- "$bin" --dry-run global.onnx
+"$bin" predict --backend ref --scores transpose_twin.onnx transpose_twin.onnx pics/*/*.png \
+    >transpose_twin.scores
+check "Transposes of initializers (Conv, MatMul, Gemm) import" out 0 "pics/" -- \
+    "$bin" predict --backend ref --scores transpose.onnx transpose.onnx pics/*/*.png
+expect "... with the scores of the weights numpy transposed, to the last digit" \
+    cmp -s "$tmp/stdout" transpose_twin.scores
+expect "... of the 4 images" [ "$(wc -l <transpose_twin.scores)" -eq 4 ]
+check "a Transpose of a layer's output or the input" err 2 \
+    "transpose_layer.onnx: node 1 'tr' (Transpose): transposes 'x', a layer's output" -- \
+    "$bin" --dry-run transpose_layer.onnx
 
 # ---------------------------------------------------------------- [net]
 
@@ -225,6 +264,21 @@ check "unsupported attribute" err 2 "bad_attr.onnx: node 1 (MaxPool): attribute 
     "$bin" --dry-run bad_attr.onnx
 check "output not the last layer's" err 2 "not_last.onnx: the graph's output 'y' is not the last" \
     -- "$bin" --dry-run not_last.onnx
+# issue 36: what was wrong, at the node, its name safe to print
+check "a weight with a size of 0: its dims" err 2 \
+    "empty_conv.onnx: node 1 'conv' (Conv): weight 'w' has dims [0, 1, 3, 3]: a size of 0" -- \
+    "$bin" --dry-run empty_conv.onnx
+check "a window larger than its input: the MaxPool, not the Gemm after it, as a node" err 2 \
+    "big_pool.onnx: node 1 'pool' (MaxPool): [maxpool] (layer 0, input 8 x 8 x 1): window 9x9" \
+    -- "$bin" --dry-run big_pool.onnx
+check "a duplicate output name, both nodes named" err 2 \
+    "dup_output.onnx: node 2 'relu' (Relu): duplicate output name 'c': node 1 'conv' (Conv)" \
+    -- "$bin" --dry-run dup_output.onnx
+check "terminal escapes in a node's name are printed escaped" err 2 \
+    "escape.onnx: node 2 'e\x1b[31mred\x1b[0m' (Erf): unsupported op" -- \
+    "$bin" --dry-run escape.onnx
+expect "... and no escape byte reaches the terminal" \
+    [ "$(tr -d '\033' <"$tmp/stderr" | wc -c)" -eq "$(wc -c <"$tmp/stderr")" ]
 head -c 300 lenet.onnx >truncated.onnx
 check "truncated file" err 2 "truncated.onnx: not an ONNX model" -- "$bin" --dry-run truncated.onnx
 printf '\377\377\377\377\377\377' >bytes.onnx

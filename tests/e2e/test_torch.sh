@@ -23,6 +23,9 @@
 #     batch norm's running statistics averaged as singletrain does (0.99
 #     old + 0.01 batch, PyTorch's momentum 0.01: singletrain does not use
 #     the ONNX momentum attribute, docs/guide/networks.md);
+#   - a net of bias-free nn.Linear layers, which the exporter (no constant
+#     folding) writes as MatMul of Transpose(W): predict on both backends
+#     gives PyTorch's eval outputs within 1e-4 (forward only);
 #   - LeNet-5 is data/lenet.cfg layer for layer: the cfg with the ONNX
 #     model's trained snapshot gives the same class scores to the last
 #     printed digit. (test_onnx.sh checks, on models written with
@@ -70,6 +73,16 @@ for m in lenet vgg resnet concat; do
         "$bin" predict --scores "$m.onnx" "mom-$m/${m}_final.snap" "$m"/*.p?m
     cp "$tmp/stdout" "$m.trained.scores"
 done
+# a bias-free nn.Linear without constant folding: MatMul of Transpose(W),
+# the Transpose of an initializer computed at load (issue 36)
+check "linear: PyTorch writes its bias-free Linear layers as MatMul of Transpose" out 0 \
+    "Flatten Transpose MatMul Relu Transpose MatMul" -- $py -c "import onnx
+print(' '.join(n.op_type for n in onnx.load('linear.onnx').graph.node))"
+for be in dnnl ref; do
+    check "linear: predict --scores on its own initializers ($be)" out 0 "linear/15." -- \
+        "$bin" predict --backend $be --scores linear.onnx linear.onnx linear/*.ppm
+    cp "$tmp/stdout" "linear.$be.scores"
+done
 $py "$models" compare . >compare.out 2>&1
 sed 's/^/     /' compare.out
 for m in lenet vgg resnet concat; do
@@ -78,7 +91,10 @@ for m in lenet vgg resnet concat; do
         expect "$m: $what as PyTorch's" grep -q "^ok $m $what" compare.out
     done
 done
-expect "24 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 24 ]
+for be in dnnl ref; do
+    expect "linear: forward $be as PyTorch's" grep -q "^ok linear forward $be" compare.out
+done
+expect "26 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 26 ]
 
 "$bin" predict --scores lenet.onnx mom-lenet/lenet_final.snap lenet/*.pgm >onnx-trained.scores
 check "data/lenet.cfg takes the ONNX LeNet-5's trained snapshot" out 0 "lenet/15.pgm" -- \

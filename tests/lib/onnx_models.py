@@ -26,6 +26,16 @@ usage: onnx_models.py DIR   writes into DIR:
   bad_bias.onnx   a Conv plus a constant of dims [C], which ONNX adds along
                   the width
   bad_softmax.onnx   a Softmax over the last axis of [N, C, 1, 1]
+  empty_conv.onnx, big_pool.onnx, dup_output.onnx, escape.onnx
+                  a Conv weight of dims [0, 1, 3, 3]; a MaxPool window
+                  larger than its input before a Gemm of no inputs; a Relu
+                  writing its input's name; a node named with terminal
+                  escape sequences
+  transpose.onnx, transpose_twin.onnx
+                  Transposes of initializers (any permutation) before a
+                  Conv, a MatMul and a Gemm, and the same model with the
+                  weights transposed by numpy
+  transpose_layer.onnx   a Transpose of the graph's input
 """
 import struct
 import sys
@@ -275,6 +285,55 @@ def bad_softmax(out):
          out + "/bad_softmax.onnx")
 
 
+def messages(out):
+    """Issue 36's messages: each must say what is wrong, where."""
+    n = helper.make_node
+    save(model([n("Conv", ["x", "w"], ["y"], name="conv")],
+               [init("w", np.zeros((0, 1, 3, 3), np.float32))], [1, 8, 8], check=False),
+         out + "/empty_conv.onnx")
+    # a window larger than the input: the Gemm after it has no inputs, and
+    # the MaxPool is at fault
+    save(model([n("MaxPool", ["x"], ["p"], name="pool", kernel_shape=[9, 9]),
+                n("Flatten", ["p"], ["f"]), n("Gemm", ["f", "w"], ["y"], name="fc", transB=1)],
+               [init("w", np.zeros((3, 0), np.float32))], [1, 8, 8], check=False),
+         out + "/big_pool.onnx")
+    save(model([n("Conv", ["x", "w"], ["c"], name="conv"), n("Relu", ["c"], ["c"], name="relu"),
+                n("Flatten", ["c"], ["f"]), n("Gemm", ["f", "wf"], ["y"], transB=1)],
+               [init("w", rand(2, 1, 3, 3)), init("wf", rand(3, 72))], [1, 8, 8], check=False),
+         out + "/dup_output.onnx")
+    save(model([n("Flatten", ["x"], ["f"]), n("Erf", ["f"], ["e"], name="e\x1b[31mred\x1b[0m"),
+                n("Gemm", ["e", "w"], ["y"], transB=1)], [init("w", rand(3, 64))], [1, 8, 8]),
+         out + "/escape.onnx")
+
+
+def transpose(out):
+    """Transposes of initializers, as PyTorch writes a bias-free Linear
+    without constant folding (MatMul of Transpose(W)): a Conv weight stored
+    as [kw, kh, C, O] behind Transpose perm [3, 2, 1, 0], a MatMul of
+    Transpose(W1), a Gemm (transB=0) of Transpose(W2) (no perm: reversed);
+    and transpose_twin.onnx, the same weights transposed by numpy instead.
+    transpose_layer.onnx transposes the graph's input."""
+    n = helper.make_node
+    w, w1, w2, b2 = rand(4, 1, 3, 3), rand(8, 676, scale=0.05), rand(5, 8), rand(5)
+    save(model([n("Transpose", ["wp"], ["wt"], perm=[3, 2, 1, 0]),
+                n("Conv", ["x", "wt"], ["c"]), n("MaxPool", ["c"], ["p"], kernel_shape=[2, 2],
+                                                  strides=[2, 2]),
+                n("Flatten", ["p"], ["f"]), n("Transpose", ["w1"], ["w1t"], perm=[1, 0]),
+                n("MatMul", ["f", "w1t"], ["h"]), n("Relu", ["h"], ["r"]),
+                n("Transpose", ["w2"], ["w2t"]), n("Gemm", ["r", "w2t", "b2"], ["y"])],
+               [init("wp", w.transpose(3, 2, 1, 0)), init("w1", w1), init("w2", w2),
+                init("b2", b2)], [1, 28, 28]), out + "/transpose.onnx")
+    save(model([n("Conv", ["x", "w"], ["c"]), n("MaxPool", ["c"], ["p"], kernel_shape=[2, 2],
+                                                 strides=[2, 2]),
+                n("Flatten", ["p"], ["f"]), n("MatMul", ["f", "w1t"], ["h"]),
+                n("Relu", ["h"], ["r"]), n("Gemm", ["r", "w2t", "b2"], ["y"])],
+               [init("w", w), init("w1t", w1.T.copy()), init("w2t", w2.T.copy()),
+                init("b2", b2)], [1, 28, 28]), out + "/transpose_twin.onnx")
+    save(model([n("Transpose", ["x"], ["t"], name="tr", perm=[0, 1, 3, 2]),
+                n("Flatten", ["t"], ["f"]), n("Gemm", ["f", "w"], ["y"], transB=1)],
+               [init("w", rand(3, 64))], [1, 8, 8]), out + "/transpose_layer.onnx")
+
+
 def main():
     out = sys.argv[1]
     lenet(out)
@@ -282,6 +341,8 @@ def main():
     broken(out)
     bad_bias(out)
     bad_softmax(out)
+    messages(out)
+    transpose(out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ Debian's python3-torch and python3-onnx).
 
 usage: torch_models.py build DIR
     defines four small networks in PyTorch with fixed seeds and writes, for
-    each NAME of lenet, vgg, resnet, concat, into DIR:
+    each NAME of lenet, vgg, resnet, concat, into DIR (and for linear, whose
+    bias-free nn.Linear layers the exporter writes as MatMul of Transpose,
+    the same; only its forward is compared):
       NAME.onnx      torch.onnx.export of the model (opset 13), in eval mode
                      with training=PRESERVE, so that batch norm is a
                      BatchNormalization node with the running statistics,
@@ -41,7 +43,8 @@ usage: torch_models.py compare DIR
     NAME-step.BE.onnx (the snapshot after one full-batch SGD step at lr
     LR_STEP, no momentum, no decay, exported with export --onnx); and
     NAME.csv (the 5 momentum steps' --log-format csv, dnnl) and
-    NAME.trained.scores (predict --scores with their final snapshot). Prints one line
+    NAME.trained.scores (predict --scores with their final snapshot); for
+    linear, linear.BE.scores alone. Prints one line
     per comparison, "ok NAME WHAT: ..." or "FAIL NAME WHAT: ...", with the
     measured difference, the tolerance and PyTorch's own fp32 difference
     from float64 for scale. Exit 0 when all are ok.
@@ -51,6 +54,10 @@ import sys
 import numpy as np
 
 NAMES = ["lenet", "vgg", "resnet", "concat"]
+# forward only (predict on both backends against PyTorch): "linear", bias-free
+# nn.Linear layers, which the exporter without constant folding writes as
+# MatMul(x, Transpose(W)) (issue 36)
+FORWARD_ONLY = ["linear"]
 BACKENDS = ["dnnl", "ref"]  # forward and one step on each; the 5 steps on dnnl
 N = 16               # inputs per model; one batch, so the data order does not matter
 CLASSES = 10
@@ -148,12 +155,16 @@ def build(out):
             return nn.Sequential(*conv_bn(3, 8), ResBlock(8), nn.MaxPool2d(2, 2), ResBlock(8),
                                  nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                  nn.Linear(8, CLASSES)), (3, 16, 16)
+        if name == "linear":
+            return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                                 nn.Linear(256, 16, bias=False), nn.ReLU(),
+                                 nn.Linear(16, CLASSES, bias=False)), (3, 8, 8)
         # concat
         return nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.ReLU(), DenseBlock(6, 4),
                              nn.MaxPool2d(2, 2), DenseBlock(10, 6), nn.AdaptiveAvgPool2d(1),
                              nn.Flatten(), nn.Linear(16, CLASSES)), (3, 16, 16)
 
-    for k, name in enumerate(NAMES):
+    for k, name in enumerate(NAMES + FORWARD_ONLY):
         torch.manual_seed(100 + k)
         net, shape = make(name)
         rng = np.random.default_rng(200 + k)
@@ -331,6 +342,10 @@ def compare(out):
             gradients(out, name, be, ref, torch_model, say)
         losses(out, name, ref, say)
         forward(out, name, "trained", ref, say, "trained", f"after {STEPS} steps")
+    for name in FORWARD_ONLY:
+        ref = np.load(f"{out}/{name}.npz")
+        for be in BACKENDS:
+            forward(out, name, be, ref, say, "probs", f"forward {be}")
     return 1 if bad else 0
 
 
