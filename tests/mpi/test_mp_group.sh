@@ -22,16 +22,13 @@
 # final snapshots, a gradient overflowing stops every rank, auto
 # picks G by the bytes per rank and says so, the log gives the bytes
 # all-reduced per rank, and bad combinations exit 2 before any work.
-# Prints SKIP and passes when mpirun is missing.
+# Fails, naming the package (mpich), when mpirun is missing.
 # usage: sh tests/mpi/test_mp_group.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
 . "$(dirname "$0")/../lib/overflow_weights.sh"
 suite_start "$@"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "SKIP: mpirun not installed"
-    exit 0
-fi
+require_cmd mpirun mpich
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_mp_group.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
 
