@@ -28,8 +28,11 @@
  *
  * The cache never fails a run: a directory that cannot be created or
  * written, a lock not had in time, a file that cannot be read, written or
- * trusted are each a warning (the directory's at most once), and the run
- * measures what the cache cannot give. */
+ * trusted are each a warning (the directory's and the file's at most
+ * once), and the run measures what the cache cannot give. The file is
+ * never read or written through a symbolic link (fileio.h's
+ * st_read_own_text, st_write_own): a link at its name is a warning and
+ * the run goes on without the cache, the link and its target untouched. */
 #ifndef ST_CHOICE_CACHE_H
 #define ST_CHOICE_CACHE_H
 

@@ -33,6 +33,8 @@ struct st_choice_cache {
     int lock_fd;  /* the lock file, or -1 */
     int locked;   /* the lock is held */
     int writable; /* the directory and lock could be made: the file may be written */
+    int said;     /* the file's being unreadable warned of (once a cache: open and store
+                     both read it) */
     double lock_wait;
 };
 
@@ -189,19 +191,45 @@ static st_status read_entries(const st_choice_cache *cache, const char *text, si
     return ST_OK;
 }
 
-/* The cache file's text (NULL and *len 0: there is none); a file that
- * cannot be read is a warning and no text. */
-static void read_file(st_choice_cache *cache, char **text, size_t *len)
+/* What read_file found at the cache file's path. */
+typedef enum cache_file {
+    CACHE_NONE,       /* no file */
+    CACHE_TEXT,       /* its text */
+    CACHE_UNREADABLE, /* a file that cannot be read (warned of): measured anew, rewritten */
+    CACHE_LINK,       /* a symbolic link: never followed, neither read nor written */
+} cache_file;
+
+/* The cache file's text (NULL and *len 0 unless CACHE_TEXT). Whoever can
+ * write the directory could plant a link there to a file of the user's
+ * (a snapshot, a cfg), which a write through it would overwrite with
+ * cache text: the file is read with O_NOFOLLOW and written by renaming
+ * over the name itself (fileio.h's st_read_own_text, st_write_own). */
+static cache_file read_file(st_choice_cache *cache, char **text, size_t *len)
 {
     *text = NULL;
     *len = 0;
     struct stat sb;
-    if (stat(cache->path, &sb) != 0 && errno == ENOENT)
-        return;
+    if (lstat(cache->path, &sb) != 0 && errno == ENOENT)
+        return CACHE_NONE;
     st_error err = {0};
-    if (st_read_text(cache->path, "kernel-choice cache", CACHE_MAX_BYTES, text, len, &err) !=
-        ST_OK)
+    if (st_read_own_text(cache->path, "kernel-choice cache", CACHE_MAX_BYTES, text, len,
+                         &err) == ST_OK)
+        return CACHE_TEXT;
+    if (lstat(cache->path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return CACHE_LINK;
+    if (!cache->said++)
         st_warn(cache->log, "kernel-choice cache: %s: its choices are measured anew", err.msg);
+    return CACHE_UNREADABLE;
+}
+
+/* The warning for a link at the cache file's path; what the run does then. */
+static void warn_link(const st_choice_cache *cache, const char *then)
+{
+    char to[256] = "?";
+    ssize_t n = readlink(cache->path, to, sizeof to - 1);
+    to[n > 0 ? n : 1] = '\0';
+    st_warn(cache->log, "kernel-choice cache %s: a symbolic link (to %s), not followed: %s "
+            "(remove the link to have the cache again)", cache->path, to, then);
 }
 
 /* Take the lock, waiting up to lock_wait seconds; 0 if not had. */
@@ -289,8 +317,11 @@ st_status st_choice_cache_open(st_choice_cache **out, const st_choice_cache_opts
     st_status st = ST_OK;
     char *text = NULL;
     size_t len = 0;
-    if (o->read)
-        read_file(cache, &text, &len);
+    if (o->read && read_file(cache, &text, &len) == CACHE_LINK) {
+        warn_link(cache, "this run measures its kernels without the cache");
+        st_choice_cache_close(cache);
+        return ST_OK;
+    }
     read_report r;
     if (text)
         st = read_entries(cache, text, len, c, c, NULL, &r, err);
@@ -369,19 +400,22 @@ void st_choice_cache_store(st_choice_cache *cache, const st_choices *c, int *sto
     st_error err = {0};
     st_status st = measured ? add_measured(measured, c, &l, &err)
                             : st_fail(&err, ST_ENOMEM, "out of memory");
+    cache_file got = CACHE_NONE;
     if (st == ST_OK) { /* the file as it is now: a run that had the lock may have changed it */
         take_lock(cache);
-        read_file(cache, &text, &len);
+        got = read_file(cache, &text, &len);
     }
     read_report r;
     if (st == ST_OK && text)
         st = read_entries(cache, text, len, c, NULL, &l, &r, &err);
-    if (st == ST_OK) {
+    if (st == ST_OK && got != CACHE_LINK) {
         qsort(l.e, (size_t)l.n, sizeof *l.e, entry_order);
         void *ctx[2] = {cache, &l};
-        st = st_write_atomic(cache->path, write_entries, ctx, &err);
+        st = st_write_own(cache->path, write_entries, ctx, &err);
     }
-    if (st == ST_OK)
+    if (got == CACHE_LINK)
+        warn_link(cache, "what this run measured is not kept");
+    else if (st == ST_OK)
         *stored = count;
     else
         st_warn(cache->log, "kernel-choice cache: not updated: %s", err.msg);

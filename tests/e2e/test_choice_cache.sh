@@ -9,7 +9,8 @@
 # a foreign file is a warning and measured again; a cache directory that
 # cannot be made is one warning and no failure; --dry-run
 # --save-kernel-choices writes what set-up chose, the choices the run then
-# takes; a choice file of 60,000 lines is read in well under a second.
+# takes; a symbolic link at the cache file's path is never followed; a
+# choice file of 60,000 lines is read in well under a second.
 # Every run has XDG_CACHE_HOME in the scratch directory (check.sh).
 # usage: sh tests/e2e/test_choice_cache.sh PATH_TO_SINGLETRAIN
 set -u
@@ -142,6 +143,34 @@ check "an uncreatable cache directory: a warning, the run goes on" err 0 \
 expect "an uncreatable cache directory: one line on stderr" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
 check "no HOME and no XDG_CACHE_HOME: a warning, the run goes on" err 0 \
     "kernel-choice cache: no directory for it" -- env -u HOME -u XDG_CACHE_HOME $lenet "$cfg"
+# A symbolic link planted at the cache file's path (to the run's own cfg,
+# or to nothing) is never followed: neither read nor written (its target
+# keeps its bytes, no file appears where it points), one warning naming
+# it, and the run goes on without the cache.
+export XDG_CACHE_HOME="$tmp/link"
+mkdir "$XDG_CACHE_HOME"
+tiny="$bin -q --data synthetic --iters 1 --no-test"
+cp "$fixtures/tiny.cfg" "$tmp/victim.cfg"
+check "a small run makes its cache file" err 0 "" -- $tiny "$tmp/victim.cfg"
+lfile=$(ls "$XDG_CACHE_HOME"/singletrain/choices-*.txt)
+rm -f "$lfile"
+ln -s "$tmp/victim.cfg" "$lfile"
+check "a link at the cache file's path: a warning naming it, the run goes on" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/victim.cfg), not followed: this run measures its kernels without the cache" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... one line on stderr" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
+expect "... the link's target, the run's cfg, unchanged" cmp -s "$tmp/victim.cfg" "$fixtures/tiny.cfg"
+check "a link at the cache file's path, --kernel-choices measure: not written" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/victim.cfg), not followed: what this run measured is not kept" -- \
+    $tiny --kernel-choices measure "$tmp/victim.cfg"
+expect "... the link's target unchanged, the link kept" \
+    sh -c "cmp -s '$tmp/victim.cfg' '$fixtures/tiny.cfg' && [ -L '$lfile' ]"
+rm -f "$lfile"
+ln -s "$tmp/nowhere" "$lfile"
+check "a dangling link at the cache file's path: a warning" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/nowhere), not followed" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... nothing created where it points" [ ! -e "$tmp/nowhere" ]
 # A choice file of 60,000 lines is read in linear time (each line searched
 # the table from the start: 20 s on this project's 2-core machine).
 awk 'BEGIN { for (i = 0; i < 60000; i++)
