@@ -171,6 +171,15 @@ check "a dangling link at the cache file's path: a warning" err 0 \
     "kernel-choice cache $lfile: a symbolic link (to $tmp/nowhere), not followed" -- \
     $tiny "$tmp/victim.cfg"
 expect "... nothing created where it points" [ ! -e "$tmp/nowhere" ]
+# A cache file over its limit (16 MB): ignored and rewritten, said once
+# (the run reads it twice: at set-up and again before it stores).
+rm -f "$lfile"
+head -c 17000000 /dev/zero | tr '\0' '#' >"$lfile"
+check "a cache file over 16 MB: a warning" err 0 \
+    "kernel-choice cache: $lfile: larger than 16777216 bytes: not a kernel-choice cache" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... said once" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
+expect "... the file rewritten" [ "$(wc -c <"$lfile")" -lt 4096 ]
 # A choice file of 60,000 lines is read in linear time (each line searched
 # the table from the start: 20 s on this project's 2-core machine).
 awk 'BEGIN { for (i = 0; i < 60000; i++)
