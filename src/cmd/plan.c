@@ -52,6 +52,7 @@
 #include "train/train.h"
 
 #define MAX_NODES 64          /* entries of --nodes */
+#define MAX_NODE_COUNT (1L << 24) /* the largest node count predicted */
 #define DEFAULT_ITERS 5       /* timed iterations */
 #define WARMUP_ITERS 2        /* iterations before them, left out */
 #define BUCKET_BYTES (512.0 * 1024) /* --overlap's default --bucket-size */
@@ -148,7 +149,7 @@ static void plan_free(plan *p)
     free(p->mp_in);
 }
 
-/* --nodes: positive integers separated by commas. */
+/* --nodes: positive integers separated by commas, at most MAX_NODE_COUNT. */
 static st_status parse_nodes(plan *p, const char *text, st_error *err)
 {
     const char *s = text;
@@ -157,8 +158,11 @@ static st_status parse_nodes(plan *p, const char *text, st_error *err)
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (len == 0 || end != s + len || errno || v < 1 || v > (1L << 24) || *s == '+' ||
-            *s == ' ')
+        int digits = len > 0 && end == s + len && *s >= '0' && *s <= '9';
+        if (digits && (errno == ERANGE || v > MAX_NODE_COUNT))
+            return st_fail(err, ST_EUSAGE, "option --nodes: element %d '%.*s' is over the "
+                           "limit of %ld nodes", k, (int)len, s, MAX_NODE_COUNT);
+        if (!digits || errno || v < 1)
             return st_fail(err, ST_EUSAGE, "option --nodes: element %d '%.*s' is not a "
                            "positive integer (expected node counts such as 1,2,4,8)", k,
                            (int)len, s);
