@@ -47,7 +47,9 @@ typedef struct st_choice_cache st_choice_cache;
 /* The cache's default directory into buf [size]: $XDG_CACHE_HOME/singletrain
  * when XDG_CACHE_HOME is an absolute path (the XDG base directory
  * specification ignores a relative one), else $HOME/.cache/singletrain;
- * 0 with why [why_size] when neither names one. */
+ * 0 with why [why_size] (naming the variable) when neither names one, the
+ * path is too long for buf, or the directory the variable names does not
+ * exist (the cache is created below it, never it). */
 int st_choice_cache_default_dir(char *buf, size_t size, char *why, size_t why_size);
 
 typedef struct st_choice_cache_opts {

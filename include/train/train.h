@@ -54,6 +54,7 @@ typedef struct st_train_opts {
                                 written by rank 0 when kernels measure; NULL: none (the
                                 default here, --no-choice-cache); "": the CLI found no place
                                 for it (a warning when kernels measure) */
+    const char *choice_cache_why; /* with choice_cache "": why (naming the variable), or NULL */
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */

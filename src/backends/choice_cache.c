@@ -71,17 +71,32 @@ static char *format(const char *fmt, ...)
 int st_choice_cache_default_dir(char *buf, size_t size, char *why, size_t why_size)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n = -1;
-    if (xdg && xdg[0] == '/')
-        n = snprintf(buf, size, "%s/singletrain", xdg);
-    else if (home && home[0])
-        n = snprintf(buf, size, "%s/.cache/singletrain", home);
-    if (n >= 0 && (size_t)n < size)
-        return 1;
-    snprintf(why, why_size, "%s", n >= 0 ? "the cache directory's path is too long"
-                                         : "neither XDG_CACHE_HOME (an absolute path) nor "
-                                           "HOME is set");
-    return 0;
+    const char *var = "XDG_CACHE_HOME", *base = xdg, *below = "singletrain";
+    if (!(xdg && xdg[0] == '/')) {
+        var = "HOME";
+        base = home;
+        below = ".cache/singletrain";
+    }
+    if (!base || !base[0]) {
+        snprintf(why, why_size, "neither XDG_CACHE_HOME (an absolute path) nor HOME is set");
+        return 0;
+    }
+    int n = snprintf(buf, size, "%s/%s", base, below);
+    if (n < 0 || (size_t)n >= size) {
+        snprintf(why, why_size, "%s is too long: %s/%s takes %d bytes, over the limit of %zu",
+                 var, var, below, n, size - 1);
+        return 0;
+    }
+    /* made below the directory the user has, never that one itself: a
+     * missing HOME (a service account's, a typo) is not created */
+    struct stat sb;
+    if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(why, why_size, "%s=%.*s: %s: the cache is made only under an existing "
+                 "directory", var, 200, base, stat(base, &sb) != 0 ? strerror(errno)
+                                                                  : "not a directory");
+        return 0;
+    }
+    return 1;
 }
 
 /* The checksum of an entry: the context and the choice, so that an entry

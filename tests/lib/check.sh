@@ -9,8 +9,8 @@
 # shared input files, tests/fixtures) and tmp, a scratch directory removed
 # on exit; a missing or unusable binary exits 2. The kernel-choice cache
 # (XDG_CACHE_HOME) is the suite's own, tmp/.xdg-cache (hidden from the
-# listings of tmp that tests make), empty at the start: no test reads or
-# writes the user's.
+# listings of tmp that tests make; made here: the cache is made only below
+# an existing one), empty at the start: no test reads or writes the user's.
 suite_start() {
     suite=$(basename "$0")
     bin=${1:-}
@@ -22,6 +22,7 @@ suite_start() {
     trap 'rm -rf "$tmp"' EXIT
     trap 'exit 130' HUP INT PIPE TERM
     XDG_CACHE_HOME=$tmp/.xdg-cache
+    mkdir "$XDG_CACHE_HOME" || exit 2
     export XDG_CACHE_HOME
 }
 
