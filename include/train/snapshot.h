@@ -60,6 +60,9 @@ typedef struct st_snapshot_meta {
     int ranks;         /* the run's processes (mpirun -np): -b is per rank, so the
                           global batch is batch x ranks; 1 in snapshots without
                           (st_snapshot_save writes it when above 1) */
+    int mp_group;      /* --mp-group G: the ranks the model-parallel layers were split
+                          over (the order of their gradient sums); 1 (or 0) when not
+                          split, as in snapshots without (written when above 1) */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */
