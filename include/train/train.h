@@ -139,6 +139,12 @@ typedef struct st_trainer st_trainer;
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
 
+/* Multi-node, on a rank that creates no trainer (its command line was
+ * refused): its part in the collectives of the other ranks' set-up, as a
+ * rank whose set-up failed, so that they meet it at st_cluster_agree
+ * rather than wait for it. */
+void st_trainer_create_absent(st_cluster *cluster);
+
 /* --dry-run: what st_trainer_create checks and estimates before it
  * allocates (the options, the cfg, the data, the memory the run would take
  * against what the process may take), logged, then nothing more (no

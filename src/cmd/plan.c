@@ -482,21 +482,42 @@ static st_status check_args(plan *p, const plan_cli *o, int n_pos, st_error *err
     return st;
 }
 
-/* Under mpirun: every rank measures the network (unless --net-params
- * gives it); rank 0 goes on alone, the others wait for its outcome. */
-static st_status run_plan(plan *p, st_error *err)
+/* Under mpirun: the ranks first agree on their command lines (checked:
+ * how this rank's went), so that a refusal every rank reaches alike is
+ * printed once, by rank 0 (*quiet on the others), and a rank refused
+ * alone stops the others; then every rank measures the network (unless
+ * --net-params gives it); rank 0 goes on alone, the others wait for its
+ * outcome. */
+static st_status run_plan(plan *p, st_status checked, int *quiet, st_error *err)
 {
     st_cluster *cluster = NULL;
-    st_status st = st_cluster_init(&cluster, NULL, NULL, err);
+    st_error init_err = {0};
+    st_status st = st_cluster_init(&cluster, NULL, NULL, &init_err);
+    if (checked != ST_OK && !cluster) /* refused, and no other rank to meet */
+        return checked;
+    if (st != ST_OK) {
+        *err = init_err;
+        return st;
+    }
+    if (cluster) {
+        st_cluster_fingerprint none = {0};
+        st_error own = *err;
+        int alike = 0;
+        st = st_cluster_agree(cluster, checked, &none, &alike, err);
+        if (checked != ST_OK)
+            *err = own; /* this rank's refusal, not the others' echo of it */
+        *quiet = alike && st_cluster_rank(cluster) > 0;
+    }
+    int agreed = st == ST_OK;
     if (st == ST_OK)
         st = network(p, cluster, err);
     if (st == ST_OK && st_cluster_rank(cluster) == 0)
         st = predict(p, err);
-    if (cluster) {
+    if (cluster && agreed) {
         int signal = 0;
         st = st_cluster_outcome(cluster, st, &signal, err);
-        st_cluster_free(cluster);
     }
+    st_cluster_free(cluster);
     return st;
 }
 
@@ -531,8 +552,9 @@ int st_cmd_plan(int argc, char **argv)
     p.cfg_path = pos[0];
     if (st == ST_OK)
         st = check_args(&p, &o, n_pos, &err);
-    if (st == ST_OK)
-        st = run_plan(&p, &err);
+    int quiet = 0;
+    if (st == ST_OK || st_cluster_launched())
+        st = run_plan(&p, st, &quiet, &err);
     plan_free(&p);
-    return st_cmd_exit_code("plan", st, &err);
+    return quiet ? st_exit_code(st) : st_cmd_exit_code("plan", st, &err);
 }
