@@ -11,10 +11,11 @@
 
 /* Where the workers run (--bind), from this node's topology, said once;
  * --bind none reads no topology (hwloc's environment may be broken, or
- * /sys hidden: the OS places the threads without it). Ranks that share a node whose cores mpirun did not divide among them
- * (each may use all of them) take their share of the cores in the order of
- * their local rank; where mpirun does not say how many share it, auto
- * pins nothing rather than stack the ranks on the same cores. */
+ * /sys hidden: the OS places the threads without it). Ranks that share a
+ * node whose cores mpirun did not divide among them (each may use all of
+ * them) take their share of the cores in the order of their local rank;
+ * where mpirun does not say how many share it, auto pins nothing rather
+ * than stack the ranks on the same cores. */
 st_status trainer_place_threads(st_trainer *t, st_error *err)
 {
     st_topology *topo = &t->topology;
