@@ -90,10 +90,10 @@ int st_choice_cache_default_dir(char *buf, size_t size, char *why, size_t why_si
     /* made below the directory the user has, never that one itself: a
      * missing HOME (a service account's, a typo) is not created */
     struct stat sb;
-    if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    int e = stat(base, &sb) != 0 ? errno : 0;
+    if (e || !S_ISDIR(sb.st_mode)) {
         snprintf(why, why_size, "%s=%.*s: %s: the cache is made only under an existing "
-                 "directory", var, 200, base, stat(base, &sb) != 0 ? strerror(errno)
-                                                                  : "not a directory");
+                 "directory", var, 200, base, e ? strerror(e) : "not a directory");
         return 0;
     }
     return 1;
