@@ -267,7 +267,7 @@ st_status st_topology_load(st_topology *t, const char *synthetic, const char *al
     char vars[512];
     if (st == ST_OK && !synthetic && !hwloc_env_text(vars, sizeof vars) && !read_from_sys(topo))
         snprintf(t->note, sizeof t->note, "hwloc could not read /sys/devices/system "
-                 "(hidden?): the cores as the processor reports them, without NUMA nodes");
+                 "(hidden?): the cores as the processor reports them, the NUMA nodes not known");
     if (st == ST_OK && !synthetic) { /* this process's affinity */
         if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD) == 0 &&
             !hwloc_bitmap_iszero(set))
