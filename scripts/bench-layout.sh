@@ -32,6 +32,7 @@ for net in $nets; do
     done
     common="$extra -b $batch --iters $iters --warmup 2 --no-test --no-choice-cache"
     # -t auto's choice, measured afresh in a cache of its own
+    mkdir -p "$work/auto-$net"
     XDG_CACHE_HOME=$work/auto-$net "$bin" $common -t auto "$root/$cfg" >"$work/auto.log" 2>&1
     chosen=$(sed -n 's/^threads: \([0-9]*\) workers\{0,1\} x \([0-9]*\) (-t auto.*/\1x\2/p' \
         "$work/auto.log")

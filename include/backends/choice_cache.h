@@ -28,8 +28,11 @@
  *
  * The cache never fails a run: a directory that cannot be created or
  * written, a lock not had in time, a file that cannot be read, written or
- * trusted are each a warning (the directory's at most once), and the run
- * measures what the cache cannot give. */
+ * trusted are each a warning (the directory's and the file's at most
+ * once), and the run measures what the cache cannot give. The file is
+ * never read or written through a symbolic link (fileio.h's
+ * st_read_own_text, st_write_own): a link at its name is a warning and
+ * the run goes on without the cache, the link and its target untouched. */
 #ifndef ST_CHOICE_CACHE_H
 #define ST_CHOICE_CACHE_H
 
@@ -44,7 +47,9 @@ typedef struct st_choice_cache st_choice_cache;
 /* The cache's default directory into buf [size]: $XDG_CACHE_HOME/singletrain
  * when XDG_CACHE_HOME is an absolute path (the XDG base directory
  * specification ignores a relative one), else $HOME/.cache/singletrain;
- * 0 with why [why_size] when neither names one. */
+ * 0 with why [why_size] (naming the variable) when neither names one, the
+ * path is too long for buf, or the directory the variable names does not
+ * exist (the cache is created below it, never it). */
 int st_choice_cache_default_dir(char *buf, size_t size, char *why, size_t why_size);
 
 typedef struct st_choice_cache_opts {

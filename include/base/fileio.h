@@ -43,6 +43,12 @@ st_status st_fopen_input(const char *path, const char *mode, const char *what, F
 st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
                        size_t *len, st_error *err);
 
+/* st_read_text of a file this program keeps for itself (the kernel-choice
+ * cache) in a directory others may write to: a symbolic link at PATH is
+ * never followed ("a symbolic link (not followed)", O_NOFOLLOW). */
+st_status st_read_own_text(const char *path, const char *what, size_t max_bytes, char **text,
+                           size_t *len, st_error *err);
+
 /* Produces the file's content; returns ST_OK or a failure already recorded. */
 typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
 
@@ -50,6 +56,12 @@ typedef st_status (*st_writer)(FILE *f, void *ctx, st_error *err);
  * in place); also removes the temporaries of its target left by killed
  * processes (see below). */
 st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error *err);
+
+/* PATH itself written whole, as st_write_atomic replaces a regular file,
+ * for a file this program keeps for itself (st_read_own_text): whatever
+ * is at PATH, a symbolic link included, is replaced, and what a link
+ * points to is never written. */
+st_status st_write_own(const char *path, st_writer write, void *ctx, st_error *err);
 
 /* Removes the temporaries "STEM.tmp.PID" in DIR whose process no longer
  * exists on this host (a write killed before its rename), where STEM is

@@ -33,6 +33,8 @@ typedef struct st_topology {
     int *numa_os;       /* [n_numa] */
     double *numa_bytes; /* [n_numa] */
     char source[160];   /* "this machine" or the synthetic description */
+    char note[160];     /* what is missing from this machine's topology (for a warning),
+                           or "" */
     void *hw;           /* this machine: hwloc's topology, for the memory's placement */
 } st_topology;
 
@@ -41,7 +43,10 @@ typedef struct st_topology {
  * description. allowed, when not NULL, restricts it further to a list of
  * PU OS indexes ("0-5,8,10-11", as a cpuset's cpus file writes them). A
  * description hwloc refuses, or a list that is malformed or leaves no PU,
- * is ST_EINPUT naming it. */
+ * is ST_EINPUT naming it; so is what hwloc's environment variables give it
+ * instead of this machine (HWLOC_XMLFILE: a regular file of at most 64 MB,
+ * checked before hwloc reads it) when hwloc cannot read it. hwloc's own
+ * messages on stderr are silenced; what they would say, t->note says. */
 st_status st_topology_load(st_topology *t, const char *synthetic, const char *allowed,
                            st_error *err);
 void st_topology_free(st_topology *t);

@@ -91,12 +91,15 @@ int st_cluster_size(const st_cluster *c);
 st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *algorithm,
                                st_error *err);
 
-/* Collective: every rank passes how its set-up went (local) and, if it
- * went well, its fingerprint. Fails on every rank when any rank failed
- * (its own message stays on that rank; the others name it) or when the
- * fingerprints differ (naming the rank and the first value that differs). */
+/* Collective: every rank passes how its set-up went (local, with err's
+ * message) and, if it went well, its fingerprint. Fails on every rank when
+ * any rank failed (its own message stays on that rank; the others name it)
+ * or when the fingerprints differ (naming the rank and the first value
+ * that differs). *alike: every rank failed with the same status and
+ * message (a refusal each reaches from the same options and files), which
+ * rank 0 then says for all: the others need not print N copies of it. */
 st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
-                           st_error *err);
+                           int *alike, st_error *err);
 
 /* Collective, at the end of a run that every rank began: every rank
  * passes how it ended (local, with err's message, and *signal, the signal

@@ -2,9 +2,10 @@
  * The weights (plain layouts, whatever the backend) and the solver state
  * (every plane of moments), behind a header with a magic number, a format
  * version, the network's hash, the iteration reached and the settings that
- * fix what comes next (seed, batch, workers, ranks, the cfg's hyper-parameters
- * as text, st_hparams_settings, and the kernel choices, choices.h), a CRC-32 of the header and the settings
- * and one of the payload: no byte is outside a checksum.
+ * fix what comes next (seed, batch, workers, ranks, --mp-group's groups, the
+ * cfg's hyper-parameters as text, st_hparams_settings, and the kernel
+ * choices, choices.h), a CRC-32 of the header and the settings and one of
+ * the payload: no byte is outside a checksum.
  *
  * Nothing else is needed to resume: the learning rate is a function of the
  * iteration, the data order a function of (seed, epoch), dropout masks and
@@ -60,6 +61,9 @@ typedef struct st_snapshot_meta {
     int ranks;         /* the run's processes (mpirun -np): -b is per rank, so the
                           global batch is batch x ranks; 1 in snapshots without
                           (st_snapshot_save writes it when above 1) */
+    int mp_group;      /* --mp-group G: the ranks the model-parallel layers were split
+                          over (the order of their gradient sums); 1 (or 0) when not
+                          split, as in snapshots without (written when above 1) */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */

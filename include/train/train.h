@@ -54,6 +54,7 @@ typedef struct st_train_opts {
                                 written by rank 0 when kernels measure; NULL: none (the
                                 default here, --no-choice-cache); "": the CLI found no place
                                 for it (a warning when kernels measure) */
+    const char *choice_cache_why; /* with choice_cache "": why (naming the variable), or NULL */
     const char *cpe_trace;   /* cpe: CSV of predicted ms per kernel and iteration, or NULL */
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
@@ -137,6 +138,12 @@ typedef struct st_trainer st_trainer;
  * workers. */
 st_status st_trainer_create(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                             const st_log *log, st_error *err);
+
+/* Multi-node, on a rank that creates no trainer (its command line was
+ * refused): its part in the collectives of the other ranks' set-up, as a
+ * rank whose set-up failed, so that they meet it at st_cluster_agree
+ * rather than wait for it. */
+void st_trainer_create_absent(st_cluster *cluster);
 
 /* --dry-run: what st_trainer_create checks and estimates before it
  * allocates (the options, the cfg, the data, the memory the run would take

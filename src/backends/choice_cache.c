@@ -33,6 +33,8 @@ struct st_choice_cache {
     int lock_fd;  /* the lock file, or -1 */
     int locked;   /* the lock is held */
     int writable; /* the directory and lock could be made: the file may be written */
+    int said;     /* the file's being unreadable warned of (once a cache: open and store
+                     both read it) */
     double lock_wait;
 };
 
@@ -69,17 +71,32 @@ static char *format(const char *fmt, ...)
 int st_choice_cache_default_dir(char *buf, size_t size, char *why, size_t why_size)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n = -1;
-    if (xdg && xdg[0] == '/')
-        n = snprintf(buf, size, "%s/singletrain", xdg);
-    else if (home && home[0])
-        n = snprintf(buf, size, "%s/.cache/singletrain", home);
-    if (n >= 0 && (size_t)n < size)
-        return 1;
-    snprintf(why, why_size, "%s", n >= 0 ? "the cache directory's path is too long"
-                                         : "neither XDG_CACHE_HOME (an absolute path) nor "
-                                           "HOME is set");
-    return 0;
+    const char *var = "XDG_CACHE_HOME", *base = xdg, *below = "singletrain";
+    if (!(xdg && xdg[0] == '/')) {
+        var = "HOME";
+        base = home;
+        below = ".cache/singletrain";
+    }
+    if (!base || !base[0]) {
+        snprintf(why, why_size, "neither XDG_CACHE_HOME (an absolute path) nor HOME is set");
+        return 0;
+    }
+    int n = snprintf(buf, size, "%s/%s", base, below);
+    if (n < 0 || (size_t)n >= size) {
+        snprintf(why, why_size, "%s is too long: %s/%s takes %d bytes, over the limit of %zu",
+                 var, var, below, n, size - 1);
+        return 0;
+    }
+    /* made below the directory the user has, never that one itself: a
+     * missing HOME (a service account's, a typo) is not created */
+    struct stat sb;
+    int e = stat(base, &sb) != 0 ? errno : 0;
+    if (e || !S_ISDIR(sb.st_mode)) {
+        snprintf(why, why_size, "%s=%.*s: %s: the cache is made only under an existing "
+                 "directory", var, 200, base, e ? strerror(e) : "not a directory");
+        return 0;
+    }
+    return 1;
 }
 
 /* The checksum of an entry: the context and the choice, so that an entry
@@ -189,19 +206,45 @@ static st_status read_entries(const st_choice_cache *cache, const char *text, si
     return ST_OK;
 }
 
-/* The cache file's text (NULL and *len 0: there is none); a file that
- * cannot be read is a warning and no text. */
-static void read_file(st_choice_cache *cache, char **text, size_t *len)
+/* What read_file found at the cache file's path. */
+typedef enum cache_file {
+    CACHE_NONE,       /* no file */
+    CACHE_TEXT,       /* its text */
+    CACHE_UNREADABLE, /* a file that cannot be read (warned of): measured anew, rewritten */
+    CACHE_LINK,       /* a symbolic link: never followed, neither read nor written */
+} cache_file;
+
+/* The cache file's text (NULL and *len 0 unless CACHE_TEXT). Whoever can
+ * write the directory could plant a link there to a file of the user's
+ * (a snapshot, a cfg), which a write through it would overwrite with
+ * cache text: the file is read with O_NOFOLLOW and written by renaming
+ * over the name itself (fileio.h's st_read_own_text, st_write_own). */
+static cache_file read_file(st_choice_cache *cache, char **text, size_t *len)
 {
     *text = NULL;
     *len = 0;
     struct stat sb;
-    if (stat(cache->path, &sb) != 0 && errno == ENOENT)
-        return;
+    if (lstat(cache->path, &sb) != 0 && errno == ENOENT)
+        return CACHE_NONE;
     st_error err = {0};
-    if (st_read_text(cache->path, "kernel-choice cache", CACHE_MAX_BYTES, text, len, &err) !=
-        ST_OK)
+    if (st_read_own_text(cache->path, "kernel-choice cache", CACHE_MAX_BYTES, text, len,
+                         &err) == ST_OK)
+        return CACHE_TEXT;
+    if (lstat(cache->path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return CACHE_LINK;
+    if (!cache->said++)
         st_warn(cache->log, "kernel-choice cache: %s: its choices are measured anew", err.msg);
+    return CACHE_UNREADABLE;
+}
+
+/* The warning for a link at the cache file's path; what the run does then. */
+static void warn_link(const st_choice_cache *cache, const char *then)
+{
+    char to[256] = "?";
+    ssize_t n = readlink(cache->path, to, sizeof to - 1);
+    to[n > 0 ? n : 1] = '\0';
+    st_warn(cache->log, "kernel-choice cache %s: a symbolic link (to %s), not followed: %s "
+            "(remove the link to have the cache again)", cache->path, to, then);
 }
 
 /* Take the lock, waiting up to lock_wait seconds; 0 if not had. */
@@ -289,8 +332,11 @@ st_status st_choice_cache_open(st_choice_cache **out, const st_choice_cache_opts
     st_status st = ST_OK;
     char *text = NULL;
     size_t len = 0;
-    if (o->read)
-        read_file(cache, &text, &len);
+    if (o->read && read_file(cache, &text, &len) == CACHE_LINK) {
+        warn_link(cache, "this run measures its kernels without the cache");
+        st_choice_cache_close(cache);
+        return ST_OK;
+    }
     read_report r;
     if (text)
         st = read_entries(cache, text, len, c, c, NULL, &r, err);
@@ -369,19 +415,22 @@ void st_choice_cache_store(st_choice_cache *cache, const st_choices *c, int *sto
     st_error err = {0};
     st_status st = measured ? add_measured(measured, c, &l, &err)
                             : st_fail(&err, ST_ENOMEM, "out of memory");
+    cache_file got = CACHE_NONE;
     if (st == ST_OK) { /* the file as it is now: a run that had the lock may have changed it */
         take_lock(cache);
-        read_file(cache, &text, &len);
+        got = read_file(cache, &text, &len);
     }
     read_report r;
     if (st == ST_OK && text)
         st = read_entries(cache, text, len, c, NULL, &l, &r, &err);
-    if (st == ST_OK) {
+    if (st == ST_OK && got != CACHE_LINK) {
         qsort(l.e, (size_t)l.n, sizeof *l.e, entry_order);
         void *ctx[2] = {cache, &l};
-        st = st_write_atomic(cache->path, write_entries, ctx, &err);
+        st = st_write_own(cache->path, write_entries, ctx, &err);
     }
-    if (st == ST_OK)
+    if (got == CACHE_LINK)
+        warn_link(cache, "what this run measured is not kept");
+    else if (st == ST_OK)
         *stored = count;
     else
         st_warn(cache->log, "kernel-choice cache: not updated: %s", err.msg);

@@ -15,6 +15,8 @@
 /* What a file of mode m is, when it is not a regular file. */
 static const char *file_kind(mode_t m)
 {
+    if (S_ISLNK(m)) /* only where a link is not followed */
+        return "a symbolic link (not followed)";
     if (S_ISDIR(m))
         return "a directory";
     if (S_ISFIFO(m))
@@ -38,11 +40,12 @@ static void why_not_regular(int e, mode_t m, char *why, size_t why_len)
         snprintf(why, why_len, "%s, not a regular file", file_kind(m));
 }
 
-void st_regular_why(const char *path, char *why, size_t why_len)
+/* st_regular_why, a symbolic link at PATH itself refused when nofollow. */
+static void regular_why(const char *path, int nofollow, char *why, size_t why_len)
 {
     struct stat sb;
     why[0] = '\0';
-    if (stat(path, &sb) != 0)
+    if ((nofollow ? lstat(path, &sb) : stat(path, &sb)) != 0)
         why_not_regular(errno, 0, why, why_len);
     else if (!S_ISREG(sb.st_mode))
         why_not_regular(0, sb.st_mode, why, why_len);
@@ -50,13 +53,25 @@ void st_regular_why(const char *path, char *why, size_t why_len)
         why_not_regular(errno, 0, why, why_len);
 }
 
-int st_open_regular(const char *path, char *why, size_t why_len)
+void st_regular_why(const char *path, char *why, size_t why_len)
+{
+    regular_why(path, 0, why, why_len);
+}
+
+/* st_open_regular; with nofollow a symbolic link at PATH is refused, not
+ * followed (O_NOFOLLOW: also one put there after the check). */
+static int open_regular(const char *path, int nofollow, char *why, size_t why_len)
 {
     /* stat first: opening a socket fails with the unhelpful ENXIO */
-    st_regular_why(path, why, why_len);
+    regular_why(path, nofollow, why, why_len);
     if (why[0])
         return -1;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+                            (nofollow ? O_NOFOLLOW : 0));
+    if (fd < 0 && errno == ELOOP && nofollow) {
+        why_not_regular(0, S_IFLNK, why, why_len);
+        return -1;
+    }
     if (fd < 0) {
         why_not_regular(errno, 0, why, why_len);
         return -1;
@@ -76,12 +91,18 @@ int st_open_regular(const char *path, char *why, size_t why_len)
     return fd;
 }
 
-st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
-                         st_error *err)
+int st_open_regular(const char *path, char *why, size_t why_len)
+{
+    return open_regular(path, 0, why, why_len);
+}
+
+/* st_fopen_input, not following a symbolic link at PATH when nofollow. */
+static st_status fopen_input(const char *path, const char *mode, const char *what,
+                             int nofollow, FILE **f, st_error *err)
 {
     char why[160];
     *f = NULL;
-    int fd = st_open_regular(path, why, sizeof why);
+    int fd = open_regular(path, nofollow, why, sizeof why);
     if (fd >= 0 && !(*f = fdopen(fd, mode))) {
         why_not_regular(errno, 0, why, sizeof why);
         close(fd);
@@ -91,12 +112,19 @@ st_status st_fopen_input(const char *path, const char *mode, const char *what, F
     return ST_OK;
 }
 
-st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
-                       size_t *len, st_error *err)
+st_status st_fopen_input(const char *path, const char *mode, const char *what, FILE **f,
+                         st_error *err)
+{
+    return fopen_input(path, mode, what, 0, f, err);
+}
+
+/* st_read_text, not following a symbolic link at PATH when nofollow. */
+static st_status read_text(const char *path, const char *what, size_t max_bytes, int nofollow,
+                           char **text, size_t *len, st_error *err)
 {
     FILE *f;
     *text = NULL;
-    st_status st = st_fopen_input(path, "rb", what, &f, err);
+    st_status st = fopen_input(path, "rb", what, nofollow, &f, err);
     if (st != ST_OK)
         return st;
     char *buf = NULL;
@@ -133,6 +161,18 @@ st_status st_read_text(const char *path, const char *what, size_t max_bytes, cha
     if (len)
         *len = n;
     return ST_OK;
+}
+
+st_status st_read_text(const char *path, const char *what, size_t max_bytes, char **text,
+                       size_t *len, st_error *err)
+{
+    return read_text(path, what, max_bytes, 0, text, len, err);
+}
+
+st_status st_read_own_text(const char *path, const char *what, size_t max_bytes, char **text,
+                           size_t *len, st_error *err)
+{
+    return read_text(path, what, max_bytes, 1, text, len, err);
 }
 
 st_status st_check_dir_writable(const char *what, const char *dir, st_error *err)
@@ -609,6 +649,43 @@ FILE *st_create_exclusive(const char *path)
     return f;
 }
 
+/* TARGET written whole under a temporary name beside it (created
+ * exclusively, never through a link) and renamed over it: rename replaces
+ * whatever is at TARGET itself, a symbolic link included, never what a
+ * link points to. PATH names it in messages. */
+static st_status replace_file(const char *path, const char *target, st_writer write, void *ctx,
+                              st_error *err)
+{
+    size_t len = strlen(target) + 32;
+    char *tmp = malloc(len);
+    if (!tmp)
+        return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
+    snprintf(tmp, len, "%s.tmp.%ld", target, (long)getpid());
+    remove_stale_temporaries_of(target);
+    FILE *f = st_create_exclusive(tmp);
+    if (!f) {
+        st_status st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp,
+                               strerror(errno));
+        free(tmp);
+        return st;
+    }
+    st_status st = write(f, ctx, err);
+    if (st == ST_OK && fflush(f) != 0)
+        st = st_fail(err, ST_EIO, "%s: write failed (as %s): %s", path, tmp, strerror(errno));
+    if (st == ST_OK && fsync(fileno(f)) != 0)
+        st = st_fail(err, ST_EIO, "%s: fsync failed (as %s): %s", path, tmp, strerror(errno));
+    if (fclose(f) != 0 && st == ST_OK)
+        st = st_fail(err, ST_EIO, "%s: close failed (as %s): %s", path, tmp, strerror(errno));
+    if (st == ST_OK && rename(tmp, target) != 0)
+        st = st_fail(err, ST_EIO, "cannot rename %s to %s: %s", tmp, target, strerror(errno));
+    if (st != ST_OK)
+        unlink(tmp);
+    else
+        sync_directory_of(target);
+    free(tmp);
+    return st;
+}
+
 /* st_write_atomic on an in-place target: written where it is, flushed. */
 static st_status write_in_place(const char *path, const st_output_target *t, st_writer write,
                                 void *ctx, st_error *err)
@@ -639,36 +716,12 @@ st_status st_write_atomic(const char *path, st_writer write, void *ctx, st_error
         st_output_target_free(&t);
         return st;
     }
-    const char *target = t.path; /* PATH, or the target of the link PATH */
-    size_t len = strlen(target) + 32;
-    char *tmp = malloc(len);
-    if (!tmp) {
-        st_output_target_free(&t);
-        return st_fail(err, ST_ENOMEM, "out of memory writing %s", path);
-    }
-    snprintf(tmp, len, "%s.tmp.%ld", target, (long)getpid());
-    remove_stale_temporaries_of(target);
-    FILE *f = st_create_exclusive(tmp);
-    if (!f) {
-        st = st_fail(err, ST_EIO, "%s: cannot create (as %s): %s", path, tmp, strerror(errno));
-        free(tmp);
-        st_output_target_free(&t);
-        return st;
-    }
-    st = write(f, ctx, err);
-    if (st == ST_OK && fflush(f) != 0)
-        st = st_fail(err, ST_EIO, "%s: write failed (as %s): %s", path, tmp, strerror(errno));
-    if (st == ST_OK && fsync(fileno(f)) != 0)
-        st = st_fail(err, ST_EIO, "%s: fsync failed (as %s): %s", path, tmp, strerror(errno));
-    if (fclose(f) != 0 && st == ST_OK)
-        st = st_fail(err, ST_EIO, "%s: close failed (as %s): %s", path, tmp, strerror(errno));
-    if (st == ST_OK && rename(tmp, target) != 0)
-        st = st_fail(err, ST_EIO, "cannot rename %s to %s: %s", tmp, target, strerror(errno));
-    if (st != ST_OK)
-        unlink(tmp);
-    else
-        sync_directory_of(target);
-    free(tmp);
+    st = replace_file(path, t.path, write, ctx, err); /* PATH, or the target of the link */
     st_output_target_free(&t);
     return st;
+}
+
+st_status st_write_own(const char *path, st_writer write, void *ctx, st_error *err)
+{
+    return replace_file(path, path, write, ctx, err);
 }

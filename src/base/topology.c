@@ -8,9 +8,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <hwloc.h>
 
+#include "base/fileio.h"
 #include "base/memory.h"
+
+/* An XML topology HWLOC_XMLFILE may name, at most (lstopo writes a few MB
+ * for the largest machines): hwloc reads whatever it names to its end, and
+ * /dev/zero has none. */
+#define XMLFILE_MAX_BYTES ((long long)64 << 20)
+
+/* hwloc's variables that make it read something else than this machine;
+ * a topology it cannot read then is bad input, not a failure of ours. */
+static const char *const hwloc_env[] = {"HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT",
+                                        "HWLOC_COMPONENTS"};
 
 void st_topology_free(st_topology *t)
 {
@@ -136,6 +149,86 @@ static st_status fill(st_topology *t, hwloc_topology_t topo, st_error *err)
     return st;
 }
 
+/* HWLOC_XMLFILE, when set: a regular file of at most XMLFILE_MAX_BYTES,
+ * checked before hwloc reads it, which it would do without bound. */
+static st_status check_xmlfile(st_error *err)
+{
+    const char *path = getenv("HWLOC_XMLFILE");
+    if (!path)
+        return ST_OK;
+    char why[160];
+    struct stat sb;
+    st_regular_why(path, why, sizeof why);
+    if (!why[0] && stat(path, &sb) == 0 && (long long)sb.st_size > XMLFILE_MAX_BYTES)
+        snprintf(why, sizeof why, "%lld bytes, over the limit of %lld",
+                 (long long)sb.st_size, XMLFILE_MAX_BYTES);
+    if (why[0])
+        return st_fail(err, ST_EINPUT, "environment variable HWLOC_XMLFILE=%s: %s: expected "
+                       "an XML topology as lstopo writes one (or leave HWLOC_XMLFILE unset to "
+                       "read this machine's)", path, why);
+    return ST_OK;
+}
+
+/* hwloc's variables that are set, as "NAME=VALUE, ..." into vars [size];
+ * its length, 0 when none is. */
+static size_t hwloc_env_text(char *vars, size_t size)
+{
+    size_t len = 0;
+    vars[0] = '\0';
+    for (size_t i = 0; i < sizeof hwloc_env / sizeof *hwloc_env; i++) {
+        const char *v = getenv(hwloc_env[i]);
+        if (v && len < size)
+            len += (size_t)snprintf(vars + len, size - len, "%s%s=%s", len ? ", " : "",
+                                    hwloc_env[i], v);
+    }
+    return len;
+}
+
+/* hwloc cannot read the topology: with one of its variables set, bad
+ * input naming them; else a failure of this machine's. */
+static st_status load_failed(const char *source, st_error *err)
+{
+    char vars[512];
+    if (hwloc_env_text(vars, sizeof vars))
+        return st_fail(err, ST_EINPUT, "hwloc cannot read the topology that the environment "
+                       "gives it (%s): expected what hwloc reads there (see hwloc(7)), or "
+                       "leave the variable%s unset", vars, strchr(vars, ',') ? "s" : "");
+    return st_fail(err, ST_EINTERNAL, "hwloc: cannot read the topology of %s", source);
+}
+
+/* hwloc prints complaints of its own on stderr ("[hwloc/linux] failed to
+ * find sysfs cpu topology directory, aborting linux discovery." where /sys
+ * is hidden); what matters of them is reported here, in this program's
+ * words. HWLOC_HIDE_ERRORS=2 silences them: set while hwloc loads (unless
+ * the user set it), and put back after, so the environment the process
+ * hands on stays the user's. hwloc reads it once, at its first complaint
+ * (so under mpirun, after MPICH's own topology, it may come too late).
+ * Called on the set-up's thread, before the workers start. */
+static int hide_hwloc_errors(void)
+{
+    if (getenv("HWLOC_HIDE_ERRORS"))
+        return 0;
+    return setenv("HWLOC_HIDE_ERRORS", "2", 1) == 0;
+}
+
+static void show_hwloc_errors(int hidden)
+{
+    if (hidden)
+        unsetenv("HWLOC_HIDE_ERRORS");
+}
+
+/* Whether hwloc read this machine from Linux's /sys (its "Backend" info
+ * on the root says "Linux"), not only from the processor (cpuid). */
+static int read_from_sys(hwloc_topology_t topo)
+{
+    hwloc_obj_t root = hwloc_get_root_obj(topo);
+    for (unsigned i = 0; root && i < root->infos_count; i++)
+        if (strcmp(root->infos[i].name, "Backend") == 0 &&
+            strcmp(root->infos[i].value, "Linux") == 0)
+            return 1;
+    return 0;
+}
+
 /* Restrict topo to the PUs of set; none left is an error naming what. */
 static st_status restrict_to(hwloc_topology_t topo, hwloc_bitmap_t set, const char *what,
                              const char *source, st_error *err)
@@ -163,8 +256,18 @@ st_status st_topology_load(st_topology *t, const char *synthetic, const char *al
     if (st == ST_OK && synthetic && hwloc_topology_set_synthetic(topo, synthetic) != 0)
         st = st_fail(err, ST_EINPUT, "topology '%s': not a synthetic description hwloc "
                      "reads (expected levels such as \"pack:2 core:12 pu:1\")", synthetic);
-    if (st == ST_OK && hwloc_topology_load(topo) != 0)
-        st = st_fail(err, ST_EINTERNAL, "hwloc: cannot read the topology of %s", t->source);
+    if (st == ST_OK && !synthetic)
+        st = check_xmlfile(err);
+    if (st == ST_OK) {
+        int hidden = hide_hwloc_errors();
+        if (hwloc_topology_load(topo) != 0)
+            st = load_failed(t->source, err);
+        show_hwloc_errors(hidden);
+    }
+    char vars[512];
+    if (st == ST_OK && !synthetic && !hwloc_env_text(vars, sizeof vars) && !read_from_sys(topo))
+        snprintf(t->note, sizeof t->note, "hwloc could not read /sys/devices/system "
+                 "(hidden?): the cores as the processor reports them, the NUMA nodes not known");
     if (st == ST_OK && !synthetic) { /* this process's affinity */
         if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD) == 0 &&
             !hwloc_bitmap_iszero(set))

@@ -304,14 +304,14 @@ static void choose_choice_cache(st_cli *cli)
         o->kernel_choices = NULL;
         o->remeasure = 1;
     }
-    char why[128];
     if (cli->no_choice_cache)
         o->choice_cache = NULL;
-    else if (st_choice_cache_default_dir(cli->choice_cache, sizeof cli->choice_cache, why,
-                                         sizeof why))
+    else if (st_choice_cache_default_dir(cli->choice_cache, sizeof cli->choice_cache,
+                                         cli->choice_cache_why, sizeof cli->choice_cache_why))
         o->choice_cache = cli->choice_cache;
     else
         o->choice_cache = "";
+    o->choice_cache_why = cli->choice_cache_why;
 }
 
 /* --stop-at-accuracy X: a fraction in (0, 1], or a percentage in (0, 100]

@@ -26,6 +26,7 @@ typedef struct st_cli {
     int dry_run; /* set up as far as the memory estimate (st_trainer_dry_run), stop */
     int no_choice_cache;            /* --no-choice-cache */
     char choice_cache[ST_PATH_MAX]; /* the choice cache's directory (train.choice_cache) */
+    char choice_cache_why[320];     /* why there is none (train.choice_cache_why) */
 } st_cli;
 
 /* Parse argv; errors are ST_EUSAGE naming the option and what it expects. */

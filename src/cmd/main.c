@@ -44,13 +44,47 @@ static st_status open_progress(const st_cli *cli, st_progress_format format, st_
     return st;
 }
 
+/* A failure's message under mpirun: naming this rank, or, when every
+ * rank failed alike at the set-up (the same options or files refused),
+ * said once for all by rank 0 (*quiet on the others). */
+static void name_rank(const st_cluster *cluster, int alike, int *quiet, st_error *err)
+{
+    int rank = st_cluster_rank(cluster);
+    *quiet = alike && rank > 0;
+    if (alike)
+        st_error_prefix(err, "every rank of %d: ", st_cluster_size(cluster));
+    else
+        st_error_prefix(err, "rank %d: ", rank);
+}
+
+/* Under mpirun, a command line this rank refused: the ranks still meet
+ * where the set-up agrees (those whose command line was good get there
+ * from train()), so that a refusal every rank reaches alike is printed
+ * once and every rank ends. */
+static st_status refuse_together(st_status st, const st_cli *cli, int *quiet, st_error *err)
+{
+    st_cluster *cluster = NULL;
+    st_error local = *err;
+    if (st_cluster_init(&cluster, NULL, NULL, &local) != ST_OK || !cluster)
+        return st; /* this rank's own message, as without mpirun */
+    st_cluster_set_timeout(cluster, (double)cli->train.peer_timeout);
+    st_trainer_create_absent(cluster);
+    int alike = 0;
+    st_cluster_agree(cluster, st, NULL, &alike, &local);
+    name_rank(cluster, alike, quiet, err);
+    st_cluster_free(cluster);
+    return st;
+}
+
 /* Train; under mpirun every rank agrees on the set-up first (a failure or
  * a difference on any rank stops them all, none waits for another). Ranks
- * other than 0 log warnings and errors only, their errors naming the rank;
- * rank 0 alone shows progress and writes --metrics. A signal during the
- * set-up ends the process at once (the metrics file, which has no row yet,
- * removed); from the training on it stops the run cleanly (signals.h). */
-static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
+ * other than 0 log warnings and errors only, their errors naming the rank
+ * (a failure every rank has alike rank 0 alone prints, *quiet on the
+ * others); rank 0 alone shows progress and writes --metrics. A signal
+ * during the set-up ends the process at once (the metrics file, which has
+ * no row yet, removed); from the training on it stops the run cleanly
+ * (signals.h). */
+static st_status train(st_cli *cli, st_log *log, int *signal, int *quiet, st_error *err)
 {
     st_cluster *cluster = NULL;
     st_status st = st_cluster_init(&cluster, NULL, NULL, err);
@@ -74,12 +108,13 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
         st = st_signals_remove_on_exit(partial, err);
     if (progress)
         st_trainer_attach_progress(t, progress);
+    int alike = 0;
     if (cluster) {
         st_cluster_fingerprint fp;
         if (t)
             st_trainer_fingerprint(t, &fp);
         st_error local = *err;
-        st = st_cluster_agree(cluster, st, t ? &fp : NULL, err);
+        st = st_cluster_agree(cluster, st, t ? &fp : NULL, &alike, err);
         if (local.code != ST_OK) /* this rank's own reason comes first */
             *err = local;
         if (st == ST_OK)
@@ -105,7 +140,7 @@ static st_status train(st_cli *cli, st_log *log, int *signal, st_error *err)
         st_warn(log, "%s%s after the last iteration: the run finished as it would have",
                 strsignal(*signal), st_signals_caught() ? "" : " on another rank");
     if (st != ST_OK && cluster)
-        st_error_prefix(err, "rank %d: ", rank);
+        name_rank(cluster, alike && !ran, quiet, err);
     st_cluster_free(cluster);
     return st;
 }
@@ -127,7 +162,10 @@ static int train_command(int argc, char **argv)
 {
     st_error err = {0};
     st_cli cli;
+    int quiet = 0;
     st_status st = st_cli_parse(&cli, argc, argv, &err);
+    if (st != ST_OK && st_cluster_launched())
+        st = refuse_together(st, &cli, &quiet, &err);
     if (st == ST_OK && cli.help) {
         st_cli_help(stdout);
         return 0;
@@ -141,9 +179,9 @@ static int train_command(int argc, char **argv)
         st = st_trainer_dry_run(cli.cfg_path, &cli.train, &log, &err);
     int signal = 0;
     if (st == ST_OK && !cli.dry_run)
-        st = train(&cli, &log, &signal, &err);
+        st = train(&cli, &log, &signal, &quiet, &err);
     if (st != ST_OK)
-        return st_cmd_exit_code(NULL, st, &err);
+        return quiet ? st_exit_code(st) : st_cmd_exit_code(NULL, st, &err);
     return signal ? 128 + signal : 0;
 }
 

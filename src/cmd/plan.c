@@ -52,6 +52,7 @@
 #include "train/train.h"
 
 #define MAX_NODES 64          /* entries of --nodes */
+#define MAX_NODE_COUNT (1L << 24) /* the largest node count predicted */
 #define DEFAULT_ITERS 5       /* timed iterations */
 #define WARMUP_ITERS 2        /* iterations before them, left out */
 #define BUCKET_BYTES (512.0 * 1024) /* --overlap's default --bucket-size */
@@ -148,7 +149,7 @@ static void plan_free(plan *p)
     free(p->mp_in);
 }
 
-/* --nodes: positive integers separated by commas. */
+/* --nodes: positive integers separated by commas, at most MAX_NODE_COUNT. */
 static st_status parse_nodes(plan *p, const char *text, st_error *err)
 {
     const char *s = text;
@@ -157,8 +158,11 @@ static st_status parse_nodes(plan *p, const char *text, st_error *err)
         char *end;
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (len == 0 || end != s + len || errno || v < 1 || v > (1L << 24) || *s == '+' ||
-            *s == ' ')
+        int digits = len > 0 && end == s + len && *s >= '0' && *s <= '9';
+        if (digits && (errno == ERANGE || v > MAX_NODE_COUNT))
+            return st_fail(err, ST_EUSAGE, "option --nodes: element %d '%.*s' is over the "
+                           "limit of %ld nodes", k, (int)len, s, MAX_NODE_COUNT);
+        if (!digits || errno || v < 1)
             return st_fail(err, ST_EUSAGE, "option --nodes: element %d '%.*s' is not a "
                            "positive integer (expected node counts such as 1,2,4,8)", k,
                            (int)len, s);
@@ -478,21 +482,42 @@ static st_status check_args(plan *p, const plan_cli *o, int n_pos, st_error *err
     return st;
 }
 
-/* Under mpirun: every rank measures the network (unless --net-params
- * gives it); rank 0 goes on alone, the others wait for its outcome. */
-static st_status run_plan(plan *p, st_error *err)
+/* Under mpirun: the ranks first agree on their command lines (checked:
+ * how this rank's went), so that a refusal every rank reaches alike is
+ * printed once, by rank 0 (*quiet on the others), and a rank refused
+ * alone stops the others; then every rank measures the network (unless
+ * --net-params gives it); rank 0 goes on alone, the others wait for its
+ * outcome. */
+static st_status run_plan(plan *p, st_status checked, int *quiet, st_error *err)
 {
     st_cluster *cluster = NULL;
-    st_status st = st_cluster_init(&cluster, NULL, NULL, err);
+    st_error init_err = {0};
+    st_status st = st_cluster_init(&cluster, NULL, NULL, &init_err);
+    if (checked != ST_OK && !cluster) /* refused, and no other rank to meet */
+        return checked;
+    if (st != ST_OK) {
+        *err = init_err;
+        return st;
+    }
+    if (cluster) {
+        st_cluster_fingerprint none = {0};
+        st_error own = *err;
+        int alike = 0;
+        st = st_cluster_agree(cluster, checked, &none, &alike, err);
+        if (checked != ST_OK)
+            *err = own; /* this rank's refusal, not the others' echo of it */
+        *quiet = alike && st_cluster_rank(cluster) > 0;
+    }
+    int agreed = st == ST_OK;
     if (st == ST_OK)
         st = network(p, cluster, err);
     if (st == ST_OK && st_cluster_rank(cluster) == 0)
         st = predict(p, err);
-    if (cluster) {
+    if (cluster && agreed) {
         int signal = 0;
         st = st_cluster_outcome(cluster, st, &signal, err);
-        st_cluster_free(cluster);
     }
+    st_cluster_free(cluster);
     return st;
 }
 
@@ -527,8 +552,9 @@ int st_cmd_plan(int argc, char **argv)
     p.cfg_path = pos[0];
     if (st == ST_OK)
         st = check_args(&p, &o, n_pos, &err);
-    if (st == ST_OK)
-        st = run_plan(&p, &err);
+    int quiet = 0;
+    if (st == ST_OK || st_cluster_launched())
+        st = run_plan(&p, st, &quiet, &err);
     plan_free(&p);
-    return st_cmd_exit_code("plan", st, &err);
+    return quiet ? st_exit_code(st) : st_cmd_exit_code("plan", st, &err);
 }

@@ -202,16 +202,30 @@ typedef struct agreement {
     int status;
     int pad;
     st_cluster_fingerprint fp;
+    char msg[sizeof ((st_error *)0)->msg]; /* why it failed */
 } agreement;
 
+/* Whether every rank of all [n] failed with the same status and message. */
+static int failed_alike(const agreement *all, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (all[r].status == ST_OK || all[r].status != all[0].status ||
+            strcmp(all[r].msg, all[0].msg) != 0)
+            return 0;
+    return 1;
+}
+
 st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
-                           st_error *err)
+                           int *alike, st_error *err)
 {
     agreement mine;
     memset(&mine, 0, sizeof mine);
+    *alike = 0;
     mine.status = local;
     if (local == ST_OK)
         mine.fp = *fp;
+    else
+        snprintf(mine.msg, sizeof mine.msg, "%s", err->msg);
     agreement *all = calloc((size_t)c->size, sizeof *all);
     if (!all) {
         st_error oom = {0};
@@ -232,6 +246,7 @@ st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fing
         st_cluster_abort(c, &wait_err); /* the others may wait for this rank */
         return st;
     }
+    *alike = failed_alike(all, c->size);
     st = local;
     for (int r = 0; r < c->size && st == ST_OK; r++) {
         if (all[r].status != ST_OK) {
@@ -244,6 +259,10 @@ st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fing
             st = st_fail(err, ST_EUSAGE, "rank %d of %d differs from rank 0 in %s: every rank "
                          "must run the same cfg with the same options", r, c->size, what);
     }
+    /* failed only because another rank did: its status, so that every rank exits alike */
+    for (int r = 0; st == ST_EPEER && r < c->size; r++)
+        if (all[r].status != ST_OK && all[r].status != ST_EPEER)
+            st = (st_status)all[r].status;
     free(all);
     return st;
 }

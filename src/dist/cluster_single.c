@@ -46,8 +46,9 @@ st_status st_cluster_configure(st_cluster *c, const st_cluster_opts *o, int *alg
 }
 
 st_status st_cluster_agree(st_cluster *c, st_status local, const st_cluster_fingerprint *fp,
-                           st_error *err)
+                           int *alike, st_error *err)
 {
+    *alike = 0;
     return local;
 }
 

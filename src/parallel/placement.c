@@ -150,6 +150,11 @@ st_status st_place(const st_topology *t, st_bind mode, int workers, int intra, i
     if (workers < 1 || intra < 1 || shares < 1 || share < 0 || share >= shares)
         return st_fail(err, ST_EINTERNAL, "placement of %d x %d threads, share %d of %d",
                        workers, intra, share, shares);
+    if (mode == ST_BIND_NONE) { /* t may be empty: --bind none loads no topology */
+        snprintf(p->text, sizeof p->text, "bind: none (--bind none): the OS places the "
+                 "threads");
+        return ST_OK;
+    }
     int c0 = (int)((long)share * t->n_cores / shares);
     int c1 = (int)((long)(share + 1) * t->n_cores / shares);
     if (c1 == c0) { /* more shares than cores: a core each, in turn */
@@ -157,11 +162,6 @@ st_status st_place(const st_topology *t, st_bind mode, int workers, int intra, i
         c1 = c0 + 1;
     }
     int threads = workers * intra, cores = c1 - c0;
-    if (mode == ST_BIND_NONE) {
-        snprintf(p->text, sizeof p->text, "bind: none (--bind none): the OS places the "
-                 "threads");
-        return ST_OK;
-    }
     if (mode == ST_BIND_AUTO && threads > cores) {
         snprintf(p->text, sizeof p->text, "bind: none: %d threads on %d core%s (--bind "
                  "cores pins them anyway, in turns)", threads, cores, cores > 1 ? "s" : "");

@@ -47,9 +47,10 @@ static st_status open_cache(st_trainer *t, st_error *err)
         st_cluster_rank(o->cluster) != 0 || (t->dry_run && !o->save_kernel_choices))
         return ST_OK;
     if (!o->choice_cache[0]) {
-        st_warn(&t->log, "kernel-choice cache: no directory for it (neither XDG_CACHE_HOME, "
-                "an absolute path, nor HOME is set): this run measures its kernels without it "
-                "(--no-choice-cache leaves the cache alone)");
+        st_warn(&t->log, "kernel-choice cache: no directory for it (%s): this run measures "
+                "its kernels without it (--no-choice-cache leaves the cache alone)",
+                o->choice_cache_why && o->choice_cache_why[0] ? o->choice_cache_why
+                                                              : "none given");
         return ST_OK;
     }
     char context[1024];

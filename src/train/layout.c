@@ -97,9 +97,10 @@ static int measured_for(const st_trainer *t, double ips)
 
 /* Measure every split; the fastest into *best. The first trial also sizes
  * the others (and is run again when it timed too little). trials [size]:
- * what each gave, for the log and the cache's comment. */
-static st_status measure(st_trainer *t, const int *w, const int *in, int n, int *best,
-                         char *trials, size_t size, st_error *err)
+ * what each gave, for the log and the cache's comment; asked: the options
+ * that asked for it, for messages. */
+static st_status measure(st_trainer *t, const char *asked, const int *w, const int *in, int n,
+                         int *best, char *trials, size_t size, st_error *err)
 {
     double fastest = -1.0;
     st_status first_failure = ST_OK;
@@ -115,7 +116,7 @@ static st_status measure(st_trainer *t, const int *w, const int *in, int n, int 
         size_t len = strlen(trials);
         if (st != ST_OK) {
             snprintf(trials + len, size - len, "%s%dx%d failed", len ? ", " : "", w[k], in[k]);
-            st_warn(&t->log, "-t auto: the trial of %d worker%s x %d: %s", w[k],
+            st_warn(&t->log, "%s: the trial of %d worker%s x %d: %s", asked, w[k],
                     w[k] > 1 ? "s" : "", in[k], terr.msg);
             if (first_failure == ST_OK) {
                 first_failure = st;
@@ -147,14 +148,15 @@ static void layout_context(const st_trainer *t, int cores, char *buf, size_t siz
              (unsigned long long)trainer_cfg_hash(&t->cfg, 0));
 }
 
-/* Measure the splits (or take the cache's) and set o.threads, o.intra. */
-static st_status choose_measured(st_trainer *t, int cores, st_error *err)
+/* Measure the splits (or take the cache's) and set o.threads, o.intra;
+ * asked: the options that asked for it ("-t auto", "--intra auto"). */
+static st_status choose_measured(st_trainer *t, const char *asked, int cores, st_error *err)
 {
     int w[LAYOUT_MAX], in[LAYOUT_MAX];
     int n = candidates(t, cores, w, in);
     if (n == 0) /* one of -t and --intra is given: it does not divide the cores */
-        return st_fail(err, ST_EUSAGE, "-t auto / --intra auto: no split of the %d cores this "
-                       "process may use has %s %d (and at most %d workers, the batch)", cores,
+        return st_fail(err, ST_EUSAGE, "%s: no split of the %d cores this process may use has "
+                       "%s %d (and at most %d workers, the batch)", asked, cores,
                        t->o.threads > 0 ? "-t" : "--intra",
                        t->o.threads > 0 ? t->o.threads : t->o.intra, t->batch);
     st_choices *table = NULL;
@@ -174,7 +176,7 @@ static st_status choose_measured(st_trainer *t, int cores, st_error *err)
         sscanf(value, "%dx%d", &w[0], &in[0]);
         snprintf(how, sizeof how, "from the cache %s", st_choice_cache_file(cache));
     } else if (st == ST_OK && n > 1) {
-        st = measure(t, w, in, n, &best, trials, sizeof trials, err);
+        st = measure(t, asked, w, in, n, &best, trials, sizeof trials, err);
         if (st == ST_OK) {
             snprintf(value, sizeof value, "%dx%d", w[best], in[best]);
             st_choices_record(table, LAYOUT_KEY, value, trials);
@@ -193,8 +195,8 @@ static st_status choose_measured(st_trainer *t, int cores, st_error *err)
     if (st == ST_OK) {
         t->o.threads = w[best];
         t->o.intra = in[best];
-        st_info(&t->log, "threads: %d worker%s x %d (-t auto: %s)", t->o.threads,
-                t->o.threads > 1 ? "s" : "", t->o.intra, how);
+        st_info(&t->log, "threads: %d worker%s x %d (%s: %s)", t->o.threads,
+                t->o.threads > 1 ? "s" : "", t->o.intra, asked, how);
     }
     st_choice_cache_close(cache);
     st_choices_free(table);
@@ -207,15 +209,17 @@ st_status trainer_choose_layout(st_trainer *t, st_error *err)
     if (o->threads != ST_THREADS_AUTO && o->intra != ST_THREADS_AUTO)
         return ST_OK;
     /* BSP on one node: trainer_check_option_rules refused the rest */
+    const char *asked = o->threads != ST_THREADS_AUTO ? "--intra auto"
+                        : o->intra == ST_THREADS_AUTO ? "-t auto --intra auto" : "-t auto";
     if (o->threads == ST_THREADS_AUTO)
         t->o.threads = 0;
     if (o->intra == ST_THREADS_AUTO)
         t->o.intra = 0;
     int cores = st_usable_cores();
     if (t->dry_run) { /* a dry run measures nothing: the default split, said so */
-        st_info(&t->log, "threads: -t auto measures the split of the %d cores when the run "
-                "starts; planned here with the default one", cores);
+        st_info(&t->log, "threads: %s measures the split of the %d cores when the run "
+                "starts; planned here with the default one", asked, cores);
         return ST_OK;
     }
-    return choose_measured(t, cores, err);
+    return choose_measured(t, asked, cores, err);
 }

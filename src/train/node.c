@@ -9,17 +9,21 @@
 
 #include "base/cores.h"
 
-/* Where the workers run (--bind), from this node's topology, said once.
- * Ranks that share a node whose cores mpirun did not divide among them
- * (each may use all of them) take their share of the cores in the order of
- * their local rank; where mpirun does not say how many share it, auto
- * pins nothing rather than stack the ranks on the same cores. */
+/* Where the workers run (--bind), from this node's topology, said once;
+ * --bind none reads no topology (hwloc's environment may be broken, or
+ * /sys hidden: the OS places the threads without it). Ranks that share a
+ * node whose cores mpirun did not divide among them (each may use all of
+ * them) take their share of the cores in the order of their local rank;
+ * where mpirun does not say how many share it, auto pins nothing rather
+ * than stack the ranks on the same cores. */
 st_status trainer_place_threads(st_trainer *t, st_error *err)
 {
     st_topology *topo = &t->topology;
-    st_status st = st_topology_load(topo, NULL, NULL, err);
+    st_status st = t->o.bind == ST_BIND_NONE ? ST_OK : st_topology_load(topo, NULL, NULL, err);
     if (st != ST_OK)
         return st;
+    if (topo->note[0])
+        st_warn(&t->log, "topology of this machine: %s", topo->note);
     int own = st_usable_cores() < st_online_cores();
     int shares = own ? 1 : st_cluster_local_ranks();
     int share = shares > 1 ? st_cluster_local_rank() % shares : 0;

@@ -79,6 +79,12 @@ st_status trainer_resume(st_trainer *t, st_error *err)
                 "stopped (resume with mpirun -np %d for that)", path, m.ranks,
                 m.ranks == 1 ? "" : "s", ranks, (long)m.batch * m.ranks,
                 (long)t->batch * ranks, m.ranks);
+    int mp_group = trainer_mp_nodes(t) ? t->o.mp_group : 1;
+    if (m.mp_group != mp_group)
+        st_warn(&t->log, "%s was written with --mp-group %d, this run has --mp-group %d: "
+                "the model-parallel layers' gradients sum in another order, so the weights "
+                "will not be bitwise those of an uninterrupted run (give --mp-group %d for "
+                "that)", path, m.mp_group, mp_group, m.mp_group);
     t->start = m.iteration;
     t->tests = m.tests;
     st_info(&t->log, "resuming from %s at iteration %ld of %ld (epoch %.2f)", path, m.iteration,

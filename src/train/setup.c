@@ -537,6 +537,15 @@ static st_status setup_state(st_trainer *t, st_error *err)
     return st;
 }
 
+void st_trainer_create_absent(st_cluster *cluster)
+{
+    char *text = NULL;
+    st_error ignored = {0};
+    if (st_cluster_size(cluster) > 1) /* trainer_share_choices's, failed */
+        st_cluster_share_text(cluster, 0, &text, &ignored);
+    free(text);
+}
+
 /* The workers, their kernel choices and the backend's run; the input ring.
  * Multi-node, it runs whatever the stages before it gave (st): rank 0 and
  * the others exchange the choices and their status collectively. */

@@ -11,18 +11,21 @@
  * had test phases, a NUL and the test record, "test_phases=P
  * best_accuracy=A best_iteration=I since_best=S"), then, when the run had
  * several ranks (mpirun), a NUL and "ranks=R" (the test record empty when
- * there was none)), count floats of weights
+ * there was none), then, when its model-parallel layers were split over
+ * groups of G > 1 ranks (--mp-group), a NUL and "mp_group=G"), count floats of weights
  * and state planes x count floats of solver state. Every byte is under one
  * of the two checksums. Readers that predate the choices see the settings
  * up to the first NUL, readers that predate the test record the choices up
  * to the second, readers that predate the rank count the test record up to
- * the third, and snapshots that predate any of them have none, so they
+ * the third, readers that predate the group size the rank count up to the
+ * fourth, and snapshots that predate any of them have none, so they
  * still read each other's files (the version stays 3); only a reader that
  * predates the rank count refuses a multi-rank snapshot without test
  * phases (it reads the empty test record as corrupt). A snapshot of one
  * process is as it was. */
 #include "train/snapshot.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -164,14 +167,17 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     char tests[160];
     size_t tests_len = meta->tests.phases > 0 ? test_record_text(&meta->tests, tests,
                                                                  sizeof tests) : 0;
-    char ranks[32];
+    char ranks[32], mp_group[32];
     size_t ranks_len = meta->ranks > 1 ? (size_t)snprintf(ranks, sizeof ranks, "ranks=%d",
                                                           meta->ranks) : 0;
+    assert(meta->mp_group <= 1 || ranks_len); /* groups of ranks need ranks */
+    size_t mp_len = meta->mp_group > 1 ? (size_t)snprintf(mp_group, sizeof mp_group,
+                                                          "mp_group=%d", meta->mp_group) : 0;
     size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
     size_t choices = meta->choices ? strlen(meta->choices) : 0;
     size_t settings = cfg_settings + (meta->choices || tests_len || ranks_len ? 1 + choices : 0) +
                       (tests_len || ranks_len ? 1 + tests_len : 0) +
-                      (ranks_len ? 1 + ranks_len : 0);
+                      (ranks_len ? 1 + ranks_len : 0) + (mp_len ? 1 + mp_len : 0);
     if (settings > ST_SNAPSHOT_SETTINGS_MAX)
         return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
                        "more than a snapshot holds (%u)", path, settings,
@@ -192,6 +198,9 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
         memcpy(o.settings + cfg_settings + 1 + choices + 1, tests, tests_len);
     if (ranks_len)
         memcpy(o.settings + cfg_settings + 1 + choices + 1 + tests_len + 1, ranks, ranks_len);
+    if (mp_len)
+        memcpy(o.settings + cfg_settings + 1 + choices + 1 + tests_len + 1 + ranks_len + 1,
+               mp_group, mp_len);
     memcpy(o.h.magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
@@ -354,8 +363,12 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     size_t tests_len = tests ? strlen(tests) : 0;
     const char *ranks_text = tests && (size_t)(tests - settings) + tests_len < h.settings_bytes
                                  ? tests + tests_len + 1 : NULL;
+    size_t ranks_len = ranks_text ? strlen(ranks_text) : 0;
+    const char *mp_text = ranks_text && (size_t)(ranks_text - settings) + ranks_len <
+                                            h.settings_bytes
+                              ? ranks_text + ranks_len + 1 : NULL;
     st_test_record record = {0};
-    int ranks = 1, used = -1;
+    int ranks = 1, mp_group = 1, used = -1;
     if (tests && (tests_len || !ranks_text))
         st = test_record_parse(tests, (long)h.iteration, path, &record, err);
     if (st == ST_OK && ranks_text &&
@@ -363,6 +376,11 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
          ranks_text[used] != '\0' || ranks < 2))
         st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (rank count '%.40s')", path,
                      ranks_text);
+    if (st == ST_OK && mp_text &&
+        (sscanf(mp_text, "mp_group=%d%n", &mp_group, &used) != 1 || used < 0 ||
+         mp_text[used] != '\0' || mp_group < 2 || ranks % mp_group != 0))
+        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (group size '%.40s')", path,
+                     mp_text);
     if (st != ST_OK) {
         free(settings);
         return st;
@@ -377,5 +395,6 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->choices = choices_len ? choices : NULL;
     meta->tests = record;
     meta->ranks = ranks;
+    meta->mp_group = mp_group;
     return ST_OK;
 }

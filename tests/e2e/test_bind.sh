@@ -7,7 +7,9 @@
 # and the prefetcher on the second (the core left over; the signal thread,
 # started before, sleeps anywhere); --bind none: every thread on every
 # allowed cpu. A pinned run and an unpinned one end with the same weights,
-# bit for bit; --dry-run prints the placement. (The placement's rules, on
+# bit for bit; --dry-run prints the placement; --bind none runs without a
+# topology (hwloc's environment broken, /sys hidden), and hwloc's own
+# messages never reach stderr. (The placement's rules, on
 # synthetic topologies: tests/unit/test_placement.c.)
 # usage: sh tests/e2e/test_bind.sh PATH_TO_SINGLETRAIN
 set -u
@@ -96,4 +98,27 @@ expect "pinned and unpinned: the same weights, bit for bit" \
 
 check "--dry-run prints the placement" out 0 "bind: " -- \
     "$bin" --dry-run --data synthetic -t 1 -b 8 "$tmp/tiny.cfg"
+
+# --bind none needs no topology: hwloc's environment broken (its bad
+# inputs are the catalogue's, env-hwloc-*), or /sys hidden, the run goes
+# on, and hwloc's own messages never reach stderr.
+small="-q --data synthetic --iters 1 --no-test"
+echo 'garbage <<<' >"$tmp/bad.xml"
+check "--bind none with HWLOC_XMLFILE naming garbage: runs" err 0 "" -- \
+    env HWLOC_XMLFILE="$tmp/bad.xml" "$bin" $small --bind none "$tmp/tiny.cfg"
+expect "... nothing on stderr" [ ! -s "$tmp/stderr" ]
+check "--bind none with HWLOC_XMLFILE=/dev/zero: runs" err 0 "" -- \
+    sh -c "ulimit -v 4000000; HWLOC_XMLFILE=/dev/zero '$bin' $small --bind none '$tmp/tiny.cfg'"
+if unshare -rm true 2>/dev/null; then
+    check "/sys hidden: our warning, not hwloc's message" err 0 \
+        "warning: topology of this machine: hwloc could not read /sys/devices/system (hidden?)" -- \
+        unshare -rm sh -c "mount -t tmpfs none /sys && exec '$bin' $small '$tmp/tiny.cfg'"
+    expect "... hwloc's own message silenced" sh -c "! grep -q hwloc/linux '$tmp/stderr'"
+    expect "... one line on stderr" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
+    check "/sys hidden, --bind none: nothing on stderr" err 0 "" -- \
+        unshare -rm sh -c "mount -t tmpfs none /sys && exec '$bin' $small --bind none '$tmp/tiny.cfg'"
+    expect "... nothing on stderr" [ ! -s "$tmp/stderr" ]
+else
+    echo "SKIP (not counted) /sys hidden: unshare -rm (a user and mount namespace) is not allowed here"
+fi
 finish "$suite"

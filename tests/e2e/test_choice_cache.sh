@@ -9,7 +9,8 @@
 # a foreign file is a warning and measured again; a cache directory that
 # cannot be made is one warning and no failure; --dry-run
 # --save-kernel-choices writes what set-up chose, the choices the run then
-# takes; a choice file of 60,000 lines is read in well under a second.
+# takes; a symbolic link at the cache file's path is never followed; a
+# choice file of 60,000 lines is read in well under a second.
 # Every run has XDG_CACHE_HOME in the scratch directory (check.sh).
 # usage: sh tests/e2e/test_choice_cache.sh PATH_TO_SINGLETRAIN
 set -u
@@ -72,9 +73,10 @@ check "--no-choice-cache measures" out 0 "kernel choices: 2 measured at set-up" 
     $lenet --no-choice-cache "$cfg"
 expect "--no-choice-cache: no 'stored'" sh -c "! grep -q stored '$tmp/stdout'"
 expect "--no-choice-cache: the cache file unchanged" cmp -s "$cfile" "$tmp/before"
+mkdir "$tmp/unused"
 check "--no-choice-cache creates no cache directory" out 0 "" -- \
     env XDG_CACHE_HOME="$tmp/unused" $lenet --no-choice-cache "$cfg"
-expect "--no-choice-cache: $tmp/unused not created" [ ! -e "$tmp/unused" ]
+expect "--no-choice-cache: $tmp/unused/singletrain not created" [ ! -e "$tmp/unused/singletrain" ]
 
 # A damaged entry (a value changed, its checksum kept) is not trusted.
 sed '4s/ = [a-z]* / = nchw /' "$tmp/before" >"$cfile"
@@ -98,6 +100,7 @@ expect "a foreign cache file: every kernel measured, the file rewritten" \
 # Two runs started at once: one measures, the other waits for the lock and
 # takes its choices: the same bits.
 export XDG_CACHE_HOME="$tmp/concurrent"
+mkdir "$XDG_CACHE_HOME"
 $limit $lenet --snapshot-dir "$tmp/a" "$cfg" >"$tmp/a.out" 2>&1 &
 pa=$!
 $limit $lenet --snapshot-dir "$tmp/b" "$cfg" >"$tmp/b.out" 2>&1 &
@@ -119,6 +122,7 @@ check "after them, a run takes both choices from the cache" out 0 \
 # --dry-run --save-kernel-choices: measured (or cached) as the run's set-up
 # would, written, and stored in the cache: the run then takes the same.
 export XDG_CACHE_HOME="$tmp/dry"
+mkdir "$XDG_CACHE_HOME"
 check "--dry-run --save-kernel-choices writes the choices" out 0 \
     "kernel choices saved to $tmp/dry.choices" -- \
     $lenet --dry-run --save-kernel-choices "$tmp/dry.choices" "$cfg"
@@ -129,19 +133,76 @@ check "the run after the dry run" out 0 "kernel choices: 0 measured at set-up, 2
 expect "the run took the dry run's choices" \
     sh -c "choices() { grep -v '^#' \"\$1\"; }; choices '$tmp/dry.choices' >'$tmp/d1';
            choices '$tmp/after-dry.choices' >'$tmp/d2'; cmp -s '$tmp/d1' '$tmp/d2'"
+mkdir "$tmp/dry-only"
 check "--dry-run without --save-kernel-choices measures nothing" out 0 "" -- \
     env XDG_CACHE_HOME="$tmp/dry-only" $lenet --dry-run "$cfg"
-expect "--dry-run alone: no cache directory" [ ! -e "$tmp/dry-only" ]
+expect "--dry-run alone: no cache directory" [ ! -e "$tmp/dry-only/singletrain" ]
 
-# A cache directory that cannot be made (XDG_CACHE_HOME under a file), or
-# none at all: one warning, and the run measures.
-echo not a directory >"$tmp/file"
+# A cache directory that cannot be made (a file in its place), or none at
+# all: one warning, and the run measures. The cache is made only below an
+# existing XDG_CACHE_HOME or HOME: a missing one is not created, a file
+# or an over-long path is said so, naming the variable.
+mkdir "$tmp/xdg-file"
+echo not a directory >"$tmp/xdg-file/singletrain"
 check "an uncreatable cache directory: a warning, the run goes on" err 0 \
-    "kernel-choice cache $tmp/file/singletrain: cannot create $tmp/file" -- \
-    env XDG_CACHE_HOME="$tmp/file" $lenet "$cfg"
+    "kernel-choice cache $tmp/xdg-file/singletrain: not a directory: this run measures its kernels without the cache" -- \
+    env XDG_CACHE_HOME="$tmp/xdg-file" $lenet "$cfg"
 expect "an uncreatable cache directory: one line on stderr" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
 check "no HOME and no XDG_CACHE_HOME: a warning, the run goes on" err 0 \
-    "kernel-choice cache: no directory for it" -- env -u HOME -u XDG_CACHE_HOME $lenet "$cfg"
+    "kernel-choice cache: no directory for it (neither XDG_CACHE_HOME (an absolute path) nor HOME is set)" -- \
+    env -u HOME -u XDG_CACHE_HOME $lenet "$cfg"
+check "a HOME that does not exist: a warning naming it" err 0 \
+    "kernel-choice cache: no directory for it (HOME=$tmp/no-home: No such file or directory: the cache is made only under an existing directory)" -- \
+    env -u XDG_CACHE_HOME HOME="$tmp/no-home" $lenet "$cfg"
+expect "... HOME not created" [ ! -e "$tmp/no-home" ]
+check "an XDG_CACHE_HOME that does not exist: a warning naming it" err 0 \
+    "kernel-choice cache: no directory for it (XDG_CACHE_HOME=$tmp/no-xdg: No such file or directory" -- \
+    env XDG_CACHE_HOME="$tmp/no-xdg" $lenet "$cfg"
+expect "... XDG_CACHE_HOME not created" [ ! -e "$tmp/no-xdg" ]
+check "an XDG_CACHE_HOME that is a file: a warning naming it" err 0 \
+    "kernel-choice cache: no directory for it (XDG_CACHE_HOME=$tmp/xdg-file/singletrain: not a directory" -- \
+    env XDG_CACHE_HOME="$tmp/xdg-file/singletrain" $lenet "$cfg"
+long=/$(printf '%05000d' 0)
+check "an over-long XDG_CACHE_HOME: said too long, not 'not set'" err 0 \
+    "kernel-choice cache: no directory for it (XDG_CACHE_HOME is too long: XDG_CACHE_HOME/singletrain takes 5013 bytes, over the limit of 4095)" -- \
+    env XDG_CACHE_HOME="$long" $lenet "$cfg"
+# A symbolic link planted at the cache file's path (to the run's own cfg,
+# or to nothing) is never followed: neither read nor written (its target
+# keeps its bytes, no file appears where it points), one warning naming
+# it, and the run goes on without the cache.
+export XDG_CACHE_HOME="$tmp/link"
+mkdir "$XDG_CACHE_HOME"
+tiny="$bin -q --data synthetic --iters 1 --no-test"
+cp "$fixtures/tiny.cfg" "$tmp/victim.cfg"
+check "a small run makes its cache file" err 0 "" -- $tiny "$tmp/victim.cfg"
+lfile=$(ls "$XDG_CACHE_HOME"/singletrain/choices-*.txt)
+rm -f "$lfile"
+ln -s "$tmp/victim.cfg" "$lfile"
+check "a link at the cache file's path: a warning naming it, the run goes on" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/victim.cfg), not followed: this run measures its kernels without the cache" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... one line on stderr" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
+expect "... the link's target, the run's cfg, unchanged" cmp -s "$tmp/victim.cfg" "$fixtures/tiny.cfg"
+check "a link at the cache file's path, --kernel-choices measure: not written" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/victim.cfg), not followed: what this run measured is not kept" -- \
+    $tiny --kernel-choices measure "$tmp/victim.cfg"
+expect "... the link's target unchanged, the link kept" \
+    sh -c "cmp -s '$tmp/victim.cfg' '$fixtures/tiny.cfg' && [ -L '$lfile' ]"
+rm -f "$lfile"
+ln -s "$tmp/nowhere" "$lfile"
+check "a dangling link at the cache file's path: a warning" err 0 \
+    "kernel-choice cache $lfile: a symbolic link (to $tmp/nowhere), not followed" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... nothing created where it points" [ ! -e "$tmp/nowhere" ]
+# A cache file over its limit (16 MB): ignored and rewritten, said once
+# (the run reads it twice: at set-up and again before it stores).
+rm -f "$lfile"
+head -c 17000000 /dev/zero | tr '\0' '#' >"$lfile"
+check "a cache file over 16 MB: a warning" err 0 \
+    "kernel-choice cache: $lfile: larger than 16777216 bytes: not a kernel-choice cache" -- \
+    $tiny "$tmp/victim.cfg"
+expect "... said once" [ "$(wc -l <"$tmp/stderr")" -eq 1 ]
+expect "... the file rewritten" [ "$(wc -c <"$lfile")" -lt 4096 ]
 # A choice file of 60,000 lines is read in linear time (each line searched
 # the table from the start: 20 s on this project's 2-core machine).
 awk 'BEGIN { for (i = 0; i < 60000; i++)

@@ -9,13 +9,12 @@
 # size" (after a "kappa: Using default" line when the cfg has no kappa=);
 # darknet_table rewrites it in singletrain's columns, keeping every figure,
 # so a difference in its shape still fails.
+# Fails, naming the package (darknet), without the darknet binary.
 # usage: sh tests/e2e/test_darknet_shapes.sh PATH_TO_SINGLETRAIN
 set -u
 bin=$1
-if ! command -v darknet >/dev/null 2>&1; then
-    echo "FAIL: the darknet binary is missing (make deps installs Debian's darknet)"
-    exit 1
-fi
+. "$(dirname "$0")/../lib/check.sh"
+require_cmd darknet darknet
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 dn=/usr/share/darknet/cfg

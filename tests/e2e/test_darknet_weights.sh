@@ -14,15 +14,12 @@
 #   - errors, each with its exit code and message: truncated weights,
 #     weights and snapshots of another network, missing and corrupt images,
 #     bad usage.
-# Without the darknet binary this prints a SKIP notice and exits 0.
+# Fails, naming the package (darknet), without the darknet binary.
 # usage: sh tests/e2e/test_darknet_weights.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
-if ! command -v darknet >/dev/null 2>&1; then
-    echo "SKIP: darknet not installed"
-    exit 0
-fi
+require_cmd darknet darknet
 make_images=$(dirname "$bin")/tools/make_images
 if [ ! -x "$make_images" ]; then
     echo "test_darknet_weights.sh: $make_images is missing: build it first" \

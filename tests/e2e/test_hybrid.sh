@@ -18,11 +18,13 @@
 # (its snapshot taken at whatever point of an iteration the signal came)
 # and resumed ends with the bits of the uninterrupted run; across nodes,
 # or with the update on the cpe backend's core group, they are held once
-# and reduced. A mode that cannot run hybrid is refused.
+# and reduced. A mode that cannot run hybrid is refused. Fails, naming
+# the package (mpich), when mpirun is missing.
 # usage: sh tests/e2e/test_hybrid.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
+require_cmd mpirun mpich
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_hybrid.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
 
@@ -183,24 +185,20 @@ done
 check "--parallel hybrid with --sync asp is refused" err 2 "--parallel hybrid with --sync asp" -- \
     "$bin" $common -t 2 --parallel hybrid --sync asp "$tmp/convfc.cfg"
 
-if command -v mpirun >/dev/null 2>&1; then
-    rm -rf "$tmp/one" "$tmp/two"
-    check "one node, -t 4 -b 26, data-parallel" err 0 "" -- "$bin" $common -q -t 4 -b 26 \
-        --parallel data --snapshot-dir "$tmp/one" "$tmp/convfc.cfg"
-    check "mpirun -np 2, -t 2 -b 13 each, hybrid: the gradients are held once" out 0 \
-        "the gradients of their 0.0M parameters are held once" -- mpirun -np 2 "$bin" $common \
-        -t 2 -b 13 --parallel hybrid --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
-    check "two hybrid nodes: the weights of one data-parallel node to 1e-5" out 0 \
-        "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
-        "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
-    rm -rf "$tmp/two"
-    check "mpirun -np 2, hybrid, --rank-update partitioned" err 0 "" -- mpirun -np 2 "$bin" \
-        $common -q -t 2 -b 13 --parallel hybrid --rank-update partitioned \
-        --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
-    check "hybrid and partitioned: the weights of one data-parallel node to 1e-5" out 0 \
-        "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
-        "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
-else
-    echo "SKIP (not counted): mpirun not installed, two hybrid nodes not tried"
-fi
+rm -rf "$tmp/one" "$tmp/two"
+check "one node, -t 4 -b 26, data-parallel" err 0 "" -- "$bin" $common -q -t 4 -b 26 \
+    --parallel data --snapshot-dir "$tmp/one" "$tmp/convfc.cfg"
+check "mpirun -np 2, -t 2 -b 13 each, hybrid: the gradients are held once" out 0 \
+    "the gradients of their 0.0M parameters are held once" -- mpirun -np 2 "$bin" $common \
+    -t 2 -b 13 --parallel hybrid --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
+check "two hybrid nodes: the weights of one data-parallel node to 1e-5" out 0 \
+    "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
+    "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
+rm -rf "$tmp/two"
+check "mpirun -np 2, hybrid, --rank-update partitioned" err 0 "" -- mpirun -np 2 "$bin" \
+    $common -q -t 2 -b 13 --parallel hybrid --rank-update partitioned \
+    --snapshot-dir "$tmp/two" "$tmp/convfc.cfg"
+check "hybrid and partitioned: the weights of one data-parallel node to 1e-5" out 0 \
+    "largest relative difference" -- "$snapdiff" "$tmp/convfc.cfg" \
+    "$tmp/one/convfc_final.snap" "$tmp/two/convfc_final.snap" 1e-5
 finish test_hybrid.sh

@@ -5,7 +5,8 @@
 # next takes it from the choice cache; --kernel-choices measure measures
 # again; --no-choice-cache measures and stores nothing; a run with -t auto
 # ends with the same weights, bit for bit, as one given the split it chose;
-# --intra N with -t auto leaves one split; --dry-run measures nothing. (Its
+# --intra N with -t auto leaves one split; --dry-run measures nothing;
+# --intra auto's messages name --intra auto. (Its
 # refusals, --sync asp or ssp: the catalogue.)
 # usage: sh tests/e2e/test_layout.sh PATH_TO_SINGLETRAIN
 set -u
@@ -52,4 +53,12 @@ check "-t auto --intra $cores: the only split" out 0 "the only split of $cores c
 check "--dry-run -t auto: measured when the run starts" out 0 \
     "-t auto measures the split of the $cores cores when the run starts" -- \
     "$bin" --dry-run --data synthetic -b 16 -t auto "$tmp/tiny.cfg"
+# --intra auto alone is named so (it was called "-t auto")
+check "-t 1 --intra auto: the split named for --intra auto" out 0 \
+    "(--intra auto: the only split of $cores core" -- $run -t 1 --intra auto "$tmp/tiny.cfg"
+check "--dry-run --intra auto: named so" out 0 \
+    "threads: --intra auto measures the split of the $cores cores when the run starts" -- \
+    "$bin" --dry-run --data synthetic -b 16 --intra auto "$tmp/tiny.cfg"
+check "-t auto --intra auto: both named" out 0 "-t auto --intra auto measures the split" -- \
+    "$bin" --dry-run --data synthetic -b 16 -t auto --intra auto "$tmp/tiny.cfg"
 finish "$suite"

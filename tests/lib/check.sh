@@ -2,14 +2,15 @@
 # binary from the command line and makes a scratch directory; check runs a
 # command and compares its exit code and a substring of its output; expect
 # turns a shell test into a check; wait_for polls a background run's
-# output; finish prints the count and sets the exit status.
+# output; require_cmd fails a suite whose tool is missing; finish prints
+# the count and sets the exit status.
 
 # suite_start PATH_TO_SINGLETRAIN: bin (made absolute), fixtures (the
 # shared input files, tests/fixtures) and tmp, a scratch directory removed
 # on exit; a missing or unusable binary exits 2. The kernel-choice cache
 # (XDG_CACHE_HOME) is the suite's own, tmp/.xdg-cache (hidden from the
-# listings of tmp that tests make), empty at the start: no test reads or
-# writes the user's.
+# listings of tmp that tests make; made here: the cache is made only below
+# an existing one), empty at the start: no test reads or writes the user's.
 suite_start() {
     suite=$(basename "$0")
     bin=${1:-}
@@ -21,6 +22,7 @@ suite_start() {
     trap 'rm -rf "$tmp"' EXIT
     trap 'exit 130' HUP INT PIPE TERM
     XDG_CACHE_HOME=$tmp/.xdg-cache
+    mkdir "$XDG_CACHE_HOME" || exit 2
     export XDG_CACHE_HOME
 }
 
@@ -69,6 +71,17 @@ check() {
         sed -n '1,20s/^/       | /p' "$tmp/stdout"
     fi
     return 1
+}
+
+# require_cmd COMMAND PACKAGE: COMMAND is installed, or the suite fails
+# (exit 1) naming the Debian package that installs it. For the tools the
+# build's dependencies bring (scripts/deps.sh, which make test runs): a
+# suite that cannot run fails, it never passes by skipping.
+require_cmd() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "FAIL $(basename "$0"): $1 is not installed: expected the Debian package $2" \
+        "(scripts/deps.sh --test, which make test runs, installs it)" >&2
+    exit 1
 }
 
 # expect NAME CONDITION...: a check that is a shell test

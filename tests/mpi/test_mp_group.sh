@@ -17,21 +17,19 @@
 # batch norm stays data-parallel, on the dnnl, ref and cpe backends. The
 # final weights are the whole network (rank 0 gathers the blocks; one
 # node starts from them), a run resumed from a snapshot ends with the
-# uninterrupted run's bits (after SIGTERM too), test phases and
+# uninterrupted run's bits (after SIGTERM too; resumed with another
+# --mp-group, other bits, and a warning says so), test phases and
 # --stop-at-accuracy stop at the same iteration with the same best and
 # final snapshots, a gradient overflowing stops every rank, auto
 # picks G by the bytes per rank and says so, the log gives the bytes
 # all-reduced per rank, and bad combinations exit 2 before any work.
-# Prints SKIP and passes when mpirun is missing.
+# Fails, naming the package (mpich), when mpirun is missing.
 # usage: sh tests/mpi/test_mp_group.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
 . "$(dirname "$0")/../lib/overflow_weights.sh"
 suite_start "$@"
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "SKIP: mpirun not installed"
-    exit 0
-fi
+require_cmd mpirun mpich
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_mp_group.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
 
@@ -127,6 +125,25 @@ check "resumed from it to 20" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --re
 check "20 uninterrupted" err 0 "" -- mpirun -np 2 "$bin" $h --iters 20 --snapshot-dir "$tmp/u" "$tmp/adam.cfg"
 expect "resumed: final snapshot byte-identical" cmp -s "$tmp/r/adam_final.snap" \
     "$tmp/u/adam_final.snap"
+# Resumed with another --mp-group (or none): other bits, said as a resume
+# with another -t is (it went on silently); with the same, nothing.
+check "resumed with the same --mp-group" err 0 "" -- mpirun -np 2 "$bin" $h --iters 8 \
+    --resume "$tmp/r/adam_6.snap" "$tmp/adam.cfg"
+expect "... without a word about it" sh -c "! grep -q 'mp-group' '$tmp/stderr'"
+check "resumed with --mp-group 1: said" err 0 \
+    "$tmp/r/adam_6.snap was written with --mp-group 2, this run has --mp-group 1: the model-parallel layers' gradients sum in another order" -- \
+    mpirun -np 2 "$bin" $base -q -t 1 --parallel hybrid --mp-group 1 --iters 8 \
+    --resume "$tmp/r/adam_6.snap" "$tmp/adam.cfg"
+check "resumed data-parallel: said" err 0 \
+    "$tmp/r/adam_6.snap was written with --mp-group 2, this run has --mp-group 1" -- \
+    mpirun -np 2 "$bin" $base -q -t 1 --parallel data --iters 8 --resume "$tmp/r/adam_6.snap" \
+    "$tmp/adam.cfg"
+rm -rf "$tmp/d"
+check "a data-parallel snapshot of 2 ranks" err 0 "" -- mpirun -np 2 "$bin" $base -q -t 1 \
+    --parallel data --iters 6 --snapshot-dir "$tmp/d" "$tmp/adam.cfg"
+check "resumed with --mp-group 2: said" err 0 \
+    "$tmp/d/adam_final.snap was written with --mp-group 1, this run has --mp-group 2" -- \
+    mpirun -np 2 "$bin" $h --iters 8 --resume "$tmp/d/adam_final.snap" "$tmp/adam.cfg"
 
 # Test phases (rank 0's, on the whole network gathered) and --stop-at-accuracy:
 # the same accuracies, the same iteration, the same best and final snapshots.

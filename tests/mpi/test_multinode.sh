@@ -24,7 +24,7 @@
 # rank exits 128 + the signal; a rank failing in training is named with its
 # reason by rank 0; a stopped rank (SIGSTOP), rank 0 or not, ends the run
 # after --peer-timeout with a message, the other waiting without spinning.
-# Prints SKIP and passes when mpirun is missing.
+# Fails, naming the package (mpich), when mpirun is missing.
 # usage: sh tests/mpi/test_multinode.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -32,10 +32,7 @@ set -u
 suite_start "$@"
 snapdiff=$(dirname "$bin")/tools/snapdiff
 [ -x "$snapdiff" ] || { echo "test_multinode.sh: $snapdiff is not built (make check-tests)" >&2; exit 2; }
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "SKIP: mpirun not installed"
-    exit 0
-fi
+require_cmd mpirun mpich
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cfg=$root/data/lenet.cfg
 

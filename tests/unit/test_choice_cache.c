@@ -382,14 +382,36 @@ static void test_default_directory(void **state)
     (void)state;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char *saved_xdg = xdg ? strdup(xdg) : NULL, *saved_home = home ? strdup(home) : NULL;
-    char dir[256], why[128];
-    setenv("XDG_CACHE_HOME", "/x/cache", 1);
-    setenv("HOME", "/home/u", 1);
+    char dir[1024], why[320], cwd[512], xdg_dir[600], home_dir[600], want[700];
+    /* in the test's own directory: the variables must name existing ones */
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(xdg_dir, sizeof xdg_dir, "%s/x-cache", cwd);
+    snprintf(home_dir, sizeof home_dir, "%s/home-u", cwd);
+    assert_int_equal(mkdir(xdg_dir, 0700), 0);
+    assert_int_equal(mkdir(home_dir, 0700), 0);
+    setenv("XDG_CACHE_HOME", xdg_dir, 1);
+    setenv("HOME", home_dir, 1);
     assert_true(st_choice_cache_default_dir(dir, sizeof dir, why, sizeof why));
-    assert_string_equal(dir, "/x/cache/singletrain");
+    snprintf(want, sizeof want, "%s/singletrain", xdg_dir);
+    assert_string_equal(dir, want);
     setenv("XDG_CACHE_HOME", "relative", 1); /* ignored, as the specification says */
     assert_true(st_choice_cache_default_dir(dir, sizeof dir, why, sizeof why));
-    assert_string_equal(dir, "/home/u/.cache/singletrain");
+    snprintf(want, sizeof want, "%s/.cache/singletrain", home_dir);
+    assert_string_equal(dir, want);
+    /* a HOME that does not exist is not created: no directory */
+    snprintf(want, sizeof want, "%s/no-home", cwd);
+    setenv("HOME", want, 1);
+    assert_false(st_choice_cache_default_dir(dir, sizeof dir, why, sizeof why));
+    tl_assert_contains(why, "HOME=");
+    tl_assert_contains(why, "No such file or directory");
+    /* an XDG_CACHE_HOME too long for the path: said so, naming it */
+    char long_dir[2048];
+    memset(long_dir, 'x', sizeof long_dir - 1);
+    long_dir[0] = '/';
+    long_dir[sizeof long_dir - 1] = '\0';
+    setenv("XDG_CACHE_HOME", long_dir, 1);
+    assert_false(st_choice_cache_default_dir(dir, sizeof dir, why, sizeof why));
+    tl_assert_contains(why, "XDG_CACHE_HOME is too long");
     unsetenv("XDG_CACHE_HOME");
     unsetenv("HOME");
     assert_false(st_choice_cache_default_dir(dir, sizeof dir, why, sizeof why));
