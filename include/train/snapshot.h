@@ -2,7 +2,7 @@
  * The weights (plain layouts, whatever the backend) and the solver state
  * (every plane of moments), behind a header with a magic number, a format
  * version, the network's hash, the iteration reached and the settings that
- * fix what comes next (seed, batch, workers, ranks, the cfg's hyper-parameters
+ * fix what comes next (seed, batch, workers, ranks, the precision, the cfg's hyper-parameters
  * as text, st_hparams_settings, and the kernel choices, choices.h), a CRC-32 of the header and the settings
  * and one of the payload: no byte is outside a checksum.
  *
@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "net/net.h"
+#include "ops/bf16.h"
 #include "base/status.h"
 
 /* A snapshot file's first bytes (without the string's NUL), then its u32
@@ -60,6 +61,9 @@ typedef struct st_snapshot_meta {
     int ranks;         /* the run's processes (mpirun -np): -b is per rank, so the
                           global batch is batch x ranks; 1 in snapshots without
                           (st_snapshot_save writes it when above 1) */
+    st_precision precision; /* what the convolutions and inner products computed in
+                               (--precision); the weights and state are fp32 whatever it
+                               is; fp32 in snapshots without */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */

@@ -66,6 +66,7 @@ void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta
     m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
     m->tests = t->tests;
     m->ranks = st_cluster_size(t->o.cluster);
+    m->precision = t->o.precision;
 }
 
 /* The snapshots a run writes, DIR/NAME_TAG.snap: periodic ones and the one

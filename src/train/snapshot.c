@@ -10,8 +10,10 @@
  * test phases, a NUL and the choices' text (maybe empty), then, when it
  * had test phases, a NUL and the test record, "test_phases=P
  * best_accuracy=A best_iteration=I since_best=S"), then, when the run had
- * several ranks (mpirun), a NUL and "ranks=R" (the test record empty when
- * there was none)), count floats of weights
+ * several ranks (mpirun) or computed in another precision than fp32, a NUL
+ * and the run record, "ranks=R" (R > 1), "precision=NAME" (not fp32) or
+ * both in that order, one space apart (the test record empty when there
+ * was none)), count floats of weights
  * and state planes x count floats of solver state. Every byte is under one
  * of the two checksums. Readers that predate the choices see the settings
  * up to the first NUL, readers that predate the test record the choices up
@@ -19,10 +21,13 @@
  * the third, and snapshots that predate any of them have none, so they
  * still read each other's files (the version stays 3); only a reader that
  * predates the rank count refuses a multi-rank snapshot without test
- * phases (it reads the empty test record as corrupt). A snapshot of one
- * process is as it was. */
+ * phases (it reads the empty test record as corrupt), and one that
+ * predates the precision refuses to resume a bf16 snapshot (it reads the
+ * run record as a corrupt rank count; it loads its weights). A snapshot of
+ * one process in fp32 is as it was. */
 #include "train/snapshot.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -135,6 +140,48 @@ static st_status test_record_parse(const char *text, long iteration, const char 
     return ST_OK;
 }
 
+/* The run record of meta into buf [size] (see the layout); its length, 0
+ * when there is none (one process, fp32). */
+static size_t run_record_text(const st_snapshot_meta *meta, char *buf, size_t size)
+{
+    int len = 0;
+    buf[0] = '\0';
+    if (meta->ranks > 1)
+        len = snprintf(buf, size, "ranks=%d", meta->ranks);
+    if (meta->precision != ST_PRECISION_FP32)
+        len += snprintf(buf + len, size - (size_t)len, "%sprecision=%s", len ? " " : "",
+                        st_precision_names[meta->precision]);
+    assert(len >= 0 && (size_t)len < size);
+    return (size_t)len;
+}
+
+/* The run record's text (NUL-ended) into *ranks and *precision; 0 if it is
+ * not one (an unknown key, a rank count below 2, a precision unknown or
+ * fp32, a key out of order or twice). */
+static int run_record_parse(const char *text, int *ranks, st_precision *precision)
+{
+    const char *p = text;
+    int used = -1;
+    if (sscanf(p, "ranks=%d%n", ranks, &used) == 1 && used > 0) {
+        if (*ranks < 2)
+            return 0;
+        p += used;
+        if (*p && (*p != ' ' || !p[1]))
+            return 0;
+        p += *p == ' ';
+    }
+    if (*p && strncmp(p, "precision=", 10) == 0) {
+        p += 10;
+        for (int k = ST_PRECISION_FP32 + 1; st_precision_names[k]; k++)
+            if (strcmp(p, st_precision_names[k]) == 0) {
+                *precision = (st_precision)k;
+                return 1;
+            }
+        return 0;
+    }
+    return !*p && p != text;
+}
+
 st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
                            const float *state, const st_snapshot_meta *meta, st_error *err)
 {
@@ -142,9 +189,8 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     char tests[160];
     size_t tests_len = meta->tests.phases > 0 ? test_record_text(&meta->tests, tests,
                                                                  sizeof tests) : 0;
-    char ranks[32];
-    size_t ranks_len = meta->ranks > 1 ? (size_t)snprintf(ranks, sizeof ranks, "ranks=%d",
-                                                          meta->ranks) : 0;
+    char ranks[64]; /* the run record */
+    size_t ranks_len = run_record_text(meta, ranks, sizeof ranks);
     size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
     size_t choices = meta->choices ? strlen(meta->choices) : 0;
     size_t settings = cfg_settings + (meta->choices || tests_len || ranks_len ? 1 + choices : 0) +
@@ -330,14 +376,13 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     const char *ranks_text = tests && (size_t)(tests - settings) + tests_len < h.settings_bytes
                                  ? tests + tests_len + 1 : NULL;
     st_test_record record = {0};
-    int ranks = 1, used = -1;
+    int ranks = 1;
+    st_precision precision = ST_PRECISION_FP32;
     if (tests && (tests_len || !ranks_text))
         st = test_record_parse(tests, (long)h.iteration, path, &record, err);
-    if (st == ST_OK && ranks_text &&
-        (sscanf(ranks_text, "ranks=%d%n", &ranks, &used) != 1 || used < 0 ||
-         ranks_text[used] != '\0' || ranks < 2))
-        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (rank count '%.40s')", path,
-                     ranks_text);
+    if (st == ST_OK && ranks_text && !run_record_parse(ranks_text, &ranks, &precision))
+        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (run record '%.40s': "
+                     "expected ranks=R with R > 1, precision=bf16 or both)", path, ranks_text);
     if (st != ST_OK) {
         free(settings);
         return st;
@@ -352,5 +397,6 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->choices = choices_len ? choices : NULL;
     meta->tests = record;
     meta->ranks = ranks;
+    meta->precision = precision;
     return ST_OK;
 }

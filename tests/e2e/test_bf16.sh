@@ -2,9 +2,10 @@
 # --precision bf16 end to end, on the reference backend (the bf16 oracle,
 # plain C: every host): LeNet-5 (data/lenet.cfg) on Fashion-MNIST trains a
 # few hundred iterations with a falling loss; the same command twice gives
-# byte-identical snapshots; bf16 is really applied (the weights are not
-# fp32's) and stays near fp32 (the final losses close); the log and
-# --dry-run name the precision. The backends that refuse bf16 are the
+# byte-identical snapshots, and so does a run resumed from a bf16
+# snapshot; bf16 is really applied (the weights are not fp32's) and stays
+# near fp32 (the final losses close); the log and --dry-run name the
+# precision, and resuming a bf16 snapshot in fp32 says so. The backends that refuse bf16 are the
 # catalogue's cases (opt-precision-*), the kernels' arithmetic
 # tests/unit/test_bf16.c's.
 # usage: sh tests/e2e/test_bf16.sh PATH_TO_SINGLETRAIN
@@ -22,8 +23,14 @@ check "the log names the precision" out 0 "backend ref, precision bf16" -- \
 
 check "bf16 training" err 0 "" -- \
     $train --precision bf16 --metrics "$tmp/a.csv" --snapshot-dir "$tmp/a" "$net"
-check "bf16 training again" err 0 "" -- \
-    $train --precision bf16 --snapshot-dir "$tmp/b" "$net"
+check "bf16 training again, a snapshot at 150" err 0 "" -- \
+    $train --precision bf16 --snapshot-every 150 --snapshot-dir "$tmp/b" "$net"
+check "bf16 resumed at 150" err 0 "" -- \
+    $train --precision bf16 --resume "$tmp/b/lenet_150.snap" --snapshot-dir "$tmp/c" "$net"
+check "a bf16 snapshot resumed in fp32 says so" err 0 \
+    "lenet_150.snap was written by a run in bf16, this run computes in fp32" -- \
+    "$bin" --backend ref -t 2 -b 16 --iters 152 --no-test -q --precision fp32 \
+    --resume "$tmp/b/lenet_150.snap" "$net"
 check "fp32 training" err 0 "" -- \
     $train --precision fp32 --metrics "$tmp/f.csv" --snapshot-dir "$tmp/f" "$net"
 
@@ -39,6 +46,8 @@ expect "the bf16 loss ends within 0.15 of fp32's" \
     awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
 expect "the same bf16 command gives the same bytes" \
     cmp -s "$tmp/a/lenet_final.snap" "$tmp/b/lenet_final.snap"
+expect "resumed in bf16: the same bytes as uninterrupted" \
+    cmp -s "$tmp/a/lenet_final.snap" "$tmp/c/lenet_final.snap"
 expect "bf16's weights are not fp32's" \
     sh -c "! cmp -s '$tmp/a/lenet_final.snap' '$tmp/f/lenet_final.snap'"
 
