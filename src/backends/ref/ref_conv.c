@@ -73,7 +73,6 @@ static void col2im(const st_conv_desc *d, int ic_g, const float *dcol, float *ds
             }
 }
 
-
 /* A pass's sizes: G groups of ic_g input and oc_g output channels, each
  * group's GEMM over K = ic_g kh kw and P = oh ow; in_n and out_n, the
  * floats of one sample's src and dst. */
