@@ -35,6 +35,7 @@
 
 #include "backends/choices.h"
 #include "base/status.h"
+#include "ops/bf16.h"
 #include "ops/kdesc.h"
 #include "ops/solver.h"
 
@@ -84,6 +85,9 @@ typedef struct st_backend_opts {
      * choices), or one of its names; NULL: its first, unmeasured. */
     const char *conv_impl;
     st_choices *choices; /* the process's kernel choices (NULL: none kept) */
+    /* What the convolutions and inner products compute in (ops/bf16.h);
+     * only a precision the backend's precision_supported accepts. */
+    st_precision precision;
 } st_backend_opts;
 
 /* What a run asks of a backend that predicts another machine's time
@@ -107,6 +111,13 @@ typedef struct st_backend {
      * cache (choice_cache.h). */
     st_choice_syntax choice_syntax;
     void (*choice_context)(char *buf, size_t size);
+    /* Optional (NULL: fp32 only): whether the backend's convolutions and
+     * inner products compute in precision p on this host (fp32: always).
+     * When they do not, why into why [size], a clause that follows the
+     * backend's name: what it lacks, and what to use instead. Asked
+     * before any work (train/option_rules.c); a context is only created
+     * with a precision it accepted. */
+    int (*precision_supported)(st_precision p, char *why, size_t size);
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);

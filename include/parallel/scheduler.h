@@ -80,6 +80,7 @@ typedef struct st_sched_opts {
     int timing;              /* per-layer times in the replicas */
     const st_backend *backend;
     const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
+    st_precision precision;  /* st_backend_opts.precision of every worker */
     st_choices *choices;     /* the process's kernel choices, shared by the workers */
     const st_solver_cfg *solver;
     uint64_t seed;

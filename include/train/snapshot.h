@@ -3,9 +3,9 @@
  * (every plane of moments), behind a header with a magic number, a format
  * version, the network's hash, the iteration reached and the settings that
  * fix what comes next (seed, batch, workers, ranks, --mp-group's groups, the
- * cfg's hyper-parameters as text, st_hparams_settings, and the kernel
- * choices, choices.h), a CRC-32 of the header and the settings and one of
- * the payload: no byte is outside a checksum.
+ * precision, the cfg's hyper-parameters as text, st_hparams_settings, and
+ * the kernel choices, choices.h), a CRC-32 of the header and the settings
+ * and one of the payload: no byte is outside a checksum.
  *
  * Nothing else is needed to resume: the learning rate is a function of the
  * iteration, the data order a function of (seed, epoch), dropout masks and
@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "net/net.h"
+#include "ops/bf16.h"
 #include "base/status.h"
 
 /* A snapshot file's first bytes (without the string's NUL), then its u32
@@ -64,6 +65,9 @@ typedef struct st_snapshot_meta {
     int mp_group;      /* --mp-group G: the ranks the model-parallel layers were split
                           over (the order of their gradient sums); 1 (or 0) when not
                           split, as in snapshots without (written when above 1) */
+    st_precision precision; /* what the convolutions and inner products computed in
+                               (--precision); the weights and state are fp32 whatever it
+                               is; fp32 in snapshots without */
 } st_snapshot_meta;
 
 /* weights [net->params.count]; state [meta->state_planes * params.count]. */

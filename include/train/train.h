@@ -46,6 +46,8 @@ typedef struct st_train_opts {
     const char *backend;     /* "ref", "dnnl", "cpe" */
     const char *conv_impl;   /* --conv-impl: "auto" or one of the backend's conv_impls;
                                 NULL: auto where the backend has several */
+    st_precision precision;  /* --precision: what convolutions and inner products compute
+                                in (ops/bf16.h); the backend must support it */
     const char *kernel_choices;      /* --kernel-choices FILE to use, or NULL */
     const char *save_kernel_choices; /* --save-kernel-choices FILE to write, or NULL */
     int remeasure;           /* --kernel-choices measure: the choice cache is not read (every

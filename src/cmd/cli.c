@@ -59,6 +59,11 @@ static const st_option options[] = {
      ST_OPT_U64, TRAIN(seed), 0, 0},
     {"backend", 0, "NAME", "Training", "compute backend: dnnl, ref or cpe (default dnnl)",
      ST_OPT_STRING, TRAIN(backend), 0, 0},
+    {"precision", 0, "fp32|bf16", "Training", "what convolutions and inner products compute "
+     "in: fp32 (the default) or bf16 (their operands rounded to bfloat16, the products "
+     "summed in fp32, as torch.autocast; weights, gradients, the solver, batch norm, softmax "
+     "and the loss stay fp32). bf16 runs on the ref backend for now",
+     ST_OPT_STRING, offsetof(st_cli, precision), 0, 0},
     {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
      "default: each convolution times its candidates on its first call and keeps the "
      "fastest), blocked (oneDNN's own layouts), nhwc, or gemm (im2col + sgemm); a forced "
@@ -280,6 +285,18 @@ static st_status parse_rank_update(st_cli *cli, st_error *err)
                    "got '%s'", v);
 }
 
+/* --precision fp32 | bf16 */
+static st_status parse_precision(st_cli *cli, st_error *err)
+{
+    const char *v = cli->precision;
+    for (int p = 0; st_precision_names[p]; p++)
+        if (!v || strcmp(v, st_precision_names[p]) == 0) {
+            cli->train.precision = v ? (st_precision)p : ST_PRECISION_FP32;
+            return ST_OK;
+        }
+    return st_fail(err, ST_EUSAGE, "option --precision: expected fp32 or bf16, got '%s'", v);
+}
+
 /* --log-format live | text | csv */
 static st_status parse_log_format(st_cli *cli, st_error *err)
 {
@@ -351,6 +368,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_bind(cli, err);
     if (st == ST_OK)
         st = parse_rank_update(cli, err);
+    if (st == ST_OK)
+        st = parse_precision(cli, err);
     if (st == ST_OK)
         st = st_option_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
                             "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth,

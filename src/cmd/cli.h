@@ -15,6 +15,7 @@ typedef struct st_cli {
     const char *parallel; /* --parallel text */
     const char *bind;     /* --bind text */
     const char *rank_update;         /* --rank-update text */
+    const char *precision;           /* --precision text */
     const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
     const char *fma_peak;            /* --fma-peak text */
     const char *stop_accuracy;       /* --stop-at-accuracy text */

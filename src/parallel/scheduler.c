@@ -71,6 +71,7 @@ st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z
                           .training = 1, .timing = o->timing,
                           .backend = {.intra_threads = o->intra, .worker = id,
                                       .conv_impl = planning && measures ? NULL : o->conv_impl,
+                                      .precision = o->precision,
                                       .choices = planning ? NULL : o->choices}};
     return ro;
 }

@@ -95,6 +95,7 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
      * as resolved (from values compared here). */
     st_cluster_fp_add(fp, "the convolution implementation (--conv-impl)",
                       st_hash_string(ST_HASH_START, t->o.conv_impl ? t->o.conv_impl : "auto"));
+    st_cluster_fp_add(fp, "the precision (--precision)", (uint64_t)t->o.precision);
     st_cluster_fp_add(fp, "the parallelism (--parallel, as resolved)", (uint64_t)t->o.hybrid);
     st_cluster_fp_add(fp, "the model-parallel groups (--mp-group, as resolved)",
                       (uint64_t)t->o.mp_group);

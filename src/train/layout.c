@@ -134,18 +134,23 @@ static st_status measure(st_trainer *t, const char *asked, const int *w, const i
     return fastest < 0.0 ? first_failure : ST_OK;
 }
 
-/* The cache's context: what a layout holds for. */
+/* The cache's context: what a layout holds for (the precision named when
+ * it is not fp32, so that fp32 layouts cached before it keep their key). */
 static void layout_context(const st_trainer *t, int cores, char *buf, size_t size)
 {
+    char precision[32] = "";
+    if (t->o.precision != ST_PRECISION_FP32)
+        snprintf(precision, sizeof precision, "; precision %s",
+                 st_precision_names[t->o.precision]);
     char backend[512] = "";
     if (t->backend->choice_context)
         t->backend->choice_context(backend, sizeof backend);
     else
         snprintf(backend, sizeof backend, "backend %s", t->backend->name);
     snprintf(buf, size, "layout: %s; %d cores; -t %d --intra %d (0: auto); batch %d; "
-             "--conv-impl %s; layers %016llx", backend, cores, t->o.threads, t->o.intra,
+             "--conv-impl %s; layers %016llx%s", backend, cores, t->o.threads, t->o.intra,
              t->batch, t->o.conv_impl ? t->o.conv_impl : "auto",
-             (unsigned long long)trainer_cfg_hash(&t->cfg, 0));
+             (unsigned long long)trainer_cfg_hash(&t->cfg, 0), precision);
 }
 
 /* Measure the splits (or take the cache's) and set o.threads, o.intra;

@@ -67,6 +67,7 @@ void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta
     m->tests = t->tests;
     m->ranks = st_cluster_size(t->o.cluster);
     m->mp_group = trainer_mp_nodes(t) ? t->o.mp_group : 1;
+    m->precision = t->o.precision;
 }
 
 /* The snapshots a run writes, DIR/NAME_TAG.snap: periodic ones and the one
@@ -450,9 +451,10 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     snprintf(sync, sizeof sync, t->o.sync == ST_SYNC_SSP ? "%s:%d" : "%s",
              trainer_sync_names[t->o.sync], t->o.staleness);
     st_info(&t->log, "training: %ld iterations of batch %d (%ld per epoch), %d worker%s x %d "
-            "thread%s, %s, backend %s, solver %s, seed %llu", t->iterations, t->batch,
-            t->iters_per_epoch, t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra,
+            "thread%s, %s, backend %s, precision %s, solver %s, seed %llu", t->iterations,
+            t->batch, t->iters_per_epoch, t->o.threads, t->o.threads > 1 ? "s" : "", t->o.intra,
             t->o.intra > 1 ? "s" : "", sync, t->backend->name,
+            st_precision_names[t->o.precision],
             st_solver_rule_names[t->hp.solver.rule], (unsigned long long)t->o.seed);
     if (t->o.cluster)
         st_info(&t->log, "nodes: %d ranks x batch %d = a global batch of %d images per "

@@ -145,6 +145,20 @@ static int prediction_without_backend(const st_trainer *t, char *msg, size_t len
     return 1;
 }
 
+/* --precision: the backend says whether it computes in it, and why not
+ * (st_backend.precision_supported; NULL: fp32 only). */
+static int precision_unsupported(const st_trainer *t, char *msg, size_t len)
+{
+    st_precision p = t->o.precision;
+    char why[320] = "computes in fp32 only";
+    if (p == ST_PRECISION_FP32 ||
+        (t->backend->precision_supported && t->backend->precision_supported(p, why, sizeof why)))
+        return 0;
+    snprintf(msg, len, "--precision %s: the %s backend %s", st_precision_names[p],
+             t->backend->name, why);
+    return 1;
+}
+
 /* The kernel-choice options choose among a backend's implementations. */
 static int choices_without_implementations(const st_trainer *t, char *msg, size_t len)
 {
@@ -227,6 +241,7 @@ static const option_rule_fn option_rules[] = {
     nodes_not_bsp,
     weights_and_resume,
     prediction_without_backend,
+    precision_unsupported,
     choices_without_implementations,
     choices_and_impl,
     remeasure_without_cache,

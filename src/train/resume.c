@@ -71,6 +71,12 @@ st_status trainer_resume(st_trainer *t, st_error *err)
                 "round differently, so the weights will not be bitwise those of an "
                 "uninterrupted run (give -t %d for that)", path, m.workers, t->o.threads,
                 m.workers);
+    if (m.precision != t->o.precision)
+        st_warn(&t->log, "%s was written by a run in %s, this run computes in %s: its "
+                "convolutions and inner products round differently, so the weights will not "
+                "be bitwise those of an uninterrupted run (give --precision %s for that)",
+                path, st_precision_names[m.precision], st_precision_names[t->o.precision],
+                st_precision_names[m.precision]);
     int ranks = st_cluster_size(t->o.cluster);
     if (m.ranks != ranks)
         st_warn(&t->log, "%s was written by a run of %d rank%s, this run has %d: -b is per "

@@ -405,6 +405,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
         .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
         .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
+        .precision = o->precision,
         .choices = t->choices,
         .train = t->train, .test_count = t->test ? t->test->count : 0,
         .transform = &t->transform,
@@ -441,6 +442,13 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
         st = st_hparams_settings(&t->cfg, &t->settings, &settings_bytes, err);
     if (st == ST_OK) /* the network as the cfg says, whatever is checked next */
         st_net_print(&t->net, &t->log);
+    if (st == ST_OK)
+        st_info(&t->log, "precision: %s%s", st_precision_names[o->precision],
+                o->precision == ST_PRECISION_BF16
+                    ? " (convolutions and inner products: operands rounded to bf16, products "
+                      "summed in fp32; weights, gradients, the solver and the other layers "
+                      "fp32)"
+                    : "");
     /* once the cfg is known good: no directory left for a typo */
     if (st == ST_OK && o->snapshot_dir && !t->dry_run)
         st = st_make_dirs("--snapshot-dir", o->snapshot_dir, made, err);

@@ -10,19 +10,23 @@
  * test phases, a NUL and the choices' text (maybe empty), then, when it
  * had test phases, a NUL and the test record, "test_phases=P
  * best_accuracy=A best_iteration=I since_best=S"), then, when the run had
- * several ranks (mpirun), a NUL and "ranks=R" (the test record empty when
- * there was none), then, when its model-parallel layers were split over
- * groups of G > 1 ranks (--mp-group), a NUL and "mp_group=G"), count floats of weights
+ * several ranks (mpirun), split its model-parallel layers over groups of
+ * ranks (--mp-group) or computed in another precision than fp32, a NUL and
+ * the run record, "ranks=R" (R > 1), "mp_group=G" (G > 1, with ranks),
+ * "precision=NAME" (not fp32), those present in that order, one space apart
+ * (the test record empty when there was none)), count floats of weights
  * and state planes x count floats of solver state. Every byte is under one
  * of the two checksums. Readers that predate the choices see the settings
  * up to the first NUL, readers that predate the test record the choices up
  * to the second, readers that predate the rank count the test record up to
- * the third, readers that predate the group size the rank count up to the
- * fourth, and snapshots that predate any of them have none, so they
+ * the third, and snapshots that predate any of them have none, so they
  * still read each other's files (the version stays 3); only a reader that
  * predates the rank count refuses a multi-rank snapshot without test
- * phases (it reads the empty test record as corrupt). A snapshot of one
- * process is as it was. */
+ * phases (it reads the empty test record as corrupt), and one that
+ * predates the group size or the precision refuses to resume a snapshot
+ * that has them (it reads the run record as a corrupt rank count; it loads
+ * its weights). A snapshot of
+ * one process in fp32 is as it was. */
 #include "train/snapshot.h"
 
 #include <assert.h>
@@ -160,6 +164,63 @@ static st_status test_record_parse(const char *text, long iteration, const char 
     return ST_OK;
 }
 
+/* The run record of meta into buf [size] (see the layout); its length, 0
+ * when there is none (one process, fp32). */
+static size_t run_record_text(const st_snapshot_meta *meta, char *buf, size_t size)
+{
+    int len = 0;
+    buf[0] = '\0';
+    assert(meta->mp_group <= 1 || meta->ranks > 1); /* groups of ranks need ranks */
+    if (meta->ranks > 1)
+        len = snprintf(buf, size, "ranks=%d", meta->ranks);
+    if (meta->mp_group > 1)
+        len += snprintf(buf + len, size - (size_t)len, " mp_group=%d", meta->mp_group);
+    if (meta->precision != ST_PRECISION_FP32)
+        len += snprintf(buf + len, size - (size_t)len, "%sprecision=%s", len ? " " : "",
+                        st_precision_names[meta->precision]);
+    assert(len >= 0 && (size_t)len < size);
+    return (size_t)len;
+}
+
+/* The run record's text (NUL-ended) into *ranks, *mp_group and *precision;
+ * 0 if it is not one (an unknown key, a rank count below 2, a group size
+ * below 2 or not dividing the ranks or without them, a precision unknown or
+ * fp32, a key out of order or twice, an empty record). */
+static int run_record_parse(const char *text, int *ranks, int *mp_group,
+                            st_precision *precision)
+{
+    const char *p = text;
+    int used = -1, have_ranks = 0;
+    if (sscanf(p, "ranks=%d%n", ranks, &used) == 1 && used > 0) {
+        if (*ranks < 2)
+            return 0;
+        have_ranks = 1;
+        p += used;
+        if (*p && (*p != ' ' || !p[1]))
+            return 0;
+        p += *p == ' ';
+    }
+    used = -1;
+    if (sscanf(p, "mp_group=%d%n", mp_group, &used) == 1 && used > 0) {
+        if (!have_ranks || *mp_group < 2 || *ranks % *mp_group != 0)
+            return 0;
+        p += used;
+        if (*p && (*p != ' ' || !p[1]))
+            return 0;
+        p += *p == ' ';
+    }
+    if (*p && strncmp(p, "precision=", 10) == 0) {
+        p += 10;
+        for (int k = ST_PRECISION_FP32 + 1; st_precision_names[k]; k++)
+            if (strcmp(p, st_precision_names[k]) == 0) {
+                *precision = (st_precision)k;
+                return 1;
+            }
+        return 0;
+    }
+    return !*p && p != text;
+}
+
 st_status st_snapshot_save(const char *path, const st_net *net, const float *weights,
                            const float *state, const st_snapshot_meta *meta, st_error *err)
 {
@@ -167,17 +228,13 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
     char tests[160];
     size_t tests_len = meta->tests.phases > 0 ? test_record_text(&meta->tests, tests,
                                                                  sizeof tests) : 0;
-    char ranks[32], mp_group[32];
-    size_t ranks_len = meta->ranks > 1 ? (size_t)snprintf(ranks, sizeof ranks, "ranks=%d",
-                                                          meta->ranks) : 0;
-    assert(meta->mp_group <= 1 || ranks_len); /* groups of ranks need ranks */
-    size_t mp_len = meta->mp_group > 1 ? (size_t)snprintf(mp_group, sizeof mp_group,
-                                                          "mp_group=%d", meta->mp_group) : 0;
+    char ranks[96]; /* the run record */
+    size_t ranks_len = run_record_text(meta, ranks, sizeof ranks);
     size_t cfg_settings = meta->settings ? strlen(meta->settings) : 0;
     size_t choices = meta->choices ? strlen(meta->choices) : 0;
     size_t settings = cfg_settings + (meta->choices || tests_len || ranks_len ? 1 + choices : 0) +
                       (tests_len || ranks_len ? 1 + tests_len : 0) +
-                      (ranks_len ? 1 + ranks_len : 0) + (mp_len ? 1 + mp_len : 0);
+                      (ranks_len ? 1 + ranks_len : 0);
     if (settings > ST_SNAPSHOT_SETTINGS_MAX)
         return st_fail(err, ST_EINPUT, "%s: not saved: the cfg's settings and the kernel choices take %zu bytes, "
                        "more than a snapshot holds (%u)", path, settings,
@@ -198,9 +255,6 @@ st_status st_snapshot_save(const char *path, const st_net *net, const float *wei
         memcpy(o.settings + cfg_settings + 1 + choices + 1, tests, tests_len);
     if (ranks_len)
         memcpy(o.settings + cfg_settings + 1 + choices + 1 + tests_len + 1, ranks, ranks_len);
-    if (mp_len)
-        memcpy(o.settings + cfg_settings + 1 + choices + 1 + tests_len + 1 + ranks_len + 1,
-               mp_group, mp_len);
     memcpy(o.h.magic, ST_SNAPSHOT_MAGIC, ST_SNAPSHOT_MAGIC_BYTES);
     o.h.version = ST_SNAPSHOT_VERSION;
     o.h.header_bytes = sizeof o.h;
@@ -363,24 +417,15 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     size_t tests_len = tests ? strlen(tests) : 0;
     const char *ranks_text = tests && (size_t)(tests - settings) + tests_len < h.settings_bytes
                                  ? tests + tests_len + 1 : NULL;
-    size_t ranks_len = ranks_text ? strlen(ranks_text) : 0;
-    const char *mp_text = ranks_text && (size_t)(ranks_text - settings) + ranks_len <
-                                            h.settings_bytes
-                              ? ranks_text + ranks_len + 1 : NULL;
     st_test_record record = {0};
-    int ranks = 1, mp_group = 1, used = -1;
+    int ranks = 1, mp_group = 1;
+    st_precision precision = ST_PRECISION_FP32;
     if (tests && (tests_len || !ranks_text))
         st = test_record_parse(tests, (long)h.iteration, path, &record, err);
-    if (st == ST_OK && ranks_text &&
-        (sscanf(ranks_text, "ranks=%d%n", &ranks, &used) != 1 || used < 0 ||
-         ranks_text[used] != '\0' || ranks < 2))
-        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (rank count '%.40s')", path,
-                     ranks_text);
-    if (st == ST_OK && mp_text &&
-        (sscanf(mp_text, "mp_group=%d%n", &mp_group, &used) != 1 || used < 0 ||
-         mp_text[used] != '\0' || mp_group < 2 || ranks % mp_group != 0))
-        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (group size '%.40s')", path,
-                     mp_text);
+    if (st == ST_OK && ranks_text && !run_record_parse(ranks_text, &ranks, &mp_group, &precision))
+        st = st_fail(err, ST_EINPUT, "%s: corrupt snapshot header (run record '%.40s': "
+                     "expected ranks=R with R > 1, mp_group=G with G > 1 dividing R, "
+                     "precision=bf16, those present in that order)", path, ranks_text);
     if (st != ST_OK) {
         free(settings);
         return st;
@@ -396,5 +441,6 @@ st_status st_snapshot_resume(const char *path, const st_net *net, float *weights
     meta->tests = record;
     meta->ranks = ranks;
     meta->mp_group = mp_group;
+    meta->precision = precision;
     return ST_OK;
 }

@@ -515,7 +515,65 @@ static void test_ranks_kept(void **state)
     free(bytes);
     back = (st_snapshot_meta){.settings = NULL};
     assert_int_equal(st_snapshot_resume("bad.snap", &f.net, w, st, 1, &back, &err), ST_EINPUT);
-    tl_assert_contains(err.msg, "bad.snap: corrupt snapshot header (rank count 'ranks=1')");
+    tl_assert_contains(err.msg, "bad.snap: corrupt snapshot header (run record 'ranks=1'");
+    free(w);
+    free(st);
+    fixture_close(&f);
+}
+
+/* The precision rides in the run record, after the rank count: read back
+ * with one process and several, with and without a test record; an fp32
+ * run writes none (test_ranks_kept: one process's file as it was), and a
+ * record naming fp32 (never written) is refused. */
+static void test_precision_kept(void **state)
+{
+    (void)state;
+    fixture f;
+    fixture_open(&f, CFG);
+    const st_test_record record = {.phases = 2, .best_accuracy = 0.25, .best_iteration = 10,
+                                   .since_best = 0};
+    float *w = calloc(f.count, sizeof *w), *st = calloc(f.count, sizeof *st);
+    assert_non_null(w);
+    assert_non_null(st);
+    st_error err = {0};
+    for (int with = 0; with < 4; with++) {
+        st_snapshot_meta m = meta_of(&f);
+        m.ranks = with & 1 ? 4 : 1;
+        if (with & 2)
+            m.tests = record;
+        m.precision = ST_PRECISION_BF16;
+        if (st_snapshot_save("p.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+            fail_msg("%s", err.msg);
+        st_snapshot_meta back = {.settings = NULL};
+        if (st_snapshot_resume("p.snap", &f.net, w, st, 1, &back, &err) != ST_OK)
+            fail_msg("ranks %d, test record %d: %s", m.ranks, with >> 1, err.msg);
+        assert_int_equal(back.precision, ST_PRECISION_BF16);
+        assert_int_equal(back.ranks, m.ranks);
+        assert_int_equal(back.tests.phases, with & 2 ? record.phases : 0);
+        assert_string_equal(back.settings, f.settings);
+        free(back.settings);
+    }
+    /* "precision=bf16" made "precision=fp32", the header's checksum redone */
+    st_snapshot_meta m = meta_of(&f);
+    m.precision = ST_PRECISION_BF16;
+    if (st_snapshot_save("bad.snap", &f.net, f.w, f.state, &m, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+    size_t len;
+    unsigned char *bytes = tl_read_file("bad.snap", &len);
+    uint32_t settings_bytes;
+    memcpy(&settings_bytes, bytes + 60, 4);
+    unsigned char *name = bytes + HEADER_BYTES + settings_bytes - 4;
+    assert_memory_equal(name, "bf16", 4);
+    memcpy(name, "fp32", 4);
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), bytes, 84);
+    crc = (uint32_t)crc32(crc, bytes + HEADER_BYTES, settings_bytes);
+    memcpy(bytes + 84, &crc, 4);
+    tl_write_file("bad.snap", bytes, len);
+    free(bytes);
+    st_snapshot_meta back = {.settings = NULL};
+    assert_int_equal(st_snapshot_resume("bad.snap", &f.net, w, st, 1, &back, &err), ST_EINPUT);
+    tl_assert_contains(err.msg, "bad.snap: corrupt snapshot header (run record "
+                                "'precision=fp32'");
     free(w);
     free(st);
     fixture_close(&f);
@@ -527,6 +585,7 @@ int main(void)
         tl_tmpdir_test(test_choices_kept),
         tl_tmpdir_test(test_test_record_kept),
         tl_tmpdir_test(test_ranks_kept),
+        tl_tmpdir_test(test_precision_kept),
         tl_tmpdir_test(test_every_bit_flip_refused),
         tl_tmpdir_test(test_field_messages),
         tl_tmpdir_test(test_settings_name_the_difference),

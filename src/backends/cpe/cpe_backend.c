@@ -286,8 +286,20 @@ static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
     return ST_OK;
 }
 
+/* st_backend.precision_supported: fp32 only, as the machine it emulates. */
+static int cpe_precision_supported(st_precision p, char *why, size_t size)
+{
+    if (p == ST_PRECISION_FP32)
+        return 1;
+    snprintf(why, size, "cannot compute in %s: the SW26010 has no %s arithmetic (its cores "
+             "compute in fp32 and fp64); --backend ref --precision %s runs it in plain C",
+             st_precision_names[p], st_precision_names[p], st_precision_names[p]);
+    return 0;
+}
+
 const st_backend st_backend_cpe = {
     .name = "cpe",
+    .precision_supported = cpe_precision_supported,
     .ctx_create = cpe_ctx_create,
     .ctx_destroy = cpe_ctx_destroy,
     .kernel_create = cpe_kernel_create,

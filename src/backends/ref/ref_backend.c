@@ -6,6 +6,7 @@
 
 struct st_bctx {
     int worker;
+    st_precision precision; /* st_backend_opts.precision, every kernel's */
 };
 
 static st_status ref_ctx_create(const st_backend_opts *o, st_bctx **ctx, st_error *err)
@@ -14,8 +15,19 @@ static st_status ref_ctx_create(const st_backend_opts *o, st_bctx **ctx, st_erro
     if (!c)
         return ST_ENOMEM;
     c->worker = o->worker;
+    c->precision = o->precision;
     *ctx = c;
     return ST_OK;
+}
+
+/* Every precision: bf16 is plain C here (ops/bf16.h), the oracle of the
+ * other backends' bf16 kernels. */
+static int ref_precision_supported(st_precision p, char *why, size_t size)
+{
+    (void)p;
+    (void)why;
+    (void)size;
+    return 1;
 }
 
 static void ref_ctx_destroy(st_bctx *ctx)
@@ -33,7 +45,6 @@ static const ref_kind *const kinds[ST_K_COUNT] = {
 static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **out,
                                    st_error *err)
 {
-    (void)ctx;
     if (d->src_layout)
         return st_fail(err, ST_EINTERNAL, "reference backend: input in a foreign layout");
     if ((unsigned)d->kind >= ST_K_COUNT)
@@ -43,6 +54,7 @@ static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
     if (!k)
         return ST_ENOMEM;
     memcpy(&k->d, d, st_kdesc_size(d->kind));
+    k->precision = ctx ? ctx->precision : ST_PRECISION_FP32;
     if (kind->setup)
         kind->setup(k);
     *out = &k->base;
@@ -74,6 +86,7 @@ void ref_kernel_free(st_kernel *k)
 
 const st_backend st_backend_ref = {
     .name = "ref",
+    .precision_supported = ref_precision_supported,
     .ctx_create = ref_ctx_create,
     .ctx_destroy = ref_ctx_destroy,
     .kernel_create = ref_kernel_create,

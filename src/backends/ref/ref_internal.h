@@ -7,10 +7,13 @@
 #include "backends/ref.h"
 
 /* A reference kernel: st_kernel and a copy of its descriptor, whichever
- * its kind (d.conv, d.fc, ...; d.base, the common part). */
+ * its kind (d.conv, d.fc, ...; d.base, the common part), and the
+ * precision of its context (fp32 without one: the cpe backend's MPE
+ * kernels), which only the convolution and inner product read. */
 typedef struct ref_kernel {
     st_kernel base;
     st_kdesc_any d;
+    st_precision precision;
 } ref_kernel;
 
 /* A kernel kind: its passes, and what it derives from its descriptor (the

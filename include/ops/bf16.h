@@ -1,0 +1,44 @@
+/* bfloat16: the precisions a run computes in (--precision) and the one
+ * conversion between float and bf16 that every backend and test uses.
+ *
+ * bf16 is float's upper half: 1 sign bit, float's 8 exponent bits, 7
+ * stored mantissa bits (8 significant bits), so its unit roundoff is 2^-8
+ * and its range is float's. In --precision bf16 the convolutions and inner
+ * products read their operands rounded to bf16 and accumulate the products
+ * in fp32, as oneDNN's bf16 primitives and the AVX512_BF16 instruction
+ * vdpbf16ps do (two bf16 products summed into an fp32 lane); a product of
+ * two bf16 values is exact in fp32 (8 x 8 significant bits < 24), so only
+ * the rounding of the operands and the fp32 sum differ from fp32. Every
+ * other operation stays fp32 (docs/guide/performance.md, "--precision"). */
+#ifndef ST_BF16_H
+#define ST_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What a backend's convolutions and inner products compute in. */
+typedef enum st_precision {
+    ST_PRECISION_FP32, /* everything fp32 (the default) */
+    ST_PRECISION_BF16, /* operands rounded to bf16, products accumulated in fp32 */
+    ST_PRECISION_COUNT
+} st_precision;
+
+/* Option names ("fp32", "bf16"), indexed by st_precision, NULL-terminated. */
+extern const char *const st_precision_names[];
+
+/* x rounded to the nearest bf16, ties to even: the bits of its upper half.
+ * NaN stays a quiet NaN (its sign and upper payload kept, the quiet bit
+ * set), infinities stay infinities, a value at or past halfway between the
+ * largest finite bf16 and 2^128 becomes infinity, and denormals round as
+ * the bits say (not flushed to zero: AVX512_BF16's vcvtneps2bf16 flushes
+ * denormal inputs, a difference below 2^-126 in magnitude). */
+uint16_t st_bf16_from_float(float x);
+
+/* The float a bf16 stands for (exact: its upper half, the rest zero). */
+float st_bf16_to_float(uint16_t b);
+
+/* dst [count] = src [count] rounded to bf16 and widened back to float, the
+ * operands the bf16 kernels multiply; dst may be src. */
+void st_bf16_round(float *dst, const float *src, size_t count);
+
+#endif

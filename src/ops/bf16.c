@@ -1,0 +1,34 @@
+/* bfloat16 conversions (ops/bf16.h): round to nearest even on the bits. */
+#include "ops/bf16.h"
+
+#include <string.h>
+
+const char *const st_precision_names[] = {"fp32", "bf16", NULL};
+
+uint16_t st_bf16_from_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: truncated, it could become infinity */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    /* Adding 0x7fff, plus 1 when the kept half is odd, carries into the
+     * upper half exactly when the lower half is above halfway, or at
+     * halfway with an odd upper half; a carry out of the mantissa raises
+     * the exponent (the largest finite values round to infinity). */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float st_bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+void st_bf16_round(float *dst, const float *src, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        dst[i] = st_bf16_to_float(st_bf16_from_float(src[i]));
+}

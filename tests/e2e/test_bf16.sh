@@ -1,0 +1,64 @@
+#!/bin/sh
+# --precision bf16 end to end, on the reference backend (the bf16 oracle,
+# plain C: every host): LeNet-5 (data/lenet.cfg) on Fashion-MNIST trains a
+# few hundred iterations with a falling loss; the same command twice gives
+# byte-identical snapshots, and so does a run resumed from a bf16
+# snapshot; bf16 is really applied (the weights are not fp32's) and stays
+# near fp32 (the final losses close); the log and --dry-run name the
+# precision, and resuming a bf16 snapshot in fp32 says so. The backends that refuse bf16 are the
+# catalogue's cases (opt-precision-*), the kernels' arithmetic
+# tests/unit/test_bf16.c's.
+# usage: sh tests/e2e/test_bf16.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../lib/check.sh"
+suite_start "$@"
+net=$(cd "$(dirname "$0")/../../data" && pwd)/lenet.cfg
+# the weights compared without the header (which records the precision)
+snapdiff=$(dirname "$bin")/tools/snapdiff
+if [ ! -x "$snapdiff" ]; then
+    echo "test_bf16.sh: $snapdiff is missing: build it first" \
+        "(make $(dirname "$bin")/tools/snapdiff)" >&2
+    exit 2
+fi
+# batch 16, 300 iterations: a few seconds a run on 2 cores
+train="$bin --backend ref -t 2 -b 16 --iters 300 --no-test --log-every 25 -q"
+
+check "--dry-run names the precision" out 0 "precision: bf16 (convolutions and inner products" -- \
+    "$bin" --dry-run --backend ref --precision bf16 "$net"
+check "the log names the precision" out 0 "backend ref, precision bf16" -- \
+    "$bin" --backend ref --precision bf16 -b 16 --iters 2 --no-test "$net"
+
+check "bf16 training" err 0 "" -- \
+    $train --precision bf16 --metrics "$tmp/a.csv" --snapshot-dir "$tmp/a" "$net"
+check "bf16 training again, a snapshot at 150" err 0 "" -- \
+    $train --precision bf16 --snapshot-every 150 --snapshot-dir "$tmp/b" "$net"
+check "bf16 resumed at 150" err 0 "" -- \
+    $train --precision bf16 --resume "$tmp/b/lenet_150.snap" --snapshot-dir "$tmp/c" "$net"
+check "a bf16 snapshot resumed in fp32 says so" err 0 \
+    "lenet_150.snap was written by a run in bf16, this run computes in fp32" -- \
+    "$bin" --backend ref -t 2 -b 16 --iters 152 --no-test -q --precision fp32 \
+    --resume "$tmp/b/lenet_150.snap" "$net"
+check "fp32 training" err 0 "" -- \
+    $train --precision fp32 --metrics "$tmp/f.csv" --snapshot-dir "$tmp/f" "$net"
+
+# the loss column of the first and last logged iterations (25 and 300)
+loss() { # FILE first|last
+    awk -F, -v which="$2" '$1 == "train" { if (!n++ || which == "last") v = $5 } END { print v }' "$1"
+}
+first=$(loss "$tmp/a.csv" first) last=$(loss "$tmp/a.csv" last) fp32=$(loss "$tmp/f.csv" last)
+echo "     bf16 loss $first at iteration 25, $last at 300; fp32 $fp32 at 300"
+expect "the bf16 loss falls by a third or more (iteration 25 to 300)" \
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
+expect "the bf16 loss ends within 0.15 of fp32's" \
+    awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
+expect "the same bf16 command gives the same bytes" \
+    cmp -s "$tmp/a/lenet_final.snap" "$tmp/b/lenet_final.snap"
+expect "resumed in bf16: the same bytes as uninterrupted" \
+    cmp -s "$tmp/a/lenet_final.snap" "$tmp/c/lenet_final.snap"
+"$snapdiff" "$net" "$tmp/f/lenet_final.snap" "$tmp/a/lenet_final.snap" 1e-4 >"$tmp/diff" 2>&1
+rc=$?
+sed 's/^/     /' "$tmp/diff"
+expect "bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
+    [ "$rc" -eq 1 ]
+
+finish "$(basename "$0")"

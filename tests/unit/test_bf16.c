@@ -1,0 +1,466 @@
+/* bfloat16 (--precision bf16): the rounding of ops/bf16.h against values
+ * computed by hand, and the convolution and inner-product kernels of every
+ * backend that declares bf16 (st_backend.precision_supported) against the
+ * reference backend in fp32, conformance-style: one table of kernel
+ * descriptors, every pass (forward, backward-data, backward-weights), a
+ * bound on each value derived from bf16's precision.
+ *
+ * The bound. bf16 keeps 8 significant bits, so rounding to nearest moves a
+ * value by at most u = 2^-8 of itself. A product of two rounded operands
+ * is a(1+d1) b(1+d2), off the exact ab by at most (2u + u^2) |ab| = (2^-7 +
+ * 2^-16) |ab|, and is exact in fp32 (8 x 8 significant bits). A value of a
+ * pass is a sum of K such products (K, the reduction length: ic/groups x kh
+ * x kw forward, oc/groups x kh x kw backward-data, n x oh x ow
+ * backward-weights; in, out and n for the inner product), summed in fp32
+ * by both sides, each sum within (K - 1) 2^-24 sum|terms| of its exact
+ * value, then (forward) the bias added, within 2^-24 of the result. So
+ * for every value i
+ *
+ *   |bf16_i - fp32_i| <= (2^-7 + 2^-16 + (2K + 4) 2^-24) (S_i + |bias_i|)
+ *
+ * with S_i = sum over its K terms of |a| |b|, which the reference kernel
+ * computes in fp32 on the operands' absolute values (its own rounding,
+ * below K 2^-24 relative, is inside the (2K + 4) 2^-24 term's slack: the
+ * bound is not tuned, every term is accounted for). A backend whose bf16
+ * kernels sum in another order, or round only at the end, stays within it.
+ *
+ * Also: the results must differ from fp32 by more than fp32 sums in
+ * another order ever do (largest difference over largest value above
+ * 2^-14; fp32 reorderings measure ~1e-6, test_conformance.c), so a kernel
+ * that ignores the precision fails; the bias gradient, a sum without
+ * products, is bitwise fp32's; and the reference backend, the oracle, is
+ * bitwise the fp32 kernel run on operands rounded beforehand (the products
+ * exact, the same sums in the same order): which operands each pass
+ * rounds, exactly. */
+#include <math.h>
+
+#include "testlib.h"
+
+#include "backends/backend.h"
+#include "base/memory.h"
+#include "base/rng.h"
+#include "ops/bf16.h"
+#include "ops/kdesc.h"
+
+/* ---- the rounding, by hand ---- */
+
+static float f_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t u_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static void rounds_to(uint32_t in, uint16_t want)
+{
+    uint16_t got = st_bf16_from_float(f_of(in));
+    if (got != want)
+        fail_msg("st_bf16_from_float(0x%08X) = 0x%04X, expected 0x%04X", in, got, want);
+}
+
+static void round_nearest_even(void **state)
+{
+    (void)state;
+    rounds_to(0x3F800000u, 0x3F80); /* 1.0: exact */
+    rounds_to(0x3F808000u, 0x3F80); /* 1 + 2^-8: halfway, 0x3F80 even: down */
+    rounds_to(0x3F818000u, 0x3F82); /* halfway between 0x3F81 and 0x3F82: up to even */
+    rounds_to(0x3F808001u, 0x3F81); /* just above halfway */
+    rounds_to(0x3F817FFFu, 0x3F81); /* just below halfway */
+    rounds_to(0xBF808000u, 0xBF80); /* the same, negative: by magnitude */
+    rounds_to(0xBF818000u, 0xBF82);
+    rounds_to(0x40490FDBu, 0x4049); /* pi -> 3.140625 */
+    rounds_to(0x3EAAAAABu, 0x3EAB); /* 1/3 -> 0.333984375 */
+    rounds_to(0x3F7FFFFFu, 0x3F80); /* 1 - 2^-24: the carry raises the exponent, 1.0 */
+    rounds_to(0x00000000u, 0x0000);
+    rounds_to(0x80000000u, 0x8000); /* -0 keeps its sign */
+    assert_true(st_bf16_to_float(0x4049) == 3.140625f);
+    assert_true(st_bf16_to_float(0x3EAB) == 0.333984375f);
+    assert_true(st_bf16_to_float(0xBF82) == -1.015625f);
+}
+
+static void round_special(void **state)
+{
+    (void)state;
+    rounds_to(0x7F800000u, 0x7F80); /* +Inf */
+    rounds_to(0xFF800000u, 0xFF80); /* -Inf */
+    rounds_to(0x7FC00000u, 0x7FC0); /* the quiet NaN */
+    rounds_to(0x7F800001u, 0x7FC0); /* a signalling NaN whose payload is below the half
+                                       kept: truncated it would be +Inf; quieted */
+    rounds_to(0xFF800001u, 0xFFC0); /* its sign kept */
+    rounds_to(0x7FA00000u, 0x7FE0); /* the upper payload kept, the quiet bit set */
+    rounds_to(0x7FFFFFFFu, 0x7FFF); /* no carry out of a NaN */
+    rounds_to(0x7F7FFFFFu, 0x7F80); /* the largest finite float: past the halfway point
+                                       to 2^128, infinity */
+    rounds_to(0x7F7F8000u, 0x7F80); /* halfway, 0x7F7F odd: up, to infinity */
+    rounds_to(0x7F7F7FFFu, 0x7F7F); /* below halfway: the largest finite bf16 */
+    rounds_to(0xFF7FFFFFu, 0xFF80); /* and negative */
+    assert_true(isnan(st_bf16_to_float(st_bf16_from_float(f_of(0x7F800001u)))));
+    assert_true(isinf(st_bf16_to_float(0x7F80)));
+}
+
+static void round_denormals(void **state)
+{
+    (void)state;
+    rounds_to(0x00000001u, 0x0000); /* the smallest float denormal: to +0 */
+    rounds_to(0x00008000u, 0x0000); /* halfway to the smallest bf16 denormal: to even 0 */
+    rounds_to(0x00008001u, 0x0001); /* above halfway: the smallest bf16 denormal, 2^-133 */
+    rounds_to(0x00018000u, 0x0002); /* halfway, 0x0001 odd: up */
+    rounds_to(0x80008001u, 0x8001); /* negative */
+    rounds_to(0x007FFFFFu, 0x0080); /* the largest float denormal: to the smallest normal */
+    rounds_to(0x00400000u, 0x0040); /* a denormal bf16 holds exactly: kept, not flushed */
+    assert_true(st_bf16_to_float(0x0001) == ldexpf(1.0f, -133));
+}
+
+/* st_bf16_round: in place and out, the values st_bf16_from_float gives. */
+static void round_array(void **state)
+{
+    (void)state;
+    float x[5] = {f_of(0x3F808000u), f_of(0x3F818000u), -0.0f, INFINITY, f_of(0x7F800001u)};
+    float y[5];
+    st_bf16_round(y, x, 5);
+    st_bf16_round(x, x, 5);
+    const uint32_t want[5] = {0x3F800000u, 0x3F820000u, 0x80000000u, 0x7F800000u, 0x7FC00000u};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(u_of(y[i]), want[i]);
+        assert_int_equal(u_of(x[i]), want[i]);
+    }
+}
+
+/* ---- the kernels ---- */
+
+typedef struct bf_case {
+    const char *name;
+    int n; /* samples */
+    st_kdesc_any d;
+} bf_case;
+
+#define CONV(name_, n_, ic_, ih_, iw_, oc_, oh_, ow_, k_, s_, p_, g_, bias_)                \
+    {#name_, n_,                                                                           \
+     {.conv = {.base = {.kind = ST_K_CONV, .name = #name_}, .ic = ic_, .ih = ih_, .iw = iw_,  \
+               .oc = oc_, .oh = oh_, .ow = ow_, .kh = k_, .kw = k_, .sh = s_, .sw = s_,       \
+               .ph = p_, .pw = p_, .groups = g_, .bias = bias_, .act = ST_ACT_LINEAR}}},
+#define FC(name_, n_, in_, out_, bias_)                                                     \
+    {#name_, n_,                                                                           \
+     {.fc = {.base = {.kind = ST_K_FC, .name = #name_}, .in = in_, .out = out_,               \
+             .bias = bias_, .act = ST_ACT_LINEAR}}},
+
+static const bf_case cases[] = {
+    CONV(conv_3x3_pad1, 3, 8, 7, 6, 12, 7, 6, 3, 1, 1, 1, 1)
+    CONV(conv_1x1_direct, 2, 16, 5, 5, 8, 5, 5, 1, 1, 0, 1, 0) /* col is src */
+    CONV(conv_groups2_stride2, 2, 6, 9, 8, 10, 5, 4, 3, 2, 1, 2, 1)
+    CONV(conv_long_reductions, 4, 32, 12, 12, 16, 12, 12, 3, 1, 1, 1, 0) /* K 288, 144, 576 */
+    FC(fc_bias, 5, 300, 20, 1)
+    FC(fc_nobias, 3, 64, 10, 0)
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* A kernel's tensors: n samples' src, dst, diff_src and diff_dst, the
+ * weights and bias and their gradients; and the reduction length of each
+ * pass. */
+typedef struct bf_sizes {
+    size_t src, dst, w, bias;
+    long k_fwd, k_data, k_weights;
+} bf_sizes;
+
+static bf_sizes sizes_of(const bf_case *c)
+{
+    bf_sizes z;
+    size_t n = (size_t)c->n;
+    if (c->d.base.kind == ST_K_CONV) {
+        const st_conv_desc *d = &c->d.conv;
+        long taps = (long)d->kh * d->kw;
+        z.src = n * d->ic * d->ih * d->iw;
+        z.dst = n * d->oc * d->oh * d->ow;
+        z.w = (size_t)d->oc * (d->ic / d->groups) * taps;
+        z.bias = d->bias ? (size_t)d->oc : 0;
+        z.k_fwd = d->ic / d->groups * taps;
+        z.k_data = d->oc / d->groups * taps;
+        z.k_weights = (long)c->n * d->oh * d->ow;
+    } else {
+        const st_fc_desc *d = &c->d.fc;
+        z.src = n * d->in;
+        z.dst = n * d->out;
+        z.w = (size_t)d->out * d->in;
+        z.bias = d->bias ? (size_t)d->out : 0;
+        z.k_fwd = d->in;
+        z.k_data = d->out;
+        z.k_weights = c->n;
+    }
+    return z;
+}
+
+/* Inputs and outputs of one run of the three passes. */
+typedef struct bf_tensors {
+    float *src, *w, *bias, *diff_dst; /* in */
+    float *dst, *diff_src, *dw, *db;  /* out */
+} bf_tensors;
+
+static float *bf_alloc(size_t floats)
+{
+    st_error err = {0};
+    float *p = st_alloc_aligned((floats ? floats : 1) * sizeof(float), "bf16 test", &err);
+    assert_non_null(p);
+    return p;
+}
+
+static bf_tensors tensors_new(const bf_sizes *z)
+{
+    bf_tensors t = {bf_alloc(z->src), bf_alloc(z->w), bf_alloc(z->bias), bf_alloc(z->dst),
+                    bf_alloc(z->dst), bf_alloc(z->src), bf_alloc(z->w), bf_alloc(z->bias)};
+    return t;
+}
+
+static void tensors_free(bf_tensors *t)
+{
+    float *p[] = {t->src, t->w, t->bias, t->diff_dst, t->dst, t->diff_src, t->dw, t->db};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        st_free_aligned(p[i]);
+}
+
+/* t's inputs made from in by f (NULL: copied). */
+static void tensors_map(bf_tensors *t, const bf_tensors *in, const bf_sizes *z,
+                        float (*f)(float))
+{
+    float *to[] = {t->src, t->w, t->bias, t->diff_dst};
+    const float *from[] = {in->src, in->w, in->bias, in->diff_dst};
+    size_t count[] = {z->src, z->w, z->bias, z->dst};
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < count[k]; i++)
+            to[k][i] = f ? f(from[k][i]) : from[k][i];
+}
+
+static float f_abs(float x)
+{
+    return fabsf(x);
+}
+
+static float f_bf16(float x)
+{
+    return st_bf16_to_float(st_bf16_from_float(x));
+}
+
+/* Forward (training), backward-weights and backward-data (overwriting) of
+ * case c on backend be in precision p, t's inputs to t's outputs. */
+static void run_passes(const st_backend *be, st_precision p, const bf_case *c, bf_tensors *t)
+{
+    st_error err = {0};
+    st_kdesc_any d = c->d;
+    int sizes[1] = {c->n};
+    d.base.backward = 1;
+    d.base.src_grad = 1;
+    d.base.n = c->n;
+    d.base.batch_sizes = sizes;
+    d.base.n_batch_sizes = 1;
+    d.base.dst_plain = 1;
+    st_backend_opts o = {.intra_threads = 1, .precision = p};
+    st_bctx *ctx = NULL;
+    st_kernel *k = NULL;
+    if (be->ctx_create(&o, &ctx, &err) != ST_OK || be->kernel_create(ctx, &d.base, &k, &err))
+        fail_msg("%s: %s backend, %s: %s", c->name, be->name, st_precision_names[p], err.msg);
+    void *ws = bf_alloc(k->workspace_bytes / sizeof(float) + 16);
+    void *scratch = bf_alloc(k->scratch_bytes / sizeof(float) + 16);
+    bf_sizes z = sizes_of(c);
+    st_kargs a = {.n = c->n, .src = t->src, .dst = t->dst, .weights = t->w,
+                  .bias = z.bias ? t->bias : NULL, .training = 1, .workspace = ws,
+                  .scratch = scratch};
+    st_status st = k->ops->forward(k, &a, &err);
+    a.diff_dst = t->diff_dst;
+    a.diff_weights = t->dw;
+    a.diff_bias = z.bias ? t->db : NULL;
+    if (st == ST_OK)
+        st = k->ops->backward_weights(k, &a, &err);
+    a.diff_src = t->diff_src;
+    if (st == ST_OK)
+        st = k->ops->backward_data(k, &a, &err);
+    if (st != ST_OK)
+        fail_msg("%s: %s backend, %s: a pass failed: %s", c->name, be->name,
+                 st_precision_names[p], err.msg);
+    st_free_aligned(ws);
+    st_free_aligned(scratch);
+    k->ops->destroy(k);
+    be->ctx_destroy(ctx);
+}
+
+/* The bound of the header, (2^-7 + 2^-16 + (2K + 4) 2^-24), for sums of K
+ * products. */
+static double bf16_gamma(long K)
+{
+    return ldexp(1.0, -7) + ldexp(1.0, -16) + (double)(2 * K + 4) * ldexp(1.0, -24);
+}
+
+/* got against fp32 ref value by value within gamma(K) (S_i + |bias of
+ * i|); and got differs from ref by more than fp32 reordering would.
+ * bias_of: i's bias index (value i / per of an [n, channels, per] tensor),
+ * or bias NULL. Returns the failures, printed. */
+static long check_bound(const char *name, const char *be, const char *what, const float *ref,
+                        const float *got, const float *S, size_t count, long K,
+                        const float *bias, size_t channels, size_t per)
+{
+    double gamma = bf16_gamma(K), max_ref = 0.0, max_diff = 0.0, worst = 0.0;
+    long failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        double b = bias ? fabs(bias[(i / per) % channels]) : 0.0;
+        double diff = fabs((double)got[i] - (double)ref[i]), bound = gamma * (S[i] + b);
+        max_ref = fmax(max_ref, fabs(ref[i]));
+        max_diff = fmax(max_diff, diff);
+        worst = fmax(worst, diff / bound);
+        if (!(diff <= bound) && failed++ < 4)
+            print_error("%s [%s bf16]: %s[%zu]: fp32 %.9g, bf16 %.9g: |diff| %.3g > %.3g = "
+                        "(2^-7 + 2^-16 + (2K + 4) 2^-24) x %.4g, K = %ld\n", name, be, what, i,
+                        ref[i], got[i], diff, bound, S[i] + b, K);
+    }
+    double rel = max_diff / max_ref;
+    print_message("%-22s %-5s %-13s K %4ld: largest |bf16 - fp32| %.3g of max|fp32| (%.3g), "
+                  "%.0f%% of the bound\n", name, be, what, K, rel, max_ref, 100.0 * worst);
+    if (!(rel > ldexp(1.0, -14))) {
+        failed++;
+        print_error("%s [%s bf16]: %s: largest |bf16 - fp32| / max|fp32| = %.3g, not above "
+                    "2^-14: bf16 is not applied (fp32 arithmetic in another order gives "
+                    "~1e-6)\n", name, be, what, rel);
+    }
+    return failed;
+}
+
+static long check_bitwise(const char *name, const char *what, const char *against,
+                          const float *want, const float *got, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(&want[i], &got[i], sizeof *got) != 0) {
+            print_error("%s: %s[%zu]: %.9g, expected %.9g bitwise (%s)\n", name, what, i,
+                        got[i], want[i], against);
+            return 1;
+        }
+    return 0;
+}
+
+typedef struct bf_run {
+    const bf_case *c;
+    const st_backend *be;
+    char name[96]; /* "<backend>/<case>" */
+} bf_run;
+
+static void run_case(void **state)
+{
+    const bf_run *run = *state;
+    const bf_case *c = run->c;
+    const st_backend *be = run->be, *ref;
+    st_error err = {0};
+    assert_int_equal(st_backend_find("ref", &ref, &err), ST_OK);
+    bf_sizes z = sizes_of(c);
+    bf_tensors in = tensors_new(&z), fp32 = tensors_new(&z), bf16 = tensors_new(&z),
+               mag = tensors_new(&z);
+    st_rng rng;
+    st_rng_seed(&rng, 37, 1);
+    float *fill[] = {in.src, in.w, in.bias, in.diff_dst};
+    size_t count[] = {z.src, z.w, z.bias, z.dst};
+    const float half[] = {1.0f, 0.5f, 0.3f, 1.0f}; /* uniform in [-half, half) */
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; i < count[k]; i++)
+            fill[k][i] = half[k] * (2.0f * st_rng_uniform(&rng) - 1.0f);
+
+    tensors_map(&fp32, &in, &z, NULL);
+    run_passes(ref, ST_PRECISION_FP32, c, &fp32);
+    tensors_map(&bf16, &in, &z, NULL);
+    run_passes(be, ST_PRECISION_BF16, c, &bf16);
+    /* S: the sums of |a| |b| of each value, bias 0 */
+    tensors_map(&mag, &in, &z, f_abs);
+    memset(mag.bias, 0, z.bias * sizeof *mag.bias);
+    run_passes(ref, ST_PRECISION_FP32, c, &mag);
+
+    int conv = c->d.base.kind == ST_K_CONV;
+    size_t channels = conv ? (size_t)c->d.conv.oc : (size_t)c->d.fc.out;
+    size_t per = conv ? (size_t)c->d.conv.oh * c->d.conv.ow : 1;
+    long failed =
+        check_bound(c->name, be->name, "dst", fp32.dst, bf16.dst, mag.dst, z.dst, z.k_fwd,
+                    z.bias ? in.bias : NULL, channels, per) +
+        check_bound(c->name, be->name, "diff_src", fp32.diff_src, bf16.diff_src, mag.diff_src,
+                    z.src, z.k_data, NULL, 1, 1) +
+        check_bound(c->name, be->name, "diff_weights", fp32.dw, bf16.dw, mag.dw, z.w,
+                    z.k_weights, NULL, 1, 1) +
+        check_bitwise(run->name, "diff_bias", "a sum of diff_dst without products: fp32",
+                      fp32.db, bf16.db, z.bias);
+
+    if (be == ref) { /* the oracle: fp32 on operands rounded beforehand, bitwise */
+        bf_tensors pre = tensors_new(&z);
+        tensors_map(&pre, &in, &z, f_bf16);
+        memcpy(pre.bias, in.bias, z.bias * sizeof *pre.bias); /* the bias is not rounded */
+        run_passes(ref, ST_PRECISION_FP32, c, &pre);
+        const char *why = "the fp32 kernel on the pass's operands rounded to bf16";
+        failed += check_bitwise(run->name, "dst", why, pre.dst, bf16.dst, z.dst) +
+                  check_bitwise(run->name, "diff_src", why, pre.diff_src, bf16.diff_src, z.src) +
+                  check_bitwise(run->name, "diff_weights", why, pre.dw, bf16.dw, z.w);
+        /* the bias gradient sums diff_dst unrounded: pre's rounded it */
+        tensors_free(&pre);
+    }
+    tensors_free(&in);
+    tensors_free(&fp32);
+    tensors_free(&bf16);
+    tensors_free(&mag);
+    if (failed)
+        fail_msg("%s: %ld check(s) failed (see above)", run->name, failed);
+}
+
+/* --precision bf16 is a capability: a backend that has no hook computes
+ * in fp32 only, and every backend accepts fp32. */
+static void fp32_everywhere(void **state)
+{
+    (void)state;
+    char list[256], why[320];
+    st_error err = {0};
+    st_backend_list(list, sizeof list, 1, ", ");
+    for (char *name = strtok(list, ", "); name; name = strtok(NULL, ", ")) {
+        const st_backend *be;
+        assert_int_equal(st_backend_find(name, &be, &err), ST_OK);
+        if (be->precision_supported)
+            assert_true(be->precision_supported(ST_PRECISION_FP32, why, sizeof why));
+    }
+    const st_backend *ref;
+    assert_int_equal(st_backend_find("ref", &ref, &err), ST_OK);
+    assert_non_null(ref->precision_supported);
+    assert_true(ref->precision_supported(ST_PRECISION_BF16, why, sizeof why));
+}
+
+int main(void)
+{
+    static bf_run runs[N_CASES * 8];
+    static struct CMUnitTest tests[5 + N_CASES * 8];
+    size_t n_tests = 0;
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_nearest_even);
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_special);
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_denormals);
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_array);
+    tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(fp32_everywhere);
+    /* every backend built in that declares bf16, each case */
+    char list[256], why[320];
+    st_error err = {0};
+    st_backend_list(list, sizeof list, 1, ", ");
+    int n_runs = 0;
+    for (char *name = strtok(list, ", "); name; name = strtok(NULL, ", ")) {
+        const st_backend *be;
+        if (st_backend_find(name, &be, &err) != ST_OK) {
+            fprintf(stderr, "backend %s, listed by the registry: %s\n", name, err.msg);
+            return 1;
+        }
+        if (!be->precision_supported ||
+            !be->precision_supported(ST_PRECISION_BF16, why, sizeof why)) {
+            print_message("backend %s: no bf16 cases (it %s)\n", name,
+                          be->precision_supported ? why : "computes in fp32 only");
+            continue;
+        }
+        for (int i = 0; i < N_CASES && n_runs < N_CASES * 8; i++) {
+            bf_run *r = &runs[n_runs++];
+            r->c = &cases[i];
+            r->be = be;
+            snprintf(r->name, sizeof r->name, "%s/%s", name, cases[i].name);
+            tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
+        }
+    }
+    return _cmocka_run_group_tests("bf16", tests, n_tests, NULL, NULL);
+}
