@@ -147,5 +147,5 @@ void ox_warn_momentum(const ox *x)
     st_warn(x->log, "%s: %s%s: momentum %g%s is not used: singletrain's running statistics "
             "keep %g of their value each batch (ONNX's momentum %g)", x->path,
             ck_node(x, x->momentum_node, node, sizeof node), more, a ? a->f : 0.9f,
-            a ? "" : " (ONNX's default)", ST_BN_MOMENTUM, ST_BN_MOMENTUM);
+            a ? "" : " (ONNX's default)", ST_STAT_KEEP, ST_STAT_KEEP);
 }

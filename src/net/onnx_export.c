@@ -243,7 +243,7 @@ static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char
                                        var)
                              : NULL;
     if (!n || ex_float(e, n, "epsilon", ST_BN_EPS) != ST_OK ||
-        ex_float(e, n, "momentum", ST_BN_MOMENTUM) != ST_OK)
+        ex_float(e, n, "momentum", ST_STAT_KEEP) != ST_OK)
         return ex_failed(e);
     *out = name;
     return ST_OK;

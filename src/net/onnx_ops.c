@@ -299,7 +299,7 @@ static st_status op_batchnorm(ox *x, int node, int arg)
         if (p[3][i] < 0)
             return ox_node_fail(x, node, "running variance '%s' holds %g at [%zu]: expected "
                                 "values of at least 0", n->input[4], p[3][i], i);
-    if (momentum != ST_BN_MOMENTUM && x->n_momentum++ == 0) /* warned after the nodes */
+    if (momentum != ST_STAT_KEEP && x->n_momentum++ == 0) /* warned after the nodes */
         x->momentum_node = node;
     if (fabsf(eps - ST_BN_EPS) > 1e-9f)
         return ox_node_fail(x, node, "epsilon=%g: singletrain's batch normalization adds %g",
