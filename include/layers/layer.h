@@ -234,6 +234,10 @@ st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, 
 /* Register a parameter tensor; *offset is where it lives in every arena. */
 st_status st_layer_param(st_build *b, const char *role, size_t count, st_param_kind kind,
                          st_init_kind init, float scale, size_t *offset, st_error *err);
+/* Register a running statistic (ST_PARAM_STAT) that keeps `keep` of its
+ * value each batch (st_param.keep). */
+st_status st_layer_stat(st_build *b, const char *role, size_t count, st_init_kind init,
+                        float keep, size_t *offset, st_error *err);
 
 /* Resolve a Darknet layer reference (negative: relative to this layer) for
  * the option `key`; it must name an earlier layer. */

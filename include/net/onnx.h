@@ -20,9 +20,9 @@
  *   BatchNormalization    folded into the Conv or Gemm before it
  *                         (batch_normalize=1; a conv bias goes into the
  *                         mean), else [batchnorm]; epsilon 1e-5; its
- *                         momentum is not used (the running statistics
- *                         average as every batch norm here, 0.99 / 0.01;
- *                         another momentum is a warning)
+ *                         momentum (the share of the running statistics
+ *                         kept, 0..1, default 0.9) is the layer's
+ *                         bn_momentum=, 1 - momentum (PyTorch's)
  *   Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh
  *                         the activation= of the Conv, Gemm or Add before
  *                         (or before the MaxPool before: a monotone

@@ -34,6 +34,10 @@ typedef struct st_param {
     float init_scale;
     size_t offset;   /* floats from the arena start, multiple of 16 */
     size_t count;    /* floats */
+    /* ST_PARAM_STAT: the share of its running value kept each batch,
+     * running = keep running + (1 - keep) batch (ONNX's momentum; PyTorch's
+     * momentum is 1 - keep); 0 for the other kinds. */
+    float keep;
 } st_param;
 
 typedef struct st_param_table {
@@ -47,6 +51,12 @@ typedef struct st_param_table {
 
 #define ST_PARAM_ALIGN 16 /* floats: one 64-byte cache line */
 
+/* A running statistic's keep unless its layer gives another (bn_momentum=):
+ * Darknet's running = 0.99 running + 0.01 batch, PyTorch's momentum 0.01. */
+#define ST_STAT_KEEP 0.99f
+
+/* Append a tensor; a ST_PARAM_STAT's keep is ST_STAT_KEEP until its layer
+ * sets another. */
 st_status st_params_add(st_param_table *t, int layer, const char *role, size_t count,
                         st_param_kind kind, st_init_kind init, float init_scale, int *id,
                         st_error *err);

@@ -24,7 +24,9 @@
  *                                      * m / (sqrt(v) + eps),  t = iter + 1
  *
  * Running batch-norm statistics (ST_PARAM_STAT) are not learned, whatever
- * the rule: running = 0.99 running + 0.01 batch average. */
+ * the rule: running = keep running + (1 - keep) batch average, keep the
+ * tensor's own (st_param.keep: 0.99 unless its layer's bn_momentum= says
+ * otherwise). */
 #ifndef ST_SOLVER_H
 #define ST_SOLVER_H
 
@@ -33,10 +35,6 @@
 #include "ops/params.h"
 
 #define ST_MAX_STEPS 64
-/* Batch normalization's running statistics keep this much of their value
- * each batch (ONNX's momentum; Darknet's .99 / .01), a ST_PARAM_STAT's
- * update. */
-#define ST_BN_MOMENTUM 0.99f
 
 typedef enum st_lr_policy {
     ST_LR_CONSTANT, /* lr */

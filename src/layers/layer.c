@@ -94,6 +94,19 @@ st_status st_layer_param(st_build *b, const char *role, size_t count, st_param_k
     return st;
 }
 
+st_status st_layer_stat(st_build *b, const char *role, size_t count, st_init_kind init,
+                        float keep, size_t *offset, st_error *err)
+{
+    int id;
+    st_status st = st_params_add(b->params, b->index, role, count, ST_PARAM_STAT, init, 0, &id,
+                                 err);
+    if (st == ST_OK) {
+        b->params->p[id].keep = keep;
+        *offset = b->params->p[id].offset;
+    }
+    return st;
+}
+
 st_status st_layer_ref(st_build *b, const char *key, int value, int *index, st_error *err)
 {
     int at = value < 0 ? b->index + value : value;

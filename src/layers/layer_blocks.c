@@ -8,15 +8,22 @@
 st_status st_bn_add_params(st_build *b, int c, st_bn_params *bp, st_error *err)
 {
     bp->c = c;
+    /* PyTorch's momentum: running = (1 - m) running + m batch; the default
+     * 1 - ST_STAT_KEEP is Darknet's 0.01, and 1 - (1 - keep) gives keep
+     * back exactly (Sterbenz), so runs without the key are unchanged. */
+    float m, keep;
     st_status st;
+    if ((st = st_cfg_float(b->cfg, b->sec, "bn_momentum", 1.0f - ST_STAT_KEEP, 0.0f, 1.0f, &m,
+                           err)))
+        return st;
+    keep = 1.0f - m;
     if ((st = st_layer_param(b, "scales", (size_t)c, ST_PARAM_BIAS, ST_INIT_ONE, 0, &bp->scales,
                              err)) ||
         (st = st_layer_param(b, "biases", (size_t)c, ST_PARAM_BIAS, ST_INIT_ZERO, 0,
                              &bp->biases, err)) ||
-        (st = st_layer_param(b, "rolling_mean", (size_t)c, ST_PARAM_STAT, ST_INIT_ZERO, 0,
-                             &bp->mean, err)) ||
-        (st = st_layer_param(b, "rolling_variance", (size_t)c, ST_PARAM_STAT, ST_INIT_ONE, 0,
-                             &bp->var, err)))
+        (st = st_layer_stat(b, "rolling_mean", (size_t)c, ST_INIT_ZERO, keep, &bp->mean, err)) ||
+        (st = st_layer_stat(b, "rolling_variance", (size_t)c, ST_INIT_ONE, keep, &bp->var,
+                            err)))
         return st;
     return ST_OK;
 }
@@ -117,6 +124,11 @@ st_status st_wl_add_shift(st_build *b, st_wl_params *wp, int c, st_error *err)
 {
     if (wp->batch_normalize)
         return st_bn_add_params(b, c, &wp->bn, err);
+    st_cfg_option *o = st_cfg_find(b->sec, "bn_momentum");
+    if (o)
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] bn_momentum=%s: the layer has no batch norm "
+                       "(batch_normalize=1 gives it one)", b->cfg->path, o->line, b->sec->type,
+                       o->val);
     return st_layer_param(b, "biases", (size_t)c, ST_PARAM_BIAS, ST_INIT_ZERO, 0, &wp->biases,
                           err);
 }

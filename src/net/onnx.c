@@ -298,8 +298,8 @@ static st_status ox_translate(ox *x, const Onnx__ModelProto *m, st_shape *in)
     st = ox_graph_input(x, in);
     for (size_t i = 0; i < x->g->n_node && st == ST_OK; i++)
         st = ox_node(x, (int)i);
-    if (st == ST_OK && (st = ox_check_ties(x)) == ST_OK)
-        ox_warn_momentum(x);
+    if (st == ST_OK)
+        st = ox_check_ties(x);
     if (st == ST_OK && x->n_layers == 0)
         st = st_fail(x->err, ST_EINPUT, "%s: no node makes a layer", x->path);
     if (st == ST_OK)

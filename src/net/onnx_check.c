@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/solver.h"
 
 /* The model's IR version and opset, against the ranges the reader knows
  * (onnx_internal.h). */
@@ -130,22 +129,4 @@ st_status ox_check_ties(const ox *x)
         }
     free(uses);
     return st;
-}
-
-/* ---- what is read but not followed ---- */
-
-void ox_warn_momentum(const ox *x)
-{
-    if (x->n_momentum == 0)
-        return;
-    const Onnx__NodeProto *n = x->g->node[x->momentum_node];
-    const Onnx__AttributeProto *a = ox_attr(n, "momentum");
-    char node[160], more[48] = "";
-    if (x->n_momentum > 1)
-        snprintf(more, sizeof more, " (and %d more BatchNormalization nodes)",
-                 x->n_momentum - 1);
-    st_warn(x->log, "%s: %s%s: momentum %g%s is not used: singletrain's running statistics "
-            "keep %g of their value each batch (ONNX's momentum %g)", x->path,
-            ck_node(x, x->momentum_node, node, sizeof node), more, a ? a->f : 0.9f,
-            a ? "" : " (ONNX's default)", ST_BN_MOMENTUM, ST_BN_MOMENTUM);
 }

@@ -6,6 +6,7 @@
  * defaults their builders use; the shapes are the built layers'. */
 #include "net/onnx.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 #include <onnx.pb-c.h>
 
 #include "base/fileio.h"
-#include "ops/solver.h"
+#include "ops/params.h"
 
 #define EX_OPSET 13
 
@@ -230,6 +231,19 @@ static st_status ex_activation(ex *e, int i, int act, const char *value, const c
     return ST_OK;
 }
 
+/* ONNX's momentum of layer i's batch norm: the share of the running
+ * statistics kept each batch, st_param.keep (bn_momentum= is 1 - it). */
+static float ex_keep(const ex *e, int i)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%d.rolling_mean", i);
+    for (int k = 0; k < e->net->params.n; k++)
+        if (strcmp(e->net->params.p[k].name, name) == 0)
+            return e->net->params.p[k].keep;
+    assert(!"ex_batchnorm asks after ex_param has found the tensor");
+    return ST_STAT_KEEP;
+}
+
 /* BatchNormalization in inference form over `value`, channels c. */
 static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char **out)
 {
@@ -243,7 +257,7 @@ static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char
                                        var)
                              : NULL;
     if (!n || ex_float(e, n, "epsilon", ST_BN_EPS) != ST_OK ||
-        ex_float(e, n, "momentum", ST_BN_MOMENTUM) != ST_OK)
+        ex_float(e, n, "momentum", ex_keep(e, i)) != ST_OK)
         return ex_failed(e);
     *out = name;
     return ST_OK;

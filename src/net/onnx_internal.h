@@ -104,8 +104,6 @@ typedef struct ox {
     int n_derived;
     st_error *err;
     const st_log *log; /* warnings */
-    int n_momentum;    /* BatchNormalization nodes of another momentum than ours */
-    int momentum_node; /* the first of them */
 } ox;
 
 /* ---- onnx_wire.c ---- */
@@ -123,10 +121,6 @@ st_status ox_check_model(const ox *x, const Onnx__ModelProto *m);
 
 /* No initializer is the tensor of two nodes' layers (tied weights). */
 st_status ox_check_ties(const ox *x);
-
-/* A warning naming the first BatchNormalization node whose momentum the
- * running statistics do not follow, when there is one. */
-void ox_warn_momentum(const ox *x);
 
 /* ---- onnx_values.c ---- */
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "base/strlist.h"
-#include "ops/solver.h"
 
 /* ---- the ops ---- */
 
@@ -299,8 +298,12 @@ static st_status op_batchnorm(ox *x, int node, int arg)
         if (p[3][i] < 0)
             return ox_node_fail(x, node, "running variance '%s' holds %g at [%zu]: expected "
                                 "values of at least 0", n->input[4], p[3][i], i);
-    if (momentum != ST_BN_MOMENTUM && x->n_momentum++ == 0) /* warned after the nodes */
-        x->momentum_node = node;
+    /* ONNX's momentum is the share of the running value kept, singletrain's
+     * st_param.keep; bn_momentum= is PyTorch's, 1 - it (1 - (1 - keep) is
+     * keep again for keep >= 0.5, ONNX's default 0.9 included) */
+    if (!(momentum >= 0.0f && momentum <= 1.0f))
+        return ox_node_fail(x, node, "momentum=%g: expected a number in 0..1 (the share of "
+                            "the running statistics kept each batch)", momentum);
     if (fabsf(eps - ST_BN_EPS) > 1e-9f)
         return ox_node_fail(x, node, "epsilon=%g: singletrain's batch normalization adds %g",
                             eps, ST_BN_EPS);
@@ -335,6 +338,7 @@ static st_status op_batchnorm(ox *x, int node, int arg)
             return st;
         l = &x->layers[at];
     }
+    ox_opt(l, "bn_momentum", "%.9g", 1.0f - momentum);
     for (int k = 0; k < 4; k++)
         ox_tensor_add(l, roles[k], node, n->input[k + 1], p[k], c[k], 0);
     return ox_output(x, node, at, in->flat);

@@ -30,6 +30,7 @@ st_status st_params_add(st_param_table *t, int layer, const char *role, size_t c
     e->init_scale = init_scale;
     e->offset = t->count;
     e->count = count;
+    e->keep = kind == ST_PARAM_STAT ? ST_STAT_KEEP : 0.0f;
     t->count += st_align_up(count, ST_PARAM_ALIGN);
     *id = t->n++;
     return ST_OK;

@@ -151,9 +151,9 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
             continue;
         size_t n = e - b;
         if (p->kind == ST_PARAM_STAT) {
+            float keep = p->keep;
             for (size_t j = b; j < e; j++)
-                w[j] = ST_BN_MOMENTUM * w[j] +
-                       (1.0f - ST_BN_MOMENTUM) * g[j - g_base];
+                w[j] = keep * w[j] + (1.0f - keep) * g[j - g_base];
             continue;
         }
         float decay = p->kind == ST_PARAM_WEIGHT ? c->decay : 0.0f;

@@ -19,7 +19,7 @@ usage: onnx_bad_models.py CASE FILE   writes the model CASE into FILE:
   gemm-4d         a Gemm reading the Conv's [N, C, H, W] output
   opset V         the default domain's opset V
   ir V            ir_version V
-  bn-momentum     a BatchNormalization with momentum 0.9 (a warning)
+  bn-momentum     a BatchNormalization with momentum 1.5 (outside 0..1)
   bn-spatial      a BatchNormalization with spatial=0 (opset 7's statistics
                   per value, not per channel)
 """
@@ -194,7 +194,7 @@ def make(case, arg):
     if case == "negative-variance":
         return small(bn=([1.0, -0.5], b""))
     if case == "bn-momentum":
-        return small(bn=([1.0, 1.0], attr_float("momentum", 0.9)))
+        return small(bn=([1.0, 1.0], attr_float("momentum", 1.5)))
     if case == "deep-type":
         return deep_type(int(arg))
     if case == "bn-spatial":

@@ -8,7 +8,8 @@ usage: onnx_models.py DIR   writes into DIR:
       Conv with pads, MaxPool, LeakyRelu(0.1), Flatten, Gemm transB=1 +
       Relu, MatMul + Add; no softmax: singletrain adds it; attributes at
       their defaults and initializers also graph inputs, as PyTorch's
-      exporter may write them) with seeded random
+      exporter may write them; batch norm's momentum 0.75, the twin's
+      bn_momentum=0.25) with seeded random
       initializers, and the same network as a cfg with the same weights as a
       Darknet .weights file (the conv bias before batch norm goes into the
       mean; the variance is one that Darknet's reads back bitwise)
@@ -17,6 +18,8 @@ usage: onnx_models.py DIR   writes into DIR:
                   Concat, standalone BatchNormalization, LRN, Add, Dropout,
                   AveragePool over the whole input, Identity, Reshape,
                   LogSoftmax), and its cfg twin with the same weights
+                  (the BatchNormalization's momentum ONNX's default 0.9,
+                  the twin's bn_momentum=0.1)
   global.onnx     GlobalAveragePool
   unsupported.onnx   an Erf node (node 2, named 'erf1')
   no_init.onnx    a Conv whose weight is no initializer
@@ -101,8 +104,9 @@ def lenet(out):
     nodes = [
         n("Conv", ["x", "w1", "b1"], ["c1"], name="/conv1/Conv", kernel_shape=[5, 5],
           dilations=[1, 1], group=1, strides=[1, 1], pads=[0, 0, 0, 0]),
+        # momentum 0.75 (ONNX's: the share kept), the twin's bn_momentum=0.25
         n("BatchNormalization", ["c1", "scale", "shift", "mean", "var"], ["n1"], name="bn1",
-          epsilon=1e-5, momentum=0.9),
+          epsilon=1e-5, momentum=0.75),
         n("Relu", ["n1"], ["r1"]),
         n("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=0,
           dilations=[1, 1], pads=[0, 0, 0, 0]),
@@ -126,6 +130,7 @@ def lenet(out):
         f.write("""
 [convolutional]
 batch_normalize=1
+bn_momentum=0.25
 filters=4
 size=5
 stride=1
@@ -213,6 +218,7 @@ activation=tanh
 layers=0,1
 
 [batchnorm]
+bn_momentum=0.1
 
 [lrn]
 size=3

@@ -669,6 +669,7 @@ static void test_solver_update(void **state)
                                        tensors[i].kind, ST_INIT_ZERO, 0.0f, &id, &err),
                          ST_OK);
     }
+    table.p[2].keep = 0.7f; /* not ST_STAT_KEEP: the kernel's tensor table must carry it */
     size_t count = table.count;
     assert_true(count >= STREAM_N);
     float *g = floats_new(count), *w0 = floats_new(count), *s0 = floats_new(2 * count);

@@ -282,6 +282,34 @@ static void test_rules_hand_computed(void **state)
 
 /* 3 steps over [0, n) in one call, and over the same range cut at `cuts`
  * (inside the weight tensor and inside the bias tensor): bit for bit equal. */
+/* A running statistic follows its own tensor's keep (a layer's
+ * bn_momentum=, st_param.keep), whatever the rule: keep 7/8 (PyTorch's
+ * momentum 1/8, exact in binary) from stat0 = 1 over the batch statistics
+ * 3, 2, 5 gives 1.25, 1.34375, 1.80078125 exactly; st_params_add's default
+ * is ST_STAT_KEEP, Darknet's 0.99. */
+static void test_stat_keep(void **state)
+{
+    (void)state;
+    static const float expect[N_STEPS] = {1.25f, 1.34375f, 1.80078125f};
+    for (int r = 0; r < N_RULES; r++) {
+        st_solver_cfg c = rule_cfg((st_solver_rule)r);
+        tiny s;
+        tiny_init(&s);
+        assert_true(s.table.p[2].keep == ST_STAT_KEEP);
+        assert_true(s.table.p[0].keep == 0.0f);
+        s.table.p[2].keep = 0.875f;
+        size_t n = s.table.count;
+        for (int t = 0; t < N_STEPS; t++) {
+            tiny_set_grad(&s, t);
+            st_solver_update(&c, &s.table, rule_lr[r], t, 0, n, s.w, s.state, n, s.g);
+            if (s.w[checked[N_LEARNED]] != expect[t])
+                fail_msg("%s step %d: running statistic %.9g, expected %.9g (keep 0.875)",
+                         st_solver_rule_names[r], t + 1, s.w[checked[N_LEARNED]], expect[t]);
+        }
+        tiny_free(&s);
+    }
+}
+
 static void test_slices_bitwise(void **state)
 {
     (void)state;
@@ -600,6 +628,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_planes),
         cmocka_unit_test(test_rules_hand_computed),
+        cmocka_unit_test(test_stat_keep),
         cmocka_unit_test(test_slices_bitwise),
         cmocka_unit_test(test_ps_apply_planes),
         cmocka_unit_test(test_ps_tail_applied),

@@ -162,7 +162,7 @@ st_status st_cpe_grad_sum(st_cpe_cluster *cg, float *const *grads, int n_grads, 
 /* ---- solver update ---- */
 
 #define SOLVER_CHUNK 1024       /* floats per buffer: 2 slots of w, g, 2 planes: 32 KB */
-#define SOLVER_PARAM_WINDOW 16  /* table entries fetched at once: 1.25 KB */
+#define SOLVER_PARAM_WINDOW 16  /* table entries fetched at once: 1.375 KB */
 /* Tensors meeting one chunk: each starts on a 16-float boundary, so at most
  * one before the chunk and one per boundary inside it. */
 #define SOLVER_CHUNK_PARAMS (SOLVER_CHUNK / ST_PARAM_ALIGN + 2)
@@ -230,6 +230,7 @@ static uint64_t solver_chunk_table(st_cpe *cpe, const solver_args *a, param_wind
         if (b < e) {
             st_param *q = &local->p[local->n++];
             q->kind = p->kind;
+            q->keep = p->keep;
             q->offset = b - at;
             q->count = e - b;
             flops += (e - b) * solver_flops_per_float(&a->cfg, p->kind);
