@@ -64,18 +64,25 @@ def _list(keys, k, kind):
     return [kind(v) for v in keys[k].split(",")] if k in keys else []
 
 
-def sgd(model, keys):
-    """torch.optim.SGD over model's parameters as the recipe decays them."""
+def sgd(model, keys, no_decay=()):
+    """torch.optim.SGD over model's parameters as the recipe decays them;
+    no_decay: parameters that take no decay whatever decay_mode says (a
+    bias right before batch norm, which singletrain folds into the running
+    mean on import: it has nothing to decay)."""
     import torch
 
     lr, momentum, decay = _f(keys, "learning_rate", 0.001), _f(keys, "momentum", 0.9), \
         _f(keys, "decay", 0.0001)
-    params = list(model.parameters())
+    skip = {id(p) for p in no_decay}
+    params = [p for p in model.parameters() if id(p) not in skip]
+    kept = [p for p in model.parameters() if id(p) in skip]
     if keys.get("decay_mode", "darknet") == "torch":
         groups = [{"params": params, "weight_decay": decay}]
     else:
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": decay},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    if kept:
+        groups.append({"params": kept, "weight_decay": 0.0})
     return torch.optim.SGD(groups, lr=lr, momentum=momentum)
 
 
