@@ -153,8 +153,7 @@ static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_sched
         (st = st_cfg_int_list(cfg, s, "steps", lr->steps, ST_MAX_STEPS, &lr->n_steps, err)) ||
         (st = st_cfg_float_list(cfg, s, "scales", lr->scales, ST_MAX_STEPS, &n_scales, err)) ||
         (st = st_cfg_float(cfg, s, "learning_rate_min", 0.0f, 0.0f, 1e3f, &lr->lr_min, err)) ||
-        (st = read_float_except(cfg, s, "pct_start", 0.3f, 0.0f, 1.0f, 0.0f,
-                                "the cycle would have no rising part", &lr->pct_start, err)) ||
+        (st = st_cfg_float(cfg, s, "pct_start", 0.3f, 0.0f, 1.0f, &lr->pct_start, err)) ||
         (st = read_float_except(cfg, s, "div_factor", 25.0f, 0.0f, 1e6f, 0.0f,
                                 "the cycle starts at learning_rate / div_factor",
                                 &lr->div_factor, err)) ||
@@ -166,10 +165,10 @@ static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_sched
     if ((st = read_ramp(cfg, s, lr, err)))
         return st;
     st_cfg_option *o = st_cfg_find(s, "pct_start");
-    if (o && lr->pct_start == 1.0f)
+    if (o && (lr->pct_start == 0.0f || lr->pct_start == 1.0f))
         return st_fail(err, ST_EINPUT, "%s:%d: [%s] pct_start=%s: expected a number in 0..1 "
-                       "other than 0 and 1 (the cycle would have no falling part)", cfg->path,
-                       o->line, s->type, o->val);
+                       "other than 0 and 1 (the cycle rises for that part of it, then falls)",
+                       cfg->path, o->line, s->type, o->val);
     if (lr->policy == ST_LR_STEPS) {
         o = st_cfg_find(s, "steps");
         if (lr->n_steps == 0 || lr->n_steps != n_scales)

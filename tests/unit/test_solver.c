@@ -610,7 +610,7 @@ static void test_cfg_schedule(void **state)
     parse_fails("policy=onecycle\nwarmup=5\n", "s.cfg:6: [net] warmup=5 with policy=onecycle "
                 "at line 5: the cycle has its own warm-up");
     parse_fails("pct_start=0\n", "s.cfg:5: [net] pct_start=0: expected a number in 0..1 "
-                "other than 0");
+                "other than 0 and 1");
     parse_fails("pct_start=1\n", "s.cfg:5: [net] pct_start=1: expected a number in 0..1 "
                 "other than 0 and 1");
     parse_fails("div_factor=0\n", "s.cfg:5: [net] div_factor=0: expected a number in");
