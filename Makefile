@@ -78,7 +78,7 @@ tests_tagged = $(patsubst tests/unit/%.c,%,$(shell grep -l '@$(1)\b' $(TESTS_C))
 SAN_TESTS := $(TEST_NAMES)
 TSAN_TESTS := $(call tests_tagged,tsan)
 PORTABLE_TESTS := $(call tests_tagged,portable)
-TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff
+TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff $(BUILD)/tools/lrsched
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc
 # (mk/mpi.mk); cluster_mpi.c takes MPICH's flags.

@@ -24,7 +24,8 @@ learned-parameter count that singletrain --dry-run prints for the same cfg.
 
 The update rule and its keys come from [net] as singletrain reads them:
 solver= (or adam=1), learning_rate=, momentum=, decay= (weight decay, on
-convolution and connected weights only), B1=, B2=, eps= (Adam), rms_decay=
+convolution and connected weights only; on every parameter with
+decay_mode=torch), B1=, B2=, eps= (Adam), rms_decay=
 and delta= (RMSProp, AdaGrad, AdaDelta), mapped to torch.optim's SGD,
 SGD(nesterov), Adagrad, RMSprop, Adadelta and Adam. The learning rate stays
 at learning_rate= (no policy: runs are short). Weights start from PyTorch's
@@ -150,7 +151,8 @@ def plan_network(path):
               "momentum": s.get("momentum", 0.9, float), "decay": s.get("decay", 0.0001, float),
               "B1": s.get("B1", 0.9, float), "B2": s.get("B2", 0.999, float),
               "eps": s.get("eps", 0.0000001, float), "rms_decay": s.get("rms_decay", 0.99, float),
-              "delta": s.get("delta", 1e-8, float)}
+              "delta": s.get("delta", 1e-8, float),
+              "decay_all": s.get("decay_mode", "darknet", str) == "torch"}
     shape = (c, h, w)
     layers = []
     classes = 0
@@ -276,13 +278,14 @@ def build_model(torch, layers):
 
 def make_optimizer(torch, model, sv):
     """torch.optim's rule for the cfg's, weight decay on the weights of
-    convolutions and connected layers only (as singletrain decays)."""
+    convolutions and connected layers only (as singletrain decays), or on
+    every parameter with decay_mode=torch."""
     nn = torch.nn
     decayed, other = [], []
     for m in model.modules():
         for name, p in m.named_parameters(recurse=False):
             is_weight = name == "weight" and isinstance(m, (nn.Conv2d, nn.Linear))
-            (decayed if is_weight else other).append(p)
+            (decayed if is_weight or sv["decay_all"] else other).append(p)
     groups = [{"params": decayed, "weight_decay": sv["decay"]},
               {"params": other, "weight_decay": 0.0}]
     rule, lr = sv["rule"], sv["lr"]

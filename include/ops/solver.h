@@ -4,7 +4,8 @@
  * Every rule is elementwise, so any split of the arena into slices gives
  * the same result bit for bit. g is the batch-averaged gradient; for
  * ST_PARAM_WEIGHT tensors the rules below see gd = g + decay * w (L2 weight
- * decay), for ST_PARAM_BIAS tensors (biases, batch-norm scales) gd = g.
+ * decay), for ST_PARAM_BIAS tensors (biases, batch-norm scales) gd = g
+ * (with decay_mode=torch, gd = g + decay * w for them too).
  * State planes start at zero; plane k of a float at arena offset i is
  * state[k * stride + i].
  *
@@ -36,17 +37,55 @@
 
 #define ST_MAX_STEPS 64
 
+/* The learning-rate policies, declared once: X(ENUM, policy= name). What
+ * each gives at iteration t (from 0) of a run of T iterations (max_batches=,
+ * else the run's length), lr the learning_rate= key, and the PyTorch
+ * scheduler it equals step for step (scripts/torch_recipe.py builds it;
+ * tests/e2e/test_schedule.sh compares the two):
+ *   constant  lr                                     (no scheduler)
+ *   step      lr * scale^(t / step)                  StepLR(step, gamma=scale)
+ *   steps     lr * product of scales[i], steps[i] <= t
+ *                                                    MultiStepLR(steps, gamma) when
+ *                                                    every scale is gamma
+ *   exp       lr * gamma^t                           ExponentialLR(gamma)
+ *   poly      lr * (1 - t / T)^power, 0 past T       PolynomialLR(T, power)
+ *   inv       lr * (1 + gamma * t)^-power (Caffe)    (LambdaLR)
+ *   cosine    lr_min + (lr - lr_min) (1 + cos(pi t / T)) / 2
+ *                                                    CosineAnnealingLR(T, eta_min=lr_min)
+ *   onecycle  from lr / div up to lr at t = pct T - 1, then down to
+ *             lr / div / final_div at t = T - 1, each half a cosine; held
+ *             past T - 1                             OneCycleLR(lr, T, pct_start=pct,
+ *                                                    div_factor=div, final_div_factor=
+ *                                                    final_div, cycle_momentum=False)
+ * Adding one: its row here, its case in solver.c's policy_rate (the
+ * compiler names a missing one), its keys in net/hparams.c's read_schedule,
+ * its PyTorch twin in scripts/torch_recipe.py. */
+#define ST_LR_POLICIES(X)                                                          \
+    X(CONSTANT, "constant")                                                        \
+    X(STEP, "step")                                                                \
+    X(STEPS, "steps")                                                              \
+    X(EXP, "exp")                                                                  \
+    X(POLY, "poly")                                                                \
+    X(INV, "inv")                                                                  \
+    X(COSINE, "cosine")                                                            \
+    X(ONECYCLE, "onecycle")
+
 typedef enum st_lr_policy {
-    ST_LR_CONSTANT, /* lr */
-    ST_LR_STEP,     /* lr * scale^(iter / step) */
-    ST_LR_STEPS,    /* lr * product of scales[i] for steps[i] <= iter */
-    ST_LR_EXP,      /* lr * gamma^iter */
-    ST_LR_POLY,     /* lr * (1 - iter / max_batches)^power */
-    ST_LR_INV,      /* lr * (1 + gamma * iter)^-power (Caffe) */
+#define ST_LR_ENUM(e, name) ST_LR_##e,
+    ST_LR_POLICIES(ST_LR_ENUM)
+#undef ST_LR_ENUM
+    ST_LR_POLICY_COUNT
 } st_lr_policy;
 
 extern const char *const st_lr_policy_names[]; /* cfg names, NULL-terminated */
 
+/* The schedule of a run. Before the policy, one of two ramps (never both):
+ * Darknet's burn_in= (t < burn_in: lr * (t / burn_in)^power, then the
+ * policy at t, as if there had been none) or warmup= (t < warmup: lr *
+ * (warmup_factor + (1 - warmup_factor) t / warmup), then the policy at
+ * t - warmup over T - warmup iterations: PyTorch's
+ * SequentialLR([LinearLR(start_factor=warmup_factor, total_iters=warmup),
+ * POLICY], milestones=[warmup]), as torchvision's recipes use it). */
 typedef struct st_lr_schedule {
     float learning_rate;
     st_lr_policy policy;
@@ -55,8 +94,14 @@ typedef struct st_lr_schedule {
     int n_steps;
     int steps[ST_MAX_STEPS];
     float scales[ST_MAX_STEPS];
-    int burn_in;       /* iterations ramping up as (iter / burn_in)^power */
-    long max_batches;  /* for poly */
+    int burn_in;         /* iterations ramping up as (iter / burn_in)^power */
+    int warmup;          /* iterations ramping up linearly, the policy after */
+    float warmup_factor; /* the warm-up's first multiplier, in (0, 1] */
+    float lr_min;        /* cosine: learning_rate_min= (eta_min) */
+    float pct_start;     /* onecycle: the rising part of the cycle, in (0, 1) */
+    float div_factor;    /* onecycle: lr / div_factor at the start */
+    float final_div_factor; /* onecycle: lr / div_factor / final_div_factor at the end */
+    long max_batches;    /* T: for poly, cosine and onecycle */
 } st_lr_schedule;
 
 /* The update rules, declared once: X(ENUM, solver= name, state planes,
@@ -97,11 +142,29 @@ typedef struct st_solver_rule_info {
 extern const st_solver_rule_info st_solver_rules[ST_SOLVER_RULE_COUNT];
 extern const char *const st_solver_rule_names[]; /* cfg names, NULL-terminated */
 
+/* Which tensors weight decay applies to (decay_mode=). The arithmetic is
+ * the same in both: gd = g + decay * w before the rule (for sgd, before
+ * momentum: m = momentum * m + gd; w -= lr * m, torch.optim.SGD's with
+ * dampening 0). darknet: ST_PARAM_WEIGHT tensors alone (convolution and
+ * connected weights; Darknet and Caffe's usual decay_mult 0 on biases);
+ * torch: every learned tensor, biases and batch-norm scales and shifts
+ * too, as torch.optim.SGD(model.parameters(), weight_decay=decay) does. */
+#define ST_DECAY_MODES(X) X(DARKNET, "darknet") X(TORCH, "torch")
+
+typedef enum st_decay_mode {
+#define ST_DECAY_ENUM(e, name) ST_DECAY_##e,
+    ST_DECAY_MODES(ST_DECAY_ENUM)
+#undef ST_DECAY_ENUM
+} st_decay_mode;
+
+extern const char *const st_decay_mode_names[]; /* cfg names, NULL-terminated */
+
 typedef struct st_solver_cfg {
     st_lr_schedule lr;
     st_solver_rule rule;
     float momentum;  /* sgd, nesterov; adadelta's history decay */
-    float decay;     /* L2 weight decay on ST_PARAM_WEIGHT tensors */
+    float decay;     /* L2 weight decay: gd = g + decay * w */
+    st_decay_mode decay_mode; /* which tensors decay= applies to */
     float beta1;     /* adam: B1= */
     float beta2;     /* adam: B2= */
     float eps;       /* adam: eps= */
@@ -109,7 +172,8 @@ typedef struct st_solver_cfg {
     float delta;     /* adagrad, rmsprop, adadelta: Caffe's delta= */
 } st_solver_cfg;
 
-/* Learning rate of iteration iter (from 0), Darknet's get_current_rate. */
+/* Learning rate of iteration iter (from 0): Darknet's get_current_rate,
+ * with the policies and the warm-up above. */
 float st_lr_at(const st_lr_schedule *s, long iter);
 
 /* Planes of solver state, each as long as the parameter arena: 1 for sgd,

@@ -171,8 +171,8 @@ static const st_option options[] = {
      "snapshots; 0 waits forever (default 600)", ST_OPT_LONG, TRAIN(peer_timeout), 0,
      LONG_MAX},
     {"hparams", 0, "FILE", "Training", "an ONNX model's training settings: a file with one "
-     "[net] section (batch=, solver=, learning_rate=, policy=, momentum=, decay=, the data "
-     "keys ...) instead of MODEL.train beside MODEL.onnx", ST_OPT_STRING, TRAIN(hparams), 0, 0},
+     "[net] section (batch=, solver=, learning_rate=, policy=, warmup=, momentum=, decay=, "
+     "decay_mode=, the data keys ...) instead of MODEL.train beside MODEL.onnx", ST_OPT_STRING, TRAIN(hparams), 0, 0},
     {"weights", 0, "FILE", "Snapshots", "start from these weights: a snapshot or a Darknet "
      ".weights file (the solver starts afresh at iteration 0)", ST_OPT_STRING, TRAIN(weights),
      0, 0},

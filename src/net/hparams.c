@@ -96,37 +96,6 @@ static st_status read_transform(const st_cfg *cfg, st_cfg_section *s, st_hparams
     return ST_OK;
 }
 
-static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_schedule *lr,
-                               st_error *err)
-{
-    int policy, n_scales = 0;
-    st_status st;
-    if ((st = st_cfg_float(cfg, s, "learning_rate", 0.001f, 0.0f, 1e3f, &lr->learning_rate,
-                           err)) ||
-        (st = st_cfg_enum(cfg, s, "policy", st_lr_policy_names, ST_LR_CONSTANT, &policy, err)) ||
-        (st = st_cfg_float(cfg, s, "gamma", 1.0f, 0.0f, 1e3f, &lr->gamma, err)) ||
-        (st = st_cfg_float(cfg, s, "power", 4.0f, 0.0f, 1e3f, &lr->power, err)) ||
-        (st = st_cfg_float(cfg, s, "scale", 1.0f, 0.0f, 1e3f, &lr->scale, err)) ||
-        (st = st_cfg_int(cfg, s, "step", 1, 1, 1 << 30, &lr->step, err)) ||
-        (st = st_cfg_int(cfg, s, "burn_in", 0, 0, 1 << 30, &lr->burn_in, err)) ||
-        (st = st_cfg_int_list(cfg, s, "steps", lr->steps, ST_MAX_STEPS, &lr->n_steps, err)) ||
-        (st = st_cfg_float_list(cfg, s, "scales", lr->scales, ST_MAX_STEPS, &n_scales, err)))
-        return st;
-    lr->policy = (st_lr_policy)policy;
-    if (lr->policy == ST_LR_STEPS) {
-        st_cfg_option *o = st_cfg_find(s, "steps");
-        if (lr->n_steps == 0 || lr->n_steps != n_scales)
-            return st_fail(err, ST_EINPUT, "%s:%d: policy=steps needs steps= and scales= lists "
-                           "of the same length (got %d steps, %d scales)", cfg->path,
-                           o ? o->line : s->line, lr->n_steps, n_scales);
-        for (int i = 1; i < lr->n_steps; i++)
-            if (lr->steps[i] < lr->steps[i - 1])
-                return st_fail(err, ST_EINPUT, "%s:%d: steps= must not decrease (%d after %d)",
-                               cfg->path, o->line, lr->steps[i], lr->steps[i - 1]);
-    }
-    return ST_OK;
-}
-
 /* key= as a number in lo..hi other than `excluded`, an end of the range
  * where the update divides by zero or never moves (why says which). */
 static st_status read_float_except(const st_cfg *cfg, st_cfg_section *s, const char *key,
@@ -142,8 +111,80 @@ static st_status read_float_except(const st_cfg *cfg, st_cfg_section *s, const c
                    why);
 }
 
+/* The ramp keys: burn_in= (Darknet's) or warmup= and warmup_factor=. */
+static st_status read_ramp(const st_cfg *cfg, st_cfg_section *s, st_lr_schedule *lr,
+                           st_error *err)
+{
+    st_status st;
+    if ((st = st_cfg_int(cfg, s, "burn_in", 0, 0, 1 << 30, &lr->burn_in, err)) ||
+        (st = st_cfg_int(cfg, s, "warmup", 0, 0, 1 << 30, &lr->warmup, err)) ||
+        (st = read_float_except(cfg, s, "warmup_factor", 1.0f / 3.0f, 0.0f, 1.0f, 0.0f,
+                                "the warm-up would start at a rate of 0, which PyTorch's "
+                                "LinearLR refuses", &lr->warmup_factor, err)))
+        return st;
+    st_cfg_option *b = st_cfg_find(s, "burn_in"), *w = st_cfg_find(s, "warmup"),
+                  *p = st_cfg_find(s, "policy");
+    if (lr->burn_in > 0 && lr->warmup > 0)
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] warmup=%s and burn_in=%s at line %d are "
+                       "two ramps of the learning rate: give one (warmup= is PyTorch's linear "
+                       "warm-up, burn_in= Darknet's)", cfg->path, w->line, s->type, w->val,
+                       b->val, b->line);
+    if (lr->warmup > 0 && lr->policy == ST_LR_ONECYCLE)
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] warmup=%s with policy=onecycle at line %d: "
+                       "the cycle has its own warm-up (pct_start=): give no warmup=",
+                       cfg->path, w->line, s->type, w->val, p->line);
+    return ST_OK;
+}
+
+/* The policy and its keys (solver.h's ST_LR_POLICIES says what each
+ * computes). Every key is read whatever the policy, as Darknet does. */
+static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_schedule *lr,
+                               st_error *err)
+{
+    int policy, n_scales = 0;
+    st_status st;
+    if ((st = st_cfg_float(cfg, s, "learning_rate", 0.001f, 0.0f, 1e3f, &lr->learning_rate,
+                           err)) ||
+        (st = st_cfg_enum(cfg, s, "policy", st_lr_policy_names, ST_LR_CONSTANT, &policy, err)) ||
+        (st = st_cfg_float(cfg, s, "gamma", 1.0f, 0.0f, 1e3f, &lr->gamma, err)) ||
+        (st = st_cfg_float(cfg, s, "power", 4.0f, 0.0f, 1e3f, &lr->power, err)) ||
+        (st = st_cfg_float(cfg, s, "scale", 1.0f, 0.0f, 1e3f, &lr->scale, err)) ||
+        (st = st_cfg_int(cfg, s, "step", 1, 1, 1 << 30, &lr->step, err)) ||
+        (st = st_cfg_int_list(cfg, s, "steps", lr->steps, ST_MAX_STEPS, &lr->n_steps, err)) ||
+        (st = st_cfg_float_list(cfg, s, "scales", lr->scales, ST_MAX_STEPS, &n_scales, err)) ||
+        (st = st_cfg_float(cfg, s, "learning_rate_min", 0.0f, 0.0f, 1e3f, &lr->lr_min, err)) ||
+        (st = st_cfg_float(cfg, s, "pct_start", 0.3f, 0.0f, 1.0f, &lr->pct_start, err)) ||
+        (st = read_float_except(cfg, s, "div_factor", 25.0f, 0.0f, 1e6f, 0.0f,
+                                "the cycle starts at learning_rate / div_factor",
+                                &lr->div_factor, err)) ||
+        (st = read_float_except(cfg, s, "final_div_factor", 1e4f, 0.0f, 1e6f, 0.0f,
+                                "the cycle ends at learning_rate / div_factor / "
+                                "final_div_factor", &lr->final_div_factor, err)))
+        return st;
+    lr->policy = (st_lr_policy)policy;
+    if ((st = read_ramp(cfg, s, lr, err)))
+        return st;
+    st_cfg_option *o = st_cfg_find(s, "pct_start");
+    if (o && (lr->pct_start == 0.0f || lr->pct_start == 1.0f))
+        return st_fail(err, ST_EINPUT, "%s:%d: [%s] pct_start=%s: expected a number in 0..1 "
+                       "other than 0 and 1 (the cycle rises for that part of it, then falls)",
+                       cfg->path, o->line, s->type, o->val);
+    if (lr->policy == ST_LR_STEPS) {
+        o = st_cfg_find(s, "steps");
+        if (lr->n_steps == 0 || lr->n_steps != n_scales)
+            return st_fail(err, ST_EINPUT, "%s:%d: policy=steps needs steps= and scales= lists "
+                           "of the same length (got %d steps, %d scales)", cfg->path,
+                           o ? o->line : s->line, lr->n_steps, n_scales);
+        for (int i = 1; i < lr->n_steps; i++)
+            if (lr->steps[i] < lr->steps[i - 1])
+                return st_fail(err, ST_EINPUT, "%s:%d: steps= must not decrease (%d after %d)",
+                               cfg->path, o->line, lr->steps[i], lr->steps[i - 1]);
+    }
+    return ST_OK;
+}
+
 /* The update rule and its keys: solver= (Caffe's names), Darknet's adam=1
- * (the same as solver=adam), momentum=, decay=, B1=, B2=, eps= (Darknet's
+ * (the same as solver=adam), momentum=, decay=, decay_mode=, B1=, B2=, eps= (Darknet's
  * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
  * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
 /* Whether rule reads the [net] key (its row of ST_SOLVER_RULES). */
@@ -191,13 +232,15 @@ static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
 static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg *c,
                              const st_log *log, st_error *err)
 {
-    int rule, adam;
+    int rule, adam, decay_mode;
     st_status st;
     if ((st = st_cfg_enum(cfg, s, "solver", st_solver_rule_names, ST_SOLVER_SGD, &rule,
                           err)) ||
         (st = st_cfg_int(cfg, s, "adam", 0, 0, 1, &adam, err)) ||
         (st = st_cfg_float(cfg, s, "momentum", 0.9f, 0.0f, 1.0f, &c->momentum, err)) ||
         (st = st_cfg_float(cfg, s, "decay", 0.0001f, 0.0f, 1.0f, &c->decay, err)) ||
+        (st = st_cfg_enum(cfg, s, "decay_mode", st_decay_mode_names, ST_DECAY_DARKNET,
+                          &decay_mode, err)) ||
         (st = read_float_except(cfg, s, "B1", 0.9f, 0.0f, 1.0f, 1.0f,
                                 "Adam's bias correction divides by 1 - B1^t", &c->beta1, err)) ||
         (st = read_float_except(cfg, s, "B2", 0.999f, 0.0f, 1.0f, 1.0f,
@@ -210,6 +253,7 @@ static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg
                                 "AdaGrad, RMSProp and AdaDelta divide by it", &c->delta, err)))
         return st;
     c->rule = (st_solver_rule)rule;
+    c->decay_mode = (st_decay_mode)decay_mode;
     if (adam) {
         st_cfg_option *a = st_cfg_find(s, "adam"), *o = st_cfg_find(s, "solver");
         if (o && c->rule != ST_SOLVER_ADAM)

@@ -3,8 +3,17 @@
 
 #include <math.h>
 
-const char *const st_lr_policy_names[] = {"constant", "step", "steps", "exp", "poly", "inv",
-                                          NULL};
+const char *const st_lr_policy_names[] = {
+#define ST_LR_NAME(e, name) name,
+    ST_LR_POLICIES(ST_LR_NAME)
+#undef ST_LR_NAME
+    NULL};
+
+const char *const st_decay_mode_names[] = {
+#define ST_DECAY_NAME(e, name) name,
+    ST_DECAY_MODES(ST_DECAY_NAME)
+#undef ST_DECAY_NAME
+    NULL};
 
 const st_solver_rule_info st_solver_rules[ST_SOLVER_RULE_COUNT] = {
 #define ST_SOLVER_INFO(e, name, planes, flops, keys, whose) {name, planes, flops, keys, whose},
@@ -18,31 +27,74 @@ const char *const st_solver_rule_names[] = {
 #undef ST_SOLVER_NAME
     NULL};
 
+/* A cosine from `from` at pct 0 to `to` at pct 1 (PyTorch's
+ * _annealing_cos), in double: near the end 1 + cos is a difference of
+ * nearly equal numbers, which float would leave with 1e-4 of error. */
+static double cos_anneal(double from, double to, double pct)
+{
+    return to + (from - to) / 2.0 * (cos(M_PI * pct) + 1.0);
+}
+
+/* OneCycleLR's two phases over T iterations, held at the end past T - 1.
+ * A phase of no length (pct * T <= 1, or T too short for the second)
+ * counts as done. */
+static double onecycle_at(const st_lr_schedule *s, long t, long T)
+{
+    double top = s->learning_rate, start = top / s->div_factor,
+           end = start / s->final_div_factor;
+    double rise_end = (double)s->pct_start * (double)T - 1.0, fall_end = (double)T - 1.0;
+    if ((double)t <= rise_end)
+        return cos_anneal(start, top, rise_end > 0.0 ? (double)t / rise_end : 1.0);
+    double pct = fall_end > rise_end ? ((double)t - rise_end) / (fall_end - rise_end) : 1.0;
+    return cos_anneal(top, end, pct < 1.0 ? pct : 1.0);
+}
+
+/* The policy at iteration t of a run of T (0: unknown) iterations, in
+ * double from the keys' float values: in float, poly's 1 - t / T near the
+ * end of the run was 2e-6 off, which PyTorch's schedule is not. */
+static double policy_rate(const st_lr_schedule *s, long t, long T)
+{
+    double lr = s->learning_rate;
+    switch (s->policy) {
+    case ST_LR_CONSTANT:
+        return lr;
+    case ST_LR_STEP:
+        return lr * pow(s->scale, (double)(t / s->step));
+    case ST_LR_STEPS:
+        for (int i = 0; i < s->n_steps && s->steps[i] <= t; i++)
+            lr *= s->scales[i];
+        return lr;
+    case ST_LR_EXP:
+        return lr * pow(s->gamma, (double)t);
+    case ST_LR_POLY: {
+        double left = T > 0 ? 1.0 - (double)t / (double)T : 1.0;
+        return lr * pow(left > 0.0 ? left : 0.0, s->power);
+    }
+    case ST_LR_INV:
+        return lr * pow(1.0 + s->gamma * (double)t, -s->power);
+    case ST_LR_COSINE:
+        return cos_anneal(lr, s->lr_min, (double)t / (double)(T > 0 ? T : 1));
+    case ST_LR_ONECYCLE:
+        return onecycle_at(s, t, T > 0 ? T : 1);
+    case ST_LR_POLICY_COUNT: /* not a policy: hparams.c reads only the table's */
+        break;
+    }
+    return lr;
+}
+
 float st_lr_at(const st_lr_schedule *s, long iter)
 {
     if (iter < s->burn_in)
-        return s->learning_rate * powf((float)iter / (float)s->burn_in, s->power);
-    switch (s->policy) {
-    case ST_LR_CONSTANT:
-        return s->learning_rate;
-    case ST_LR_STEP:
-        return s->learning_rate * powf(s->scale, (float)(iter / s->step));
-    case ST_LR_STEPS: {
-        float rate = s->learning_rate;
-        for (int i = 0; i < s->n_steps && s->steps[i] <= iter; i++)
-            rate *= s->scales[i];
-        return rate;
+        return (float)(s->learning_rate * pow((double)iter / (double)s->burn_in, s->power));
+    if (iter < s->warmup) {
+        double f = s->warmup_factor;
+        return (float)(s->learning_rate * (f + (1.0 - f) * (double)iter / (double)s->warmup));
     }
-    case ST_LR_EXP:
-        return s->learning_rate * powf(s->gamma, (float)iter);
-    case ST_LR_POLY: {
-        float left = s->max_batches > 0 ? 1.0f - (float)iter / (float)s->max_batches : 1.0f;
-        return s->learning_rate * powf(left > 0.0f ? left : 0.0f, s->power);
-    }
-    case ST_LR_INV:
-        return s->learning_rate * powf(1.0f + s->gamma * (float)iter, -s->power);
-    }
-    return s->learning_rate;
+    /* after a warm-up, the policy's run is what is left of T (at least 1) */
+    long T = s->max_batches;
+    if (T > 0 && s->warmup > 0)
+        T = T > s->warmup ? T - s->warmup : 1;
+    return (float)policy_rate(s, iter - s->warmup, T);
 }
 
 int st_solver_state_per_param(const st_solver_cfg *c)
@@ -156,7 +208,8 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
                 w[j] = keep * w[j] + (1.0f - keep) * g[j - g_base];
             continue;
         }
-        float decay = p->kind == ST_PARAM_WEIGHT ? c->decay : 0.0f;
+        float decay = p->kind == ST_PARAM_WEIGHT || c->decay_mode == ST_DECAY_TORCH
+                          ? c->decay : 0.0f;
         /* planes 0 and 1 of float b (the second only for the rules that have it) */
         float *s0 = state + (b - begin);
         const float *gb = g + (b - g_base);

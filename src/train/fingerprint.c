@@ -42,7 +42,8 @@ static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
     uint64_t h = st_hash_bytes(ST_HASH_START, lr->steps, (size_t)lr->n_steps * sizeof(int));
     h = st_hash_bytes(h, lr->scales, (size_t)lr->n_steps * sizeof(float));
     double rest[] = {lr->gamma, lr->power, lr->scale, lr->step, lr->burn_in,
-                     (double)lr->max_batches};
+                     (double)lr->max_batches, lr->warmup, lr->warmup_factor, lr->lr_min,
+                     lr->pct_start, lr->div_factor, lr->final_div_factor};
     return st_hash_bytes(h, rest, sizeof rest);
 }
 
@@ -103,10 +104,12 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
                              sv->lr.learning_rate);
     st_cluster_fp_add(fp, "the learning-rate policy (policy= in [net])", sv->lr.policy);
     st_cluster_fp_add(fp, "the learning-rate schedule (steps=, scales=, step=, scale=, "
-                      "gamma=, power=, burn_in=, max_batches= in [net])",
+                      "gamma=, power=, burn_in=, warmup=, warmup_factor=, learning_rate_min=, "
+                      "pct_start=, div_factor=, final_div_factor=, max_batches= in [net])",
                       lr_schedule_hash(&sv->lr));
     st_cluster_fp_add_double(fp, "the momentum (momentum= in [net])", sv->momentum);
     st_cluster_fp_add_double(fp, "the weight decay (decay= in [net])", sv->decay);
+    st_cluster_fp_add(fp, "the tensors decayed (decay_mode= in [net])", sv->decay_mode);
     double rule[] = {sv->beta1, sv->beta2, sv->eps, sv->rms_decay, sv->delta};
     st_cluster_fp_add(fp, "the update rule's settings (B1=, B2=, eps=, rms_decay=, delta= in "
                       "[net])", st_hash_bytes(ST_HASH_START, rule, sizeof rule));

@@ -24,6 +24,14 @@
 #     read from the ONNX model (PyTorch's default 0.1; vgg's 0.3); that
 #     snapshot, exported with export --onnx, has PyTorch's running means
 #     and variances within 1e-4 and the models' momentum attributes;
+#   - 5 full-batch steps of a PyTorch-style recipe (dnnl; decay.train below:
+#     weight decay 0.05 on every tensor, decay_mode=torch, a 2-step linear
+#     warm-up, then a cosine), against torch.optim.SGD and the scheduler
+#     scripts/torch_recipe.py builds from the same file: the losses and the
+#     eval-mode outputs after them, as above (a bias right before batch norm,
+#     which singletrain folds into the running mean, is kept out of PyTorch's
+#     decay: torch_models.py's folded_biases; test_schedule.sh checks the
+#     schedules alone, step by step);
 #   - a net of bias-free nn.Linear layers, which the exporter (no constant
 #     folding) writes as MatMul of Transpose(W): predict on both backends
 #     gives PyTorch's eval outputs within 1e-4 (forward only);
@@ -50,6 +58,12 @@ fi
 models=$(cd "$(dirname "$0")/../lib" && pwd)/torch_models.py
 lenet_cfg=$(cd "$(dirname "$0")/../../data" && pwd)/lenet.cfg
 cd "$tmp" || exit 2
+# the decay recipe: decay large enough (0.05) that decaying the biases and
+# batch norm's scales and shifts or not (decay_mode=darknet) moves the
+# losses and outputs well past the tolerances
+{ printf '[net]\nbatch=16\nsolver=sgd\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.05\n'
+  printf 'decay_mode=torch\npolicy=cosine\nwarmup=2\nwarmup_factor=0.5\nlearning_rate_min=0.005\n'
+} >decay.train
 check "PyTorch builds and exports the four models" err 0 "" -- $py "$models" build .
 # the runs: one worker thread, ref or dnnl as said; batch = the 16 images
 printf '[net]\nbatch=16\nsolver=sgd\nlearning_rate=512\nmomentum=0\ndecay=0\npolicy=constant\n' \
@@ -75,6 +89,13 @@ for m in lenet vgg resnet concat; do
     cp "$tmp/stdout" "$m.trained.scores"
     check "$m: the trained snapshot exported as ONNX" err 0 "" -- "$bin" export -q --onnx \
         "$m.onnx" "mom-$m/${m}_final.snap" "$m-trained.onnx"
+    check "$m: 5 SGD steps of the decay recipe (dnnl)" err 0 "" -- "$bin" --backend dnnl \
+        --hparams decay.train --data "$m.data" --iters 5 --no-test -t 1 --log-every 1 \
+        --log-format csv --snapshot-dir "decay-$m" "$m.onnx"
+    cp "$tmp/stdout" "$m.decay.csv"
+    check "$m: predict --scores after the decay recipe" out 0 "$m/15." -- \
+        "$bin" predict --scores "$m.onnx" "decay-$m/${m}_final.snap" "$m"/*.p?m
+    cp "$tmp/stdout" "$m.decay.trained.scores"
 done
 # a bias-free nn.Linear without constant folding: MatMul of Transpose(W),
 # the Transpose of an initializer computed at load (issue 36)
@@ -89,8 +110,9 @@ done
 $py "$models" compare . >compare.out 2>&1
 sed 's/^/     /' compare.out
 for m in lenet vgg resnet concat; do
-    for what in "forward dnnl" "gradients dnnl" "forward ref" "gradients ref" losses \
-        "after 5 steps"; do
+    for what in "forward dnnl" "gradients dnnl" "forward ref" "gradients ref" \
+        "losses of 5 SGD steps with momentum" "after 5 steps (" \
+        "losses of 5 SGD steps with the decay recipe" "after 5 steps of the decay recipe"; do
         expect "$m: $what as PyTorch's" grep -q "^ok $m $what" compare.out
     done
 done
@@ -101,7 +123,7 @@ done
 for be in dnnl ref; do
     expect "linear: forward $be as PyTorch's" grep -q "^ok linear forward $be" compare.out
 done
-expect "28 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 28 ]
+expect "36 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 36 ]
 
 "$bin" predict --scores lenet.onnx mom-lenet/lenet_final.snap lenet/*.pgm >onnx-trained.scores
 check "data/lenet.cfg takes the ONNX LeNet-5's trained snapshot" out 0 "lenet/15.pgm" -- \

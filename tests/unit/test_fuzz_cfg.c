@@ -124,12 +124,14 @@ static const char *const insert_keys[] = {
     "temperature", "policy", "steps", "scales", "xnor", "binary", "dilation", "flipped",
     "angle", "hue", "train", "height", "width", "channels", "max_batches", "learning_rate",
     "momentum", "gamma", "power", "step", "burn_in", "decay", "batch", "bogus", "",
+    "warmup", "warmup_factor", "learning_rate_min", "pct_start", "div_factor",
+    "final_div_factor", "decay_mode",
 };
 
 static const char *const insert_values[] = {
     "1", "0", "-1", "2", "3", "-2", "-3", "7", "relu", "swish", "leaky", "linear", "sse",
     "masked", "-1,-2", "0,1", "-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1", "steps",
-    "poly", "1e40", "nan", "", "4096", "65536", "2147483647", "0.5", "0.99", "1000000",
+    "poly", "cosine", "onecycle", "torch", "1e40", "nan", "", "4096", "65536", "2147483647", "0.5", "0.99", "1000000",
     "/nonexistent/file", "# comment", "=",
 };
 

@@ -2,7 +2,8 @@
  * (float64 Python from the published formulas, below), the same result for
  * any split of the arena into slices, the parameter server's two state
  * planes, the state partitioned over ranks (--rank-update partitioned),
- * and the [net] keys that choose and tune a rule.
+ * decay_mode= (which tensors decay), and the [net] keys that choose and
+ * tune a rule and the learning-rate schedule.
  *
  * The tiny parameter table: 0.weights (5 floats, ST_PARAM_WEIGHT, weight
  * decay 0.01), 0.biases (2, ST_PARAM_BIAS, no decay), 0.rolling_mean (1,
@@ -517,6 +518,36 @@ static void test_partitioned_state(void **state)
         }
 }
 
+/* decay_mode=torch decays the biases too (gd = g + decay * b), darknet
+ * leaves them; the weights and the running statistic are the same in both.
+ * sgd, lr 0.1, momentum 0.9, step 1 of b0 = [0.33, -0.41], gb = [0.1, -0.2]:
+ *   torch:   gd = 0.1 + 0.01 * 0.33 = 0.1033;   b = 0.33 - 0.01033 = 0.31967
+ *            gd = -0.2 - 0.0041 = -0.2041;      b = -0.41 + 0.02041 = -0.38959
+ *   darknet: b = 0.33 - 0.01 = 0.32;  -0.41 + 0.02 = -0.39 */
+static void test_decay_mode(void **state)
+{
+    (void)state;
+    static const double biases[2][2] = {{0.32, -0.39}, {0.31967, -0.38959}};
+    for (int mode = ST_DECAY_DARKNET; mode <= ST_DECAY_TORCH; mode++) {
+        st_solver_cfg c = rule_cfg(ST_SOLVER_SGD);
+        c.decay_mode = (st_decay_mode)mode;
+        tiny s;
+        tiny_init(&s);
+        size_t n = s.table.count;
+        tiny_set_grad(&s, 0);
+        st_solver_update(&c, &s.table, 0.1f, 0, 0, n, s.w, s.state, n, s.g);
+        const char *name = st_decay_mode_names[mode];
+        for (int k = 0; k < 5; k++) /* the weights: as test_rules_hand_computed's */
+            assert_close(s.w[checked[k]], expect_w[ST_SOLVER_SGD][0][k], name, "weight", 1,
+                         checked[k]);
+        assert_close(s.w[checked[5]], biases[mode][0], name, "bias", 1, checked[5]);
+        assert_close(s.w[checked[6]], biases[mode][1], name, "bias", 1, checked[6]);
+        assert_close(s.w[checked[7]], expect_w[ST_SOLVER_SGD][0][7], name, "statistic", 1,
+                     checked[7]);
+        tiny_free(&s);
+    }
+}
+
 /* ------------------------------------------------------------ [net] keys */
 
 /* [net] on line 1, its first extra key on line 5. */
@@ -568,6 +599,53 @@ static void test_cfg_defaults(void **state)
     assert_float_equal(hp.solver.eps, 0.0000001f, 0.0f);
     assert_float_equal(hp.solver.rms_decay, 0.99f, 0.0f);
     assert_float_equal(hp.solver.delta, 1e-8f, 0.0f);
+    assert_int_equal(hp.solver.decay_mode, ST_DECAY_DARKNET);
+    assert_int_equal(hp.solver.lr.warmup, 0);
+    assert_float_equal(hp.solver.lr.warmup_factor, 1.0f / 3.0f, 0.0f);
+    assert_float_equal(hp.solver.lr.lr_min, 0.0f, 0.0f);
+    assert_float_equal(hp.solver.lr.pct_start, 0.3f, 0.0f);
+    assert_float_equal(hp.solver.lr.div_factor, 25.0f, 0.0f);
+    assert_float_equal(hp.solver.lr.final_div_factor, 1e4f, 0.0f);
+}
+
+/* The schedule keys of issue 38 and decay_mode=; their values step by step
+ * are tests/e2e/test_schedule.sh's, against PyTorch. */
+static void test_cfg_schedule(void **state)
+{
+    (void)state;
+    st_hparams hp;
+    parse_ok("policy=cosine\nwarmup=5\nwarmup_factor=0.01\nlearning_rate_min=0.001\n"
+             "decay_mode=torch\n", &hp);
+    assert_int_equal(hp.solver.lr.policy, ST_LR_COSINE);
+    assert_int_equal(hp.solver.lr.warmup, 5);
+    assert_float_equal(hp.solver.lr.warmup_factor, 0.01f, 0.0f);
+    assert_float_equal(hp.solver.lr.lr_min, 0.001f, 0.0f);
+    assert_int_equal(hp.solver.decay_mode, ST_DECAY_TORCH);
+    parse_ok("policy=onecycle\npct_start=0.25\ndiv_factor=10\nfinal_div_factor=100\n", &hp);
+    assert_int_equal(hp.solver.lr.policy, ST_LR_ONECYCLE);
+    assert_float_equal(hp.solver.lr.pct_start, 0.25f, 0.0f);
+    assert_float_equal(hp.solver.lr.div_factor, 10.0f, 0.0f);
+    assert_float_equal(hp.solver.lr.final_div_factor, 100.0f, 0.0f);
+    parse_fails("decay_mode=caffe\n", "s.cfg:5: [net] decay_mode=caffe: expected one of "
+                "darknet, torch");
+    parse_fails("warmup=-1\n", "s.cfg:5: [net] warmup=-1: expected an integer in 0..");
+    parse_fails("warmup_factor=0\n", "s.cfg:5: [net] warmup_factor=0: expected a number in "
+                "0..1 other than 0");
+    parse_fails("warmup_factor=1.5\n", "s.cfg:5: [net] warmup_factor=1.5: expected a number in "
+                "0..1");
+    parse_fails("burn_in=10\nwarmup=5\n", "s.cfg:6: [net] warmup=5 and burn_in=10 at line 5 "
+                "are two ramps of the learning rate: give one");
+    parse_fails("policy=onecycle\nwarmup=5\n", "s.cfg:6: [net] warmup=5 with policy=onecycle "
+                "at line 5: the cycle has its own warm-up");
+    parse_fails("pct_start=0\n", "s.cfg:5: [net] pct_start=0: expected a number in 0..1 "
+                "other than 0 and 1");
+    parse_fails("pct_start=1\n", "s.cfg:5: [net] pct_start=1: expected a number in 0..1 "
+                "other than 0 and 1");
+    parse_fails("div_factor=0\n", "s.cfg:5: [net] div_factor=0: expected a number in");
+    parse_fails("final_div_factor=-1\n", "s.cfg:5: [net] final_div_factor=-1: expected a "
+                "number in");
+    parse_fails("learning_rate_min=-1\n", "s.cfg:5: [net] learning_rate_min=-1: expected a "
+                "number in 0..1000");
 }
 
 static void test_cfg_every_rule(void **state)
@@ -633,9 +711,11 @@ int main(void)
         cmocka_unit_test(test_ps_apply_planes),
         cmocka_unit_test(test_ps_tail_applied),
         cmocka_unit_test(test_partitioned_state),
+        cmocka_unit_test(test_decay_mode),
         cmocka_unit_test(test_cfg_defaults),
         cmocka_unit_test(test_cfg_every_rule),
         cmocka_unit_test(test_cfg_adam),
+        cmocka_unit_test(test_cfg_schedule),
         cmocka_unit_test(test_cfg_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
