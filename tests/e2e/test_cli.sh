@@ -224,6 +224,24 @@ expect "roofline: the first layer has no backward-data row, max pool no backward
     awk '($1 == 0 && $3 == "backward-data") || ($2 == "max" && $3 == "backward-weights") { exit 1 }' "$tmp/stdout"
 expect "roofline: every layer's forward is there" \
     [ "$(awk '$3 == "forward" && $2 ~ /^(conv|max|connected|softmax)$/' "$tmp/stdout" | wc -l)" = 7 ]
+# In bf16 the roofline's peak is the CPU's bf16 one (AVX512_BF16's dot
+# products), where /proc/cpuinfo says it has them; elsewhere none, and the
+# fp32 peak stays.
+check "--profile --precision bf16 (ref): the bf16 roofline" out 0 "roofline in bf16: peak " -- \
+    "$bin" -t 1 -b 8 --backend ref --precision bf16 --data synthetic --iters 4 --warmup 1 \
+    --no-test --profile --fma-peak 100 "$(dirname "$0")/../../data/lenet.cfg"
+bf16_peak=$(sed -n 's/^roofline in bf16: peak \([0-9.]*\) GFLOP\/s per core (\(.*\))\(.*\)$/\1 \2\3/p' "$tmp/stdout")
+conv2=$(awk '$1 == 2 && $2 == "conv" && $3 == "forward"' "$tmp/stdout")
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+    expect "bf16 roofline: the CPU's bf16 peak measured ($bf16_peak)" \
+        awk -v f="$bf16_peak" 'BEGIN { split(f, v, " "); exit !(v[1] > 0 && f ~ /avx512_bf16 dot products.*the peak below$/) }'
+    expect "bf16 roofline: of peak = GFLOP/s / the bf16 peak ($conv2)" \
+        awk -v line="$conv2" -v f="$bf16_peak" 'BEGIN { split(line, c); split(f, v, " ");
+            p = c[6]; sub("%", "", p); exit !((p - 100 * c[5] / v[1]) ^ 2 < 0.01) }'
+else
+    expect "bf16 roofline: no bf16 instructions here, the fp32 peak below ($bf16_peak)" \
+        awk -v f="$bf16_peak" 'BEGIN { exit !(f ~ /^0.0 none: no bf16 instructions: the fp32 peak below$/) }'
+fi
 
 # ------------------------------------------- --help against the option table
 
