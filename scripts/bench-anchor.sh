@@ -3,11 +3,27 @@
 # Debian's python3-torch) on the same network, batch and cores, measured in
 # one run, alternating, R times each; prints the medians and their ratio,
 # and the machine's fp32 FMA peak measured in the same run.
-# usage: scripts/bench-anchor.sh [NET...]     NET: lenet5 cifar_alexnet alexnet227
+# usage: scripts/bench-anchor.sh [--precision bf16] [NET...]
+#   NET: lenet5 cifar_alexnet alexnet227
+#   --precision bf16: four runs alternate, singletrain in fp32 and in bf16
+#   (--precision bf16) and PyTorch in fp32 and under
+#   torch.autocast("cpu", dtype=torch.bfloat16) (torch_train.py --autocast
+#   bf16); it prints each one's median, the ratios (singletrain bf16 against
+#   its fp32, against PyTorch's bf16, and fp32 against fp32) and the bf16
+#   run's share of the CPU's bf16 peak (--profile's roofline: one core's
+#   AVX512_BF16 dot products, measured the way the fp32 FMA peak is)
 # environment: RUNS (5), THREADS (2: PyTorch's threads), ST_ARGS (singletrain's
 #   threading options; default none: singletrain chooses for the cores it
 #   may use, see --help), ANCHORS (../shared/anchors)
 set -eu
+precision=fp32
+if [ "${1:-}" = "--precision" ]; then
+    case "${2:-}" in
+    fp32 | bf16) precision=$2 ;;
+    *) echo "bench-anchor.sh: --precision ${2:-}: expected fp32 or bf16" >&2; exit 2 ;;
+    esac
+    shift 2
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=${SINGLETRAIN:-$root/build/singletrain}
@@ -34,6 +50,44 @@ peak() {
     gcc -O2 -mavx512f -pthread "$anchors/fma_peak.c" -o /tmp/st_fma_peak 2>/dev/null &&
         /tmp/st_fma_peak "$threads" | sed -n 's/.*fma_gflops_total=\([0-9.]*\).*/\1 GFLOP\/s/p'
 }
+# --precision bf16: one network's four runs, alternating, and its line.
+bf16_run() {
+    net=$1 cfg=$2 batch=$3 titers=$4 siters=$5 extra=$6
+    for f in torch32 torch16 ours32 ours16 peak16; do : >"/tmp/st_bench_$f"; done
+    for r in $(seq "$runs"); do
+        for autocast in off bf16; do
+            f=torch32
+            [ $autocast = bf16 ] && f=torch16
+            /usr/bin/python3 "$anchors/torch_train.py" --net "$net" --threads "$threads" \
+                --batch "$batch" --iters "$titers" --autocast $autocast --quiet |
+                sed -n 's/throughput_img_s=//p' >>"/tmp/st_bench_$f"
+        done
+        for p in fp32 bf16; do
+            # shellcheck disable=SC2086
+            out=$(cd "$root" && "$bin" $st_args --precision $p -b "$batch" $extra \
+                --iters $((siters + 3)) --warmup 3 --no-test --profile --log-every 1000000 "$cfg")
+            f=ours32
+            [ $p = bf16 ] && f=ours16
+            echo "$out" | sed -n 's/^throughput: \([0-9.]*\) img\/s.*/\1/p' >>"/tmp/st_bench_$f"
+            gflop=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) GFLOP per image.*/\1/p')
+            [ $p = bf16 ] && echo "$out" |
+                sed -n 's/^roofline in bf16: peak \([0-9.]*\) GFLOP\/s per core.*/\1/p' >>/tmp/st_bench_peak16
+        done
+    done
+    t32=$(median </tmp/st_bench_torch32)
+    t16=$(median </tmp/st_bench_torch16)
+    o32=$(median </tmp/st_bench_ours32)
+    o16=$(median </tmp/st_bench_ours16)
+    p16=$(median </tmp/st_bench_peak16)
+    chosen=$(echo "$out" | sed -n 's/.*iterations of batch [0-9]* ([0-9]* per epoch), \([0-9]* workers* x [0-9]* threads*\).*/\1/p')
+    awk -v net="$net" -v b="$batch" -v t32="$t32" -v t16="$t16" -v o32="$o32" -v o16="$o16" \
+        -v g="$gflop" -v p="$p16" -v c="$threads" -v r="$runs" -v a="${st_args:+$st_args: }$chosen" 'BEGIN {
+        printf "%-14s batch %3d  PyTorch fp32 %7.1f bf16 %7.1f img/s  singletrain (%s) fp32 %7.1f bf16 %7.1f img/s\n",
+            net, b, t32, t16, a, o32, o16
+        printf "%-14s            singletrain bf16 / its fp32 %.2f, / PyTorch bf16 %.2f; fp32 / PyTorch fp32 %.2f; PyTorch bf16 / its fp32 %.2f; bf16 %.1f GFLOP/s, %s of %d x %.1f, the bf16 peak per core (medians of %d)\n",
+            "", o16 / o32, o16 / t16, o32 / t32, t16 / t32, o16 * g,
+            p > 0 ? sprintf("%.0f%%", 100 * o16 * g / (c * p)) : "n/a (no bf16 instructions)", c, p, r }'
+}
 echo "fp32 FMA peak at $threads threads (before): $(peak)"
 for net in $nets; do
     case $net in
@@ -57,6 +111,10 @@ for net in $nets; do
         gflop=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) GFLOP per image.*/\1/p')
         echo "$out" | sed -n 's/.*FMA peak \([0-9.]*\) GFLOP\/s per core.*/\1/p' >>/tmp/st_bench_peak
     done
+    if [ "$precision" = bf16 ]; then
+        bf16_run "$net" "$cfg" "$batch" "$titers" "$siters" "$extra"
+        continue
+    fi
     core_peak=$(median </tmp/st_bench_peak)
     t=$(median </tmp/st_bench_torch)
     o=$(median </tmp/st_bench_ours)

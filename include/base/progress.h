@@ -52,6 +52,8 @@ typedef struct st_progress_opts {
     st_progress_format format;
     FILE *out;           /* live: the terminal; csv: where the rows go */
     const char *metrics; /* --metrics FILE, or NULL */
+    const char *precision; /* the rows' precision column (--precision: "fp32", "bf16");
+                              NULL: fp32 */
 } st_progress_opts;
 
 /* One logged window of training iterations. */

@@ -1,5 +1,6 @@
 /* The ceilings a layer's time is compared with in --profile: the FMA peak
- * of one core and the copy bandwidth at three working-set sizes, measured
+ * of one core (and its bfloat16 dot-product peak, where the CPU has one)
+ * and the copy bandwidth at three working-set sizes, measured
  * when the profile is printed (or the peak given), and the bound they put on a pass that does
  * `flops` and moves `bytes`: the larger of flops / peak and bytes / the
  * bandwidth of a working set that size (the classic roofline). */
@@ -14,6 +15,11 @@ typedef struct st_roofline {
     double fma_gflops;         /* one core, single precision */
     int fma_measured;          /* 0: given */
     const char *isa;           /* what the peak loop ran on */
+    /* One core's bf16 peak: dot products of bf16 pairs accumulated in fp32
+     * (AVX512_BF16's vdpbf16ps, 4 flops a lane); 0 where the CPU has none.
+     * AMX's tiles, faster still, are not measured (bf16_isa says so). */
+    double bf16_gflops;
+    const char *bf16_isa;
     /* Copy bandwidth (bytes read + written per second) of working sets up
      * to set_bytes[i]; the last level takes every larger set. */
     size_t set_bytes[ST_ROOFLINE_LEVELS];

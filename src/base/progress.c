@@ -20,7 +20,7 @@ const char *const st_progress_format_names[3] = {"text", "live", "csv"};
 
 static const char csv_header[] =
     "phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,"
-    "data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms\n";
+    "data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms,precision\n";
 
 struct st_progress {
     pthread_mutex_t lock;
@@ -41,6 +41,7 @@ struct st_progress {
     long train_iters;
     /* --metrics: FILE.partial until it is closed, or written in place (fileio.h) */
     st_output metrics;
+    char precision[16];      /* every row's last column */
 };
 
 st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_error *err)
@@ -52,6 +53,7 @@ st_status st_progress_create(st_progress **out, const st_progress_opts *o, st_er
     pthread_mutex_init(&p->lock, NULL);
     p->format = o->format;
     p->out = o->out;
+    snprintf(p->precision, sizeof p->precision, "%s", o->precision ? o->precision : "fp32");
     const char *term = getenv("TERM");
     p->dumb = !term || !*term || strcmp(term, "dumb") == 0;
     st_status st = o->metrics ? st_output_open(&p->metrics, "--metrics", o->metrics, err)
@@ -224,9 +226,9 @@ void st_progress_train(st_progress *p, const st_progress_row *r)
     if (r->has_split)
         snprintf(split, sizeof split, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f", r->data_ms, r->compute_ms,
                  r->barrier_ms, r->aggregation_ms, r->update_ms, r->communication_ms);
-    snprintf(row, sizeof row, "train,%ld,%.4f,%.3f,%.6g,%.6g,%.1f,,,%s\n", r->iteration,
+    snprintf(row, sizeof row, "train,%ld,%.4f,%.3f,%.6g,%.6g,%.1f,,,%s,%s\n", r->iteration,
              (double)r->iteration / (double)p->per_epoch, st_now() - p->begin, r->loss,
-             r->lr, r->images_per_s, split);
+             r->lr, r->images_per_s, split, p->precision);
     write_rows(p, row);
     pthread_mutex_unlock(&p->lock);
 }
@@ -239,8 +241,9 @@ void st_progress_test(st_progress *p, long iteration, double accuracy, double lo
     double now = st_now();
     p->last_step = now; /* the test phase is not training time */
     char row[256];
-    snprintf(row, sizeof row, "test,%ld,%.4f,%.3f,,,,%.6f,%.6g,,,,,,\n", iteration,
-             (double)iteration / (double)p->per_epoch, now - p->begin, accuracy, loss);
+    snprintf(row, sizeof row, "test,%ld,%.4f,%.3f,,,,%.6f,%.6g,,,,,,,%s\n", iteration,
+             (double)iteration / (double)p->per_epoch, now - p->begin, accuracy, loss,
+             p->precision);
     write_rows(p, row);
     pthread_mutex_unlock(&p->lock);
 }

@@ -38,7 +38,8 @@ static st_progress_format progress_format(const st_cli *cli, st_log *log)
 static st_status open_progress(const st_cli *cli, st_progress_format format, st_log *log,
                                st_progress **out, st_error *err)
 {
-    st_progress_opts po = {.format = format, .out = stdout, .metrics = cli->metrics};
+    st_progress_opts po = {.format = format, .out = stdout, .metrics = cli->metrics,
+                           .precision = st_precision_names[cli->train.precision]};
     st_status st = st_progress_create(out, &po, err);
     log->progress = *out;
     return st;

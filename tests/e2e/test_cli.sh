@@ -224,6 +224,24 @@ expect "roofline: the first layer has no backward-data row, max pool no backward
     awk '($1 == 0 && $3 == "backward-data") || ($2 == "max" && $3 == "backward-weights") { exit 1 }' "$tmp/stdout"
 expect "roofline: every layer's forward is there" \
     [ "$(awk '$3 == "forward" && $2 ~ /^(conv|max|connected|softmax)$/' "$tmp/stdout" | wc -l)" = 7 ]
+# In bf16 the roofline's peak is the CPU's bf16 one (AVX512_BF16's dot
+# products), where /proc/cpuinfo says it has them; elsewhere none, and the
+# fp32 peak stays.
+check "--profile --precision bf16 (ref): the bf16 roofline" out 0 "roofline in bf16: peak " -- \
+    "$bin" -t 1 -b 8 --backend ref --precision bf16 --data synthetic --iters 4 --warmup 1 \
+    --no-test --profile --fma-peak 100 "$(dirname "$0")/../../data/lenet.cfg"
+bf16_peak=$(sed -n 's/^roofline in bf16: peak \([0-9.]*\) GFLOP\/s per core (\(.*\))\(.*\)$/\1 \2\3/p' "$tmp/stdout")
+conv2=$(awk '$1 == 2 && $2 == "conv" && $3 == "forward"' "$tmp/stdout")
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+    expect "bf16 roofline: the CPU's bf16 peak measured ($bf16_peak)" \
+        awk -v f="$bf16_peak" 'BEGIN { split(f, v, " "); exit !(v[1] > 0 && f ~ /avx512_bf16 dot products.*the peak below$/) }'
+    expect "bf16 roofline: of peak = GFLOP/s / the bf16 peak ($conv2)" \
+        awk -v line="$conv2" -v f="$bf16_peak" 'BEGIN { split(line, c); split(f, v, " ");
+            p = c[6]; sub("%", "", p); exit !((p - 100 * c[5] / v[1]) ^ 2 < 0.01) }'
+else
+    expect "bf16 roofline: no bf16 instructions here, the fp32 peak below ($bf16_peak)" \
+        awk -v f="$bf16_peak" 'BEGIN { exit !(f ~ /^0.0 none: no bf16 instructions: the fp32 peak below$/) }'
+fi
 
 # ------------------------------------------- --help against the option table
 
@@ -258,7 +276,7 @@ expect "the parser knows every table entry${unknown:+ (unknown:$unknown)}" [ -z 
 # convolution implementation, as the runs' figures are compared (with auto
 # each run measures its own).
 run="-t 2 --data synthetic --iters 20 --log-every 5 --test-interval 10 --conv-impl blocked"
-header=phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms
+header=phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,data_ms,compute_ms,barrier_ms,aggregation_ms,update_ms,communication_ms,precision
 # shellcheck disable=SC2086
 check "text progress (not a terminal)" out 0 "iter 5/20  epoch 0.04  loss " "test  iter 20  accuracy" -- \
     "$bin" $run "$tmp/tiny.cfg"
@@ -268,7 +286,14 @@ check "--log-format csv" err 0 "done: 20 iterations" -- "$bin" $run --log-format
 cp "$tmp/stdout" "$tmp/csv.out"
 cp "$tmp/stderr" "$tmp/csv.err"
 expect "csv: the first line is the header" [ "$(head -n 1 "$tmp/csv.out")" = "$header" ]
-expect "csv: every line has 15 fields" awk -F, 'NF != 15 { exit 1 }' "$tmp/csv.out"
+expect "csv: every line has 16 fields" awk -F, 'NF != 16 { exit 1 }' "$tmp/csv.out"
+expect "csv: every row's precision is fp32 (the default)" \
+    awk -F, 'NR > 1 && $16 != "fp32" { exit 1 }' "$tmp/csv.out"
+# shellcheck disable=SC2086
+check "--log-format csv --precision bf16 (ref)" err 0 "done: 20 iterations" -- \
+    "$bin" ${run% --conv-impl blocked} --backend ref --precision bf16 --log-format csv "$tmp/tiny.cfg"
+expect "csv: every row of a bf16 run says bf16" \
+    awk -F, 'NR > 1 && $16 != "bf16" { bad = 1 } END { exit bad || NR < 2 }' "$tmp/stdout"
 expect "csv: train rows at 5, 10, 15, 20, test rows after 10 and 20" \
     [ "$(cut -d, -f1,2 "$tmp/csv.out" | tail -n +2 | tr '\n' ' ')" = \
       "train,5 train,10 test,10 train,15 train,20 test,20 " ]
@@ -424,7 +449,7 @@ rc=$?
 expect "SIGTERM: exit 143" [ "$rc" -eq 143 ]
 expect "SIGTERM: FILE written, FILE.partial gone" [ -s "$tmp/sig.csv" ] && [ ! -e "$tmp/sig.csv.partial" ]
 expect "SIGTERM: whole rows only, the last ending in a newline" \
-    sh -c "awk -F, 'NF != 15 { exit 1 }' '$tmp/sig.csv' && [ \"\$(tail -c 1 '$tmp/sig.csv' | od -An -c | tr -d ' ')\" = '\\n' ]"
+    sh -c "awk -F, 'NF != 16 { exit 1 }' '$tmp/sig.csv' && [ \"\$(tail -c 1 '$tmp/sig.csv' | od -An -c | tr -d ' ')\" = '\\n' ]"
 
 # The live line, forced into a file: carriage returns, cleared to the end
 # of the line, the last one kept on its own row; messages on rows of their
