@@ -111,31 +111,36 @@ dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward)
 }
 
 /* The edges of variant v: usrc is the layout src arrives in, psrc the one
- * the primitive reads (same dims); pdst the one it writes. Edge buffers are
- * reserved when the largest batch size (first) is built. */
+ * the primitive reads (same dims); pdst the one it writes. diff_src comes
+ * out of the primitive in psrc's layout as f32, diff_dst goes in in
+ * pdst's layout as k->operand_dt. Edge buffers are reserved when the
+ * largest batch size (first) is built. */
 st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *usrc,
                          const dnnl_memory_desc_t *psrc, const dnnl_memory_desc_t *pdst,
                          int first, st_error *err)
 {
     st_bctx *c = k->ctx;
     st_status st;
+    dnnl_memory_desc_t pdsrc = dn_md_as(psrc, dnnl_f32), pddst = dn_md_as(pdst, k->operand_dt);
     if (first) {
         k->src_edge = !dnnl_memory_desc_equal(usrc, psrc);
         if (k->src_edge)
             k->ws_src = dn_ws_take(k, dnnl_memory_desc_get_size(psrc));
+        k->dsrc_edge = !dnnl_memory_desc_equal(usrc, &pdsrc);
         /* room for diff_src before its reorder or accumulation, or where
          * batch norm's backward, which always computes it, throws it away */
         int dsrc = k->d.base.src_grad || (k->d.base.kind == ST_K_BNORM && k->d.base.backward);
-        k->tmp_bytes = dsrc ? dnnl_memory_desc_get_size(psrc) : 0;
+        k->tmp_bytes = dsrc ? dnnl_memory_desc_get_size(&pdsrc) : 0;
         int plain = dn_md_is_plain(pdst);
         if (!plain && !dn_n_outermost(pdst))
             return st_fail(err, ST_EBACKEND, "oneDNN chose an output layout that blocks the "
                            "sample dimension");
         k->dst_edge = k->d.base.dst_plain && !plain;
-        if (k->dst_edge) {
+        if (k->dst_edge)
             k->ws_dst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
-            k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
-        }
+        k->ddst_edge = k->dst_edge || k->operand_dt != pdst->data_type;
+        if (k->ddst_edge)
+            k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(&pddst));
         k->pdst = *pdst;
         k->base.dst_layout = plain || k->dst_edge ? NULL : &k->pdst;
         k->base.dst_bytes =
@@ -144,21 +149,87 @@ st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *
                 : dnnl_memory_desc_get_size(pdst);
     }
     size_t sp = 0;
-    if (k->src_edge && ((st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)) ||
-                        (st = dn_make_reorder(c, &v->dsrc_out, psrc, usrc, 0, &sp, err))))
+    if (k->src_edge && (st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)))
         return st;
-    if ((st = dn_make_reorder(c, &v->dsrc_add, psrc, usrc, 1, &sp, err)))
+    if (k->dsrc_edge && (st = dn_make_reorder(c, &v->dsrc_out, &pdsrc, usrc, 0, &sp, err)))
         return st;
-    if (k->dst_edge) {
-        dnnl_memory_desc_t plain;
-        if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) ||
-            (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)) ||
-            (st = dn_make_reorder(c, &v->ddst_in, &plain, pdst, 0, &sp, err)))
-            return st;
-    }
+    if ((st = dn_make_reorder(c, &v->dsrc_add, &pdsrc, usrc, 1, &sp, err)))
+        return st;
+    dnnl_memory_desc_t plain; /* dst as the user has it */
+    if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)))
+        return st;
+    if (k->dst_edge && (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)))
+        return st;
+    if (k->ddst_edge &&
+        (st = dn_make_reorder(c, &v->ddst_in, k->dst_edge ? &plain : pdst, &pddst, 0, &sp, err)))
+        return st;
     if (sp > k->scratchpad)
         k->scratchpad = sp;
     return ST_OK;
+}
+
+/* Whether a convolution or inner product has a bias. */
+static int has_bias(const dn_kernel *k)
+{
+    return (k->d.base.kind == ST_K_CONV && k->d.conv.bias) ||
+           (k->d.base.kind == ST_K_FC && k->d.fc.bias);
+}
+
+/* v->dbias, with operands not f32: the bias gradient summed over the
+ * samples and pixels of the f32 diff_dst as the user gives it, ddst (the
+ * primitive's own would sum diff_dst rounded to bf16, where the bias
+ * gradient of --precision bf16 is fp32's, as the reference backend's). */
+static st_status bias_grad_build(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *ddst,
+                                 st_error *err)
+{
+    dnnl_dims_t dims = {1, ddst->dims[1], 1, 1};
+    dnnl_memory_desc_t to;
+    dnnl_reduction_desc_t rd;
+    dnnl_primitive_desc_t pd = NULL;
+    st_status st = dn_md_plain(&to, ddst->ndims, dims, err);
+    if (st != ST_OK)
+        return st;
+    DN(dnnl_reduction_desc_init(&rd, dnnl_reduction_sum, ddst, &to, 0.0f, 0.0f),
+       "bias gradient reduction descriptor");
+    static const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    if ((st = dn_make_pd(k->ctx, &pd, &rd, NULL, 0, 0, "bias gradient reduction", err)) ==
+        ST_OK)
+        st = dn_finish_exec(k, &v->dbias, pd, ids, N_OF(ids), err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* A weights layout chosen by a primitive: whether it differs from plain, and
+ * if so a workspace buffer and the reorder from (to_plain = 0) or to plain. */
+static st_status weights_edge(dn_kernel *k, const dnnl_memory_desc_t *plain,
+                              const dnnl_memory_desc_t *chosen, int to_plain, int *edge,
+                              size_t *ws, dn_exec *reorder, st_error *err)
+{
+    *edge = !dnnl_memory_desc_equal(plain, chosen);
+    if (!*edge)
+        return ST_OK;
+    size_t sp = 0;
+    *ws = dn_ws_take(k, dnnl_memory_desc_get_size(chosen));
+    st_status st = to_plain ? dn_make_reorder(k->ctx, reorder, chosen, plain, 0, &sp, err)
+                            : dn_make_reorder(k->ctx, reorder, plain, chosen, 0, &sp, err);
+    if (sp > k->scratchpad)
+        k->scratchpad = sp;
+    return st;
+}
+
+st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
+                           const dnnl_memory_desc_t *wplain, st_error *err)
+{
+    k->pw = *dn_pd_md(pds->fwd, DNNL_ARG_WEIGHTS);
+    k->pwd = pds->bwd_data ? *dn_pd_md(pds->bwd_data, DNNL_ARG_WEIGHTS) : k->pw;
+    k->pww = pds->bwd_weights ? *dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_WEIGHTS) : *wplain;
+    st_status st = weights_edge(k, wplain, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
+    if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
+        st = weights_edge(k, wplain, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
+    if (st == ST_OK)
+        st = weights_edge(k, wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
+    return st;
 }
 
 /* src for the primitive: the user's, or its reordered copy. */
@@ -196,7 +267,7 @@ st_status dn_bwd_ddst(dn_kernel *k, dn_variant *v, const st_kargs *a, const void
                       st_error *err)
 {
     *ddst = a->diff_dst;
-    if (!k->dst_edge)
+    if (!k->ddst_edge)
         return ST_OK;
     *ddst = dn_at(a->workspace, k->ws_ddst);
     return dn_run_reorder(k->ctx, &v->ddst_in, a->diff_dst, (void *)*ddst, a->scratch, err);
@@ -218,14 +289,14 @@ st_status dn_bwd_begin(dn_kernel *k, const st_kargs *a, dn_variant **v, const vo
  * after the scratchpad when a reorder or an accumulation follows. */
 void *dn_bwd_dsrc(const dn_kernel *k, const st_kargs *a)
 {
-    if (!k->src_edge && !a->accumulate)
+    if (!k->dsrc_edge && !a->accumulate)
         return a->diff_src;
     return (char *)a->scratch + (k->scratchpad + 63) / 64 * 64;
 }
 
 st_status dn_bwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_error *err)
 {
-    if (!k->src_edge && !a->accumulate)
+    if (!k->dsrc_edge && !a->accumulate)
         return ST_OK;
     dn_exec *e = a->accumulate ? &v->dsrc_add : &v->dsrc_out;
     return dn_run_reorder(k->ctx, e, dn_bwd_dsrc(k, a), a->diff_src, a->scratch, err);
@@ -260,7 +331,8 @@ st_status dn_finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd, con
 
 /* The common end of a layer's build, given the status so far: the passes'
  * execs, the edges between the user and the primitives' layouts (usrc,
- * psrc, pdst), and the descriptors destroyed, also on failure. */
+ * psrc, pdst), the bias gradient's sum with bf16 operands, and the
+ * descriptors destroyed, also on failure. */
 st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err)
@@ -275,6 +347,13 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                             N_OF(BWD_WEIGHTS_ARGS), err);
     if (st == ST_OK)
         st = dn_build_edges(k, v, usrc, psrc, pdst, first, err);
+    if (st == ST_OK && pds->bwd_weights && has_bias(k) && k->operand_dt != dnnl_f32) {
+        dnnl_memory_desc_t plain, ddst = *pdst; /* diff_dst as the user gives it */
+        if (k->dst_edge && (st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) == ST_OK)
+            ddst = plain;
+        if (st == ST_OK)
+            st = bias_grad_build(k, v, &ddst, err);
+    }
     dnnl_primitive_desc_t all[] = {pds->fwd, pds->bwd_data, pds->bwd_weights};
     for (int i = 0; i < N_OF(all); i++)
         if (all[i])
@@ -367,6 +446,10 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
                            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
     if (st == ST_OK)
         st = dn_exec_call(k->ctx, &v->bwd_weights, args, N_OF(args), a->scratch, err);
+    if (st == ST_OK && v->dbias.prim) {
+        const dn_arg sum[] = {{DNNL_ARG_SRC, a->diff_dst}, {DNNL_ARG_DST, a->diff_bias}};
+        st = dn_exec_call(k->ctx, &v->dbias, sum, N_OF(sum), a->scratch, err);
+    }
     if (st == ST_OK && k->dw_edge)
         st = dn_run_reorder(k->ctx, &k->dw_out, dw, a->diff_weights, a->scratch, err);
     return st;

@@ -37,6 +37,19 @@ int dn_md_is_plain(const dnnl_memory_desc_t *md)
            dnnl_memory_desc_equal(md, &plain);
 }
 
+dnnl_memory_desc_t dn_md_as(const dnnl_memory_desc_t *md, dnnl_data_type_t dt)
+{
+    dnnl_memory_desc_t r = *md;
+    r.data_type = dt;
+    return r;
+}
+
+int dn_md_same_layout(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+    dnnl_memory_desc_t b_as_a = dn_md_as(b, a->data_type);
+    return dnnl_memory_desc_equal(a, &b_as_a);
+}
+
 /* The same layout for n samples: layouts whose sample index is outermost
  * and unblocked (checked by n_outermost) differ only in that dimension. */
 dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n)
@@ -55,7 +68,8 @@ int dn_n_outermost(const dnnl_memory_desc_t *md)
     for (int i = 0; i < b->inner_nblks; i++)
         if (b->inner_idxs[i] == 0)
             return 0;
-    return (size_t)b->strides[0] * (size_t)md->padded_dims[0] * sizeof(float) ==
+    return (size_t)b->strides[0] * (size_t)md->padded_dims[0] *
+               dnnl_data_type_size(md->data_type) ==
            dnnl_memory_desc_get_size(md);
 }
 
