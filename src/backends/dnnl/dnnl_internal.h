@@ -119,6 +119,11 @@ typedef struct dn_kernel {
     size_t scratchpad;     /* largest primitive scratchpad */
     size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
     size_t dst_t_off;      /* then the inner product's dst^T at this offset */
+    /* bf16 with a bias: its gradient summed from the f32 diff_dst
+     * (dnnl_kernel.c's bias_grad_build), in plain C over diff_dst's dense
+     * layout ddst_dense (dbias_dense), else by v->dbias */
+    int dbias_dense;
+    dn_dense ddst_dense;
     dn_conv_plan plan;     /* convolution: the implementation of every pass */
     dn_dense pool_src, pool_dst; /* direct max pooling (dnnl_pool.c): its layouts */
 } dn_kernel;
@@ -139,6 +144,10 @@ int dn_md_is_plain(const dnnl_memory_desc_t *md);
  * holds for any type); dn_md_same_layout: a and b equal but for the type. */
 dnnl_memory_desc_t dn_md_as(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
 int dn_md_same_layout(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+/* The dense 4-D layout md has (nchw, nhwc, nChw4c / 8c / 16c), or
+ * dnnl_format_tag_undef; dn_dense_of: md, of one of them, as dn_dense. */
+dnnl_format_tag_t dn_dense_tag(const dnnl_memory_desc_t *md);
+dn_dense dn_dense_of(const dnnl_memory_desc_t *md);
 /* The same layout for n samples (layouts with the sample index outermost,
  * dn_n_outermost, differ only in that dimension). */
 dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n);

@@ -175,13 +175,25 @@ static int has_bias(const dn_kernel *k)
            (k->d.base.kind == ST_K_FC && k->d.fc.bias);
 }
 
-/* v->dbias, with operands not f32: the bias gradient summed over the
- * samples and pixels of the f32 diff_dst as the user gives it, ddst (the
- * primitive's own would sum diff_dst rounded to bf16, where the bias
- * gradient of --precision bf16 is fp32's, as the reference backend's). */
+/* With operands not f32, the bias gradient summed over the samples and
+ * pixels of the f32 diff_dst as the user gives it, ddst (the primitive's
+ * own would sum diff_dst rounded to bf16, where the bias gradient of
+ * --precision bf16 is fp32's, as the reference backend's): in plain C
+ * where ddst is dense (bias_grad_sum: oneDNN 2.6's reduction is its
+ * reference one there, 30 to 100 ms a layer of AlexNet at batch 64),
+ * else by v->dbias, a oneDNN reduction. */
 static st_status bias_grad_build(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *ddst,
-                                 st_error *err)
+                                 int first, st_error *err)
 {
+    if (first && ddst->ndims == 2) {
+        k->dbias_dense = 1;
+        k->ddst_dense = (dn_dense){(int)ddst->dims[1], 1, ddst->dims[1], 0, 0, 0};
+    } else if (first && dn_dense_tag(ddst) != dnnl_format_tag_undef) {
+        k->dbias_dense = 1;
+        k->ddst_dense = dn_dense_of(ddst);
+    }
+    if (k->dbias_dense)
+        return ST_OK;
     dnnl_dims_t dims = {1, ddst->dims[1], 1, 1};
     dnnl_memory_desc_t to;
     dnnl_reduction_desc_t rd;
@@ -198,6 +210,27 @@ static st_status bias_grad_build(dn_kernel *k, dn_variant *v, const dnnl_memory_
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     return st;
+}
+
+/* diff_bias [c] = the sum over n samples, then over the h x w pixels in
+ * order, of diff_dst (f32, laid out as g): the reference backend's order,
+ * so its sums bit for bit; the lanes of a pixel (channels) side by side. */
+static void bias_grad_sum(const dn_dense *g, int n, int c, int h, int w, const float *ddst,
+                          float *diff_bias)
+{
+    for (int i = 0; i < c; i++)
+        diff_bias[i] = 0.0f;
+    for (int s = 0; s < n; s++)
+        for (int b = 0; b < g->blocks && b * g->lanes < c; b++) {
+            int nl = c - b * g->lanes < g->lanes ? c - b * g->lanes : g->lanes;
+            float *acc = diff_bias + (size_t)b * g->lanes;
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    const float *p = ddst + s * g->sn + b * g->sb + y * g->sh + x * g->sw;
+                    for (int l = 0; l < nl; l++)
+                        acc[l] += p[l];
+                }
+        }
 }
 
 /* A weights layout chosen by a primitive: whether it differs from plain, and
@@ -352,7 +385,7 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
         if (k->dst_edge && (st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) == ST_OK)
             ddst = plain;
         if (st == ST_OK)
-            st = bias_grad_build(k, v, &ddst, err);
+            st = bias_grad_build(k, v, &ddst, first, err);
     }
     dnnl_primitive_desc_t all[] = {pds->fwd, pds->bwd_data, pds->bwd_weights};
     for (int i = 0; i < N_OF(all); i++)
@@ -446,7 +479,11 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
                            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
     if (st == ST_OK)
         st = dn_exec_call(k->ctx, &v->bwd_weights, args, N_OF(args), a->scratch, err);
-    if (st == ST_OK && v->dbias.prim) {
+    if (st == ST_OK && k->dbias_dense) {
+        const dnnl_memory_desc_t *d = &k->pdst; /* [n, c] or [n, c, h, w] */
+        bias_grad_sum(&k->ddst_dense, a->n, (int)d->dims[1], d->ndims == 4 ? (int)d->dims[2] : 1,
+                      d->ndims == 4 ? (int)d->dims[3] : 1, a->diff_dst, a->diff_bias);
+    } else if (st == ST_OK && v->dbias.prim) {
         const dn_arg sum[] = {{DNNL_ARG_SRC, a->diff_dst}, {DNNL_ARG_DST, a->diff_bias}};
         st = dn_exec_call(k->ctx, &v->dbias, sum, N_OF(sum), a->scratch, err);
     }
