@@ -10,7 +10,8 @@
 # avx512_core_bf16 and AMX have it; elsewhere a SKIP line naming the ISA):
 # the memory estimate counts the bf16 copies; LeNet-5 with its
 # convolutions' implementation given (--conv-impl nhwc, no measuring) trains with a falling loss, the same command twice gives the
-# same bytes, and its weights are not fp32's; oneDNN's emulation
+# same bytes, and its weights are not fp32's; --parallel hybrid ends near
+# data-parallel's loss; oneDNN's emulation
 # (ONEDNN_MAX_CPU_ISA=AVX512_CORE) trains too. The
 # backends that refuse bf16 are the catalogue's cases (opt-precision-*),
 # the kernels' arithmetic tests/unit/test_bf16.c's.
@@ -107,6 +108,19 @@ else
     sed 's/^/     /' "$tmp/diff"
     expect "dnnl: bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
         [ "$rc" -eq 1 ]
+    # hybrid: the inner products split by neurons over the workers, whose
+    # data-parallel kernel runs backward-data only (no forward of its own
+    # before it): the same arithmetic, summed in other orders
+    check "dnnl bf16 training, --parallel hybrid" err 0 "" -- \
+        $dnnl --precision bf16 --parallel hybrid --metrics "$tmp/dh.csv" "$net"
+    # the loss at iteration 100, where the two trajectories have not yet
+    # drifted apart (0.80 and 0.80 here; 1.00 hybrid with backward-data
+    # reading weights no forward had converted)
+    at100() { awk -F, '$1 == "train" && $2 == 100 { print $5 }' "$1"; }
+    dp=$(at100 "$tmp/da.csv") hy=$(at100 "$tmp/dh.csv")
+    echo "     dnnl bf16 loss at 100: $dp data-parallel, $hy hybrid"
+    expect "dnnl: bf16 hybrid's loss at 100 within 0.03 of data-parallel's" \
+        awk -v a="$dp" -v b="$hy" 'BEGIN { d = a - b; exit !(a > 0 && d < 0.03 && d > -0.03) }'
     # oneDNN's bf16 emulation (where the ISA is avx512_core already, the
     # same path again)
     check "dnnl bf16 under oneDNN's emulation (ONEDNN_MAX_CPU_ISA=AVX512_CORE)" err 0 "" -- \

@@ -93,6 +93,7 @@ static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
     if (!v)
         return ST_EINTERNAL;
     const void *src;
+    k->ddst_of = k->ddst_ws = NULL; /* new samples: see dnnl_kernel.c's weighted_ddst */
     st_status st = dn_fwd_src(k, v, a, &src, err);
     if (st != ST_OK)
         return st;

@@ -115,6 +115,14 @@ typedef struct dn_kernel {
     dn_exec w_in, wd_in, dw_out;  /* their reorders from / to plain */
     /* workspace views, byte offsets (NONE when absent) */
     size_t ws_src, ws_dst, ws_ddst, ws_prim, ws_w, ws_wd, ws_dw;
+    /* The diff_dst (and the workspace) whose conversion into ws_ddst the
+     * weight-gradient pass left for the backward-data pass that follows it
+     * (NULL: none), so that a weighted kind converts it once for both
+     * (dnnl_kernel.c's weighted_ddst). */
+    const void *ddst_of, *ddst_ws;
+    /* The weights (and the workspace) the last forward reordered into
+     * ws_w, for the backward-data pass of the same samples (NULL: none). */
+    const void *w_of, *w_ws;
     size_t ws_prim_bytes;
     size_t scratchpad;     /* largest primitive scratchpad */
     size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */

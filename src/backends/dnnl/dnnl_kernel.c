@@ -428,6 +428,31 @@ st_status dn_post_build(dn_kernel *k, dn_variant *v, dnnl_alg_kind_t alg, float 
 
 /* ---- passes of the weighted kernels (convolution, inner product) ---- */
 
+/* The diff_dst a weighted kind's backward pass reads, in the primitive's
+ * layout and type: converted into the workspace by the weight-gradient
+ * pass (weights: 1), which leaves it for the backward-data pass that
+ * follows it with the same diff_dst and workspace (backend.h: the same
+ * diff_dst for both); that pass takes it (once) or converts its own; a
+ * forward forgets it. A backward-data pass alone (hybrid's data-parallel
+ * kernel) always converts. */
+static st_status weighted_ddst(dn_kernel *k, const st_kargs *a, int weights, dn_variant **v,
+                               const void **ddst, st_error *err)
+{
+    int left = !weights && k->ddst_of == a->diff_dst && k->ddst_ws == a->workspace;
+    k->ddst_of = k->ddst_ws = NULL;
+    if (!k->ddst_edge || !left) {
+        st_status st = dn_bwd_begin(k, a, v, ddst, err);
+        if (st == ST_OK && weights && k->ddst_edge) {
+            k->ddst_of = a->diff_dst;
+            k->ddst_ws = a->workspace;
+        }
+        return st;
+    }
+    *ddst = dn_at(a->workspace, k->ws_ddst);
+    *v = dn_variant_of(k, a->n, err);
+    return *v ? ST_OK : ST_EINTERNAL;
+}
+
 st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
@@ -435,10 +460,16 @@ st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
     if (!v)
         return ST_EINTERNAL;
     const void *src, *w = a->weights;
+    k->ddst_of = k->ddst_ws = NULL; /* new samples: see weighted_ddst */
     st_status st = dn_fwd_src(k, v, a, &src, err);
+    k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->w_edge) {
         w = dn_at(a->workspace, k->ws_w);
         st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
+        if (st == ST_OK) {
+            k->w_of = a->weights;
+            k->w_ws = a->workspace;
+        }
     }
     const dn_arg args[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w},
                            {DNNL_ARG_BIAS, a->bias}, {DNNL_ARG_DST, dn_fwd_dst(k, a)}};
@@ -447,19 +478,26 @@ st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
     return st == ST_OK ? dn_fwd_finish(k, v, a, err) : st;
 }
 
-/* Uses the weights forward reordered (the same iteration's weights). */
+/* The weights in the forward's layout are the copy the forward made
+ * (k->w_of: of those weights, into that workspace), or, where no forward
+ * made one (hybrid's data-parallel inner product runs backward-data
+ * only), one made here. */
 st_status dn_weighted_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
     dn_variant *v;
     const void *ddst;
-    st_status st = dn_bwd_begin(k, a, &v, &ddst, err);
+    st_status st = weighted_ddst(k, a, 0, &v, &ddst, err);
     const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : a->weights;
+    int forwards = k->w_of == a->weights && k->w_ws == a->workspace;
+    k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->wd_edge) {
         w = dn_at(a->workspace, k->ws_wd);
         st = dn_run_reorder(k->ctx, &k->wd_in, a->weights, (void *)w, a->scratch, err);
     } else if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw)) {
         w = a->weights; /* backward data reads plain weights */
+    } else if (st == ST_OK && k->w_edge && !forwards) {
+        st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
     }
     const dn_arg args[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w},
                            {DNNL_ARG_DIFF_SRC, dn_bwd_dsrc(k, a)}};
@@ -473,7 +511,7 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
     dn_kernel *k = (dn_kernel *)base;
     dn_variant *v;
     const void *ddst;
-    st_status st = dn_bwd_begin(k, a, &v, &ddst, err);
+    st_status st = weighted_ddst(k, a, 1, &v, &ddst, err);
     void *dw = k->dw_edge ? dn_at(a->workspace, k->ws_dw) : a->diff_weights;
     const dn_arg args[] = {{DNNL_ARG_SRC, dn_bwd_src(k, a)}, {DNNL_ARG_DIFF_DST, ddst},
                            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
