@@ -20,6 +20,13 @@
  * gradient back.
  * Inner products use the plain layouts directly (oneDNN runs them as GEMM).
  *
+ * In --precision bf16 (where oneDNN's ISA is AVX-512: precision_supported)
+ * convolutions and inner products read bf16 operands: src, the weights and
+ * diff_dst are reordered to bf16 at the kernel's edges (round to nearest
+ * even), the primitives sum in fp32 and write dst, diff_src and the weight
+ * gradient in fp32, so the activations between layers stay fp32; the bias
+ * gradient is summed from the fp32 diff_dst (dnnl_kernel.c).
+ *
  * Scratchpads are user-managed: a kernel asks the worker for its largest
  * scratchpad (plus room for one temporary gradient) as scratch, and for
  * everything that must survive from forward to backward as workspace.
