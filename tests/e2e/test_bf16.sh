@@ -9,12 +9,13 @@
 # backend, where oneDNN's ISA has bf16 (AVX-512: avx512_core emulates it,
 # avx512_core_bf16 and AMX have it; elsewhere a SKIP line naming the ISA):
 # the memory estimate counts the bf16 copies; LeNet-5 with its
-# convolutions' implementation given (--conv-impl nhwc, no measuring) trains with a falling loss, the same command twice gives the
-# same bytes, and its weights are not fp32's; --parallel hybrid ends near
-# data-parallel's loss; oneDNN's emulation
-# (ONEDNN_MAX_CPU_ISA=AVX512_CORE) trains too. The
-# backends that refuse bf16 are the catalogue's cases (opt-precision-*),
-# the kernels' arithmetic tests/unit/test_bf16.c's.
+# convolutions' implementation given (--conv-impl nhwc, no measuring)
+# trains with a falling loss, the same command twice gives the same bytes,
+# a resumed run too, and its weights are not fp32's; --parallel hybrid
+# stays near data-parallel's loss; under oneDNN's emulation
+# (ONEDNN_MAX_CPU_ISA=AVX512_CORE) it trains too. The backends that refuse
+# bf16 are the catalogue's cases (opt-precision-*), the kernels' arithmetic
+# tests/unit/test_bf16.c's.
 # usage: sh tests/e2e/test_bf16.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -89,8 +90,10 @@ else
     dnnl="$bin --backend dnnl --conv-impl nhwc -t 2 -b 16 --iters 300 --no-test --log-every 25 -q"
     check "dnnl bf16 training" err 0 "" -- \
         $dnnl --precision bf16 --metrics "$tmp/da.csv" --snapshot-dir "$tmp/da" "$net"
-    check "dnnl bf16 training again" err 0 "" -- \
-        $dnnl --precision bf16 --snapshot-dir "$tmp/db" "$net"
+    check "dnnl bf16 training again, a snapshot at 150" err 0 "" -- \
+        $dnnl --precision bf16 --snapshot-every 150 --snapshot-dir "$tmp/db" "$net"
+    check "dnnl bf16 resumed at 150" err 0 "" -- \
+        $dnnl --precision bf16 --resume "$tmp/db/lenet_150.snap" --snapshot-dir "$tmp/dc" "$net"
     check "dnnl fp32 training" err 0 "" -- \
         $dnnl --precision fp32 --metrics "$tmp/df.csv" --snapshot-dir "$tmp/df" "$net"
     first=$(loss "$tmp/da.csv" first) last=$(loss "$tmp/da.csv" last)
@@ -102,6 +105,8 @@ else
         awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
     expect "dnnl: the same bf16 command gives the same bytes" \
         cmp -s "$tmp/da/lenet_final.snap" "$tmp/db/lenet_final.snap"
+    expect "dnnl: resumed in bf16, the same bytes as uninterrupted" \
+        cmp -s "$tmp/da/lenet_final.snap" "$tmp/dc/lenet_final.snap"
     "$snapdiff" "$net" "$tmp/df/lenet_final.snap" "$tmp/da/lenet_final.snap" 1e-4 \
         >"$tmp/diff" 2>&1
     rc=$?
