@@ -83,7 +83,7 @@ typedef struct dn_variant {
     dn_exec ddst_in;   /*        plain diff_dst -> primitive diff_dst */
     dn_exec dsrc_out;  /*        primitive diff_src -> user diff_src */
     dn_exec dsrc_add;  /*        the same, adding to it */
-    dn_exec dbias;     /* bf16: the bias gradient, a sum of the fp32 diff_dst */
+    dn_exec dbias;     /* bf16, diff_dst not dense: the bias gradient (dbias_dense) */
 } dn_variant;
 
 #define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
