@@ -21,6 +21,9 @@
  * - forward applies the descriptor's activation (fused where the backend can);
  * - backward_* receive diff_dst already multiplied by the activation's
  *   derivative (the layer runs an ST_K_ACT kernel backward first);
+ * - a backward_data that follows backward_weights with the same diff_dst
+ *   pointer and workspace gets diff_dst unchanged (a backend may convert
+ *   it once for both);
  * - backward_data overwrites diff_src, or adds to it when accumulate is set;
  * - backward_weights overwrites diff_weights / diff_bias;
  * - kernels whose library computes the data and parameter gradients in one

@@ -9,7 +9,8 @@
  * vdpbf16ps do (two bf16 products summed into an fp32 lane); a product of
  * two bf16 values is exact in fp32 (8 x 8 significant bits < 24), so only
  * the rounding of the operands and the fp32 sum differ from fp32. Every
- * other operation stays fp32 (docs/guide/performance.md, "--precision"). */
+ * other operation stays fp32 (docs/guide/training.md, "bfloat16:
+ * --precision bf16"). */
 #ifndef ST_BF16_H
 #define ST_BF16_H
 

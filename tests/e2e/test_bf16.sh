@@ -5,8 +5,16 @@
 # byte-identical snapshots, and so does a run resumed from a bf16
 # snapshot; bf16 is really applied (the weights are not fp32's) and stays
 # near fp32 (the final losses close); the log and --dry-run name the
-# precision, and resuming a bf16 snapshot in fp32 says so. The backends that refuse bf16 are the
-# catalogue's cases (opt-precision-*), the kernels' arithmetic
+# precision, and resuming a bf16 snapshot in fp32 says so. Then the oneDNN
+# backend, where oneDNN's ISA has bf16 (AVX-512: avx512_core emulates it,
+# avx512_core_bf16 and AMX have it; elsewhere a SKIP line naming the ISA):
+# the memory estimate counts the bf16 copies; LeNet-5 with its
+# convolutions' implementation given (--conv-impl nhwc, no measuring)
+# trains with a falling loss, the same command twice gives the same bytes,
+# a resumed run too, and its weights are not fp32's; --parallel hybrid
+# stays near data-parallel's loss; under oneDNN's emulation
+# (ONEDNN_MAX_CPU_ISA=AVX512_CORE) it trains too. The backends that refuse
+# bf16 are the catalogue's cases (opt-precision-*), the kernels' arithmetic
 # tests/unit/test_bf16.c's.
 # usage: sh tests/e2e/test_bf16.sh PATH_TO_SINGLETRAIN
 set -u
@@ -60,5 +68,72 @@ rc=$?
 sed 's/^/     /' "$tmp/diff"
 expect "bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
     [ "$rc" -eq 1 ]
+
+# ---- the oneDNN backend, where its ISA has bf16
+"$bin" --dry-run --backend dnnl --precision bf16 "$net" >/dev/null 2>"$tmp/caps"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "has no bf16 on this CPU" "$tmp/caps"; then
+    isa=$(sed -n 's/.*(ISA \([a-z0-9_]*\).*/\1/p' "$tmp/caps")
+    echo "SKIP: no bf16 on this CPU (ISA $isa): the dnnl bf16 runs (the ref ones above ran)"
+else
+    check "dnnl: --dry-run in bf16" err 0 "" -- \
+        "$bin" --dry-run --backend dnnl --precision bf16 "$net"
+    # the memory estimate counts the bf16 copies (the kernels' workspace)
+    acts() { # PRECISION: the estimate's activations per worker, in MB
+        "$bin" --dry-run --backend dnnl --conv-impl nhwc -t 2 -b 16 --precision "$1" "$net" 2>&1 |
+            sed -n 's/.*activations \([0-9.]*\) MB each.*/\1/p'
+    }
+    a32=$(acts fp32) a16=$(acts bf16)
+    echo "     dnnl: activations $a32 MB a worker in fp32, $a16 MB in bf16 (the bf16 copies added)"
+    expect "dnnl: the memory estimate counts the bf16 copies" \
+        awk -v a="$a32" -v b="$a16" 'BEGIN { exit !(a > 0 && b > a) }'
+    dnnl="$bin --backend dnnl --conv-impl nhwc -t 2 -b 16 --iters 300 --no-test --log-every 25 -q"
+    check "dnnl bf16 training" err 0 "" -- \
+        $dnnl --precision bf16 --metrics "$tmp/da.csv" --snapshot-dir "$tmp/da" "$net"
+    check "dnnl bf16 training again, a snapshot at 150" err 0 "" -- \
+        $dnnl --precision bf16 --snapshot-every 150 --snapshot-dir "$tmp/db" "$net"
+    check "dnnl bf16 resumed at 150" err 0 "" -- \
+        $dnnl --precision bf16 --resume "$tmp/db/lenet_150.snap" --snapshot-dir "$tmp/dc" "$net"
+    check "dnnl fp32 training" err 0 "" -- \
+        $dnnl --precision fp32 --metrics "$tmp/df.csv" --snapshot-dir "$tmp/df" "$net"
+    first=$(loss "$tmp/da.csv" first) last=$(loss "$tmp/da.csv" last)
+    fp32=$(loss "$tmp/df.csv" last)
+    echo "     dnnl bf16 loss $first at iteration 25, $last at 300; fp32 $fp32 at 300"
+    expect "dnnl: the bf16 loss falls by a third or more (iteration 25 to 300)" \
+        awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
+    expect "dnnl: the bf16 loss ends within 0.15 of fp32's" \
+        awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
+    expect "dnnl: the same bf16 command gives the same bytes" \
+        cmp -s "$tmp/da/lenet_final.snap" "$tmp/db/lenet_final.snap"
+    expect "dnnl: resumed in bf16, the same bytes as uninterrupted" \
+        cmp -s "$tmp/da/lenet_final.snap" "$tmp/dc/lenet_final.snap"
+    "$snapdiff" "$net" "$tmp/df/lenet_final.snap" "$tmp/da/lenet_final.snap" 1e-4 \
+        >"$tmp/diff" 2>&1
+    rc=$?
+    sed 's/^/     /' "$tmp/diff"
+    expect "dnnl: bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
+        [ "$rc" -eq 1 ]
+    # hybrid: the inner products split by neurons over the workers, whose
+    # data-parallel kernel runs backward-data only (no forward of its own
+    # before it): the same arithmetic, summed in other orders
+    check "dnnl bf16 training, --parallel hybrid" err 0 "" -- \
+        $dnnl --precision bf16 --parallel hybrid --metrics "$tmp/dh.csv" "$net"
+    # the loss at iteration 100, where the two trajectories have not yet
+    # drifted apart (0.80 and 0.80 here; 1.00 hybrid with backward-data
+    # reading weights no forward had converted)
+    at100() { awk -F, '$1 == "train" && $2 == 100 { print $5 }' "$1"; }
+    dp=$(at100 "$tmp/da.csv") hy=$(at100 "$tmp/dh.csv")
+    echo "     dnnl bf16 loss at 100: $dp data-parallel, $hy hybrid"
+    expect "dnnl: bf16 hybrid's loss at 100 within 0.03 of data-parallel's" \
+        awk -v a="$dp" -v b="$hy" 'BEGIN { d = a - b; exit !(a > 0 && d < 0.03 && d > -0.03) }'
+    # oneDNN's bf16 emulation (where the ISA is avx512_core already, the
+    # same path again)
+    check "dnnl bf16 under oneDNN's emulation (ONEDNN_MAX_CPU_ISA=AVX512_CORE)" err 0 "" -- \
+        env ONEDNN_MAX_CPU_ISA=AVX512_CORE $dnnl --precision bf16 --metrics "$tmp/de.csv" "$net"
+    first=$(loss "$tmp/de.csv" first) last=$(loss "$tmp/de.csv" last)
+    echo "     emulated: dnnl bf16 loss $first at iteration 25, $last at 300"
+    expect "dnnl, emulated bf16: the loss falls by a third or more" \
+        awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
+fi
 
 finish "$(basename "$0")"

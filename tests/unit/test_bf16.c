@@ -450,7 +450,7 @@ int main(void)
         }
         if (!be->precision_supported ||
             !be->precision_supported(ST_PRECISION_BF16, why, sizeof why)) {
-            print_message("backend %s: no bf16 cases (it %s)\n", name,
+            print_message("SKIP: backend %s's bf16 cases: it %s\n", name,
                           be->precision_supported ? why : "computes in fp32 only");
             continue;
         }

@@ -20,6 +20,13 @@
  * gradient back.
  * Inner products use the plain layouts directly (oneDNN runs them as GEMM).
  *
+ * In --precision bf16 (where oneDNN's ISA is AVX-512: precision_supported)
+ * convolutions and inner products read bf16 operands: src, the weights and
+ * diff_dst are reordered to bf16 at the kernel's edges (round to nearest
+ * even), the primitives sum in fp32 and write dst, diff_src and the weight
+ * gradient in fp32, so the activations between layers stay fp32; the bias
+ * gradient is summed from the fp32 diff_dst (dnnl_kernel.c).
+ *
  * Scratchpads are user-managed: a kernel asks the worker for its largest
  * scratchpad (plus room for one temporary gradient) as scratch, and for
  * everything that must survive from forward to backward as workspace.
@@ -126,6 +133,10 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
     k->base.ops = &kinds[d->kind]->ops;
     k->base.kind = d->kind;
     k->ctx = c;
+    k->operand_dt = c->precision == ST_PRECISION_BF16 &&
+                            (d->kind == ST_K_CONV || d->kind == ST_K_FC)
+                        ? dnnl_bf16
+                        : dnnl_f32;
     memcpy(&k->d, d, st_kdesc_size(d->kind));
     k->d.base.n = sizes[0];
     k->d.base.batch_sizes = NULL;
@@ -153,6 +164,7 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     c->worker = o->worker;
     c->conv_impl = o->conv_impl;
     c->choices = o->choices;
+    c->precision = o->precision;
     c->limited = address_space_limited();
     st_status hst = check_headroom(c, "a oneDNN context", err);
     if (hst != ST_OK) {
@@ -200,33 +212,47 @@ static void dnnl_ctx_destroy(st_bctx *c)
     free(c);
 }
 
+/* The instruction set oneDNN dispatches to (ONEDNN_MAX_CPU_ISA can lower
+ * it), as its name without "cpu_isa_": avx2, avx512_core_bf16 ... */
+static const char *effective_isa(void)
+{
+    const char *isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
+    return strncmp(isa, "cpu_isa_", 8) == 0 ? isa + 8 : isa;
+}
+
 /* st_backend.choice_context: what a measured choice holds for. oneDNN's
  * version (its implementations and their names), the instruction set it
- * dispatches to (ONEDNN_MAX_CPU_ISA can lower it) and the CPU model (the
- * timings) decide which implementation exists and wins; the activations
- * are 32-bit floats throughout. */
+ * dispatches to and the CPU model (the timings) decide which
+ * implementation exists and wins; the activations between layers are
+ * 32-bit floats, and a choice made for bf16 operands has the precision in
+ * its key (dnnl_conv.c's choice_key). */
 static void dnnl_choice_context(char *buf, size_t size)
 {
     const dnnl_version_t *v = dnnl_version();
     char cpu[160];
     st_cpu_model(cpu, sizeof cpu);
-    const char *isa = dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa());
-    if (strncmp(isa, "cpu_isa_", 8) == 0)
-        isa += 8;
     snprintf(buf, size, "oneDNN %d.%d.%d (%s), isa %s, cpu %s, f32", v->major, v->minor,
-             v->patch, v->hash ? v->hash : "no hash", isa, cpu);
+             v->patch, v->hash ? v->hash : "no hash", effective_isa(), cpu);
 }
 
-/* st_backend.precision_supported: fp32 only, until the bf16 primitives
- * are built (issue 37: where oneDNN reports an ISA with bf16, and a
- * refusal naming the ISA elsewhere). */
+/* st_backend.precision_supported: bf16 where oneDNN's instruction set is
+ * AVX-512 (avx512_core) or wider: there oneDNN 2.6 has bf16 convolutions
+ * and inner products, emulated on avx512_core and avx512_core_vnni,
+ * native with avx512_core_bf16 (vdpbf16ps) and AMX. AVX2 and below (and
+ * ONEDNN_MAX_CPU_ISA set to them) have none. The ISA enum is a set of
+ * bits, each wider ISA holding the narrower's. */
 static int dnnl_precision_supported(st_precision p, char *why, size_t size)
 {
     if (p == ST_PRECISION_FP32)
         return 1;
-    snprintf(why, size, "has no %s kernels yet (oneDNN's bf16 primitives are not built into "
-             "it); --backend ref --precision %s computes the same arithmetic (bf16 operands, "
-             "fp32 sums) in plain C, slowly", st_precision_names[p], st_precision_names[p]);
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), need = dnnl_cpu_isa_avx512_core;
+    if ((isa & need) == need)
+        return 1;
+    snprintf(why, size, "has no %s on this CPU (ISA %s, as oneDNN reports it): oneDNN's %s "
+             "needs AVX-512 (avx512_core, emulated; native with avx512_core_bf16 or AMX); "
+             "--backend ref --precision %s computes the same arithmetic (bf16 operands, fp32 "
+             "sums) in plain C, slowly", st_precision_names[p], effective_isa(),
+             st_precision_names[p], st_precision_names[p]);
     return 0;
 }
 

@@ -69,6 +69,10 @@ void dn_conv_geom_init(const dn_kernel *k, int n, dn_conv_geom *g)
     dn_dst_dims(&k->d, n, g->dd);
 }
 
+/* The layouts' types are the pass's: the operands each reads (src,
+ * weights, diff_dst) in k->operand_dt, what it writes (dst, diff_src,
+ * diff_weights) and the bias f32. With operands not f32, the weight
+ * gradient's pass has no bias: its sum is fp32's (bias_grad_build). */
 st_status dn_conv_op(const dn_kernel *k, const dn_conv_geom *g, int p,
                      const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
                      const dnnl_memory_desc_t *dst, dnnl_convolution_desc_t *op, st_error *err)
@@ -77,18 +81,27 @@ st_status dn_conv_op(const dn_kernel *k, const dn_conv_geom *g, int p,
     st_status st = dn_md_plain(&bias, 1, g->bd, err);
     if (st != ST_OK)
         return st;
+    dnnl_data_type_t in = k->operand_dt, out = dnnl_f32;
     const dnnl_memory_desc_t *b = k->d.conv.bias ? &bias : NULL;
     dnnl_status_t s;
-    if (p == DN_PASS_FWD)
+    if (p == DN_PASS_FWD) {
+        dnnl_memory_desc_t s_in = dn_md_as(src, in), w_in = dn_md_as(wei, in),
+                           d_out = dn_md_as(dst, out);
         s = dnnl_convolution_forward_desc_init(op, dnnl_forward_training,
-                                               dnnl_convolution_direct, src, wei, b, dst,
+                                               dnnl_convolution_direct, &s_in, &w_in, b, &d_out,
                                                g->strides, g->pl, g->pr);
-    else if (p == DN_PASS_BWD_DATA)
-        s = dnnl_convolution_backward_data_desc_init(op, dnnl_convolution_direct, src, wei, dst,
-                                                     g->strides, g->pl, g->pr);
-    else
-        s = dnnl_convolution_backward_weights_desc_init(op, dnnl_convolution_direct, src, wei, b,
-                                                        dst, g->strides, g->pl, g->pr);
+    } else if (p == DN_PASS_BWD_DATA) {
+        dnnl_memory_desc_t ds_out = dn_md_as(src, out), w_in = dn_md_as(wei, in),
+                           dd_in = dn_md_as(dst, in);
+        s = dnnl_convolution_backward_data_desc_init(op, dnnl_convolution_direct, &ds_out,
+                                                     &w_in, &dd_in, g->strides, g->pl, g->pr);
+    } else {
+        dnnl_memory_desc_t s_in = dn_md_as(src, in), dw_out = dn_md_as(wei, out),
+                           dd_in = dn_md_as(dst, in);
+        s = dnnl_convolution_backward_weights_desc_init(op, dnnl_convolution_direct, &s_in,
+                                                        &dw_out, in == dnnl_f32 ? b : NULL,
+                                                        &dd_in, g->strides, g->pl, g->pr);
+    }
     if (s != dnnl_success)
         return dn_fail(err, "convolution descriptor", s);
     return ST_OK;
@@ -189,24 +202,6 @@ st_status dn_pd_pick(st_bctx *c, const dnnl_convolution_desc_t *op,
 
 /* ---- building a plan ---- */
 
-/* A weights layout chosen by a primitive: whether it differs from plain, and
- * if so a workspace buffer and the reorder from (to_plain = 0) or to plain. */
-static st_status weights_edge(dn_kernel *k, const dnnl_memory_desc_t *plain,
-                              const dnnl_memory_desc_t *chosen, int to_plain, int *edge,
-                              size_t *ws, dn_exec *reorder, st_error *err)
-{
-    *edge = !dnnl_memory_desc_equal(plain, chosen);
-    if (!*edge)
-        return ST_OK;
-    size_t sp = 0;
-    *ws = dn_ws_take(k, dnnl_memory_desc_get_size(chosen));
-    st_status st = to_plain ? dn_make_reorder(k->ctx, reorder, chosen, plain, 0, &sp, err)
-                            : dn_make_reorder(k->ctx, reorder, plain, chosen, 0, &sp, err);
-    if (sp > k->scratchpad)
-        k->scratchpad = sp;
-    return st;
-}
-
 /* The pds of plan's passes for n samples. first: the forward is created
  * from the family's format tags and the layouts it resolves are the
  * kernel's from then on; otherwise every pass gets the kernel's layouts,
@@ -263,12 +258,13 @@ static st_status plan_pds(dn_kernel *k, const dn_conv_plan *plan, int n, int fir
         }
     }
     if (st == ST_OK &&
-        ((pds->bwd_data && (!dnnl_memory_desc_equal(dn_pd_md(pds->bwd_data, DNNL_ARG_DIFF_SRC),
-                                                    &src) ||
-                            !dnnl_memory_desc_equal(dn_pd_md(pds->bwd_data, DNNL_ARG_DIFF_DST),
-                                                    &dst))) ||
+        ((pds->bwd_data && (!dn_md_same_layout(dn_pd_md(pds->bwd_data, DNNL_ARG_DIFF_SRC),
+                                               &src) ||
+                            !dn_md_same_layout(dn_pd_md(pds->bwd_data, DNNL_ARG_DIFF_DST),
+                                               &dst))) ||
          (pds->bwd_weights &&
-          !dnnl_memory_desc_equal(dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_DST), &dst))))
+          (!dn_md_same_layout(dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_DST), &dst) ||
+           !dnnl_memory_desc_equal(dn_pd_md(pds->bwd_weights, DNNL_ARG_SRC), &src)))))
         st = st_fail(err, ST_EBACKEND, "oneDNN convolution backward wants other layouts than "
                      "its forward");
     if (st != ST_OK) {
@@ -296,14 +292,7 @@ static st_status plan_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     dnnl_memory_desc_t dst = *dn_pd_md(pds.fwd, DNNL_ARG_DST);
     if (first) {
         k->psrc = src;
-        k->pw = *dn_pd_md(pds.fwd, DNNL_ARG_WEIGHTS);
-        k->pwd = pds.bwd_data ? *dn_pd_md(pds.bwd_data, DNNL_ARG_WEIGHTS) : k->pw;
-        k->pww = pds.bwd_weights ? *dn_pd_md(pds.bwd_weights, DNNL_ARG_DIFF_WEIGHTS) : wplain;
-        st = weights_edge(k, &wplain, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
-        if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
-            st = weights_edge(k, &wplain, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
-        if (st == ST_OK)
-            st = weights_edge(k, &wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
+        st = dn_weights_edges(k, &pds, &wplain, err);
     }
     return dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
 }
@@ -430,13 +419,19 @@ static st_status plan_check(dn_kernel *k, const dn_conv_plan *plan, st_error *er
     return ST_OK;
 }
 
+/* The choice's key: the layer, samples, shape and passes, and the
+ * precision when it is not fp32 (a bf16 plan is another measurement; fp32
+ * keys stay as they were before bf16, so that choice files and snapshots
+ * written then still give their plans). */
 static void choice_key(const dn_kernel *k, char *key, size_t size)
 {
     const st_conv_desc *d = &k->d.conv;
-    snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s",
+    st_precision p = k->ctx->precision;
+    snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s",
              d->base.name ? d->base.name : "conv", d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh,
              d->ow, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->groups,
-             d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd");
+             d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd",
+             p == ST_PRECISION_FP32 ? "" : " ", p == ST_PRECISION_FP32 ? "" : st_precision_names[p]);
 }
 
 /* The plan of kernel k: forced, found in the choice table, or measured

@@ -13,9 +13,12 @@
 #include "base/clock.h"
 #include "base/memory.h"
 #include "dnnl_conv.h"
+#include "ops/bf16.h"
 
 /* Trial buffers by role, grown on demand and filled with small values
- * (no denormals, no NaN: every implementation runs at its real speed). */
+ * (no denormals, no NaN: every implementation runs at its real speed),
+ * each exact in bf16, so that a buffer read as bf16 pairs holds them and
+ * zeros (the lower halves), no NaN and no denormal either. */
 enum { TB_SRC, TB_DST, TB_W, TB_BIAS, TB_DSRC, TB_DDST, TB_DW, TB_DBIAS, TB_SCRATCH, TB_COUNT };
 
 typedef struct trial_bufs {
@@ -33,6 +36,8 @@ static void *tb_get(trial_bufs *b, int role, size_t bytes)
     b->bytes[role] = b->p[role] ? size : 0;
     for (size_t i = 0; b->p[role] && i < size / sizeof(float); i++)
         b->p[role][i] = 0.01f * (float)((int)(i % 13) - 6);
+    if (b->p[role])
+        st_bf16_round(b->p[role], b->p[role], size / sizeof(float));
     return b->p[role];
 }
 
@@ -227,7 +232,10 @@ static int bwd_visit(void *ctx, dnnl_primitive_desc_t pd, const char *name)
     return DN_VISIT_DROP;
 }
 
-/* The reorders group g's layouts force each iteration, in ms. */
+/* The reorders group g's layouts force each iteration, in ms: src into
+ * the primitive's layout and type, diff_src back, dst to plain, diff_dst
+ * into the primitive's layout and type, the weights into theirs and the
+ * weight gradient back. */
 static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *usrc,
                              const dnnl_memory_desc_t *wplain, const dnnl_memory_desc_t *wd,
                              const dnnl_memory_desc_t *ww, st_error *err)
@@ -237,22 +245,24 @@ static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *
     double ms;
     st_status st = ST_OK;
     const dnnl_memory_desc_t *wf = dn_pd_md(g->fwd, DNNL_ARG_WEIGHTS);
+    dnnl_memory_desc_t dsrc = dn_md_as(&g->src, dnnl_f32),
+                       ddst = dn_md_as(&g->dst, t->k->operand_dt), plain;
     g->edges = 0.0;
-    if (!dnnl_memory_desc_equal(usrc, &g->src)) {
-        if ((st = time_reorder(c, usrc, &g->src, &t->tb, &ms, err)) != ST_OK)
-            return st;
+    if (!dnnl_memory_desc_equal(usrc, &g->src) &&
+        (st = time_reorder(c, usrc, &g->src, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
-        if (b->src_grad && (st = time_reorder(c, &g->src, usrc, &t->tb, &ms, err)) == ST_OK)
-            g->edges += ms;
-    }
-    dnnl_memory_desc_t plain;
-    if (st == ST_OK && b->dst_plain && !dn_md_is_plain(&g->dst) &&
-        (st = dn_md_plain(&plain, 4, g->dst.dims, err)) == ST_OK &&
-        (st = time_reorder(c, &g->dst, &plain, &t->tb, &ms, err)) == ST_OK) {
+    if (st == ST_OK && b->src_grad && !dnnl_memory_desc_equal(usrc, &dsrc) &&
+        (st = time_reorder(c, &dsrc, usrc, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
-        if (b->backward && (st = time_reorder(c, &plain, &g->dst, &t->tb, &ms, err)) == ST_OK)
-            g->edges += ms;
-    }
+    if (st == ST_OK)
+        st = dn_md_plain(&plain, 4, g->dst.dims, err);
+    int dst_edge = b->dst_plain && !dn_md_is_plain(&g->dst);
+    if (st == ST_OK && dst_edge && (st = time_reorder(c, &g->dst, &plain, &t->tb, &ms, err)) ==
+                                       ST_OK)
+        g->edges += ms;
+    if (st == ST_OK && b->backward && (dst_edge || !dnnl_memory_desc_equal(&ddst, &g->dst)) &&
+        (st = time_reorder(c, dst_edge ? &plain : &g->dst, &ddst, &t->tb, &ms, err)) == ST_OK)
+        g->edges += ms;
     if (st == ST_OK && !dnnl_memory_desc_equal(wf, wplain) &&
         (st = time_reorder(c, wplain, wf, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;

@@ -6,53 +6,74 @@
 
 /* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
  * layout is reordered to plain 4-D, the same memory as [n, in]. The
- * backward passes are oneDNN inner-product primitives. The forward is
- * oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed into
- * dst with the bias, then the activation as an eltwise primitive: oneDNN's
- * own inner-product forward computes src * W^T, which with two threads and
- * a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x 4096 layer at
- * batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in both
- * orders). */
+ * backward passes are oneDNN inner-product primitives. In fp32 the forward
+ * is oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed
+ * into dst with the bias, then the activation as an eltwise primitive:
+ * oneDNN's own inner-product forward computes src * W^T, which with two
+ * threads and a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x
+ * 4096 layer at batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in
+ * both orders); the fp32 weights are read plain, as the arena has them.
+ * With bf16 operands (k->operand_dt) every pass is a primitive (oneDNN 2.6
+ * has no bf16 GEMM in its C API), the activation fused into the forward:
+ * src [n, in], the weights (converted from the fp32 ones once a forward)
+ * and diff_dst in bf16, dst, diff_src and the weight gradient in f32, all
+ * plain. Plain weights take oneDNN's GEMM-based bf16 inner product; with
+ * the layouts its brgemm one chooses, the weights' reorders cost more than
+ * they save (AlexNet's 9216 x 4096 layer at batch 16 a worker, 2 workers
+ * on Zen 4: into bf16 25.7 ms, the gradient back to plain 19.7 ms, the
+ * layer's three passes 63 ms against 33 ms plain, whose conversion takes
+ * 6.3 ms; fp32's: 43 ms). */
 static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
     const st_fc_desc *d = &k->d.fc;
     st_bctx *c = k->ctx;
     int n = v->n;
+    int bf = k->operand_dt != dnnl_f32;
     dnnl_dims_t sd = {n, d->in}, dd = {n, d->out}, wd = {d->out, d->in}, bd = {d->out};
-    dnnl_memory_desc_t src, dst, wei, bias, usrc, psrc;
+    dnnl_memory_desc_t src, dst, wplain, bias, usrc, psrc;
     st_status st;
     if ((st = dn_md_plain(&src, 2, sd, err)) || (st = dn_md_plain(&dst, 2, dd, err)) ||
-        (st = dn_md_plain(&wei, 2, wd, err)) || (st = dn_md_plain(&bias, 1, bd, err)) ||
+        (st = dn_md_plain(&wplain, 2, wd, err)) || (st = dn_md_plain(&bias, 1, bd, err)) ||
         (st = dn_user_src_md(k, n, &usrc, err)))
         return st;
     psrc = src;
     if (usrc.ndims != 2 && (st = dn_md_plain(&psrc, usrc.ndims, usrc.dims, err)))
         return st;
+    /* the operands' types; every layout plain */
+    dnnl_memory_desc_t src_in = dn_md_as(&src, k->operand_dt),
+                       ddst_in = dn_md_as(&dst, k->operand_dt),
+                       wei = dn_md_as(&wplain, k->operand_dt);
+    psrc = dn_md_as(&psrc, k->operand_dt);
     float alpha;
     dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
     dnnl_inner_product_desc_t fd, bdd, bwd;
-    DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src, &wei,
+    DN(dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &src_in, &wei,
                                             d->bias ? &bias : NULL, &dst),
        "inner product forward descriptor");
-    if (post != dnnl_alg_kind_undef &&
+    if (!bf && post != dnnl_alg_kind_undef &&
         (st = dn_post_build(k, v, post, alpha, &dst, "inner product activation", err)))
         return st;
-    DN(dnnl_inner_product_backward_data_desc_init(&bdd, &src, &wei, &dst),
+    DN(dnnl_inner_product_backward_data_desc_init(&bdd, &src, &wei, &ddst_in),
        "inner product backward data descriptor");
-    DN(dnnl_inner_product_backward_weights_desc_init(&bwd, &src, &wei, d->bias ? &bias : NULL,
-                                                     &dst),
+    /* with bf16 operands the bias gradient is fp32's sum (dn_finish_build) */
+    DN(dnnl_inner_product_backward_weights_desc_init(&bwd, &src_in, &wplain,
+                                                     d->bias && !bf ? &bias : NULL, &ddst_in),
        "inner product backward weights descriptor");
     dnnl_primitive_desc_t fpd = NULL, dpd = NULL, wpd = NULL;
-    st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "inner product forward", err);
+    st = dn_make_pd(c, &fpd, &fd, NULL, bf ? post : 0, alpha, "inner product forward", err);
     if (st == ST_OK)
         st = dn_make_pd(c, &dpd, &bdd, fpd, 0, 0, "inner product backward data", err);
     if (st == ST_OK)
         st = dn_make_pd(c, &wpd, &bwd, fpd, 0, 0, "inner product backward weights", err);
-    if (fpd) /* a hint for the backward descriptors only: the forward is sgemm */
+    if (!bf && fpd) { /* a hint for the backward descriptors only: the forward is sgemm */
         dnnl_primitive_desc_destroy(fpd);
-    dn_pass_pds pds = {NULL, dpd, wpd};
+        fpd = NULL;
+    }
+    dn_pass_pds pds = {fpd, dpd, wpd};
+    if (st == ST_OK && bf && first)
+        st = dn_weights_edges(k, &pds, &wplain, err);
     st = dn_finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);
-    if (first) { /* the forward's dst^T, after the diff_src temporary */
+    if (first && !bf) { /* the forward's dst^T, after the diff_src temporary */
         k->dst_t_off = (k->tmp_bytes + 63) / 64 * 64;
         k->tmp_bytes = k->dst_t_off + (size_t)d->base.n * d->out * sizeof(float);
     }
@@ -62,11 +83,14 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 static st_status fc_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
+    if (k->operand_dt != dnnl_f32)
+        return dn_weighted_forward(base, a, err);
     const st_fc_desc *d = &k->d.fc;
     dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
     const void *src;
+    k->ddst_of = k->ddst_ws = NULL; /* new samples: see dnnl_kernel.c's weighted_ddst */
     st_status st = dn_fwd_src(k, v, a, &src, err);
     if (st != ST_OK)
         return st;

@@ -28,6 +28,8 @@ struct st_bctx {
     int limited;           /* the address space is limited: see BUILD_HEADROOM */
     const char *conv_impl; /* st_backend_opts.conv_impl */
     st_choices *choices;   /* st_backend_opts.choices */
+    st_precision precision; /* st_backend_opts.precision: bf16 only where
+                               dnnl_precision_supported said yes */
 };
 
 #define DN(call, what)                                                                    \
@@ -81,6 +83,7 @@ typedef struct dn_variant {
     dn_exec ddst_in;   /*        plain diff_dst -> primitive diff_dst */
     dn_exec dsrc_out;  /*        primitive diff_src -> user diff_src */
     dn_exec dsrc_add;  /*        the same, adding to it */
+    dn_exec dbias;     /* bf16, diff_dst not dense: the bias gradient (dbias_dense) */
 } dn_variant;
 
 #define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
@@ -91,21 +94,44 @@ typedef struct dn_kernel {
     st_kernel base;
     st_bctx *ctx;
     dn_desc d;
+    /* What the primitives of a convolution or inner product read src,
+     * weights and diff_dst in: f32, or bf16 in --precision bf16 (rounded
+     * to nearest even by the reorders into them; dst, diff_src,
+     * diff_weights and diff_bias stay f32, accumulated in f32 by oneDNN).
+     * Every other kind: f32. */
+    dnnl_data_type_t operand_dt;
     int n_var;
     dn_variant *v;  /* [the batch sizes declared]: n_var of them built */
     /* Layouts the primitives chose at the largest batch size; the other
-     * batch sizes are built with the same ones. Convolution weights: pw for
-     * forward, pwd for backward data, pww for the weight gradient. */
+     * batch sizes are built with the same ones. Weights: pw for forward,
+     * pwd for backward data, pww for the weight gradient. */
     dnnl_memory_desc_t psrc, pdst, pw, pwd, pww;
-    int src_edge, dst_edge;
+    /* The edges (dn_build_edges): src reordered for the primitive; diff_src
+     * reordered back (with bf16 operands, src and diff_src differ in type
+     * and maybe not in layout); dst reordered to plain; diff_dst reordered
+     * for the primitive (to its layout, or to bf16). */
+    int src_edge, dsrc_edge, dst_edge, ddst_edge;
     int w_edge, wd_edge, dw_edge; /* the weights layouts differ from plain */
     dn_exec w_in, wd_in, dw_out;  /* their reorders from / to plain */
     /* workspace views, byte offsets (NONE when absent) */
     size_t ws_src, ws_dst, ws_ddst, ws_prim, ws_w, ws_wd, ws_dw;
+    /* The diff_dst (and the workspace) whose conversion into ws_ddst the
+     * weight-gradient pass left for the backward-data pass that follows it
+     * (NULL: none), so that a weighted kind converts it once for both
+     * (dnnl_kernel.c's weighted_ddst). */
+    const void *ddst_of, *ddst_ws;
+    /* The weights (and the workspace) the last forward reordered into
+     * ws_w, for the backward-data pass of the same samples (NULL: none). */
+    const void *w_of, *w_ws;
     size_t ws_prim_bytes;
     size_t scratchpad;     /* largest primitive scratchpad */
     size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
     size_t dst_t_off;      /* then the inner product's dst^T at this offset */
+    /* bf16 with a bias: its gradient summed from the f32 diff_dst
+     * (dnnl_kernel.c's bias_grad_build), in plain C over diff_dst's dense
+     * layout ddst_dense (dbias_dense), else by v->dbias */
+    int dbias_dense;
+    dn_dense ddst_dense;
     dn_conv_plan plan;     /* convolution: the implementation of every pass */
     dn_dense pool_src, pool_dst; /* direct max pooling (dnnl_pool.c): its layouts */
 } dn_kernel;
@@ -122,6 +148,14 @@ st_status dn_fail(st_error *err, const char *what, dnnl_status_t s);
 st_status dn_md_plain(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
 st_status dn_md_any(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims, st_error *err);
 int dn_md_is_plain(const dnnl_memory_desc_t *md);
+/* md's layout for values of type dt (strides count values, so a layout
+ * holds for any type); dn_md_same_layout: a and b equal but for the type. */
+dnnl_memory_desc_t dn_md_as(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
+int dn_md_same_layout(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+/* The dense 4-D layout md has (nchw, nhwc, nChw4c / 8c / 16c), or
+ * dnnl_format_tag_undef; dn_dense_of: md, of one of them, as dn_dense. */
+dnnl_format_tag_t dn_dense_tag(const dnnl_memory_desc_t *md);
+dn_dense dn_dense_of(const dnnl_memory_desc_t *md);
 /* The same layout for n samples (layouts with the sample index outermost,
  * dn_n_outermost, differ only in that dimension). */
 dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n);
@@ -228,6 +262,11 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err);
 /* The primitive's own workspace (pooling, LRN): sized at the largest batch. */
+/* The weights layouts the passes chose (pds: fwd, and bwd_data,
+ * bwd_weights where they run) into pw, pwd, pww, each with its workspace
+ * buffer and reorder from or to wplain where it differs from it. */
+st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
+                           const dnnl_memory_desc_t *wplain, st_error *err);
 st_status dn_take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t pd, int first,
                                  st_error *err);
 /* v->post: the eltwise alg (alpha) after the primitive, in place on md (an

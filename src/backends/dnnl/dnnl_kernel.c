@@ -111,31 +111,36 @@ dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward)
 }
 
 /* The edges of variant v: usrc is the layout src arrives in, psrc the one
- * the primitive reads (same dims); pdst the one it writes. Edge buffers are
- * reserved when the largest batch size (first) is built. */
+ * the primitive reads (same dims); pdst the one it writes. diff_src comes
+ * out of the primitive in psrc's layout as f32, diff_dst goes in in
+ * pdst's layout as k->operand_dt. Edge buffers are reserved when the
+ * largest batch size (first) is built. */
 st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *usrc,
                          const dnnl_memory_desc_t *psrc, const dnnl_memory_desc_t *pdst,
                          int first, st_error *err)
 {
     st_bctx *c = k->ctx;
     st_status st;
+    dnnl_memory_desc_t pdsrc = dn_md_as(psrc, dnnl_f32), pddst = dn_md_as(pdst, k->operand_dt);
     if (first) {
         k->src_edge = !dnnl_memory_desc_equal(usrc, psrc);
         if (k->src_edge)
             k->ws_src = dn_ws_take(k, dnnl_memory_desc_get_size(psrc));
+        k->dsrc_edge = !dnnl_memory_desc_equal(usrc, &pdsrc);
         /* room for diff_src before its reorder or accumulation, or where
          * batch norm's backward, which always computes it, throws it away */
         int dsrc = k->d.base.src_grad || (k->d.base.kind == ST_K_BNORM && k->d.base.backward);
-        k->tmp_bytes = dsrc ? dnnl_memory_desc_get_size(psrc) : 0;
+        k->tmp_bytes = dsrc ? dnnl_memory_desc_get_size(&pdsrc) : 0;
         int plain = dn_md_is_plain(pdst);
         if (!plain && !dn_n_outermost(pdst))
             return st_fail(err, ST_EBACKEND, "oneDNN chose an output layout that blocks the "
                            "sample dimension");
         k->dst_edge = k->d.base.dst_plain && !plain;
-        if (k->dst_edge) {
+        if (k->dst_edge)
             k->ws_dst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
-            k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
-        }
+        k->ddst_edge = k->dst_edge || k->operand_dt != pdst->data_type;
+        if (k->ddst_edge)
+            k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(&pddst));
         k->pdst = *pdst;
         k->base.dst_layout = plain || k->dst_edge ? NULL : &k->pdst;
         k->base.dst_bytes =
@@ -144,21 +149,120 @@ st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *
                 : dnnl_memory_desc_get_size(pdst);
     }
     size_t sp = 0;
-    if (k->src_edge && ((st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)) ||
-                        (st = dn_make_reorder(c, &v->dsrc_out, psrc, usrc, 0, &sp, err))))
+    if (k->src_edge && (st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)))
         return st;
-    if ((st = dn_make_reorder(c, &v->dsrc_add, psrc, usrc, 1, &sp, err)))
+    if (k->dsrc_edge && (st = dn_make_reorder(c, &v->dsrc_out, &pdsrc, usrc, 0, &sp, err)))
         return st;
-    if (k->dst_edge) {
-        dnnl_memory_desc_t plain;
-        if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) ||
-            (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)) ||
-            (st = dn_make_reorder(c, &v->ddst_in, &plain, pdst, 0, &sp, err)))
-            return st;
-    }
+    if ((st = dn_make_reorder(c, &v->dsrc_add, &pdsrc, usrc, 1, &sp, err)))
+        return st;
+    dnnl_memory_desc_t plain; /* dst as the user has it */
+    if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)))
+        return st;
+    if (k->dst_edge && (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)))
+        return st;
+    if (k->ddst_edge &&
+        (st = dn_make_reorder(c, &v->ddst_in, k->dst_edge ? &plain : pdst, &pddst, 0, &sp, err)))
+        return st;
     if (sp > k->scratchpad)
         k->scratchpad = sp;
     return ST_OK;
+}
+
+/* Whether a convolution or inner product has a bias. */
+static int has_bias(const dn_kernel *k)
+{
+    return (k->d.base.kind == ST_K_CONV && k->d.conv.bias) ||
+           (k->d.base.kind == ST_K_FC && k->d.fc.bias);
+}
+
+/* With operands not f32, the bias gradient summed over the samples and
+ * pixels of the f32 diff_dst as the user gives it, ddst (the primitive's
+ * own would sum diff_dst rounded to bf16, where the bias gradient of
+ * --precision bf16 is fp32's, as the reference backend's): in plain C
+ * where ddst is dense (bias_grad_sum: oneDNN 2.6's reduction is its
+ * reference one there, 30 to 100 ms a layer of AlexNet at batch 64),
+ * else by v->dbias, a oneDNN reduction. */
+static st_status bias_grad_build(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *ddst,
+                                 int first, st_error *err)
+{
+    if (first && ddst->ndims == 2) {
+        k->dbias_dense = 1;
+        k->ddst_dense = (dn_dense){(int)ddst->dims[1], 1, ddst->dims[1], 0, 0, 0};
+    } else if (first && dn_dense_tag(ddst) != dnnl_format_tag_undef) {
+        k->dbias_dense = 1;
+        k->ddst_dense = dn_dense_of(ddst);
+    }
+    if (k->dbias_dense)
+        return ST_OK;
+    dnnl_dims_t dims = {1, ddst->dims[1], 1, 1};
+    dnnl_memory_desc_t to;
+    dnnl_reduction_desc_t rd;
+    dnnl_primitive_desc_t pd = NULL;
+    st_status st = dn_md_plain(&to, ddst->ndims, dims, err);
+    if (st != ST_OK)
+        return st;
+    DN(dnnl_reduction_desc_init(&rd, dnnl_reduction_sum, ddst, &to, 0.0f, 0.0f),
+       "bias gradient reduction descriptor");
+    static const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    if ((st = dn_make_pd(k->ctx, &pd, &rd, NULL, 0, 0, "bias gradient reduction", err)) ==
+        ST_OK)
+        st = dn_finish_exec(k, &v->dbias, pd, ids, N_OF(ids), err);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* diff_bias [c] = the sum over n samples, then over the h x w pixels in
+ * order, of diff_dst (f32, laid out as g): the reference backend's order,
+ * so its sums bit for bit; the lanes of a pixel (channels) side by side. */
+static void bias_grad_sum(const dn_dense *g, int n, int c, int h, int w, const float *ddst,
+                          float *diff_bias)
+{
+    for (int i = 0; i < c; i++)
+        diff_bias[i] = 0.0f;
+    for (int s = 0; s < n; s++)
+        for (int b = 0; b < g->blocks && b * g->lanes < c; b++) {
+            int nl = c - b * g->lanes < g->lanes ? c - b * g->lanes : g->lanes;
+            float *acc = diff_bias + (size_t)b * g->lanes;
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    const float *p = ddst + s * g->sn + b * g->sb + y * g->sh + x * g->sw;
+                    for (int l = 0; l < nl; l++)
+                        acc[l] += p[l];
+                }
+        }
+}
+
+/* A weights layout chosen by a primitive: whether it differs from plain, and
+ * if so a workspace buffer and the reorder from (to_plain = 0) or to plain. */
+static st_status weights_edge(dn_kernel *k, const dnnl_memory_desc_t *plain,
+                              const dnnl_memory_desc_t *chosen, int to_plain, int *edge,
+                              size_t *ws, dn_exec *reorder, st_error *err)
+{
+    *edge = !dnnl_memory_desc_equal(plain, chosen);
+    if (!*edge)
+        return ST_OK;
+    size_t sp = 0;
+    *ws = dn_ws_take(k, dnnl_memory_desc_get_size(chosen));
+    st_status st = to_plain ? dn_make_reorder(k->ctx, reorder, chosen, plain, 0, &sp, err)
+                            : dn_make_reorder(k->ctx, reorder, plain, chosen, 0, &sp, err);
+    if (sp > k->scratchpad)
+        k->scratchpad = sp;
+    return st;
+}
+
+st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
+                           const dnnl_memory_desc_t *wplain, st_error *err)
+{
+    k->pw = *dn_pd_md(pds->fwd, DNNL_ARG_WEIGHTS);
+    k->pwd = pds->bwd_data ? *dn_pd_md(pds->bwd_data, DNNL_ARG_WEIGHTS) : k->pw;
+    k->pww = pds->bwd_weights ? *dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_WEIGHTS) : *wplain;
+    st_status st = weights_edge(k, wplain, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
+    if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
+        st = weights_edge(k, wplain, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
+    if (st == ST_OK)
+        st = weights_edge(k, wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
+    return st;
 }
 
 /* src for the primitive: the user's, or its reordered copy. */
@@ -196,7 +300,7 @@ st_status dn_bwd_ddst(dn_kernel *k, dn_variant *v, const st_kargs *a, const void
                       st_error *err)
 {
     *ddst = a->diff_dst;
-    if (!k->dst_edge)
+    if (!k->ddst_edge)
         return ST_OK;
     *ddst = dn_at(a->workspace, k->ws_ddst);
     return dn_run_reorder(k->ctx, &v->ddst_in, a->diff_dst, (void *)*ddst, a->scratch, err);
@@ -218,14 +322,14 @@ st_status dn_bwd_begin(dn_kernel *k, const st_kargs *a, dn_variant **v, const vo
  * after the scratchpad when a reorder or an accumulation follows. */
 void *dn_bwd_dsrc(const dn_kernel *k, const st_kargs *a)
 {
-    if (!k->src_edge && !a->accumulate)
+    if (!k->dsrc_edge && !a->accumulate)
         return a->diff_src;
     return (char *)a->scratch + (k->scratchpad + 63) / 64 * 64;
 }
 
 st_status dn_bwd_finish(dn_kernel *k, dn_variant *v, const st_kargs *a, st_error *err)
 {
-    if (!k->src_edge && !a->accumulate)
+    if (!k->dsrc_edge && !a->accumulate)
         return ST_OK;
     dn_exec *e = a->accumulate ? &v->dsrc_add : &v->dsrc_out;
     return dn_run_reorder(k->ctx, e, dn_bwd_dsrc(k, a), a->diff_src, a->scratch, err);
@@ -260,7 +364,8 @@ st_status dn_finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd, con
 
 /* The common end of a layer's build, given the status so far: the passes'
  * execs, the edges between the user and the primitives' layouts (usrc,
- * psrc, pdst), and the descriptors destroyed, also on failure. */
+ * psrc, pdst), the bias gradient's sum with bf16 operands, and the
+ * descriptors destroyed, also on failure. */
 st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err)
@@ -275,6 +380,13 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                             N_OF(BWD_WEIGHTS_ARGS), err);
     if (st == ST_OK)
         st = dn_build_edges(k, v, usrc, psrc, pdst, first, err);
+    if (st == ST_OK && pds->bwd_weights && has_bias(k) && k->operand_dt != dnnl_f32) {
+        dnnl_memory_desc_t plain, ddst = *pdst; /* diff_dst as the user gives it */
+        if (k->dst_edge && (st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) == ST_OK)
+            ddst = plain;
+        if (st == ST_OK)
+            st = bias_grad_build(k, v, &ddst, first, err);
+    }
     dnnl_primitive_desc_t all[] = {pds->fwd, pds->bwd_data, pds->bwd_weights};
     for (int i = 0; i < N_OF(all); i++)
         if (all[i])
@@ -316,6 +428,31 @@ st_status dn_post_build(dn_kernel *k, dn_variant *v, dnnl_alg_kind_t alg, float 
 
 /* ---- passes of the weighted kernels (convolution, inner product) ---- */
 
+/* The diff_dst a weighted kind's backward pass reads, in the primitive's
+ * layout and type: converted into the workspace by the weight-gradient
+ * pass (weights: 1), which leaves it for the backward-data pass that
+ * follows it with the same diff_dst and workspace (backend.h: the same
+ * diff_dst for both); that pass takes it (once) or converts its own; a
+ * forward forgets it. A backward-data pass alone (hybrid's data-parallel
+ * kernel) always converts. */
+static st_status weighted_ddst(dn_kernel *k, const st_kargs *a, int weights, dn_variant **v,
+                               const void **ddst, st_error *err)
+{
+    int left = !weights && k->ddst_of == a->diff_dst && k->ddst_ws == a->workspace;
+    k->ddst_of = k->ddst_ws = NULL;
+    if (!k->ddst_edge || !left) {
+        st_status st = dn_bwd_begin(k, a, v, ddst, err);
+        if (st == ST_OK && weights && k->ddst_edge) {
+            k->ddst_of = a->diff_dst;
+            k->ddst_ws = a->workspace;
+        }
+        return st;
+    }
+    *ddst = dn_at(a->workspace, k->ws_ddst);
+    *v = dn_variant_of(k, a->n, err);
+    return *v ? ST_OK : ST_EINTERNAL;
+}
+
 st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
@@ -323,10 +460,16 @@ st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
     if (!v)
         return ST_EINTERNAL;
     const void *src, *w = a->weights;
+    k->ddst_of = k->ddst_ws = NULL; /* new samples: see weighted_ddst */
     st_status st = dn_fwd_src(k, v, a, &src, err);
+    k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->w_edge) {
         w = dn_at(a->workspace, k->ws_w);
         st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
+        if (st == ST_OK) {
+            k->w_of = a->weights;
+            k->w_ws = a->workspace;
+        }
     }
     const dn_arg args[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w},
                            {DNNL_ARG_BIAS, a->bias}, {DNNL_ARG_DST, dn_fwd_dst(k, a)}};
@@ -335,19 +478,26 @@ st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
     return st == ST_OK ? dn_fwd_finish(k, v, a, err) : st;
 }
 
-/* Uses the weights forward reordered (the same iteration's weights). */
+/* The weights in the forward's layout are the copy the forward made
+ * (k->w_of: of those weights, into that workspace), or, where no forward
+ * made one (hybrid's data-parallel inner product runs backward-data
+ * only), one made here. */
 st_status dn_weighted_backward_data(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
     dn_variant *v;
     const void *ddst;
-    st_status st = dn_bwd_begin(k, a, &v, &ddst, err);
+    st_status st = weighted_ddst(k, a, 0, &v, &ddst, err);
     const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : a->weights;
+    int forwards = k->w_of == a->weights && k->w_ws == a->workspace;
+    k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->wd_edge) {
         w = dn_at(a->workspace, k->ws_wd);
         st = dn_run_reorder(k->ctx, &k->wd_in, a->weights, (void *)w, a->scratch, err);
     } else if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw)) {
         w = a->weights; /* backward data reads plain weights */
+    } else if (st == ST_OK && k->w_edge && !forwards) {
+        st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
     }
     const dn_arg args[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w},
                            {DNNL_ARG_DIFF_SRC, dn_bwd_dsrc(k, a)}};
@@ -361,12 +511,20 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
     dn_kernel *k = (dn_kernel *)base;
     dn_variant *v;
     const void *ddst;
-    st_status st = dn_bwd_begin(k, a, &v, &ddst, err);
+    st_status st = weighted_ddst(k, a, 1, &v, &ddst, err);
     void *dw = k->dw_edge ? dn_at(a->workspace, k->ws_dw) : a->diff_weights;
     const dn_arg args[] = {{DNNL_ARG_SRC, dn_bwd_src(k, a)}, {DNNL_ARG_DIFF_DST, ddst},
                            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
     if (st == ST_OK)
         st = dn_exec_call(k->ctx, &v->bwd_weights, args, N_OF(args), a->scratch, err);
+    if (st == ST_OK && k->dbias_dense) {
+        const dnnl_memory_desc_t *d = &k->pdst; /* [n, c] or [n, c, h, w] */
+        bias_grad_sum(&k->ddst_dense, a->n, (int)d->dims[1], d->ndims == 4 ? (int)d->dims[2] : 1,
+                      d->ndims == 4 ? (int)d->dims[3] : 1, a->diff_dst, a->diff_bias);
+    } else if (st == ST_OK && v->dbias.prim) {
+        const dn_arg sum[] = {{DNNL_ARG_SRC, a->diff_dst}, {DNNL_ARG_DST, a->diff_bias}};
+        st = dn_exec_call(k->ctx, &v->dbias, sum, N_OF(sum), a->scratch, err);
+    }
     if (st == ST_OK && k->dw_edge)
         st = dn_run_reorder(k->ctx, &k->dw_out, dw, a->diff_weights, a->scratch, err);
     return st;

@@ -13,10 +13,6 @@
 
 #include "dnnl_internal.h"
 
-/* The layouts the direct kernel reads and writes; the first is the plain one. */
-static const dnnl_format_tag_t DIRECT_TAGS[] = {dnnl_nchw, dnnl_nhwc, dnnl_nChw4c, dnnl_nChw8c,
-                                                dnnl_nChw16c};
-
 #define LANES_MAX 64 /* lanes compared at once by the direct forward */
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -48,42 +44,13 @@ static void max_step(const float *p, float *best, int *pos, int nl, int t)
         }
 }
 
-/* The tag of DIRECT_TAGS md has, or dnnl_format_tag_undef. */
-static dnnl_format_tag_t direct_tag(const dnnl_memory_desc_t *md)
-{
-    for (int i = 0; i < N_OF(DIRECT_TAGS); i++) {
-        dnnl_memory_desc_t t;
-        if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, dnnl_f32, DIRECT_TAGS[i]) ==
-                dnnl_success &&
-            dnnl_memory_desc_equal(&t, md))
-            return DIRECT_TAGS[i];
-    }
-    return dnnl_format_tag_undef;
-}
-
-/* md (of a DIRECT_TAGS layout) as [n][blocks][h][w][lanes], the lanes of a
- * pixel contiguous. */
-static dn_dense dense_of(const dnnl_memory_desc_t *md)
-{
-    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
-    dn_dense g = {1, (int)md->padded_dims[1], b->strides[0], b->strides[1], b->strides[2],
-                  b->strides[3]};
-    if (b->inner_nblks == 1) { /* nChw<lanes>c */
-        g.lanes = (int)b->inner_blks[0];
-        g.blocks = (int)(md->padded_dims[1] / g.lanes);
-    } else if (b->strides[1] == 1) { /* nhwc */
-        g.lanes = (int)md->dims[1];
-        g.blocks = 1;
-    }
-    return g;
-}
-
 /* Max pooling runs directly when the window's positions fit the byte the
- * workspace keeps for each output and src comes in one of DIRECT_TAGS. */
+ * workspace keeps for each output and src comes in a dense layout
+ * (dn_dense_tag: nchw, nhwc, nChw4c / 8c / 16c). */
 static int direct_applies(const st_pool_desc *d, const dnnl_memory_desc_t *usrc)
 {
     return d->alg == ST_POOL_MAX && d->kh * d->kw <= 255 &&
-           direct_tag(usrc) != dnnl_format_tag_undef;
+           dn_dense_tag(usrc) != dnnl_format_tag_undef;
 }
 
 /* Forward: each output's maximum over its window's valid positions and, in
@@ -195,12 +162,12 @@ static st_status direct_build(dn_kernel *k, dn_variant *v, const dnnl_memory_des
     dnnl_dims_t dd;
     dnnl_memory_desc_t dst;
     dn_dst_dims(&k->d, v->n, dd);
-    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, direct_tag(usrc)),
+    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dn_dense_tag(usrc)),
        "pooling output layout");
     if (first) {
         k->base.ops = &direct_ops;
-        k->pool_src = dense_of(usrc);
-        k->pool_dst = dense_of(&dst);
+        k->pool_src = dn_dense_of(usrc);
+        k->pool_dst = dn_dense_of(&dst);
         k->ws_prim_bytes = dnnl_memory_desc_get_size(&dst) / sizeof(float);
         k->ws_prim = dn_ws_take(k, k->ws_prim_bytes);
     }

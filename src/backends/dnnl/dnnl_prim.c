@@ -37,6 +37,19 @@ int dn_md_is_plain(const dnnl_memory_desc_t *md)
            dnnl_memory_desc_equal(md, &plain);
 }
 
+dnnl_memory_desc_t dn_md_as(const dnnl_memory_desc_t *md, dnnl_data_type_t dt)
+{
+    dnnl_memory_desc_t r = *md;
+    r.data_type = dt;
+    return r;
+}
+
+int dn_md_same_layout(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+    dnnl_memory_desc_t b_as_a = dn_md_as(b, a->data_type);
+    return dnnl_memory_desc_equal(a, &b_as_a);
+}
+
 /* The same layout for n samples: layouts whose sample index is outermost
  * and unblocked (checked by n_outermost) differ only in that dimension. */
 dnnl_memory_desc_t dn_md_for_n(const dnnl_memory_desc_t *md, int n)
@@ -55,8 +68,41 @@ int dn_n_outermost(const dnnl_memory_desc_t *md)
     for (int i = 0; i < b->inner_nblks; i++)
         if (b->inner_idxs[i] == 0)
             return 0;
-    return (size_t)b->strides[0] * (size_t)md->padded_dims[0] * sizeof(float) ==
+    return (size_t)b->strides[0] * (size_t)md->padded_dims[0] *
+               dnnl_data_type_size(md->data_type) ==
            dnnl_memory_desc_get_size(md);
+}
+
+/* The dense 4-D layouts, as dn_dense describes them; the first is the
+ * plain one. */
+static const dnnl_format_tag_t DENSE_TAGS[] = {dnnl_nchw, dnnl_nhwc, dnnl_nChw4c, dnnl_nChw8c,
+                                               dnnl_nChw16c};
+
+dnnl_format_tag_t dn_dense_tag(const dnnl_memory_desc_t *md)
+{
+    for (int i = 0; i < N_OF(DENSE_TAGS); i++) {
+        dnnl_memory_desc_t t;
+        if (dnnl_memory_desc_init_by_tag(&t, md->ndims, md->dims, md->data_type,
+                                         DENSE_TAGS[i]) == dnnl_success &&
+            dnnl_memory_desc_equal(&t, md))
+            return DENSE_TAGS[i];
+    }
+    return dnnl_format_tag_undef;
+}
+
+dn_dense dn_dense_of(const dnnl_memory_desc_t *md)
+{
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    dn_dense g = {1, (int)md->padded_dims[1], b->strides[0], b->strides[1], b->strides[2],
+                  b->strides[3]};
+    if (b->inner_nblks == 1) { /* nChw<lanes>c */
+        g.lanes = (int)b->inner_blks[0];
+        g.blocks = (int)(md->padded_dims[1] / g.lanes);
+    } else if (b->strides[1] == 1) { /* nhwc */
+        g.lanes = (int)md->dims[1];
+        g.blocks = 1;
+    }
+    return g;
 }
 
 /* ---- primitives with their argument memories ---- */
