@@ -23,6 +23,10 @@ static const st_option options[] = {
      ST_OPT_INT_AUTO, TRAIN(threads), 1, 4096},
     {"batch", 'b', "N", "Training", "images per update (default: batch= in [net])", ST_OPT_INT,
      TRAIN(batch), 1, 1 << 20},
+    {"subdivisions", 0, "S", "Training", "run each worker's shard in S pieces of batch / S "
+     "images, accumulating their gradients before one update: the activations of one piece "
+     "(default: subdivisions= in [net]; bsp, data-parallel)", ST_OPT_INT, TRAIN(subdivisions),
+     1, 1 << 20},
     {"intra", 0, "N|auto", "Training", "intra-op threads per worker (default 1; all cores for "
      "one worker on networks over 16M parameters); auto: as -t auto", ST_OPT_INT_AUTO,
      TRAIN(intra), 1, 1024},
