@@ -205,12 +205,14 @@ void st_cli_help(FILE *out)
                     "       singletrain pack SRC OUT [options]\n"
                     "       singletrain read SRC [options]\n"
                     "       singletrain predict NET.cfg WEIGHTS IMAGE... [options]\n"
+                    "       singletrain eval NET.cfg WEIGHTS [options]\n"
                     "       singletrain export NET.cfg WEIGHTS OUT.weights [options]\n"
                     "       singletrain plan NET.cfg --nodes N1,N2,... [options]\n"
                     "\nTrains the Darknet-format network NET.cfg on CPUs. The commands pack\n"
                     "(a striped store from any data source), read (its reading speed), predict\n"
-                    "(classify images), export (Darknet .weights) and plan (predicted speed on\n"
-                    "N nodes) have their own --help.\n",
+                    "(classify images), eval (test accuracy and loss of weights), export\n"
+                    "(Darknet .weights) and plan (predicted speed on N nodes) have their own\n"
+                    "--help.\n",
                     options, N_OPTIONS, groups);
     fprintf(out, "\nEach option may be given once. Outputs may not be inputs or each other.\n"
                  "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"
