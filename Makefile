@@ -95,8 +95,10 @@ $(BUILD)/%.o: %.c
 
 # oneDNN is built on OpenMP in Debian; its backend sets the team size (in
 # dnnl.c, the context: the kinds' files make no OpenMP call), and the
-# parameter server runs a worker's slice on its intra-op threads.
-$(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/backends/dnnl/dnnl_pool.o $(BUILD)/src/parallel/ps.o: CFLAGS += -fopenmp
+# parameter server runs a worker's slice on its intra-op threads, as the gradient
+# accumulation (subdivisions=) adds its pieces.
+$(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/backends/dnnl/dnnl_pool.o $(BUILD)/src/parallel/ps.o \
+    $(BUILD)/src/parallel/accumulate.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).
 $(BUILD)/src/ops/solver.o: CFLAGS += -fno-math-errno

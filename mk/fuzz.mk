@@ -13,8 +13,8 @@
 # (coverage for the fuzzer) plus AddressSanitizer and UBSan: those of the
 # folders in FUZZ_DIRS, where the readers and everything they call live (not
 # the compute backends, the CPE emulator, MPI's cluster_mpi.c and
-# all-reduce algorithms or the parameter server's OpenMP ps.c, which no
-# reader reaches). stb_image is
+# all-reduce algorithms or the parameter server's OpenMP ps.c and the
+# gradient accumulation's accumulate.c, which no reader reaches). stb_image is
 # compiled in from Debian's header (fuzz/stb_image.c) instead of linking
 # libstb, so the decoder is instrumented as well.
 
@@ -27,7 +27,8 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                -MMD -MP -Iinclude -fno-omit-frame-pointer
-FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c,\
+FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c \
+                src/parallel/accumulate.c,\
                 $(wildcard $(FUZZ_DIRS:%=src/%/*.c)))
 # The ONNX schema's protoc-c code (the Makefile's ONNX_GEN) generated here
 # too, and instrumented with the reader.

@@ -38,7 +38,7 @@
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
 BESIDE="test_fuzz.sh test_calibrate_sw26010.sh test_darknet_shapes.sh test_memory.sh"
-ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh"
+ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh test_subdivisions.sh"
 build=${1:-build}
 bin="$build/singletrain"
 filter=${ST_TEST_FILTER:-}

@@ -29,7 +29,8 @@ typedef struct st_data_paths {
 typedef struct st_hparams {
     st_shape input;        /* height, width, channels */
     int batch;             /* images per update */
-    int subdivisions;      /* accepted; does not change the arithmetic */
+    int subdivisions;      /* pieces of each worker's shard, gradients accumulated
+                              (parallel/accumulate.c; --subdivisions overrides it) */
     long max_batches;      /* iterations, 0 if not given */
     st_solver_cfg solver;  /* solver= (or adam=1) and its keys, and the lr schedule */
     st_data_paths data;

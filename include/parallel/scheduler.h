@@ -77,6 +77,9 @@ typedef struct st_sched_opts {
     st_sync_mode sync;
     int staleness;           /* ssp:S */
     int batch;               /* images per iteration */
+    int subdivisions;        /* BSP, data-parallel: each worker's shard run in this many
+                                pieces, their gradients accumulated before the one update
+                                (accumulate.c); 0 or 1: undivided */
     int timing;              /* per-layer times in the replicas */
     const st_backend *backend;
     const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
@@ -117,6 +120,7 @@ typedef struct st_sched_memory {
     double kernels_first; /* measured: building worker 0's replica */
     double kernels_next;  /* measured: building one more (worker 1's) beside it */
     double shared;        /* hybrid: the model-parallel layers' buffers the workers share */
+    double accumulation;  /* subdivisions > 1: every worker's arena for its pieces' gradients */
 } st_sched_memory;
 
 /* Plan the workers' replicas on a thread of their own, as the workers

@@ -40,6 +40,8 @@ typedef struct st_train_opts {
                                 worker each); 0: not given (1, over the workers);
                                 ST_THREADS_AUTO: chosen by PCL-DNN's rule (mp_group.c) */
     int batch;               /* images per update; 0: batch= from [net] */
+    int subdivisions;        /* --subdivisions S: each worker's shard in S pieces, gradients
+                                accumulated (accumulate.c); 0: subdivisions= from [net] */
     long iters;              /* 0: from --epochs or max_batches */
     long epochs;
     uint64_t seed;

@@ -23,6 +23,10 @@ static const st_option options[] = {
      ST_OPT_INT_AUTO, TRAIN(threads), 1, 4096},
     {"batch", 'b', "N", "Training", "images per update (default: batch= in [net])", ST_OPT_INT,
      TRAIN(batch), 1, 1 << 20},
+    {"subdivisions", 0, "S", "Training", "run each worker's shard in S pieces of batch / S "
+     "images, accumulating their gradients before one update: the activations of one piece "
+     "(default: subdivisions= in [net]; bsp, data-parallel)", ST_OPT_INT, TRAIN(subdivisions),
+     1, 1 << 20},
     {"intra", 0, "N|auto", "Training", "intra-op threads per worker (default 1; all cores for "
      "one worker on networks over 16M parameters); auto: as -t auto", ST_OPT_INT_AUTO,
      TRAIN(intra), 1, 1024},
@@ -206,12 +210,14 @@ void st_cli_help(FILE *out)
                     "       singletrain pack SRC OUT [options]\n"
                     "       singletrain read SRC [options]\n"
                     "       singletrain predict NET.cfg WEIGHTS IMAGE... [options]\n"
+                    "       singletrain eval NET.cfg WEIGHTS [options]\n"
                     "       singletrain export NET.cfg WEIGHTS OUT.weights [options]\n"
                     "       singletrain plan NET.cfg --nodes N1,N2,... [options]\n"
                     "\nTrains the Darknet-format network NET.cfg on CPUs. The commands pack\n"
                     "(a striped store from any data source), read (its reading speed), predict\n"
-                    "(classify images), export (Darknet .weights) and plan (predicted speed on\n"
-                    "N nodes) have their own --help.\n",
+                    "(classify images), eval (test accuracy and loss of weights), export\n"
+                    "(Darknet .weights) and plan (predicted speed on N nodes) have their own\n"
+                    "--help.\n",
                     options, N_OPTIONS, groups);
     fprintf(out, "\nEach option may be given once. Outputs may not be inputs or each other.\n"
                  "\nExit status: 0 success, 2 bad usage or input, 1 run-time failure,\n"

@@ -17,6 +17,11 @@ int st_cmd_read(int argc, char **argv);
  * snapshot or a Darknet .weights file and print the top classes. */
 int st_cmd_predict(int argc, char **argv);
 
+/* singletrain eval NET.cfg WEIGHTS: test accuracy and loss of the weights
+ * on the data set's test split in inference mode, as training's test
+ * phase reports them. */
+int st_cmd_eval(int argc, char **argv);
+
 /* singletrain export NET.cfg WEIGHTS OUT.weights: write Darknet's .weights
  * from a snapshot (or re-write a .weights file). */
 int st_cmd_export(int argc, char **argv);

@@ -1,5 +1,5 @@
 /* singletrain: take SIGINT and SIGTERM in one place (signals.h), dispatch
- * to a command (pack, read, predict, export, plan) or parse the command
+ * to a command (pack, read, predict, eval, export, plan) or parse the command
  * line and train; map the outcome to an exit code (0 success, 2 bad usage
  * or input, 1 run-time failure, 128 + the signal when SIGINT or SIGTERM
  * stopped the process). */
@@ -199,6 +199,8 @@ int main(int argc, char **argv)
         return output_checked(st_cmd_read(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "predict") == 0)
         return output_checked(st_cmd_predict(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "eval") == 0)
+        return output_checked(st_cmd_eval(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "export") == 0)
         return output_checked(st_cmd_export(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "plan") == 0)

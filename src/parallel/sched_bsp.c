@@ -39,6 +39,9 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
     st_shard shard = {count, b->x + (size_t)first * per, b->labels + first, b->sample0 + first,
                       first, b->n};
     st_step_info info = {1, s->o.seed, it};
+    if (s->accum) /* subdivisions: the shard in pieces (never hybrid) */
+        return sched_accum_compute(s->accum, w, s->ps->weights, s->ps->grads[w->id], &shard,
+                                   &info, loss);
     st_status st = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, loss, &w->err);
     if (st != ST_OK && hybrid)
         shard.n = 0;

@@ -61,6 +61,7 @@ extern const st_mp_nodes sched_mp_nodes_ops;
  * order are touched only by test phases and SSP / ASP runs. */
 typedef struct worker_buffers {
     size_t x, labels, indices, pixels, order;
+    size_t piece_grads;    /* subdivisions > 1: its pieces' gradient arena (accumulate.c) */
 } worker_buffers;
 worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, int cap);
 
@@ -124,6 +125,20 @@ typedef struct iter_record {
     double nodes_images;
 } iter_record;
 
+/* Gradient accumulation (subdivisions=S > 1; accumulate.c): its state,
+ * NULL when undivided. sched_accum_bytes: the extra gradient arena it
+ * holds per worker, for the memory estimate. sched_accum_compute: forward
+ * and backward of the shard in S pieces (one, with a NULL handle), the
+ * pieces' gradients summed into grads, their losses into *loss. */
+typedef struct sched_accum sched_accum;
+size_t sched_accum_bytes(const st_sched_opts *o, const st_param_table *t);
+st_status sched_accum_create(sched_accum **out, const st_sched_opts *o, const st_ps *ps,
+                             st_error *err);
+void sched_accum_free(sched_accum *a);
+st_status sched_accum_compute(sched_accum *a, st_worker *w, const float *weights,
+                              float *grads, const st_shard *shard, const st_step_info *info,
+                              double *loss);
+
 /* How a BSP run sums and applies each worker's slice (sched_bsp.c: fused on
  * the host, on a backend's device, across nodes, after an overlapped
  * all-reduce): chosen once, at the scheduler's creation. */
@@ -141,6 +156,7 @@ struct st_sched {
     int barriers_ready;
     st_overlap *overlap;            /* multi-node overlap, or NULL */
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
+    sched_accum *accum;             /* subdivisions > 1, or NULL */
     /* --parallel hybrid: the model-parallel layers' barrier and buffers */
     st_barrier mp_barrier;
     pthread_mutex_t mp_lock;

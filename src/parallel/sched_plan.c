@@ -91,6 +91,7 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     for (int w = 0; w < T && st == ST_OK; w++) {
         sched_worker_sizes(o, T, w, &z[w]);
         worker_buffers b = sched_worker_buffers(o, net, z[w].cap);
+        m->accumulation += (double)b.piece_grads;
         m->buffers += (double)(b.labels + b.indices + b.order) +
                       (own_inputs ? (double)(b.x + b.pixels) : 0.0);
         int like = -1;

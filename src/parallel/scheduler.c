@@ -36,6 +36,18 @@ static void add_size(worker_sizes *z, int n)
         z->cap = n;
 }
 
+/* The sizes of a shard of n run in S pieces (accumulate.c): they differ
+ * by one at most, the larger first. */
+static void add_pieces(worker_sizes *z, int n, int S)
+{
+    int first, count;
+    S = S > 1 ? S : 1;
+    st_shard_of(n, S, 0, &first, &count);
+    add_size(z, count);
+    st_shard_of(n, S, S - 1, &first, &count);
+    add_size(z, count);
+}
+
 /* This node's part of an epoch's last batch when it is short, else 0. */
 static int node_last_batch(const st_sched_opts *o)
 {
@@ -52,10 +64,10 @@ void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z)
     int first, count, node = node_last_batch(o);
     memset(z, 0, sizeof *z);
     st_shard_of(o->batch, T, id, &first, &count);
-    add_size(z, count);
+    add_pieces(z, count, o->subdivisions);
     if (node) { /* the worker's part of this node's part of the last batch */
         st_shard_of(node, T, id, &first, &count);
-        add_size(z, count);
+        add_pieces(z, count, o->subdivisions);
     }
     int cap = z->cap;
     long tb = o->test_count * id / T, te = o->test_count * (id + 1) / T;
@@ -84,6 +96,7 @@ worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, i
         .indices = (size_t)cap * sizeof(long),
         .pixels = o->record_bytes,
         .order = o->sync != ST_SYNC_BSP ? (size_t)o->train->count * sizeof(long) : 0,
+        .piece_grads = sched_accum_bytes(o, &net->params),
     };
     return b;
 }
@@ -441,6 +454,7 @@ void st_sched_free(st_sched *s)
         pthread_cond_destroy(&s->clock_moved);
     }
     st_overlap_free(s->overlap);
+    sched_accum_free(s->accum);
     for (int k = 0; k < s->n_mp_buf; k++)
         st_free_aligned(s->mp_buf[k].p);
     free(s->mp_buf);
@@ -541,6 +555,11 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             st_sched_free(s);
             return st;
         }
+    }
+    st_status ast = sched_accum_create(&s->accum, o, ps, err);
+    if (ast != ST_OK) {
+        st_sched_free(s);
+        return ast;
     }
     s->agg = sched_bsp_aggregation(o, s->overlap != NULL);
     int started = 0, create_err = 0;

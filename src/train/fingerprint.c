@@ -64,6 +64,8 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     memset(fp, 0, sizeof *fp);
     st_cluster_fp_add(fp, "the network (cfg hash)", st_net_hash(&t->net));
     st_cluster_fp_add(fp, "the batch (-b)", (uint64_t)t->batch);
+    st_cluster_fp_add(fp, "subdivisions (--subdivisions, subdivisions= in [net])",
+                      (uint64_t)t->subdivisions);
     st_cluster_fp_add(fp, "the worker count (-t)", (uint64_t)t->o.threads);
     st_cluster_fp_add(fp, "the intra-op threads (--intra)", (uint64_t)t->o.intra);
     st_cluster_fp_add(fp, "the seed (--seed)", t->o.seed);

@@ -126,6 +126,8 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
         if (g > m->grad_each)
             m->grad_each = g;
     }
+    m->gradients += sm.accumulation; /* subdivisions: a second arena per worker */
+    m->grad_each += sm.accumulation / T;
     m->activations = sm.activations;
     m->act_each = sm.activations / T; /* workers differ by one image at most */
     m->kernels = sm.kernels;
@@ -173,7 +175,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
 
 /* What to change, by what takes the most: each worker's gradient (fewer
  * workers; one with intra-op threads holds a single gradient) or the
- * activations (a smaller batch), into buf. */
+ * activations (a smaller batch, or the batch in pieces), into buf. */
 static void advice(const st_trainer *t, const trainer_memory *m, char *buf, size_t size)
 {
     int T = t->o.threads, cores = st_usable_cores(), first_mp;
@@ -197,7 +199,9 @@ static void advice(const st_trainer *t, const trainer_memory *m, char *buf, size
                  "images", t->o.io_threads);
     else
         snprintf(buf, size, "a smaller batch (-b, now %d: the activations grow with the "
-                 "images per worker)", t->batch);
+                 "images per worker) or the same batch in pieces (--subdivisions S, now %d: "
+                 "the activations of batch / S images, gradients accumulated)", t->batch,
+                 t->subdivisions);
 }
 
 int trainer_memory_fits(const trainer_memory *m)

@@ -9,7 +9,8 @@
  *                 the data read into memory (VmRSS when the estimate is made)
  *   weights       the one shared copy
  *   solver state  its planes, each the size of the weights
- *   gradients     every worker's arena (st_ps_grad_floats)
+ *   gradients     every worker's arena (st_ps_grad_floats), and with
+ *                 subdivisions= its pieces' second arena (accumulate.c)
  *   activations   every worker's activation arena, planned by building its
  *                 replica without the arena (st_sched_plan_memory): outputs,
  *                 their gradients, layer workspaces and scratch as the

@@ -291,7 +291,7 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
     size_t mp_params = t->net.params.count - *shared_from;
     if (o->hybrid < 0)
         o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && o->threads > 1 &&
-                    mp_params > MANY_PARAMETERS;
+                    t->subdivisions == 1 && mp_params > MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
         trainer_choose_mp_group(t);
         st_sched_opts so;
@@ -403,6 +403,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
     *so = (st_sched_opts){
         .threads = o->threads, .intra = o->intra, .sync = o->sync,
         .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
+        .subdivisions = t->subdivisions,
         .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
         .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
         .precision = o->precision,
@@ -422,6 +423,53 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
  * to the memory estimate and its check, then *out is NULL. */
 /* ---- the stages of set-up, in order; each runs only after the ones
  * before it succeeded, but for the workers' (see there) ---- */
+
+/* subdivisions=S (or --subdivisions S) > 1, gradient accumulation
+ * (parallel/accumulate.c): the batch in S whole pieces, and a run that can
+ * accumulate: bulk-synchronous and data-parallel. Refused: --parallel
+ * hybrid (its model-parallel layers meet the other workers once per pass
+ * and apply their update in backward, so S pieces would apply it S times),
+ * --sync ssp / asp (each worker applies its own shard's gradient as soon as
+ * it has it: no batch to accumulate) and --overlap (its buckets leave for
+ * the all-reduce as backward finishes them, before the last piece). */
+static st_status check_subdivisions(st_trainer *t, st_error *err)
+{
+    const st_train_opts *o = &t->o;
+    int S = t->subdivisions;
+    if (S <= 1)
+        return ST_OK;
+    char key[ST_PATH_MAX + 64];
+    const st_cfg_option *c = st_cfg_find(&t->cfg.secs[0], "subdivisions");
+    if (o->subdivisions)
+        snprintf(key, sizeof key, "--subdivisions %d", S);
+    else
+        snprintf(key, sizeof key, "%s:%d: subdivisions=%d", t->cfg.path,
+                 c ? c->line : t->cfg.secs[0].line, S);
+    st_status bad = o->subdivisions ? ST_EUSAGE : ST_EINPUT;
+    if (t->batch % S)
+        return st_fail(err, bad, "%s with a batch of %d (%s): expected a batch that is a "
+                       "multiple of subdivisions (each of the %d pieces takes batch / "
+                       "subdivisions images; see -b, --subdivisions)", key, t->batch,
+                       o->batch ? "-b" : "batch= in [net]", S);
+    const char *with = o->hybrid > 0             ? "--parallel hybrid"
+                       : o->sync == ST_SYNC_SSP ? "--sync ssp"
+                       : o->sync == ST_SYNC_ASP ? "--sync asp"
+                       : o->overlap             ? "--overlap"
+                                                : NULL;
+    if (with)
+        return st_fail(err, bad, "%s with %s: gradient accumulation needs bulk-synchronous, "
+                       "data-parallel training without --overlap (%s); leave out one of the "
+                       "two", key, with,
+                       o->hybrid > 0 ? "the model-parallel layers apply their update in "
+                                       "backward, once per piece"
+                       : o->overlap  ? "the gradient leaves for the all-reduce before the "
+                                       "last piece"
+                                     : "each worker applies its own gradient as it has it");
+    st_info(&t->log, "subdivisions: each worker's shard of the batch of %d in %d pieces, "
+            "their gradients accumulated before one update (batch norm normalises each "
+            "piece with its own statistics)", t->batch, S);
+    return ST_OK;
+}
 
 /* The backend, the option rules, the network and its snapshots' names,
  * the batch and threads. *made: the snapshot directory's parts created. */
@@ -463,12 +511,15 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     if (st != ST_OK)
         return st;
     t->batch = o->batch ? o->batch : t->hp.batch;
+    t->subdivisions = o->subdivisions ? o->subdivisions : t->hp.subdivisions;
     st = trainer_choose_layout(t, err);
     if (st == ST_OK && t->batch < o->threads)
         st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images (the "
                      "batch is %d%s)", o->threads, o->threads, t->batch,
                      o->batch ? "" : ", batch= in [net]; see -b");
     choose_threads(t);
+    if (st == ST_OK)
+        st = check_subdivisions(t, err);
     if (st == ST_OK)
         warn_oversubscribed(t);
     if (st == ST_OK)

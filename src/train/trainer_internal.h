@@ -47,6 +47,8 @@ struct st_trainer {
     st_transform transform; /* records to inputs */
     long skipped;           /* unreadable images skipped, counted by the readers */
     int batch;
+    int subdivisions;       /* --subdivisions, else [net]'s subdivisions=: pieces of each
+                               worker's shard (1: undivided) */
     long iterations, iters_per_epoch;
     long start;             /* first iteration: 0, or a --resume snapshot's */
     long warm_end;          /* start + warm-up iterations */

@@ -3,7 +3,7 @@
 # to PREFIX/share/man/man1, under DESTDIR when given; the page renders with
 # groff (man(7) macros) without a warning, and documents every long option
 # that --help lists, the training command's and each command's (pack,
-# read, predict, export, plan); the page and --help name the guide,
+# read, predict, eval, export, plan); the page and --help name the guide,
 # docs/README.md.
 # usage: sh tests/e2e/test_install.sh BUILD_DIR/singletrain
 # make install runs with BUILD=BUILD_DIR and takes the binary as it is
@@ -73,7 +73,7 @@ expect "the page's SEE ALSO names the guide (docs/README.md)" \
 long_options() {
     sed -n 's/^  \(-., \|    \)--\([a-z0-9-]*\).*/\2/p'
 }
-for cmd in "" pack read predict export plan; do
+for cmd in "" pack read predict eval export plan; do
     # shellcheck disable=SC2086
     "$bin" $cmd --help >"$tmp/help" 2>&1
     long_options <"$tmp/help" >"$tmp/options"

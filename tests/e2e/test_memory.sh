@@ -5,7 +5,8 @@
 # every 20 ms from /proc, may not grow by more than MARGIN_KB from the end
 # of epoch 2 (or the first epoch after it that was sampled) to the end.
 # (b) Short runs under valgrind (training on the ref and dnnl backends
-# with data files, snapshots and a resume, pack, read, predict, export,
+# with data files, snapshots and a resume, training in pieces
+# (--subdivisions), pack, read, predict, eval, export,
 # and runs that fail half-way) lose no memory: no
 # "definitely" or "indirectly lost" block and no memory error; library
 # leaks may only be suppressed in tests/e2e/valgrind.supp. (c) The memory line
@@ -163,6 +164,8 @@ mkdir "$tmp/vsnap"
 vg "training, ref backend, snapshots" 0 "$bin" -q -t 2 --backend ref $small --iters 4 \
     --snapshot-every 2 --snapshot-dir "$tmp/vsnap" "$tmp/tiny.cfg"
 vg "training, dnnl backend" 0 "$bin" -q -t 2 --backend dnnl $small --iters 3 "$tmp/tiny.cfg"
+vg "training in 4 pieces (--subdivisions), ref backend" 0 "$bin" -q -t 2 --backend ref $small \
+    --iters 3 --subdivisions 4 "$tmp/tiny.cfg"
 vg "resume" 0 "$bin" -q -t 2 --backend ref $small --iters 6 --resume "$tmp/vsnap/tiny_2.snap" \
     --snapshot-dir "$tmp/vsnap" "$tmp/tiny.cfg"
 vg "pack" 0 "$bin" pack -q "$images" "$tmp/store" --labels "$labels" --limit 300 \
@@ -170,6 +173,8 @@ vg "pack" 0 "$bin" pack -q "$images" "$tmp/store" --labels "$labels" --limit 300
 vg "read" 0 "$bin" read "$tmp/store" --batches 3 --io-threads 2
 { printf 'P5\n28 28\n255\n'; head -c 784 /dev/zero; } >"$tmp/x.pgm"
 vg "predict" 0 "$bin" predict "$tmp/tiny.cfg" "$tmp/vsnap/tiny_final.snap" "$tmp/x.pgm"
+vg "eval" 0 "$bin" eval "$tmp/tiny.cfg" "$tmp/vsnap/tiny_final.snap" --data "$tmp/fm.data" \
+    --test-images 32
 vg "export" 0 "$bin" export -q "$tmp/tiny.cfg" "$tmp/vsnap/tiny_final.snap" "$tmp/x.weights"
 # failures half-way: after the network and data are set up, and in the
 # middle of reading

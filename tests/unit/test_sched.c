@@ -121,6 +121,7 @@ typedef struct run_spec {
     const char *data; /* NULL: data_file */
     long log_every;   /* progress windows (first_loss / last_loss); 0: one */
     const char *conv_impl; /* NULL: the backend's default (dnnl: measured) */
+    int subdivisions;      /* 0: [net]'s (1) */
 } run_spec;
 
 /* Train and return a copy of the weights; *count their floats, *res the
@@ -139,6 +140,7 @@ static float *train(const run_spec *r, size_t *count, st_train_result *res)
     o.no_test = 1;
     o.log_every = r->log_every ? r->log_every : r->iters;
     o.conv_impl = r->conv_impl;
+    o.subdivisions = r->subdivisions;
     st_log log = tl_silent_log();
     st_error err = {0};
     st_trainer *t = NULL;
@@ -189,7 +191,7 @@ static void load_params(const char *cfg_path, st_net *net)
 static void check_bsp_equivalence_for(const char *cfg, const char *net_name, const char *backend,
                                       int batch, long iters, double tol)
 {
-    run_spec r = {cfg, backend, 1, batch, iters, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL};
+    run_spec r = {cfg, backend, 1, batch, iters, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL, 0};
     size_t n1, n;
     st_train_result res;
     st_net net;
@@ -270,7 +272,7 @@ static void test_determinism(void **state)
 {
     (void)state;
     for (int i = 0; backends(i); i++) {
-        run_spec r = {LENET, backends(i), 3, 24, BSP_ITERS, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL};
+        run_spec r = {LENET, backends(i), 3, 24, BSP_ITERS, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL, 0};
         /* Bitwise given the same kernels: dnnl's measured choice may differ
          * between runs (test_resume checks that given choices repeat). */
         r.conv_impl = i == 1 ? "nhwc" : NULL;
@@ -283,6 +285,52 @@ static void test_determinism(void **state)
         free(a);
         free(b);
     }
+}
+
+/* Gradient accumulation (subdivisions=, parallel/accumulate.c): one worker
+ * with S pieces sums what S workers of one piece each sum, in the same
+ * order: the same weights, bitwise, on the ref backend (batch 24 in 3 and
+ * 4 pieces; the epoch's short last batch, 10 or 14 images, in pieces of
+ * unequal sizes, as the workers' shards). Against the undivided batch with
+ * the same workers (-t 2, 3 pieces), the sums are associated otherwise:
+ * within 1e-5 after BSP_ITERS iterations of the net where nothing
+ * switches. */
+static void test_subdivisions(void **state)
+{
+    (void)state;
+    for (int S = 3; S <= 4; S++) {
+        size_t n1, n2;
+        st_train_result res;
+        run_spec r = {strided_cfg, "ref", S, 24, BSP_ITERS, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0,
+                      NULL, 0};
+        float *workers = train(&r, &n1, &res);
+        r.threads = 1;
+        r.subdivisions = S;
+        float *accumulated = train(&r, &n2, &res);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(workers, accumulated, n1 * sizeof *workers);
+        free(workers);
+        free(accumulated);
+    }
+    st_net net;
+    load_params(strided_cfg, &net);
+    size_t n1, n2;
+    st_train_result res;
+    run_spec r = {strided_cfg, "ref", 2, 24, BSP_ITERS, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0,
+                  NULL, 0};
+    float *whole = train(&r, &n1, &res);
+    r.subdivisions = 3;
+    float *pieced = train(&r, &n2, &res);
+    assert_int_equal(n1, n2);
+    double d = relative_difference(&net.params, whole, pieced);
+    print_message("ref strided conv -t 2 -b 24, %d iterations: 3 pieces vs undivided: %.2e\n",
+                  BSP_ITERS, d);
+    if (d > 1e-5)
+        fail_msg("-t 2 -b 24 in 3 pieces: a weight tensor differs from the undivided run by "
+                 "%.2e of its largest value (at most 1e-5)", d);
+    st_net_free(&net);
+    free(whole);
+    free(pieced);
 }
 
 /* Every parameter float belongs to exactly one slice; slices are cache-line
@@ -339,7 +387,8 @@ static void test_more_workers_than_parameters(void **state)
     assert_int_equal(write_file(cfg, "[net]\nheight=1\nwidth=1\nchannels=1\nlearning_rate=0.1\n"
                                      "[connected]\noutput=2\nactivation=linear\n[softmax]\n"),
                      0);
-    run_spec r = {cfg, UNDER_TSAN ? "ref" : "dnnl", 1, 40, 5, 200, ST_SYNC_BSP, 0, "synthetic", 0, NULL};
+    run_spec r = {cfg, UNDER_TSAN ? "ref" : "dnnl", 1, 40, 5, 200, ST_SYNC_BSP, 0, "synthetic",
+                  0, NULL, 0};
     size_t n1, n40;
     st_train_result res;
     float *one = train(&r, &n1, &res);
@@ -420,7 +469,7 @@ static void test_async_modes_train(void **state)
     const int staleness[3] = {0, 2, 0};
     for (int m = 0; m < 3; m++) {
         run_spec r = {LENET, UNDER_TSAN ? "ref" : "dnnl", 2, 32, 60, 2000, modes[m],
-                      staleness[m], NULL, 10, NULL};
+                      staleness[m], NULL, 10, NULL, 0};
         size_t n;
         st_train_result res;
         float *w = train(&r, &n, &res);
@@ -442,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_bsp_small_conv),
         cmocka_unit_test(test_bsp_uneven),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_subdivisions),
         cmocka_unit_test(test_more_workers_than_parameters),
         cmocka_unit_test(test_divergence_stops_all_workers),
 #if !UNDER_TSAN

@@ -1,0 +1,67 @@
+#!/bin/sh
+# singletrain eval NET WEIGHTS (src/cmd/eval.c): a network with batch norm
+# and dropout (lenet-smooth.cfg with batch_normalize=1 and a [dropout])
+# trained on Fashion-MNIST with a test phase at its end; eval of its final
+# snapshot on the same test split prints the same accuracy and loss:
+# - the CSV row's digits (accuracy to 6 places, loss to 6 significant
+#   digits) of a -t 1 run's test phase, on dnnl (--conv-impl nhwc) and ref;
+# - the text line of a -t 2 run's, whose test phase splits the test set
+#   over two workers (the loss summed in another order: the same to the
+#   printed digits);
+# - with the synthetic data of a run given none;
+# and its --help. Its bad inputs are catalogue cases (eval-*).
+# usage: sh tests/e2e/test_eval.sh PATH_TO_SINGLETRAIN
+set -u
+. "$(dirname "$0")/../lib/check.sh"
+suite_start "$@"
+fmnist=/usr/share/datasets/fashion-mnist
+[ -r "$fmnist/t10k-images-idx3-ubyte.gz" ] ||
+    { echo "test_eval.sh: $fmnist is missing: expected Fashion-MNIST's IDX files there (scripts/deps.sh --test)" >&2; exit 1; }
+cd "$tmp" || exit 2
+awk '/^\[convolutional\]/ { print; print "batch_normalize=1"; next }
+     /^\[connected\]/ && !d { print "[dropout]\nprobability=0.3\n"; d = 1 } { print }' \
+    "$fixtures/lenet-smooth.cfg" >bn.cfg
+printf 'train=%s\ntrain_labels=%s\ntest=%s\ntest_labels=%s\n' \
+    "$fmnist/train-images-idx3-ubyte.gz" "$fmnist/train-labels-idx1-ubyte.gz" \
+    "$fmnist/t10k-images-idx3-ubyte.gz" "$fmnist/t10k-labels-idx1-ubyte.gz" >fm.data
+data="--data fm.data --test-images 1000"
+train="--train-images 5000 --iters 20 --test-interval 20"
+
+# csv RUN TRAINING_OPTIONS -- EVAL_OPTIONS: the test row's accuracy and
+# loss of a -t 1 run against eval's
+csv() {
+    run=$1
+    shift
+    topts=
+    while [ "$1" != "--" ]; do topts="$topts $1"; shift; done
+    shift
+    mkdir "$run"
+    check "$run: train -t 1$topts" out 0 "test,20," -- \
+        "$bin" $data $train -t 1 $topts --snapshot-dir "$run" --log-format csv bn.cfg
+    want=$(sed -n 's/^test,20,[^,]*,[^,]*,,,,\([^,]*\),\([^,]*\),.*/\1,\2,1000/p' "$tmp/stdout")
+    want=${want:-"no test row in the training's output"}
+    check "$run: eval prints the test phase's $want" out 0 "$want" -- \
+        "$bin" eval bn.cfg "$run/bn_final.snap" $data "$@" --log-format csv
+}
+csv dnnl --conv-impl nhwc -- --conv-impl nhwc
+csv ref --backend ref -- --backend ref
+
+mkdir two
+check "two: train -t 2" out 0 "test  iter 20  accuracy" -- \
+    "$bin" $data $train -t 2 --conv-impl nhwc --snapshot-dir two bn.cfg
+want=$(sed -n 's/^test  iter 20  \(accuracy .*\)$/\1/p' "$tmp/stdout")
+want=${want:-"no test line in the training's output"}
+check "two: eval prints the test phase's line ($want)" out 0 "test  $want" -- \
+    "$bin" eval bn.cfg two/bn_final.snap $data --conv-impl nhwc
+
+mkdir synth
+check "synth: train -t 1 on synthetic data" out 0 "test,3," -- \
+    "$bin" --data synthetic --iters 3 -t 1 --conv-impl nhwc --snapshot-dir synth \
+    --log-format csv bn.cfg
+want=$(sed -n 's/^test,3,[^,]*,[^,]*,,,,\([^,]*\),\([^,]*\),.*/\1,\2,256/p' "$tmp/stdout")
+want=${want:-"no test row in the training's output"}
+check "synth: eval --data synthetic prints the test phase's $want" out 0 "$want" -- \
+    "$bin" eval bn.cfg synth/bn_final.snap --data synthetic --conv-impl nhwc --log-format csv
+check "eval --help" out 0 "usage: singletrain eval NET.cfg WEIGHTS [options]" "--log-format" -- \
+    "$bin" eval --help
+finish test_eval.sh
