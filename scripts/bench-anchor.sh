@@ -82,11 +82,13 @@ bf16_run() {
     chosen=$(echo "$out" | sed -n 's/.*iterations of batch [0-9]* ([0-9]* per epoch), \([0-9]* workers* x [0-9]* threads*\).*/\1/p')
     awk -v net="$net" -v b="$batch" -v t32="$t32" -v t16="$t16" -v o32="$o32" -v o16="$o16" \
         -v g="$gflop" -v p="$p16" -v c="$threads" -v r="$runs" -v a="${st_args:+$st_args: }$chosen" 'BEGIN {
+        share = "n/a (no bf16 instructions)"
+        if (p > 0)
+            share = sprintf("%.0f%%", 100 * o16 * g / (c * p))
         printf "%-14s batch %3d  PyTorch fp32 %7.1f bf16 %7.1f img/s  singletrain (%s) fp32 %7.1f bf16 %7.1f img/s\n",
             net, b, t32, t16, a, o32, o16
         printf "%-14s            singletrain bf16 / its fp32 %.2f, / PyTorch bf16 %.2f; fp32 / PyTorch fp32 %.2f; PyTorch bf16 / its fp32 %.2f; bf16 %.1f GFLOP/s, %s of %d x %.1f, the bf16 peak per core (medians of %d)\n",
-            "", o16 / o32, o16 / t16, o32 / t32, t16 / t32, o16 * g,
-            p > 0 ? sprintf("%.0f%%", 100 * o16 * g / (c * p)) : "n/a (no bf16 instructions)", c, p, r }'
+            "", o16 / o32, o16 / t16, o32 / t32, t16 / t32, o16 * g, share, c, p, r }'
 }
 echo "fp32 FMA peak at $threads threads (before): $(peak)"
 for net in $nets; do
