@@ -178,12 +178,16 @@ typedef struct st_transform {
     float mean[ST_MAX_CHANNELS];   /* input_mean=, per channel, in pixel units */
     float scale;                   /* input_scale= (default 1/255) */
     int crop;                      /* crop=1 */
+    int crop_pad;                  /* crop_pad=P (with crop=1): the record framed by P
+                                    * pixels of 0 before the random crop, as
+                                    * torchvision's RandomCrop(size, padding=P) */
     int mirror;                    /* mirror=1 */
     uint64_t seed;
 } st_transform;
 
 /* Whether the source's records can become inputs: same channels; the same
- * size, or (crop=1) at least as large. net_where says where the input shape
+ * size, or (crop=1) at least as large once framed by crop_pad pixels on
+ * each side. net_where says where the input shape
  * is defined ("net.cfg:1 [net]"), for the message. */
 st_status st_transform_check(const st_transform *t, const st_source *s, const char *net_where,
                              st_error *err);

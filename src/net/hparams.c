@@ -73,11 +73,16 @@ static st_status read_transform(const st_cfg *cfg, st_cfg_section *s, st_hparams
     if ((st = st_cfg_float_list(cfg, s, "input_mean", t->mean, ST_MAX_CHANNELS, &n_mean, err)) ||
         (st = st_cfg_float(cfg, s, "input_scale", 1.0f / 255.0f, -1e6f, 1e6f, &t->scale, err)) ||
         (st = st_cfg_int(cfg, s, "crop", 0, 0, 1, &t->crop, err)) ||
+        (st = st_cfg_int(cfg, s, "crop_pad", 0, 0, 1024, &t->crop_pad, err)) ||
         (st = st_cfg_int(cfg, s, "mirror", 0, 0, 1, &t->mirror, err)) ||
         (st = st_cfg_int_list(cfg, s, "image_size", size, 2, &n_size, err)))
         return st;
     t->input = hp->input;
-    st_cfg_option *o = st_cfg_find(s, "input_mean");
+    st_cfg_option *o = st_cfg_find(s, "crop_pad");
+    if (o && t->crop_pad > 0 && !t->crop)
+        return st_fail(err, ST_EINPUT, "%s:%d: crop_pad=%d frames the record for a random crop: "
+                       "expected crop=1 with it", cfg->path, o->line, t->crop_pad);
+    o = st_cfg_find(s, "input_mean");
     if (o && n_mean != 1 && n_mean != hp->input.c)
         return st_fail(err, ST_EINPUT, "%s:%d: input_mean= has %d values: expected 1 or one per "
                        "channel (%d)", cfg->path, o->line, n_mean, hp->input.c);

@@ -125,7 +125,7 @@ static const char *const insert_keys[] = {
     "angle", "hue", "train", "height", "width", "channels", "max_batches", "learning_rate",
     "momentum", "gamma", "power", "step", "burn_in", "decay", "batch", "bogus", "",
     "warmup", "warmup_factor", "learning_rate_min", "pct_start", "div_factor",
-    "final_div_factor", "decay_mode",
+    "final_div_factor", "decay_mode", "crop", "crop_pad", "mirror",
 };
 
 static const char *const insert_values[] = {
