@@ -195,6 +195,10 @@ static const st_option options[] = {
     {"help", 'h', NULL, "Other", "this help", ST_OPT_FLAG, offsetof(st_cli, help), 0, 0},
     {"version", 0, NULL, "Other", "print the version", ST_OPT_FLAG, offsetof(st_cli, version),
      0, 0},
+    {"list-networks", 0, NULL, "Other", "print the networks a NET.cfg without a slash finds, "
+     "in lookup order: the current directory, $SINGLETRAIN_PATH's folders (colon-separated), "
+     "the installed networks (PREFIX/share/singletrain/networks); a name an earlier folder "
+     "also has is marked shadowed", ST_OPT_FLAG, offsetof(st_cli, list_networks), 0, 0},
 };
 
 
@@ -389,11 +393,12 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_accuracy(cli, err);
     if (st == ST_OK)
         choose_choice_cache(cli);
-    if (st != ST_OK || cli->help || cli->version)
+    if (st != ST_OK || cli->help || cli->version || cli->list_networks)
         return st;
-    cli->cfg_path = pos[0];
     if (n_pos != 1)
         return st_fail(err, ST_EUSAGE, "expected one network cfg file, got %d arguments (usage: "
                        "singletrain [options] NET.cfg; see --help)", n_pos);
-    return ST_OK;
+    st = st_netpath_find(&cli->net, pos[0], err);
+    cli->cfg_path = cli->net.path;
+    return st;
 }

@@ -5,12 +5,14 @@
 #include "base/log.h"
 #include "base/progress.h"
 #include "base/status.h"
+#include "netpath.h"
 #include "train/train.h"
 
 typedef struct st_cli {
     st_train_opts train;
     st_log_level level;
-    const char *cfg_path;
+    const char *cfg_path; /* net.path: the network argument as given or found */
+    st_netpath net;       /* where the network argument was found (netpath.h) */
     const char *sync;   /* --sync text */
     const char *parallel; /* --parallel text */
     const char *bind;     /* --bind text */
@@ -24,6 +26,7 @@ typedef struct st_cli {
     const char *metrics;    /* --metrics FILE, or NULL */
     int quiet, verbose;
     int help, version;
+    int list_networks; /* --list-networks */
     int dry_run; /* set up as far as the memory estimate (st_trainer_dry_run), stop */
     int no_choice_cache;            /* --no-choice-cache */
     char choice_cache[ST_PATH_MAX]; /* the choice cache's directory (train.choice_cache) */

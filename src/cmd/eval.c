@@ -32,6 +32,7 @@
 #include "data/data.h"
 #include "net/hparams.h"
 #include "net/net.h"
+#include "netpath.h"
 #include "options.h"
 #include "train/darknet_weights.h"
 
@@ -303,6 +304,9 @@ int st_cmd_eval(int argc, char **argv)
         st = st_fail(&err, ST_EUSAGE, "expected NET.cfg and WEIGHTS, got %d argument%s (usage: "
                      "singletrain eval NET.cfg WEIGHTS [options])", n_pos,
                      n_pos == 1 ? "" : "s");
+    st_netpath net;
+    if (st == ST_OK && (st = st_netpath_find_for(&net, "eval", pos[0], 0, &err)) == ST_OK)
+        pos[0] = net.path;
     if (st == ST_OK)
         st = run_eval(&o, pos, &err);
     return st_cmd_exit_code("eval", st, &err);

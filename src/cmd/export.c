@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "net/net.h"
 #include "net/onnx.h"
+#include "netpath.h"
 #include "options.h"
 #include "base/status.h"
 
@@ -127,6 +128,9 @@ int st_cmd_export(int argc, char **argv)
         st = st_fail(&err, ST_EUSAGE, "expected NET.cfg, WEIGHTS and OUT.weights, got %d "
                      "argument%s (usage: singletrain export NET.cfg WEIGHTS OUT.weights)",
                      n_pos, n_pos == 1 ? "" : "s");
+    st_netpath net;
+    if (st == ST_OK && (st = st_netpath_find_for(&net, "export", pos[0], o.quiet, &err)) == ST_OK)
+        pos[0] = net.path;
     if (st == ST_OK)
         st = run_export(&o, pos[0], pos[1], pos[2], &err);
     return st_cmd_exit_code("export", st, &err);

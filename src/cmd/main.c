@@ -1,6 +1,6 @@
 /* singletrain: take SIGINT and SIGTERM in one place (signals.h), dispatch
  * to a command (pack, read, predict, eval, export, plan) or parse the command
- * line and train; map the outcome to an exit code (0 success, 2 bad usage
+ * line and train (the network argument looked up as netpath.h says); map the outcome to an exit code (0 success, 2 bad usage
  * or input, 1 run-time failure, 128 + the signal when SIGINT or SIGTERM
  * stopped the process). */
 #include <stdio.h>
@@ -96,6 +96,7 @@ static st_status train(st_cli *cli, st_log *log, int *signal, int *quiet, st_err
     int rank = st_cluster_rank(cluster);
     if (rank > 0 && log->level > ST_LOG_QUIET)
         log->level = ST_LOG_QUIET;
+    st_netpath_note(&cli->net, log);
     st_progress *progress = NULL;
     cli->train.stop = st_signals_stop_flag();
     st_trainer *t = NULL;
@@ -158,7 +159,7 @@ static int output_checked(int code)
     return 1;
 }
 
-/* Training, or --help, --version and --dry-run. */
+/* Training, or --help, --version, --list-networks and --dry-run. */
 static int train_command(int argc, char **argv)
 {
     st_error err = {0};
@@ -175,9 +176,15 @@ static int train_command(int argc, char **argv)
         printf("singletrain %s\n", ST_VERSION);
         return 0;
     }
+    if (st == ST_OK && cli.list_networks) {
+        st = st_netpath_list(stdout, &err);
+        return st == ST_OK ? 0 : st_cmd_exit_code(NULL, st, &err);
+    }
     st_log log = st_log_default(cli.level);
-    if (st == ST_OK && cli.dry_run)
+    if (st == ST_OK && cli.dry_run) {
+        st_netpath_note(&cli.net, &log);
         st = st_trainer_dry_run(cli.cfg_path, &cli.train, &log, &err);
+    }
     int signal = 0;
     if (st == ST_OK && !cli.dry_run)
         st = train(&cli, &log, &signal, &quiet, &err);

@@ -48,6 +48,7 @@
 #include "dist/allreduce_cost.h"
 #include "dist/cluster.h"
 #include "net/net.h"
+#include "netpath.h"
 #include "options.h"
 #include "train/train.h"
 
@@ -552,6 +553,9 @@ int st_cmd_plan(int argc, char **argv)
     p.cfg_path = pos[0];
     if (st == ST_OK)
         st = check_args(&p, &o, n_pos, &err);
+    st_netpath net;
+    if (st == ST_OK && (st = st_netpath_find_for(&net, "plan", pos[0], o.quiet, &err)) == ST_OK)
+        p.cfg_path = net.path;
     int quiet = 0;
     if (st == ST_OK || st_cluster_launched())
         st = run_plan(&p, st, &quiet, &err);

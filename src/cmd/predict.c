@@ -26,6 +26,7 @@
 #include "net/hparams.h"
 #include "base/log.h"
 #include "net/net.h"
+#include "netpath.h"
 #include "options.h"
 #include "base/status.h"
 
@@ -247,6 +248,9 @@ int st_cmd_predict(int argc, char **argv)
         st = st_fail(&err, ST_EUSAGE, "expected NET.cfg, WEIGHTS and at least one image, got "
                      "%d argument%s (usage: singletrain predict NET.cfg WEIGHTS IMAGE... "
                      "[options])", n_pos, n_pos == 1 ? "" : "s");
+    st_netpath net;
+    if (st == ST_OK && (st = st_netpath_find_for(&net, "predict", pos[0], 0, &err)) == ST_OK)
+        pos[0] = net.path;
     if (st == ST_OK)
         st = run_predict(&o, pos, n_pos, &err);
     free(pos);
