@@ -9,7 +9,9 @@
 #                                    SAN=thread builds in build-thread/)
 #   make PORTABLE=1 ...              the emulator's portable paths (in
 #                                    build-portable/; see PORTABLE_TESTS)
-#   make install PREFIX=/usr/local   the binary and singletrain.1 (DESTDIR stages)
+#   make install PREFIX=/usr/local   the binary, singletrain.1, the networks, the
+#                                    SW26010 files, the scripts and the guide
+#                                    (DESTDIR stages; make uninstall removes them)
 #   make fuzz FUZZ_SECONDS=60        run each reader's fuzz target (mk/fuzz.mk)
 
 CC      ?= gcc
@@ -86,7 +88,7 @@ MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
 
-.PHONY: all run test deps deps-test install clean check-tests
+.PHONY: all run test deps deps-test install uninstall clean check-tests
 all: $(BIN)
 
 $(BUILD)/%.o: %.c
@@ -167,11 +169,41 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 
-# The binary and the manual page (singletrain.1); DESTDIR stages a package.
+# make install (README.md, "Install"): PREFIX/bin/singletrain and the manual
+# page; under PREFIX/share/singletrain the network cfgs (networks/, where a
+# NET.cfg without a slash is looked up: src/cmd/netpath.c), the SW26010
+# machine and model files (sw26010/), the shape benchmark's cfgs (bench/)
+# and the user's scripts (scripts/, with what they source and run), each
+# also PREFIX/bin/singletrain-NAME, a relative link (scripts/paths.sh
+# finds the binary and the data from the link's target); the guide, README.md
+# and docs/, under PREFIX/share/doc/singletrain. DESTDIR stages a package;
+# the tree is relocatable (nothing records PREFIX).
+SHARE := $(DESTDIR)$(PREFIX)/share/singletrain
+DOC := $(DESTDIR)$(PREFIX)/share/doc/singletrain
+USER_SCRIPTS := sweep plot predict-sw26010 calibrate-sw26010 bench bench-layout bench-scaling \
+                bench-shapes bench-solvers
+SCRIPT_FILES := $(USER_SCRIPTS:%=scripts/%.sh) scripts/paths.sh scripts/speed-ratio.awk \
+                scripts/sw26010-scaling.awk scripts/torch-ddp.py
 install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(SHARE)/networks \
+	    $(SHARE)/sw26010 $(SHARE)/bench $(SHARE)/scripts $(DOC)
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/singletrain
 	install -m 644 singletrain.1 $(DESTDIR)$(PREFIX)/share/man/man1/singletrain.1
+	install -m 644 $(wildcard data/*.cfg) $(SHARE)/networks
+	install -m 644 $(wildcard data/sw26010/*) $(SHARE)/sw26010
+	install -m 644 $(wildcard data/bench/*.cfg) $(SHARE)/bench
+	install -m 755 $(SCRIPT_FILES) $(SHARE)/scripts
+	chmod 644 $(SHARE)/scripts/paths.sh $(SHARE)/scripts/*.awk
+	for s in $(USER_SCRIPTS); do \
+	    ln -sf ../share/singletrain/scripts/$$s.sh $(DESTDIR)$(PREFIX)/bin/singletrain-$$s || exit 1; \
+	done
+	install -m 644 README.md $(DOC)
+	find docs -type f | while read -r f; do install -D -m 644 "$$f" "$(DOC)/$$f" || exit 1; done
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/singletrain $(DESTDIR)$(PREFIX)/share/man/man1/singletrain.1 \
+	    $(USER_SCRIPTS:%=$(DESTDIR)$(PREFIX)/bin/singletrain-%)
+	rm -rf $(SHARE) $(DOC)
 
 clean:
 	rm -rf build build-* $(FUZZ_BUILD)

@@ -7,9 +7,8 @@
 # usage: scripts/bench-layout.sh [NET...]   NET: lenet5 cifar_alexnet alexnet227
 # environment: RUNS (3)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
 runs=${RUNS:-3}
 nets=${*:-lenet5 cifar_alexnet alexnet227}
 [ -x "$bin" ] || { echo "bench-layout.sh: $bin is missing: run make first" >&2; exit 2; }
@@ -21,9 +20,9 @@ speed() { sed -n 's/^done: .* \([0-9.]*\) img\/s.*/\1/p'; }
 echo "cores: $cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))"
 for net in $nets; do
     case $net in
-    lenet5) cfg=data/lenet.cfg; batch=64; iters=300; extra="--data synthetic --train-images 19200" ;;
-    cifar_alexnet) cfg=data/cifar-alexnet.cfg; batch=128; iters=20; extra="--data synthetic" ;;
-    alexnet227) cfg=data/alexnet.cfg; batch=32; iters=10; extra="--data synthetic --train-images 640" ;;
+    lenet5) cfg=lenet.cfg; batch=64; iters=300; extra="--data synthetic --train-images 19200" ;;
+    cifar_alexnet) cfg=cifar-alexnet.cfg; batch=128; iters=20; extra="--data synthetic" ;;
+    alexnet227) cfg=alexnet.cfg; batch=32; iters=10; extra="--data synthetic --train-images 640" ;;
     *) echo "bench-layout.sh: unknown network $net" >&2; exit 2 ;;
     esac
     splits=""
@@ -33,12 +32,12 @@ for net in $nets; do
     common="$extra -b $batch --iters $iters --warmup 2 --no-test --no-choice-cache"
     # -t auto's choice, measured afresh in a cache of its own
     mkdir -p "$work/auto-$net"
-    XDG_CACHE_HOME=$work/auto-$net "$bin" $common -t auto "$root/$cfg" >"$work/auto.log" 2>&1
+    XDG_CACHE_HOME=$work/auto-$net "$bin" $common -t auto "$st_networks/$cfg" >"$work/auto.log" 2>&1
     chosen=$(sed -n 's/^threads: \([0-9]*\) workers\{0,1\} x \([0-9]*\) (-t auto.*/\1x\2/p' \
         "$work/auto.log")
     for r in $(seq "$runs"); do
         for s in $splits; do
-            "$bin" $common -t "${s%x*}" --intra "${s#*x}" "$root/$cfg" 2>&1 | speed \
+            "$bin" $common -t "${s%x*}" --intra "${s#*x}" "$st_networks/$cfg" 2>&1 | speed \
                 >>"$work/$net-$s"
         done
     done

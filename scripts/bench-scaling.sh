@@ -8,9 +8,8 @@
 #   default: lenet5:64 lenet5:256 cifar_alexnet:128 alexnet227:32
 # environment: RUNS (5)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
 runs=${RUNS:-5}
 cases=${*:-lenet5:64 lenet5:256 cifar_alexnet:128 alexnet227:32}
 [ -x "$bin" ] || { echo "bench-scaling.sh: $bin is missing: run make first" >&2; exit 2; }
@@ -21,9 +20,9 @@ for c in $cases; do
     net=${c%%:*}
     batch=${c#*:}
     case $net in
-    lenet5) cfg=data/lenet.cfg; extra="" ; images=$((batch * 200)) ;;
-    cifar_alexnet) cfg=data/cifar-alexnet.cfg; extra="--data synthetic"; images=$((batch * 12)) ;;
-    alexnet227) cfg=data/alexnet.cfg; extra="--data synthetic"; images=$((batch * 8)) ;;
+    lenet5) cfg=$st_networks/lenet.cfg; extra="" ; images=$((batch * 200)) ;;
+    cifar_alexnet) cfg=$st_networks/cifar-alexnet.cfg; extra="--data synthetic"; images=$((batch * 12)) ;;
+    alexnet227) cfg=$st_networks/alexnet.cfg; extra="--data synthetic"; images=$((batch * 8)) ;;
     *) echo "bench-scaling.sh: unknown network $net" >&2; exit 2 ;;
     esac
     iters=$((images / batch))
@@ -36,7 +35,7 @@ for c in $cases; do
             i2) opts="-t 1 --intra 2" ;;
             esac
             # shellcheck disable=SC2086
-            out=$(cd "$root" && "$bin" $opts -b "$batch" $extra --iters $((iters + 3)) \
+            out=$("$bin" $opts -b "$batch" $extra --iters $((iters + 3)) \
                 --warmup 3 --no-test --profile --log-every 1000000 "$cfg")
             echo "$out" | sed -n 's/^throughput: \([0-9.]*\) img\/s.*/\1/p' >>"$tmp/$mode"
             case $mode in

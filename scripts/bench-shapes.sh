@@ -8,13 +8,12 @@
 # usage: scripts/bench-shapes.sh [CFG...]   environment: RUNS (3), ITERS (3),
 #   BLOCKED (1: also time --conv-impl blocked, which can take minutes)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
 runs=${RUNS:-3}
 iters=${ITERS:-3}
 [ -x "$bin" ] || { echo "bench-shapes.sh: $bin is missing: run make first" >&2; exit 2; }
-cfgs=${*:-$root/data/bench/*.cfg}
+cfgs=${*:-$st_bench/*.cfg}
 median() { sort -n | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 # seconds per iteration of one run: training time / iterations, set-up apart
 per_iter() {

@@ -17,10 +17,9 @@
 # reader rejects a key given twice) and the logs go to a temporary directory,
 # removed at the end.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
-cfg=$root/data/lenet.cfg
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
+cfg=$st_networks/lenet.cfg
 epochs=${EPOCHS:-2}
 min_acc=${MIN_ACC:-85}
 [ -x "$bin" ] || { echo "bench-solvers.sh: $bin is missing: run make first" >&2; exit 2; }

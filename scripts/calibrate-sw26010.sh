@@ -41,15 +41,16 @@
 # speed-ups within 10% and shares within 5 points.
 #
 # usage: scripts/calibrate-sw26010.sh [--check] [--model FILE] [--data DIR]
-#   --model FILE  the model file written (default data/sw26010/model.conf)
-#   --data DIR    the calibration CSVs (default data/sw26010)
-#   SINGLETRAIN=build/singletrain
+#   --model FILE  the model file read and written (default data/sw26010/model.conf;
+#                 the installed copy reads PREFIX/share/singletrain/sw26010/model.conf
+#                 and writes ./model.conf, for --cpe-model)
+#   --data DIR    the calibration CSVs (default data/sw26010, or the installed copy's)
+#   SINGLETRAIN=build/singletrain (the installed copy: PREFIX/bin/singletrain)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
-model="$root/data/sw26010/model.conf"
-data="$root/data/sw26010"
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
+model=""
+data="$st_sw26010"
 check=0
 LAYER_SHARES="0.4 0.5 0.6"
 LAYER_FLOAT_MSG="1 1.5 2"
@@ -64,6 +65,12 @@ while [ $# -gt 0 ]; do
     *) die "unknown option '$1' (expected --check, --model FILE, --data DIR)" ;;
     esac
 done
+written=$model
+if [ -z "$model" ]; then
+    model=$st_sw26010/model.conf
+    written=$model
+    [ "$st_installed" -eq 1 ] && written=$PWD/model.conf
+fi
 layers_csv="$data/swcaffe_calibration_layers.csv"
 scaling_csv="$data/swcaffe_calibration_scaling.csv"
 for f in "$model" "$layers_csv" "$scaling_csv"; do
@@ -104,7 +111,7 @@ emulate() {
 layer_reports() {
     mkdir -p "$2"
     for g in 1 3 5; do
-        emulate "$1" "$root/data/sw26010/vgg16-conv$g.cfg" "$2/conv$g.csv" 128 2 &
+        emulate "$1" "$st_sw26010/vgg16-conv$g.cfg" "$2/conv$g.csv" 128 2 &
     done
     wait
 }
@@ -162,7 +169,7 @@ layer_errors() {
 alexnet_t1() {
     mkdir -p "$2"
     for b in $(awk -F, '$1 == "alexnet-bn" { print $2 }' "$scaling_csv"); do
-        emulate "$1" "$root/data/alexnet-bn.cfg" "$2/alexnet-bn-$b.csv" $((b / 4)) 3
+        emulate "$1" "$st_networks/alexnet-bn.cfg" "$2/alexnet-bn-$b.csv" $((b / 4)) 3
         awk -F, -v b="$b" '$1 == "summary" && $3 == "processor_iteration_seconds" { t = $8 }
             $1 == "summary" && $3 == "cpe_sum_of_2_seconds_per_float" { g = $8 }
             END { print b, t, g }' "$2/alexnet-bn-$b.csv"
@@ -177,10 +184,10 @@ constant() {
 # ERR_SHARE" over the grid (fixed: only the model's own), printing every
 # row's residual to stderr.
 scaling_fit() {
-    params=$("$bin" --dry-run "$root/data/alexnet-bn.cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
+    params=$("$bin" --dry-run "$st_networks/alexnet-bn.cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
     [ -n "$params" ] || die "no parameter count from --dry-run of data/alexnet-bn.cfg"
     img=$(awk -F= '/^\[/ { in_net = ($0 ~ /^\[net\]/) } in_net && $1 ~ /^(height|width|channels)$/ { v[$1] = $2 }
-                   END { print v["height"] * v["width"] * v["channels"] }' "$root/data/alexnet-bn.cfg")
+                   END { print v["height"] * v["width"] * v["channels"] }' "$st_networks/alexnet-bn.cfg")
     cat >"$work/fit.awk" <<'AWK'
 function residuals(show,    i, e, s) {
     worst_speedup = 0; worst_share = 0; sum = 0
@@ -336,7 +343,7 @@ with_constants "$work/layers.conf" "$work/model.conf" dma_interleaved_share="$sh
     uncertainty_pass="$(awk -v x="$med" 'BEGIN { printf "%.4f", x }')" \
     uncertainty_speedup="$(awk -v x="$ws" 'BEGIN { printf "%.4f", x }')" \
     uncertainty_share="$(awk -v x="$wsh" 'BEGIN { printf "%.4f", x }')"
-"$bin" --backend cpe --cpe-model "$work/model.conf" --dry-run "$root/data/lenet.cfg" >/dev/null 2>"$work/check.log" || {
+"$bin" --backend cpe --cpe-model "$work/model.conf" --dry-run "$st_networks/lenet.cfg" >/dev/null 2>"$work/check.log" || {
     cat "$work/check.log" >&2; die "the written model does not load"; }
-cp "$work/model.conf" "$model.tmp.$$" && mv "$model.tmp.$$" "$model"
-echo "wrote $model"
+cp "$work/model.conf" "$written.tmp.$$" && mv "$written.tmp.$$" "$written"
+echo "wrote $written"

@@ -40,6 +40,7 @@
 #                       "ratio scaling" for a preset's CSV)
 # Exit status: 0 done, 2 bad usage or input, 1 gnuplot failed.
 set -u
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 die_usage() {
     echo "plot.sh: $*" >&2
     exit 2
@@ -352,7 +353,7 @@ done
 # A preset's CSV: the Speed Ratio table, ratio.png and scaling_NET.png.
 if [ "$has_system" -eq 1 ]; then
     for format in md ratio points; do
-        awk -F, -v format=$format -v csv="$csv" -f "$(dirname "$0")/speed-ratio.awk" "$csv" \
+        awk -F, -v format=$format -v csv="$csv" -f "$here/speed-ratio.awk" "$csv" \
             >"$work/speed-$format" || exit 2
     done
     echo

@@ -52,13 +52,12 @@
 #                                   [--from-reports DIR] [--model FILE]
 #   SINGLETRAIN=build/singletrain (default)
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
 csv=""
 only=""
 from=""
-model="$root/data/sw26010/model.conf"
+model="$st_sw26010/model.conf"
 die() { echo "predict-sw26010.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
@@ -131,7 +130,7 @@ summary() {
 
 # --------------------------------------------------------------- layers
 layers() {
-    emulate vgg16-layers "$root/data/vgg16.cfg" 128 2
+    emulate vgg16-layers "$st_networks/vgg16.cfg" 128 2
     out=${csv:+$csv/layers.csv}
     out=${out:-/dev/null}
     awk -F, -v out="$out" -v band="$BAND_PASS" '
@@ -175,7 +174,7 @@ networks() {
     printf "%-12s %6s %18s %14s %12s\n" net batch img/s "iteration s" "CG0 sum s"
     for entry in $networks_list; do
         net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
-        emulate "$net-$batch" "$root/data/$cfg" $((batch / 4)) 3
+        emulate "$net-$batch" "$st_networks/$cfg" $((batch / 4)) 3
         r="$dir/reports/$net-$batch.csv"
         img_s=$(summary "$r" processor_img_s)
         printf "%-12s %6d %10.1f (+-%2.0f%%) %14.3f %12.3f\n" "$net" "$batch" "$img_s" \
@@ -216,11 +215,11 @@ scaling() {
     [ -n "$out" ] && echo "net,sub_batch,nodes,speedup,comm_share" >"$out"
     for entry in $scaling_list; do
         net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
-        emulate "$net-$batch" "$root/data/$cfg" $((batch / 4)) 3
+        emulate "$net-$batch" "$st_networks/$cfg" $((batch / 4)) 3
         r="$dir/reports/$net-$batch.csv"
-        params=$("$bin" --dry-run "$root/data/$cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
+        params=$("$bin" --dry-run "$st_networks/$cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
         [ -n "$params" ] || die "no parameter count from --dry-run of $cfg"
-        awk -v net="$net" -v batch="$batch" -v params="$params" -v img="$(input_bytes "$root/data/$cfg")" \
+        awk -v net="$net" -v batch="$batch" -v params="$params" -v img="$(input_bytes "$st_networks/$cfg")" \
             -v t1="$(summary "$r" processor_iteration_seconds)" \
             -v gamma_float="$(summary "$r" cpe_sum_of_2_seconds_per_float)" \
             -v alpha="$ALPHA" -v net_bw="$NET_BW" -v contention="$CONTENTION" -v cross="$CROSS" \

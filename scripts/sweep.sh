@@ -60,9 +60,8 @@
 # Exit status: 0 when every run of the grid is ok, 1 when a run failed or
 # another sweep holds the CSV, 2 on bad usage, 128 + the signal when stopped.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-bin=${SINGLETRAIN:-$root/build/singletrain}
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+. "$here/paths.sh"
 mpirun=${MPIRUN:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
 header="network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,\
@@ -72,10 +71,12 @@ rules="sgd nesterov adagrad rmsprop adadelta adam"
 usage() {
     cat <<EOF
 usage: scripts/sweep.sh [options]
-Runs singletrain (\$SINGLETRAIN, default build/singletrain) over the grid of
+Runs singletrain (\$SINGLETRAIN, default build/singletrain, or the installed
+singletrain beside an installed sweep.sh) over the grid of
 the lists below (quoted, space-separated) and appends one CSV row per run.
 Every option can also be given as the environment variable in brackets.
-  --nets "NET ..."       networks: data/NET.cfg or a path to a .cfg (SWEEP_NETS; lenet)
+  --nets "NET ..."       networks: data/NET.cfg (installed: the installed networks)
+                         or a path to a .cfg (SWEEP_NETS; lenet)
   --solvers "S ..."      update rules: cfg (the cfg's own) or $rules;
                          another rule than the cfg's runs a copy of the cfg with
                          solver= and a learning rate that suits the rule (adam,
@@ -282,14 +283,15 @@ fi
 case $out in *.csv) ;; *) die_usage "--out $out: expected a file name ending in .csv" ;; esac
 [ -n "$logs" ] || logs=${out%.csv}-logs
 
-# Resolve the networks to NAME=CFG words: NAME is data/NAME.cfg; the
+# Resolve the networks to NAME=CFG words: NAME is data/NAME.cfg (installed:
+# PREFIX/share/singletrain/networks/NAME.cfg, paths.sh); the
 # network's name in the CSV is the cfg's base name.
 nets_resolved=
 names=
 for n in $nets; do
     case $n in
     *.cfg) cfg=$n ;;
-    *) cfg=$root/data/$n.cfg ;;
+    *) cfg=$st_networks/$n.cfg ;;
     esac
     [ -r "$cfg" ] || die_usage "--nets: $cfg is missing or unreadable"
     case $cfg in *[[:space:]]*) die_usage "--nets: '$cfg': a path with spaces" ;; esac
