@@ -213,9 +213,11 @@ static void log_progress(const st_trainer *t, long done, double loss, long image
     double lr = st_lr_at(&t->hp.solver.lr, done - 1);
     st_progress_row row = {.iteration = done, .loss = loss / (double)images, .lr = lr,
                            .images_per_s = seconds > 0 ? (double)images / seconds : 0.0};
-    st_info_progress(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %.0f img/s", done,
+    char rate[96];
+    trainer_rate_text(t, row.images_per_s, rate, sizeof rate);
+    st_info_progress(&t->log, "iter %ld/%ld  epoch %.2f  loss %.4f  lr %.5g  %s", done,
                      t->iterations, (double)done / (double)t->iters_per_epoch, row.loss, lr,
-                     row.images_per_s);
+                     rate);
     if (window && window_iters > 0) {
         double ms = 1e3 / (double)window_iters;
         row.has_split = 1;

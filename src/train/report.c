@@ -88,8 +88,10 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
                 1e3 * lt->backward_data / iters, 1e3 * lt->backward_weights / iters,
                 1e3 * sum / iters, total > 0 ? 100.0 * sum / total : 0.0);
     }
-    st_info(&t->log, "throughput: %.1f img/s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)",
-            res->images_per_s, res->gflops, 3.0 * net->flops / 1e9);
+    char rate[96];
+    trainer_rate_text(t, res->images_per_s, rate, sizeof rate);
+    st_info(&t->log, "throughput: %s, %.1f GFLOP/s (%.3f GFLOP per image: 3 x forward)", rate,
+            res->gflops, 3.0 * net->flops / 1e9);
     print_roofline(t, iters);
     char *choices = t->choices ? st_choices_text(t->choices, ST_CHOICES_VALUES |
                                                   ST_CHOICES_TRIALS | ST_CHOICES_NOTES, NULL)
@@ -107,6 +109,17 @@ static void print_profile(const st_trainer *t, const st_train_result *res, long 
 const st_layer_time *st_trainer_layer_times(const st_trainer *t)
 {
     return t->o.profile ? st_sched_replica(t->sched, 0)->time : NULL;
+}
+
+void trainer_rate_text(const st_trainer *t, double images_per_s, char *buf, size_t size)
+{
+    if (!t->o.cluster) {
+        snprintf(buf, size, "%.0f img/s", images_per_s);
+        return;
+    }
+    int ranks = st_cluster_size(t->o.cluster);
+    snprintf(buf, size, "%.0f img/s global (%.0f per rank, %d rank%s)", images_per_s,
+             images_per_s / ranks, ranks, ranks > 1 ? "s" : "");
 }
 
 /* The time split of n iterations: a progress line ("  split,", plain text
@@ -150,8 +163,10 @@ void trainer_log_line(void *ctx, const char *line)
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err)
 {
     long timed = t->o.sync == ST_SYNC_BSP ? res->iterations - t->warm_end : res->iterations;
-    st_info(&t->log, "done: %ld iterations in %.1f s, %.0f img/s%s, peak memory %.1f MB",
-            res->iterations - t->start, res->seconds, res->images_per_s,
+    char rate[96];
+    trainer_rate_text(t, res->images_per_s, rate, sizeof rate);
+    st_info(&t->log, "done: %ld iterations in %.1f s, %s%s, peak memory %.1f MB",
+            res->iterations - t->start, res->seconds, rate,
             t->o.warmup && t->o.sync == ST_SYNC_BSP ? " after warm-up" : "",
             res->peak_memory / 1e6);
     trainer_log_split(t, 0, "time split,", &res->split, (double)(timed > 0 ? timed : 1));

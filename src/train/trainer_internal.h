@@ -131,6 +131,11 @@ void trainer_log_split(const st_trainer *t, int progress, const char *what,
  * the backend's reports (report.c). */
 void trainer_log_line(void *ctx, const char *line);
 
+/* A rate of images_per_s as the log prints it: "N img/s", and under mpirun,
+ * where every rank's images are counted, "N img/s global (M per rank, R
+ * ranks)". */
+void trainer_rate_text(const st_trainer *t, double images_per_s, char *buf, size_t size);
+
 /* The report of a run that finished every iteration (or that a test phase
  * stopped), after res is filled in: the "done:" line, the time split, the
  * test accuracy, why it stopped and the summary, then --profile's tables
