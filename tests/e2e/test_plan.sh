@@ -163,10 +163,11 @@ check "plan --help" out 0 "usage: singletrain plan NET.cfg --nodes" -- "$bin" pl
 check "mpirun -np 2 plan: the network measured" out 0 "network (measured between ranks 0 and 1)" -- \
     mpirun -np 2 "$bin" plan "$cfg" --nodes 1,2 -t 1 -b 16 --iters 5
 predicted=$(awk '$1 == 2 && NF == 11 { print $7 }' "$tmp/stdout")
-check "mpirun -np 2: the same configuration trained" out 0 "img/s after warm-up" -- \
+check "mpirun -np 2: the same configuration trained" out 0 "img/s global (" -- \
     mpirun -np 2 "$bin" "$cfg" --data synthetic -t 1 -b 16 --iters 100 --warmup 20 \
     --no-test --log-format text
-measured=$(sed -n 's/^done: .* s, \([0-9.]*\) img\/s after warm-up.*/\1/p' "$tmp/stdout")
+measured=$(sed -n 's/^done: .* s, \([0-9.]*\) img\/s global (.* per rank, 2 ranks) after warm-up.*/\1/p' "$tmp/stdout")
+expect "the summary labels the rate global and gives the per-rank one" [ -n "$measured" ]
 echo "     2 nodes (mpirun -np 2 on this machine): predicted ${predicted:-?} img/s, measured ${measured:-?} img/s"
 expect "predicted within a factor of 3 of measured" \
     awk -v p="${predicted:-0}" -v m="${measured:-0}" 'BEGIN { exit !(p > 0 && m > 0 && p < 3 * m && m < 3 * p) }'
