@@ -144,6 +144,7 @@ NR > 1 && v("status") == "ok" {
     val[g, "update", k] = v("update_ms")
     val[g, "data", k] = v("data_ms")
     val[g, "load", k] = ("load1" in col) && v("load1") != "" ? v("load1") : -1
+    if (("busy" in col) && v("busy") != "") { known[g]++; if (v("busy") == "yes") busy[g]++ }
 }
 function median(g, f,    i, n, a) {
     n = runs[g]
@@ -196,7 +197,8 @@ END {
                         (base > 0 ? ips / base : 0), base_t
                     n = split("compute barrier aggregation comm update data load", fs, " ")
                     for (f = 1; f <= n; f++) printf "\t%s", median(g, fs[f])
-                    printf "\t%.4f\n", (base_best > 0 ? best / base_best : 0)
+                    printf "\t%.4f\t%s\n", (base_best > 0 ? best / base_best : 0),
+                        (g in known) ? (busy[g] + 0) "/" known[g] : "-"
                 }
             }
         }
@@ -207,11 +209,14 @@ awk -F, -f "$work/columns.awk" -f "$work/points.awk" "$csv" >"$work/points.tsv" 
 [ -s "$work/points.tsv" ] || die_usage "$csv has no run whose status is ok"
 
 echo "medians over the repeats; speed-up: over the median at the fewest threads, same batch;"
-echo "fastest: the fastest run over the fastest run at the fewest threads; load: median load1"
-awk -F'\t' 'BEGIN { printf "%-22s %-16s %6s %7s %4s %10s %10s %10s %8s %8s %6s\n", "network",
-    "configuration", "batch", "threads", "runs", "img/s", "min", "max", "speed-up", "fastest", "load" }
-    { printf "%-22s %-16s %6s %7s %4s %10.1f %10.1f %10.1f %8.2f %8.2f %6s\n", $1, $3 == "" ? "-" : $3,
-        $4, $5, $6, $7, $8, $9, $10, $19, ($18 < 0 ? "-" : sprintf("%.1f", $18)) }' "$work/points.tsv"
+echo "fastest: the fastest run over the fastest run at the fewest threads; load: median load1;"
+echo "busy: the runs sweep.sh marked busy (other programs wanted the cores the run left free)"
+awk -F'\t' 'BEGIN { printf "%-22s %-16s %6s %7s %4s %10s %10s %10s %8s %8s %6s %5s\n", "network",
+    "configuration", "batch", "threads", "runs", "img/s", "min", "max", "speed-up", "fastest", "load",
+    "busy" }
+    { printf "%-22s %-16s %6s %7s %4s %10.1f %10.1f %10.1f %8.2f %8.2f %6s %5s\n", $1, $3 == "" ? "-" : $3,
+        $4, $5, $6, $7, $8, $9, $10, $19, ($18 < 0 ? "-" : sprintf("%.1f", $18)), $20 }' "$work/points.tsv"
+awk -F'\t' '$20 ~ /^[1-9]/ { n++ } END { if (n) printf "plot.sh: warning: %d point%s had runs on a busy machine (the busy column): their figures are slower than the machine'"'"'s\n", n, (n > 1 ? "s" : "") > "/dev/stderr" }' "$work/points.tsv"
 
 # gp_figure NAME SCRIPT: run the gnuplot SCRIPT, which writes OUTDIR/NAME.
 gp_figure() {

@@ -29,7 +29,19 @@
 #   train_s         the "done:" line's training time
 #   load1           the 1-minute load average when the run started (from
 #                   /proc/loadavg; empty without it): how busy the machine was
+#                   (it also counts the sweep's own last minute of runs)
 #   log             the log's file name inside --logs
+#   busy            yes when other programs wanted more cores than the run
+#                   left free: the threads runnable just before and just
+#                   after the run (/proc/loadavg's 4th field, the count its
+#                   load average averages, without the minute of memory of
+#                   the sweep's own runs that load1 has; the median of 3
+#                   samples each), less the sampler, exceed the cores the
+#                   run does not use (nproc less threads x intra x ranks);
+#                   no otherwise; empty without /proc/loadavg. A busy run
+#                   is also said on stderr and on its progress line ("BUSY"):
+#                   its figures are slower than the machine's. plot.sh
+#                   counts the busy runs of each point in its table.
 # A failed run is reported on stderr and recorded with its status and empty
 # figures; it is not run again unless --retry-failed is given, and its row is
 # then replaced. Each row is written after its run ended, by writing the new
@@ -65,7 +77,10 @@ here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 mpirun=${MPIRUN:-mpirun}
 python=${PYTHON:-/usr/bin/python3}
 header="network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,\
-compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log"
+compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log,busy"
+# /proc/loadavg (SWEEP_LOADAVG: another file of its format, for the tests).
+loadavg=${SWEEP_LOADAVG:-/proc/loadavg}
+cores=$(nproc 2>/dev/null || echo 1)
 rules="sgd nesterov adagrad rmsprop adadelta adam"
 
 usage() {
@@ -380,6 +395,8 @@ CSV (it holds $lock): wait for it to end, or give another --out" >&2
 
 if [ -e "$out" ]; then
     first=$(head -n 1 "$out")
+    [ "$first" != "${header%,busy}" ] || die_usage "$out is a CSV of sweep.sh before its busy \
+column: append ',busy' to its first line to go on with it"
     [ "$first" = "$header" ] || die_usage "$out exists and its first line is not this sweep's \
 header (another format or not a sweep CSV): expected $header"
 fi
@@ -540,12 +557,23 @@ run_point() {
         echo "# command: $*"
     } >"$logs/$log"
     start=$(date +%s)
-    load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)
+    load=$(cut -d' ' -f1 "$loadavg" 2>/dev/null)
+    before=$(others_runnable)
     "$@" >>"$logs/$log" 2>&1 </dev/null &
     child=$!
     wait "$child"
     rc=$?
     child=
+    after=$(others_runnable)
+    used=$((t * i * p))
+    busy=$(busy_mark "$before" "$after" "$used")
+    note=
+    if [ "$busy" = yes ]; then
+        note=" BUSY"
+        echo "sweep.sh: warning: $what: the machine was busy: $before other threads runnable \
+before the run and $after after, on $cores cores of which the run uses $used: its figures \
+are slower than the machine's (the CSV's busy column says yes)" >&2
+    fi
     status=ok
     figures=
     if [ "$rc" -eq 124 ] && [ "$timeout_s" -gt 0 ]; then
@@ -560,18 +588,40 @@ run_point() {
         status=wrong-solver
     fi
     if [ "$status" = ok ]; then
-        record "$key,ok,${figures%,*},$load,$log"
+        record "$key,ok,${figures%,*},$load,$log,$busy"
         ran=$((ran + 1))
-        echo "$what: ${figures%%,*} img/s ($(($(date +%s) - start)) s)"
+        echo "$what: ${figures%%,*} img/s ($(($(date +%s) - start)) s)$note"
         return 0
     fi
-    record "$key,$status,,,,,,,,,,,$load,$log"
+    record "$key,$status,,,,,,,,,,,$load,$log,$busy"
     failed=$((failed + 1))
     echo "$what: FAILED ($status)"
     {
         echo "sweep.sh: $what failed ($status): $logs/$log ends:"
         tail -n 5 "$logs/$log" | sed 's/^/    /'
     } >&2
+}
+
+# others_runnable: the threads other programs have runnable now: the median
+# of 3 samples of loadavg's "R/T" field, R less 1 (the sampler itself);
+# empty without the file.
+others_runnable() {
+    for k in 1 2 3; do
+        [ "$k" -gt 1 ] && sleep 0.05
+        cut -d' ' -f4 "$loadavg" 2>/dev/null | cut -d/ -f1
+    done | sort -n | sed -n 2p | awk '$1 != "" { print ($1 > 0 ? $1 - 1 : 0) }'
+}
+
+# busy_mark BEFORE AFTER USED: yes when the more of the other runnable
+# threads before and after the run exceeds the cores that USED (threads x
+# intra x ranks) leaves free, else no; empty when neither is known.
+busy_mark() {
+    awk -v a="$1" -v b="$2" -v used="$3" -v cores="$cores" 'BEGIN {
+        if (a == "" && b == "") exit
+        others = (a + 0 > b + 0) ? a : b
+        free = cores - used; if (free < 0) free = 0
+        print (others + 0 > free ? "yes" : "no")
+    }'
 }
 
 # derive_cfg NAME CFG RULE: a copy of CFG in the logs' cfg/ with solver=RULE

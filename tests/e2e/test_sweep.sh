@@ -24,7 +24,7 @@ sweep=$root/scripts/sweep.sh
 plot=$root/scripts/plot.sh
 export SINGLETRAIN="$bin"
 cd "$tmp" || exit 2
-header=network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log
+header=network,backend,threads,intra,ranks,batch,solver,iters,warmup,run,status,images_per_s,compute_ms,barrier_ms,aggregation_ms,update_ms,data_ms,comm_ms,peak_memory_mb,final_loss,train_s,load1,log,busy
 
 # 8x8x1 synthetic images, 3 classes: a run of 6 iterations takes milliseconds.
 cp "$fixtures/tiny.cfg" "$tmp/tiny.cfg"
@@ -35,19 +35,19 @@ exec "$sweep" --nets "$tmp/tiny.cfg" --threads "1 2" --batches 16 --iters 6 --wa
     --repeat 2 --args "--test-interval 3 --log-every 1" --out "\$@"
 EOF
 
-# rows_ok CSV N: N rows after the header, 23 fields each, status ok, the
-# figures (and the load average) numbers.
+# rows_ok CSV N: N rows after the header, 24 fields each, status ok, the
+# figures (and the load average) numbers, busy yes or no.
 rows_ok() {
     awk -F, -v n="$2" '
         NR == 1 { next }
-        NF != 23 || $11 != "ok" { bad = 1 }
+        NF != 24 || $11 != "ok" || $24 !~ /^(yes|no)$/ { bad = 1 }
         { for (i = 12; i <= 22; i++) if ($i !~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/) bad = 1 }
         END { exit bad || NR - 1 != n }' "$1"
 }
 # figures_match_logs CSV LOGDIR: every row's images/s, compute ms and final
 # loss are those the row's log prints ("done:", "time split", last "iter").
 figures_match_logs() {
-    tail -n +2 "$1" | while IFS=, read -r _ _ _ _ _ _ _ _ _ _ _ ips compute _ _ _ _ _ _ loss _ _ log; do
+    tail -n +2 "$1" | while IFS=, read -r _ _ _ _ _ _ _ _ _ _ _ ips compute _ _ _ _ _ _ loss _ _ log _; do
         ips_log=$(sed -n 's/^done: .* s, \([0-9.]*\) img\/s.*/\1/p' "$2/$log")
         compute_log=$(sed -n 's/^time split, .* compute \([0-9.]*\),.*/\1/p' "$2/$log")
         loss_log=$(sed -n 's/^iter [0-9]*\/[0-9]* .* loss \([0-9.]*\) .*/\1/p' "$2/$log" | tail -n 1)
@@ -66,7 +66,7 @@ is_png() { [ -s "$1" ] && [ "$(od -An -tx1 -N8 "$1" | tr -d ' \n')" = 89504e470d
 check "the 2 x 2 sweep runs" out 0 "4 runs ok, 0 failed, 0 already in a.csv" -- \
     sh tiny-sweep.sh a.csv
 expect "the CSV starts with the header" [ "$(head -n 1 a.csv)" = "$header" ]
-expect "4 rows of 23 fields, status ok, numbers that parse" rows_ok a.csv 4
+expect "4 rows of 24 fields, status ok, numbers that parse" rows_ok a.csv 4
 keys a.csv >keys.got
 printf 'tiny,dnnl,%s,1,1,16,sgd,6,2,%s\n' 1 1 2 1 1 2 2 2 | sort >keys.want
 expect "the rows are threads 1 and 2 x runs 1 and 2" cmp -s keys.got keys.want
@@ -128,6 +128,34 @@ keys k.csv >keys.got
 expect "the same runs as the uninterrupted sweep's" cmp -s keys.got keys.want
 expect "the rows written before the kill are unchanged" [ "$(head -n 3 k.csv)" = "$(cat k.before)" ]
 expect "the re-run's figures are its own log's" figures_match_logs k.csv k-logs
+
+# ------------------------------------------------------------ a busy machine
+# /proc/loadavg's runnable count, made up (SWEEP_LOADAVG): 9999 runnable
+# threads besides the sampler exceed the free cores of any machine; 1 (the
+# sampler alone) leaves every core free.
+echo "3.20 3.00 2.50 9999/10000 4242" >busy.loadavg
+echo "0.00 0.00 0.00 1/100 4242" >quiet.loadavg
+cat >busy-sweep.sh <<EOF
+exec "$sweep" --nets "$tmp/tiny.cfg" --threads 1 --batches 16 --iters 4 --warmup 1 --repeat 1 \\
+    --out "\$@"
+EOF
+check "a run on a busy machine is marked BUSY on its line" out 0 "1 runs ok" -- \
+    env SWEEP_LOADAVG="$tmp/busy.loadavg" sh busy-sweep.sh busy.csv
+expect "... BUSY at the end of its progress line" grep -q '^\[1/1\] tiny dnnl -t 1 .* img/s (.*) BUSY$' \
+    "$tmp/stdout"
+expect "... warned of on stderr with the runnable threads and the cores" grep -q \
+    "warning: .*the machine was busy: 9998 other threads runnable before the run and 9998 after, on [0-9]* cores of which the run uses 1" \
+    "$tmp/stderr"
+expect "... its row says busy yes, and load1 is the file's" \
+    [ "$(tail -n 1 busy.csv | cut -d, -f11,22,24)" = "ok,3.20,yes" ]
+check "a run on a quiet machine is not marked" out 0 "1 runs ok" -- \
+    env SWEEP_LOADAVG="$tmp/quiet.loadavg" sh busy-sweep.sh quiet.csv
+expect "... no BUSY, no warning" sh -c '! grep -q BUSY "$1/stdout" && ! grep -q warning "$1/stderr"' sh "$tmp"
+expect "... its row says busy no" [ "$(tail -n 1 quiet.csv | cut -d, -f24)" = no ]
+head -n 1 quiet.csv | sed 's/,busy$//' >old.csv
+check "a CSV of sweep.sh before the busy column: told how to go on" err 2 \
+    "old.csv is a CSV of sweep.sh before its busy column: append ',busy' to its first line" -- \
+    sh busy-sweep.sh old.csv
 
 # ---------------------------------------------------- failures and solvers
 # -t 2 needs a batch of at least 2: that point fails with exit code 2.
@@ -319,7 +347,7 @@ EOF
 check "a tiny --preset singlecaffe sweep runs singletrain and the baselines" out 0 \
     "$nb runs ok, 0 failed" "the Speed Ratio table is in p-ratio.md" -- sh tiny-preset.sh
 expect "its CSV has the system column first" [ "$(head -n 1 p.csv)" = "system,$header" ]
-expect "... and a row per run, ok" [ "$(awk -F, 'NR > 1 && NF == 24 && $12 == "ok"' p.csv | wc -l)" -eq "$nb" ]
+expect "... and a row per run, ok" [ "$(awk -F, 'NR > 1 && NF == 25 && $12 == "ok"' p.csv | wc -l)" -eq "$nb" ]
 if [ "$have_torch" -eq 1 ]; then
     expect "... torch-ddp's rows: 8 images per process at 2 processes, images/s from its result line" \
         awk -F, '$1 == "torch-ddp" && $6 == 2 && $7 == 8 && $13 > 0 { found = 1 } END { exit !found }' p.csv
@@ -361,9 +389,11 @@ expect "scaling_tiny.png is a PNG" is_png figs-p/scaling_tiny.png
         "1 32 1 100" "1 32 2 120" "1 32 3 90" "1 32 4 200" "2 32 1 150" "2 32 2 250"; do
         # shellcheck disable=SC2086
         set -- $r
-        echo "hand,dnnl,$1,1,1,$2,sgd,10,2,$3,ok,$4,5,1,0.5,0.2,0.1,0,50,0.9,1.0,0.5,h$1$2$3.log"
+        busy=no
+        [ "$1 $2 $3" = "1 64 3" ] && busy=yes
+        echo "hand,dnnl,$1,1,1,$2,sgd,10,2,$3,ok,$4,5,1,0.5,0.2,0.1,0,50,0.9,1.0,0.5,h$1$2$3.log,$busy"
     done
-    echo "hand,dnnl,2,1,1,64,sgd,10,2,4,exit:1,,,,,,,,,,,0.5,h2644.log"
+    echo "hand,dnnl,2,1,1,64,sgd,10,2,4,exit:1,,,,,,,,,,,0.5,h2644.log,yes"
 } >hand.csv
 # table_has NET BATCH THREADS RUNS IMG/S SPEED-UP FASTEST: plot.sh's table
 # says so.
@@ -382,6 +412,12 @@ expect "batch 64, 2 threads: median 350 of 3 (the failed run left out), x1.75, f
     table_has hand 64 2 3 350.0 1.75 0.74
 expect "batch 32, 1 thread: median 110 of 4 runs" table_has hand 32 1 4 110.0 1.00 1.00
 expect "batch 32, 2 threads: median 200 of 2, x1.82, fastest x1.25" table_has hand 32 2 2 200.0 1.82 1.25
+expect "the busy column counts the busy runs of a point (1 of batch 64's 3 at 1 thread)" \
+    awk '$1 == "hand" && $3 == 64 && $4 == 1 { found = $12 == "1/3" } END { exit !found }' hand.out
+expect "... 0 of the others (the failed run's mark left out)" \
+    awk '$1 == "hand" && $3 == 64 && $4 == 2 { found = $12 == "0/3" } END { exit !found }' hand.out
+expect "plot.sh warns of the point with busy runs" grep -q "warning: 1 point had runs on a busy machine" \
+    "$tmp/stderr"
 for f in speedup throughput split; do
     expect "$f""_hand.png is a PNG" is_png "figs-hand/${f}_hand.png"
 done
