@@ -1,6 +1,16 @@
 #!/bin/sh
 # make install: the binary to PREFIX/bin and the manual page singletrain.1
-# to PREFIX/share/man/man1, under DESTDIR when given; the page renders with
+# to PREFIX/share/man/man1, under DESTDIR when given; the networks, the
+# SW26010 files, the bench cfgs and the scripts under PREFIX/share/
+# singletrain (the scripts also PREFIX/bin/singletrain-NAME), the guide
+# under PREFIX/share/doc/singletrain. The installed tree, from another
+# directory with PREFIX/bin on PATH: a network without a slash found in the
+# installed networks ("using ..."), trained; one not found names the folders
+# searched and their networks; SINGLETRAIN_PATH and the current directory
+# come first; --list-networks (shadowing said); the DESTDIR-staged tree
+# finds its own networks; singletrain-predict-sw26010, -sweep and -plot run
+# the installed binary on the installed data. make uninstall removes it all.
+# The page renders with
 # groff (man(7) macros) without a warning, and documents every long option
 # that --help lists, the training command's and each command's (pack,
 # read, predict, eval, export, plan); the page and --help name the guide,
@@ -37,6 +47,101 @@ check "make install DESTDIR=\$tmp/stage PREFIX=/opt/st" out 0 "" -- \
 expect "DESTDIR: the binary is staged" [ -x "$tmp/stage/opt/st/bin/singletrain" ]
 expect "DESTDIR: the page is staged" [ -f "$tmp/stage/opt/st/share/man/man1/singletrain.1" ]
 expect "DESTDIR: nothing written to PREFIX itself" [ ! -e /opt/st ]
+
+# -------------------------------------------------- the data, scripts, guide
+
+p=$tmp/prefix
+share=$p/share/singletrain
+for f in networks/lenet.cfg networks/alexnet.cfg networks/resnet50.cfg sw26010/model.conf \
+    sw26010/swcaffe_calibration_layers.csv sw26010/vgg16-conv1.cfg bench/conv15x15-300.cfg; do
+    expect "PREFIX/share/singletrain/$f is the sources' data/${f#networks/}" \
+        cmp -s "$root/data/${f#networks/}" "$share/$f"
+done
+expect "every data/*.cfg is an installed network" \
+    [ "$(ls "$root"/data/*.cfg | wc -l)" -eq "$(ls "$share"/networks/*.cfg | wc -l)" ]
+for c in sweep plot predict-sw26010 calibrate-sw26010 bench bench-layout bench-scaling bench-shapes \
+    bench-solvers; do
+    expect "PREFIX/bin/singletrain-$c is a link to the installed scripts/$c.sh" \
+        [ "$(readlink -f "$p/bin/singletrain-$c")" = "$(readlink -f "$share/scripts/$c.sh")" ]
+done
+for f in paths.sh speed-ratio.awk sw26010-scaling.awk torch-ddp.py; do
+    expect "what the scripts need: scripts/$f" [ -f "$share/scripts/$f" ]
+done
+for f in README.md docs/README.md docs/guide/getting-started.md docs/design.md; do
+    expect "the guide: PREFIX/share/doc/singletrain/$f is the sources'" \
+        cmp -s "$root/$f" "$p/share/doc/singletrain/$f"
+done
+
+# ------------------------------- the installed tree, run from elsewhere
+
+unset SINGLETRAIN_PATH SINGLETRAIN
+away=$tmp/away
+mkdir -p "$away/mine" "$away/here"
+cd "$away" || exit 1
+old_path=$PATH
+PATH=$p/bin:$PATH
+export PATH
+check "singletrain lenet.cfg from another directory: the installed network, trained" out 0 \
+    "using $share/networks/lenet.cfg (found in the installed networks)" "done: 2 iterations" -- \
+    singletrain -t 1 -b 16 --iters 2 --data synthetic --no-test lenet.cfg
+check "-q: no using line" out 0 "" -- singletrain -q --dry-run lenet.cfg
+expect "... (its stdout is empty)" [ ! -s "$tmp/stdout" ]
+check "predict, eval, export, plan look the network up too, saying so on stderr" err 2 \
+    "singletrain plan: using $share/networks/lenet.cfg (found in the installed networks)" -- \
+    singletrain plan lenet.cfg --nodes 1,2 --net-params "$away/none.conf"
+check "a network found nowhere: exit 2, the folders in order and their networks" err 2 \
+    "network nosuch.cfg: no such file in the folders searched, in order: . (the current directory): no networks; $share/networks (the installed networks): alexnet-bn.cfg alexnet.cfg" -- \
+    singletrain nosuch.cfg
+cp "$fixtures/tiny.cfg" "$away/mine/lenet.cfg"
+check "SINGLETRAIN_PATH comes before the installed networks" out 0 \
+    "using $away/mine/lenet.cfg (found in \$SINGLETRAIN_PATH)" -- \
+    env SINGLETRAIN_PATH="$away/nothing-here:$away/mine" singletrain --dry-run lenet.cfg
+cp "$fixtures/tiny.cfg" "$away/here/lenet.cfg"
+(cd "$away/here" && env SINGLETRAIN_PATH="$away/mine" singletrain --dry-run lenet.cfg) \
+    >"$tmp/cwd.out" 2>&1
+expect "the current directory comes first, no lookup said" \
+    sh -c '! grep -q "^using" "$1" && grep -q "^layer " "$1"' sh "$tmp/cwd.out"
+check "--list-networks: the networks in lookup order, shadowing said" out 0 \
+    "lenet.cfg                $away/mine  (\$SINGLETRAIN_PATH)" \
+    "lenet.cfg                $share/networks  (the installed networks; shadowed: lenet.cfg is $away/mine/lenet.cfg)" -- \
+    env SINGLETRAIN_PATH="$away/mine" singletrain --list-networks
+expect "... SINGLETRAIN_PATH's line first, before the installed ones" \
+    [ "$(head -n 1 "$tmp/stdout")" = "lenet.cfg                $away/mine  (\$SINGLETRAIN_PATH)" ]
+expect "... every installed network listed" \
+    [ "$(grep -c "(the installed networks" "$tmp/stdout")" -eq "$(ls "$share"/networks | wc -l)" ]
+check "the DESTDIR-staged tree finds its own networks (relocatable)" out 0 \
+    "alexnet.cfg              $tmp/stage/opt/st/share/singletrain/networks  (the installed networks)" -- \
+    "$tmp/stage/opt/st/bin/singletrain" --list-networks
+
+# singletrain-predict-sw26010 on made-up reports of the scaling networks
+# (a processor iteration of 1 s, 4e-10 s per float summed): the installed
+# model file, networks (--dry-run for their parameters) and awk.
+mkdir -p "$away/sw/reports"
+for r in alexnet-bn-64 alexnet-bn-128 alexnet-bn-256 resnet50-32 resnet50-64; do
+    printf 'section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note\n%s\n%s\n' \
+        "summary,,processor_iteration_seconds,,,,,1,,," \
+        "summary,,cpe_sum_of_2_seconds_per_float,,,,,4e-10,,," >"$away/sw/reports/$r.csv"
+done
+check "singletrain-predict-sw26010 runs from the installed copy" out 0 "CSVs in $away/sw: scaling.csv" -- \
+    singletrain-predict-sw26010 --only scaling --from-reports "$away/sw" --csv "$away/sw"
+expect "... a row per network, batch and node count (5 x 11)" [ "$(tail -n +2 "$away/sw/scaling.csv" | wc -l)" -eq 55 ]
+check "singletrain-sweep runs the installed binary on an installed network" out 0 "1 runs ok, 0 failed" -- \
+    singletrain-sweep --nets lenet --threads 1 --batches 16 --iters 3 --warmup 1 --repeat 1 \
+    --args "--data synthetic --no-test" --out "$away/s.csv"
+expect "... its log ran PREFIX/bin/singletrain on PREFIX's lenet.cfg" grep -q \
+    "^# command: $p/bin/singletrain .* $share/networks/lenet.cfg\$" "$away"/s-logs/lenet_*.log
+if command -v gnuplot >/dev/null 2>&1; then
+    check "singletrain-plot runs from the installed copy" out 0 "wrote $away/figs/throughput_lenet.png" -- \
+        singletrain-plot "$away/s.csv" "$away/figs"
+else
+    echo "SKIP singletrain-plot: gnuplot is not installed (scripts/deps.sh --test installs gnuplot-nox)"
+fi
+cd "$root" || exit 1
+PATH=$old_path
+
+check "make uninstall removes what make install put there" out 0 "" -- \
+    make -C "$root" --no-print-directory BUILD="$build" DESTDIR="$tmp/stage" PREFIX=/opt/st uninstall
+expect "... nothing is left but empty folders" [ -z "$(find "$tmp/stage" ! -type d)" ]
 
 # --------------------------------------------------------- the page renders
 
