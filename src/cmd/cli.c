@@ -228,7 +228,10 @@ void st_cli_help(FILE *out)
                  "128 + the signal when SIGINT or SIGTERM stopped training.\n"
                  "The manual: man singletrain (make install puts it in PREFIX/share/man).\n"
                  "The guide: README.md and docs/README.md (its pages: docs/guide/) in the\n"
-                 "singletrain sources.\n");
+                 "singletrain sources, installed in PREFIX/share/doc/singletrain.\n"
+                 "NET.cfg without a slash, not in the current directory: looked up in\n"
+                 "$SINGLETRAIN_PATH (folders separated by ':'), then in the installed\n"
+                 "networks, PREFIX/share/singletrain/networks (--list-networks).\n");
 }
 
 /* --sync bsp | asp | ssp:S */
