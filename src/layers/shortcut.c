@@ -44,13 +44,29 @@ static st_status shortcut_build(st_build *b, st_layer *base, st_error *err)
     return ST_OK;
 }
 
+/* Whether the from-layer's shape is the output's (ResNet's identity shortcut). */
+static int one_to_one(const shortcut_layer *l)
+{
+    st_shape f = l->from, o = l->base.out;
+    return f.w == o.w && f.h == o.h && f.c == o.c;
+}
+
 /* Darknet's index mapping between the from-layer and the output (one
  * sample): for every mapped pair (o in the output, a in the from-layer),
- * y[o or a] += s * x[o or a], the flags saying which side each array is on. */
+ * y[o or a] += s * x[o or a], the flags saying which side each array is on
+ * (s = 0 changes nothing and is skipped; equal shapes map one to one). */
 static void mapped_axpy(const shortcut_layer *l, float s, const float *x, int x_is_from,
                         float *y, int y_is_from)
 {
     st_shape f = l->from, o = l->base.out;
+    if (s == 0.0f)
+        return; /* alpha = 1: the outputs keep the previous layer's values */
+    if (one_to_one(l)) { /* a plain axpy */
+        size_t count = st_shape_count(o);
+        for (size_t i = 0; i < count; i++)
+            y[i] += s * x[i];
+        return;
+    }
     int stride = f.w / o.w < 1 ? 1 : f.w / o.w, sample = o.w / f.w < 1 ? 1 : o.w / f.w;
     int minw = f.w < o.w ? f.w : o.w, minh = f.h < o.h ? f.h : o.h, minc = f.c < o.c ? f.c : o.c;
     for (int k = 0; k < minc; k++)
@@ -79,6 +95,24 @@ static st_status shortcut_forward(const st_layer *base, void *state, const st_pa
     return ST_OK;
 }
 
+/* The identity shortcut's backward with alpha = 1 and a linear or ReLU
+ * activation, in one pass over the gradient: g = act'(y) dy, diff_src[0] = g
+ * and diff_src[1] = beta * g, each added to what is there when the pass
+ * accumulates: the general path's sums, element by element in its order (so
+ * also when both are one buffer), without its passes over memory (diff_dst
+ * is left as it came). y, dy: [count] */
+static void fused_backward(const shortcut_layer *l, const st_pass *p, size_t count)
+{
+    const float *y = p->dst, *dy = p->diff_dst;
+    float *dprev = p->diff_src[0], *dfrom = p->diff_src[1], beta = l->beta;
+    int acc_prev = p->accumulate[0], acc_from = p->accumulate[1], relu = l->act == ST_ACT_RELU;
+    for (size_t i = 0; i < count; i++) {
+        float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        dprev[i] = acc_prev ? dprev[i] + g : g;
+        dfrom[i] = acc_from ? dfrom[i] + beta * g : 0.0f + beta * g;
+    }
+}
+
 static st_status shortcut_backward(const st_layer *base, void *state, const st_pass *p,
                                    st_error *err)
 {
@@ -86,6 +120,11 @@ static st_status shortcut_backward(const st_layer *base, void *state, const st_p
     (void)err;
     const shortcut_layer *l = (const shortcut_layer *)base;
     size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
+    if (one_to_one(l) && l->alpha == 1.0f && p->diff_src[0] && p->diff_src[1] &&
+        (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU)) {
+        fused_backward(l, p, (size_t)p->n * out_n);
+        return ST_OK;
+    }
     st_act_backward(l->act, p->dst, p->diff_dst, p->diff_dst, (size_t)p->n * out_n);
     float *dprev = p->diff_src[0], *dfrom = p->diff_src[1];
     if (dprev) {

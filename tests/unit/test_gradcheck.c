@@ -622,6 +622,9 @@ GC_CASE(shortcut_same_shape_logistic, 2, 0, -1, 0,
         NET(5, 4, 3) TWO_CONVS "[shortcut]\nfrom=-2\nalpha=0.6\nbeta=1.7\nactivation=logistic\n")
 GC_CASE(shortcut_same_shape_leaky, 2, 0, 2, 0,
         NET(5, 4, 3) TWO_CONVS "[shortcut]\nfrom=-2\nalpha=0.6\nbeta=1.7\nactivation=leaky\n")
+/* ResNet's identity shortcut (alpha = beta = 1, ReLU): the fused backward */
+GC_CASE(shortcut_identity_relu, 2, 0, 2, 0,
+        NET(5, 4, 3) TWO_CONVS "[shortcut]\nfrom=-2\nactivation=relu\n")
 /* from a 6 x 6 layer onto 3 x 3: Darknet's stride 2 */
 GC_CASE(shortcut_from_larger_stride2, 2, 0, -1, 0,
         NET(6, 6, 2) "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=tanh\n"
@@ -687,6 +690,8 @@ GC_CASE(fanout_lrn, 2, 0, -1, 0, FANOUT("[lrn]\nsize=3\nalpha=0.5\n"))
 GC_CASE(fanout_batchnorm, 2, 0, -1, 0, FANOUT("[batchnorm]\n"))
 GC_CASE(fanout_dropout, 2, 0, -1, 0, FANOUT("[dropout]\nprobability=0.5\n"))
 GC_CASE(fanout_shortcut, 2, 0, -1, 0, FANOUT("[shortcut]\nfrom=-1\nalpha=0.5\nbeta=2\n"))
+GC_CASE(fanout_shortcut_identity, 2, 0, 1, 0,
+        FANOUT("[shortcut]\nfrom=-1\nbeta=2\nactivation=relu\n"))
 GC_CASE(fanout_connected, 2, 0, -1, 0,
         NET(2, 2, 3) "[connected]\noutput=4\nactivation=tanh\n"
                      "[connected]\noutput=3\nactivation=linear\n"
@@ -1087,6 +1092,7 @@ int main(void)
         cmocka_unit_test(lrn_size5),
         cmocka_unit_test(shortcut_same_shape_logistic),
         cmocka_unit_test(shortcut_same_shape_leaky),
+        cmocka_unit_test(shortcut_identity_relu),
         cmocka_unit_test(shortcut_from_larger_stride2),
         cmocka_unit_test(shortcut_from_larger_odd),
         cmocka_unit_test(shortcut_from_smaller_sample2),
@@ -1103,6 +1109,7 @@ int main(void)
         cmocka_unit_test(fanout_batchnorm),
         cmocka_unit_test(fanout_dropout),
         cmocka_unit_test(fanout_shortcut),
+        cmocka_unit_test(fanout_shortcut_identity),
         cmocka_unit_test(fanout_connected),
         cmocka_unit_test(fanout_avgpool),
     };
