@@ -43,7 +43,7 @@ typedef struct eval_cli {
     int batch, intra, help;
     long test_images;
     uint64_t seed;
-    const char *backend, *conv_impl, *data, *format;
+    const char *backend, *conv_impl, *data, *format, *hparams;
 } eval_cli;
 
 #define OPT(field) offsetof(eval_cli, field)
@@ -51,6 +51,9 @@ typedef struct eval_cli {
 static const st_option options[] = {
     {"data", 0, "FILE", "Data", "data file whose test= (or valid=) is evaluated, overriding "
      "[net]'s; or 'synthetic': training's synthetic test set", ST_OPT_STRING, OPT(data), 0, 0},
+    {"hparams", 0, "FILE", "Data", "an ONNX model's [net] settings (the data keys, "
+     "batch=, the transform) instead of MODEL.train beside MODEL.onnx, as training's "
+     "--hparams", ST_OPT_STRING, OPT(hparams), 0, 0},
     {"test-images", 0, "N", "Data", "use the first N test images (synthetic: make N; default "
      "256)", ST_OPT_LONG, OPT(test_images), 1, LONG_MAX},
     {"seed", 0, "N", "Data", "the synthetic test set's seed, as the training's --seed "
@@ -180,7 +183,7 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
     if (st == ST_OK)
         st = check_conv_impl(e->be, o->conv_impl, err);
     if (st == ST_OK)
-        st = st_net_load(cfg_path, NULL, &e->cfg, &e->hp, &e->net, &log, err);
+        st = st_net_load(cfg_path, o->hparams, &e->cfg, &e->hp, &e->net, &log, err);
     if (st != ST_OK)
         return st;
     e->have_net = 1;

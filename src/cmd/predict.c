@@ -34,7 +34,7 @@
 
 typedef struct predict_cli {
     int top, scores, help;
-    const char *backend, *names, *data;
+    const char *backend, *names, *data, *hparams;
 } predict_cli;
 
 #define OPT(field) offsetof(predict_cli, field)
@@ -50,6 +50,9 @@ static const st_option options[] = {
      "tab-separated column per class (darknet classifier test's format)", ST_OPT_FLAG,
      OPT(scores), 0, 0},
     {"backend", 0, "B", "Compute", "dnnl (default), ref or cpe (an emulated SW26010 core group)", ST_OPT_STRING, OPT(backend), 0, 0},
+    {"hparams", 0, "FILE", "Compute", "an ONNX model's [net] settings (the transform: "
+     "input_mean=, input_scale=) instead of MODEL.train beside MODEL.onnx, as training's "
+     "--hparams", ST_OPT_STRING, OPT(hparams), 0, 0},
     {"help", 'h', NULL, "Other", "this help", ST_OPT_FLAG, OPT(help), 0, 0},
 };
 
@@ -118,7 +121,7 @@ static st_status setup(predictor *p, const predict_cli *o, const char *cfg_path,
     const st_backend *be;
     st_status st = st_backend_find(o->backend, &be, err);
     if (st == ST_OK)
-        st = st_net_load(cfg_path, NULL, &p->cfg, &p->hp, &p->net, &log, err);
+        st = st_net_load(cfg_path, o->hparams, &p->cfg, &p->hp, &p->net, &log, err);
     if (st != ST_OK)
         return st;
     p->have_net = 1;

@@ -9,6 +9,7 @@
 #   over two workers (the loss summed in another order: the same to the
 #   printed digits);
 # - with the synthetic data of a run given none;
+# - an ONNX model trained with --hparams: eval --hparams the same file;
 # and its --help. Its bad inputs are catalogue cases (eval-*).
 # usage: sh tests/e2e/test_eval.sh PATH_TO_SINGLETRAIN
 set -u
@@ -62,6 +63,24 @@ want=$(sed -n 's/^test,3,[^,]*,[^,]*,,,,\([^,]*\),\([^,]*\),.*/\1,\2,256/p' "$tm
 want=${want:-"no test row in the training's output"}
 check "synth: eval --data synthetic prints the test phase's $want" out 0 "$want" -- \
     "$bin" eval bn.cfg synth/bn_final.snap --data synthetic --conv-impl nhwc --log-format csv
+# an ONNX model whose [net] comes from --hparams (no MODEL.train beside it):
+# eval takes the same file, and finds no batch= without it
+if /usr/bin/python3 -c 'import onnx' 2>/dev/null; then
+    mkdir onnx
+    /usr/bin/python3 "$fixtures/../lib/onnx_models.py" onnx >/dev/null
+    printf '[net]\nbatch=16\nlearning_rate=0.01\nmomentum=0.9\n' >recipe.train
+    check "onnx: train lenet.onnx -t 1 with --hparams" out 0 "test,20," -- \
+        "$bin" $data $train -t 1 --conv-impl nhwc --hparams recipe.train --snapshot-dir onnx \
+        --log-format csv onnx/lenet.onnx
+    want=$(sed -n 's/^test,20,[^,]*,[^,]*,,,,\([^,]*\),\([^,]*\),.*/\1,\2,1000/p' "$tmp/stdout")
+    want=${want:-"no test row in the training's output"}
+    check "onnx: eval --hparams prints the test phase's $want" out 0 "$want" -- \
+        "$bin" eval onnx/lenet.onnx onnx/lenet_final.snap $data --conv-impl nhwc \
+        --hparams recipe.train --log-format csv
+else
+    echo "FAIL test_eval.sh: /usr/bin/python3 lacks the onnx module (python3-onnx): run scripts/deps.sh --test"
+    exit 1
+fi
 check "eval --help" out 0 "usage: singletrain eval NET.cfg WEIGHTS [options]" "--log-format" -- \
     "$bin" eval --help
 finish test_eval.sh
