@@ -46,6 +46,10 @@ static st_status async_diverged(st_worker *w, long it, int images)
  * their next iteration, so one may apply its finite gradient meanwhile,
  * and at a learning rate that diverges that update can overflow a weight
  * (the run's error names the first non-finite thing a worker saw). */
+static const sched_phase async_phases[] = {
+    {"wait: staleness", "wait"}, {"compute", "phase"}, {"apply", "phase"},
+};
+
 void sched_worker_async(st_worker *w)
 {
     st_sched *s = w->s;
@@ -97,6 +101,8 @@ void sched_worker_async(st_worker *w)
             st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
                             st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
         double t3 = st_now();
+        double t[4] = {t0, t1, t2, t3};
+        sched_trace_iteration(st_trace_at(w->trace, i), i, async_phases, 3, t, NULL, NULL);
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
         w->time.update += t3 - t2;
