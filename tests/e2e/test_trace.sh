@@ -12,7 +12,9 @@
 # - a run stopped by SIGINT still writes its trace;
 # - no FILE.partial is left, and FILE is never half-written: it appears
 #   whole, by rename, at the end (its temporary is FILE.partial);
-# - without --trace nothing is recorded: no file, and the same weights.
+# - without --trace nothing is recorded: no file, and the same weights;
+# - scripts/trace-plot.py renders a trace to a PNG (gnuplot), and refuses
+#   a file that is not a trace.
 # The refusals (bad --trace-iters, an output that is an input) are
 # catalogue cases; under mpirun, tests/mpi/test_trace_ranks.sh.
 # usage: sh tests/e2e/test_trace.sh PATH_TO_SINGLETRAIN
@@ -20,6 +22,7 @@ set -u
 . "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 require_cmd python3 python3
+require_cmd gnuplot gnuplot-nox
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cfg=$root/data/lenet.cfg
 checker=$root/tests/lib/trace_check.py
@@ -70,5 +73,11 @@ check "without --trace: weights" err 0 "" -- "$bin" -t 2 -b 64 --iters 4 $inputs
 expect "the same weights with and without --trace" cmp -s with/lenet_final.snap \
     without/lenet_final.snap
 expect "without --trace no .json" [ "$(ls without)" = lenet_final.snap ]
+
+check "trace-plot.py: t.json to a PNG" err 0 "" -- \
+    python3 "$root/scripts/trace-plot.py" t.json t.png --title "LeNet-5 -t 2"
+expect "trace-plot.py: a PNG image" [ "$(head -c 4 t.png | od -An -c | tr -d ' ')" = "211PNG" ]
+check "trace-plot.py: a CSV is no trace" err 2 "m.csv: not a --trace file" -- \
+    python3 "$root/scripts/trace-plot.py" m.csv m.png
 
 finish test_trace.sh
