@@ -6,7 +6,8 @@
 # the ranks' clocks, aligned by a barrier at the run's start, put each
 # iteration's all-reduces within 10 ms of each other on both ranks); with
 # --overlap, the communication thread's track and its buckets' all-reduces.
-# Only rank 0 writes: nothing is left beside the file.
+# Only rank 0 writes: nothing is left beside the file. A rank without
+# --trace (which every rank takes part in) stops every rank at set-up.
 # Fails, naming the package (mpich), when mpirun is missing.
 # usage: sh tests/mpi/test_trace_ranks.sh PATH_TO_SINGLETRAIN
 set -u
@@ -32,6 +33,10 @@ check "mpirun -np 2 --overlap --trace" out 0 "trace: o.json written" -- \
 check "--overlap: the communication thread's buckets" out 0 "" -- \
     python3 "$checker" o.json --ranks 2 --workers 2 --iters 3:8 --allreduce --comm \
     --layers-cover 0
+check "--trace on rank 0 alone: every rank refuses" err 2 \
+    "differs from rank 0 in --trace (given or not: every rank takes part in the timeline)" -- \
+    mpirun -np 2 sh -c 'if [ "$PMI_RANK" = 0 ]; then set -- --trace x.json "$@"; fi; exec "$0" "$@"' \
+    "$bin" $inputs "$cfg"
 expect "only the two traces are left" [ "$(ls)" = "o.json
 r.json" ]
 finish test_trace_ranks.sh
