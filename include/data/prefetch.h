@@ -14,6 +14,7 @@
 #include "data/batchq.h"
 #include "data/data.h"
 #include "base/status.h"
+#include "base/trace.h"
 
 typedef struct st_prefetch_opts {
     const st_source *source;
@@ -23,6 +24,8 @@ typedef struct st_prefetch_opts {
     uint64_t seed;    /* of the epoch order */
     int io_threads;   /* readers, at least 1 */
     st_batchq *q;
+    st_trace *trace;  /* --trace: st_prefetch_start adds the thread's track ("prefetch":
+                         per batch, its wait for a free slot and its reading), or NULL */
 } st_prefetch_opts;
 
 typedef struct st_prefetch st_prefetch;

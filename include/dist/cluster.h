@@ -127,6 +127,22 @@ st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *er
  * `singletrain plan`. One rank (c NULL): ST_EINTERNAL. */
 st_status st_cluster_measure_net(st_cluster *c, st_net_params *np, st_error *err);
 
+/* Collective, at the start of a run (--trace): a time 0 common to the
+ * ranks, in st_now() seconds, into *origin: every rank reads its clock as
+ * it leaves a barrier (the second of two, the first having brought every
+ * rank there), so the clocks agree within the barrier's exit skew
+ * (microseconds between ranks of one host; MPI_Wtime is not used, MPICH
+ * does not make it global). One rank: now. */
+st_status st_cluster_clock_origin(st_cluster *c, double *origin, st_error *err);
+
+/* Collective, at the end of a run (--trace): every rank's text [len]
+ * joined in rank order on rank 0, into *all (malloc'd, *all_len bytes,
+ * NUL-ended); NULL on the other ranks. Waited for without the timeout
+ * (rank 0 may be testing); a failure ends every rank. One rank: a copy of
+ * its own. */
+st_status st_cluster_gather_text(st_cluster *c, const char *text, size_t len, char **all,
+                                 size_t *all_len, st_error *err);
+
 /* Collective: rank 0's x [n] to every rank. */
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err);
 
@@ -211,6 +227,12 @@ st_status st_cluster_mp_block_allreduce(st_cluster *c, float *buf, size_t n, st_
  * buf, waited for without the timeout (rank 0 may be testing). */
 st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, const int *displs,
                                st_error *err);
+
+/* The name of the algorithm channel w's last all-reduce or reduce-scatter
+ * ran ("rhd"; under auto, while probing, the candidate), for --trace;
+ * "none" before the first, and on one node. Read by the channel's own
+ * thread. */
+const char *st_cluster_algorithm(const st_cluster *c, int w);
 
 /* Name channel w in the report (its owner's: "buckets of 64K-256K"); a
  * channel without a name is "worker w". */

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "ops/params.h"
 #include "base/status.h"
+#include "base/trace.h"
 
 typedef struct st_net {
     st_layer **layers;
@@ -115,6 +116,11 @@ typedef struct st_replica {
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */
     unsigned char *mp;      /* [n_layers] runs model-parallel in training, or NULL */
+    /* --trace: the track of the thread that runs this replica (trace.h), or
+     * NULL; training passes of the window record each layer's forward and
+     * backward on it ("forward 3 conv", args: the layer's type and cfg
+     * line, the bytes and flops of st_net_pass_work). Set by the owner. */
+    st_trace_track *trace;
 } st_replica;
 
 typedef struct st_replica_opts {

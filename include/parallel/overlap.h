@@ -41,9 +41,13 @@ typedef struct st_overlap st_overlap;
 
 /* Plan the buckets and start the communication thread, which all-reduces
  * on the cluster's channels channel .. channel + ST_OVERLAP_CLASSES - 1
- * (st_cluster_start_workers must have made them). */
+ * (st_cluster_start_workers must have made them). trace: --trace's
+ * recorder, to which the thread's track ("communication": per bucket, its
+ * wait, its sum over the workers and its all-reduce, with the bytes and
+ * the algorithm) is added, or NULL. */
 st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
-                            int channel, int workers, size_t bucket_bytes, st_error *err);
+                            int channel, int workers, size_t bucket_bytes, st_trace *trace,
+                            st_error *err);
 
 /* Stop and join the thread (it must be idle: between BSP runs). */
 void st_overlap_free(st_overlap *o);

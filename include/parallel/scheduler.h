@@ -107,6 +107,8 @@ typedef struct st_sched_opts {
     const atomic_int *stop;  /* when it holds a nonzero value (a signal, SIGINT or SIGTERM:
                                 the reason), the workers stop cleanly before the next
                                 iteration they have not begun; NULL: never */
+    st_trace *trace;         /* --trace: the recorder its threads' tracks are added to
+                                ("scheduler", then "worker R" each; overlap.h's), or NULL */
 } st_sched_opts;
 
 typedef struct st_sched st_sched;
@@ -221,6 +223,11 @@ typedef void (*st_progress_fn)(void *ctx, long done, double loss, long images);
 st_status st_sched_run_async(st_sched *s, long first, long last, long every,
                              st_progress_fn progress, void *ctx, st_time_split *time,
                              long *finished, st_error *err);
+
+/* --trace: the scheduler thread's track (its waits for the workers and
+ * its reports of their iterations; the trainer records its test phases
+ * and snapshots on it), or NULL. */
+st_trace_track *st_sched_trace(const st_sched *s);
 
 /* Worker 0's replica (layer timing, class scores). */
 const st_replica *st_sched_replica(const st_sched *s, int worker);

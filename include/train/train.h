@@ -20,6 +20,11 @@ typedef enum st_rank_update {
                                    part's solver state (parallel/ps_part.h) */
 } st_rank_update;
 
+/* --trace-iters A:B: the longest window (the events are kept in memory
+ * until the run ends). */
+#define ST_TRACE_MAX_ITERS 100
+#define ST_TRACE_MAX_ITERS_TEXT "100"
+
 /* -t auto, --intra auto: the split of the cores that trains fastest,
  * measured at set-up (st_trainer_create). */
 #define ST_THREADS_AUTO (-1)
@@ -65,6 +70,10 @@ typedef struct st_train_opts {
     const char *cpe_model;   /* cpe: the SW26010 model file, or NULL for the built-in one */
     const char *metrics;     /* --metrics FILE the caller writes (progress.h), or NULL:
                                 checked against the inputs and the other outputs */
+    const char *trace;       /* --trace FILE: the run's timeline in the Chrome trace event
+                                format (every rank records, rank 0 writes), or NULL */
+    long trace_first;        /* --trace-iters A:B: the iterations A to B recorded; */
+    long trace_last;         /* trace_last < 0: a few after the warm-up (timeline.c) */
     const char *data;        /* --data file, "synthetic", or NULL */
     const char *snapshot_dir;/* NULL: do not save (but see snapshot_every) */
     long snapshot_every;     /* 0: only at the end and on SIGINT / SIGTERM */

@@ -129,6 +129,15 @@ static const st_option options[] = {
     {"metrics", 0, "FILE", "Output", "write the CSV rows to FILE as training goes (as "
      "FILE.partial, renamed to FILE when training ends)", ST_OPT_STRING,
      offsetof(st_cli, metrics), 0, 0},
+    {"trace", 0, "FILE", "Output", "write a timeline of the run to FILE in the Chrome trace "
+     "event format (open it in ui.perfetto.dev or chrome://tracing): a track per worker, "
+     "the scheduler, the prefetcher and the communication thread, each iteration's phases "
+     "and each layer's forward and backward; under mpirun one process per rank, in one "
+     "file written by rank 0 (as FILE.partial, renamed to FILE when training ends)",
+     ST_OPT_STRING, TRAIN(trace), 0, 0},
+    {"trace-iters", 0, "A:B", "Output", "--trace records iterations A to B, at most "
+     ST_TRACE_MAX_ITERS_TEXT " (default: 5 after the warm-up, or from iteration 5 without "
+     "one)", ST_OPT_STRING, offsetof(st_cli, trace_iters), 0, 0},
     {"warmup", 0, "N", "Output", "leave the first N iterations out of the speed figures",
      ST_OPT_LONG, TRAIN(warmup), 0, LONG_MAX},
     {"profile", 0, NULL, "Output", "print per-layer times and the time split at the end",
@@ -344,6 +353,26 @@ static void choose_choice_cache(st_cli *cli)
     o->choice_cache_why = cli->choice_cache_why;
 }
 
+/* --trace-iters A:B, 0 <= A <= B, at most ST_TRACE_MAX_ITERS of them */
+static st_status parse_trace_iters(st_cli *cli, st_error *err)
+{
+    const char *v = cli->trace_iters;
+    if (!v)
+        return ST_OK;
+    char *colon, *end = NULL;
+    errno = 0;
+    long a = strtol(v, &colon, 10), b = *colon == ':' ? strtol(colon + 1, &end, 10) : -1;
+    if (colon == v || *colon != ':' || end == colon + 1 || *end || errno || a < 0 || b < a ||
+        b - a >= ST_TRACE_MAX_ITERS || !strchr("0123456789", *v) ||
+        !strchr("0123456789", colon[1]))
+        return st_fail(err, ST_EUSAGE, "option --trace-iters: expected A:B, the iterations A "
+                       "to B with 0 <= A <= B, at most %d of them, got '%s'",
+                       ST_TRACE_MAX_ITERS, v);
+    cli->train.trace_first = a;
+    cli->train.trace_last = b;
+    return ST_OK;
+}
+
 /* --stop-at-accuracy X: a fraction in (0, 1], or a percentage in (0, 100]
  * ending in '%' as the test lines print the accuracy ("99%", "99.5%"); a
  * bare number above 1 is refused, not read as a percentage. */
@@ -394,6 +423,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_log_format(cli, err);
     if (st == ST_OK)
         st = parse_accuracy(cli, err);
+    if (st == ST_OK)
+        st = parse_trace_iters(cli, err);
     if (st == ST_OK)
         choose_choice_cache(cli);
     if (st != ST_OK || cli->help || cli->version || cli->list_networks)

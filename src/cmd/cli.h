@@ -24,6 +24,7 @@ typedef struct st_cli {
     const char *log_format; /* --log-format text, or NULL: live on a terminal, else text */
     st_progress_format format; /* --log-format parsed (when given) */
     const char *metrics;    /* --metrics FILE, or NULL */
+    const char *trace_iters; /* --trace-iters text */
     int quiet, verbose;
     int help, version;
     int list_networks; /* --list-networks */

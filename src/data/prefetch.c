@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/barrier.h"
+#include "base/clock.h"
 
 struct st_prefetch {
     st_prefetch_opts o;
@@ -32,6 +33,7 @@ struct st_prefetch {
     pthread_t thread;
     int thread_started;
     long first, last;
+    st_trace_track *trace;    /* --trace: its track, or NULL */
     st_status result;
     st_error result_err;
 };
@@ -105,11 +107,21 @@ static void *prefetch_main(void *arg)
 {
     st_prefetch *p = arg;
     for (long it = p->first; it < p->last; it++) {
+        double t0 = st_now();
         st_batch_slot *slot = st_batchq_acquire(p->o.q, it);
         if (!slot)
             break; /* the workers stopped */
+        double t1 = st_now();
         slot->stop = 0;
         st_status st = st_prefetch_fill(p, it, slot, &p->result_err);
+        st_trace_track *tr = st_trace_at(p->trace, it);
+        if (tr) {
+            st_trace_span(tr, "wait", "wait: free slot", it, t0, t1);
+            st_trace_event e = {.name = "read batch", .index = -1, .cat = "data",
+                                .iteration = it, .key = {"images"}, .value = {slot->n},
+                                .t0 = t1, .t1 = st_now()};
+            st_trace_add(tr, &e);
+        }
         if (st != ST_OK) {
             p->result = st;
             slot->stop = 1;
@@ -227,6 +239,12 @@ st_status st_prefetch_start(st_prefetch **out, const st_prefetch_opts *o, long f
     st_prefetch *p = *out;
     p->first = first;
     p->last = last;
+    st = st_trace_track_add(o->trace, "prefetch", 2, 8, &p->trace, err);
+    if (st != ST_OK) {
+        prefetch_free(p);
+        *out = NULL;
+        return st;
+    }
     st_batchq_reset(o->q, first);
     if (pthread_create(&p->thread, NULL, prefetch_main, p) != 0) {
         prefetch_free(p);

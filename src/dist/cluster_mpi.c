@@ -14,6 +14,7 @@
 
 #include "dist/allreduce.h"
 #include "dist/allreduce_cost.h"
+#include "base/clock.h"
 #include "base/cores.h"
 #include "cluster_internal.h"
 
@@ -44,6 +45,7 @@ typedef struct cluster_worker {
     int half_algorithm;          /* partitioned: the reduce-scatter's algorithm, which the
                                     all-gather of the same iteration uses */
     double half_seconds;         /* and its time, which the probe adds to the all-gather's */
+    int last_algorithm;          /* the last all-reduce's or reduce-scatter's, or -1 */
     char label[48];              /* its name in the report, "" for "worker W" */
 } cluster_worker;
 
@@ -358,6 +360,7 @@ st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
         cw->c.idle_sleep_us = sleep_us;
         cw->c.timeout_seconds = c->timeout;
         cw->algorithm = c->algorithm;
+        cw->last_algorithm = -1;
         cw->probe_first = -1;
         for (size_t a = 0; a < st_allreduce_count; a++)
             cw->probe_best[a] = DBL_MAX;
@@ -409,6 +412,71 @@ st_status st_cluster_share_text(st_cluster *c, int ok, char **text, st_error *er
                        "stopping every rank", c->size);
     }
     *text = buf;
+    return ST_OK;
+}
+
+st_status st_cluster_clock_origin(st_cluster *c, double *origin, st_error *err)
+{
+    st_status st = ST_OK;
+    for (int k = 0; c && c->size > 1 && k < 2 && st == ST_OK; k++) {
+        MPI_Request request;
+        st = MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS
+                 ? wait_peers(c, &c->world, &request, 0, "--trace's clock barrier", err)
+                 : st_fail(err, ST_EIO, "MPI_Ibarrier of --trace's clocks failed");
+    }
+    *origin = st_now();
+    return st;
+}
+
+st_status st_cluster_gather_text(st_cluster *c, const char *text, size_t len, char **all,
+                                 size_t *all_len, st_error *err)
+{
+    *all = NULL;
+    *all_len = 0;
+    if (!c || c->size == 1)
+        return st_cluster_copy_text(text, len, all, all_len, err);
+    unsigned long long mine = len, *lens = NULL;
+    int *counts = NULL, *displs = NULL;
+    MPI_Request request;
+    st_status st = ST_OK;
+    if (c->rank == 0) {
+        lens = st_calloc((size_t)c->size, sizeof *lens, "the gathered text", err);
+        counts = st_calloc((size_t)c->size, sizeof *counts, "the gathered text", err);
+        displs = st_calloc((size_t)c->size, sizeof *displs, "the gathered text", err);
+        if (!lens || !counts || !displs)
+            st = ST_ENOMEM;
+    }
+    if (st == ST_OK)
+        st = MPI_Igather(&mine, 1, MPI_UNSIGNED_LONG_LONG, lens, 1, MPI_UNSIGNED_LONG_LONG, 0,
+                         MPI_COMM_WORLD, &request) == MPI_SUCCESS
+                 ? wait_peers(c, &c->world, &request, 1, "the trace's lengths", err)
+                 : st_fail(err, ST_EIO, "MPI_Igather of the trace's lengths failed");
+    unsigned long long total = 0;
+    for (int r = 0; st == ST_OK && c->rank == 0 && r < c->size; r++) {
+        if (lens[r] > (unsigned long long)INT_MAX - total)
+            st = st_fail(err, ST_EIO, "the ranks' traces take over %d bytes", INT_MAX);
+        displs[r] = (int)total;
+        counts[r] = (int)lens[r];
+        total += lens[r];
+    }
+    if (st == ST_OK && c->rank == 0 && !(*all = st_calloc(total + 1, 1, "the gathered text",
+                                                          err)))
+        st = ST_ENOMEM;
+    if (st == ST_OK)
+        st = MPI_Igatherv(text, (int)len, MPI_CHAR, *all, counts, displs, MPI_CHAR, 0,
+                          MPI_COMM_WORLD, &request) == MPI_SUCCESS
+                 ? wait_peers(c, &c->world, &request, 1, "the trace's events", err)
+                 : st_fail(err, ST_EIO, "MPI_Igatherv of the trace's events failed");
+    free(lens);
+    free(counts);
+    free(displs);
+    if (st != ST_OK) { /* the others would wait for this rank */
+        free(*all);
+        *all = NULL;
+        st_cluster_abort(c, err);
+        return st;
+    }
+    *all_len = (size_t)total;
     return ST_OK;
 }
 
@@ -527,6 +595,7 @@ st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t
     if (st != ST_OK)
         return st;
     double t0 = now_seconds();
+    cw->last_algorithm = algorithm;
     st = st_allreduce_algos[algorithm].run(buf, n, &cw->c, &cw->stats, err);
     if (st == ST_OK)
         record_probe(cw, algorithm, now_seconds() - t0);
@@ -544,6 +613,7 @@ st_status st_cluster_reduce_scatter(st_cluster *c, int w, long it, float *buf, s
     if (st != ST_OK)
         return st;
     double t0 = now_seconds();
+    cw->last_algorithm = algorithm;
     st = st_allreduce_algos[algorithm].reduce_scatter(buf, n, &cw->c, &cw->stats, err);
     cw->half_algorithm = algorithm;
     cw->half_seconds = now_seconds() - t0;
@@ -755,6 +825,12 @@ st_status st_cluster_mp_gather(st_cluster *c, float *buf, const int *counts, con
                                    0, c->mp_group, &request),
                    &request, c->rank != 0, "gathering the model-parallel blocks on rank 0",
                    err);
+}
+
+const char *st_cluster_algorithm(const st_cluster *c, int w)
+{
+    int a = c && w >= 0 && w < c->workers ? c->w[w].last_algorithm : -1;
+    return a >= 0 ? st_allreduce_algos[a].name : "none";
 }
 
 void st_cluster_label(st_cluster *c, int w, const char *label)

@@ -1,5 +1,6 @@
-/* The options and the set-up fingerprint of cluster.h, the same with or
- * without MPI: a mistyped --allreduce is an error on one node too. */
+/* What cluster.h does the same with or without MPI: the options and the
+ * set-up fingerprint (a mistyped --allreduce is an error on one node too),
+ * and a gathered text's copy when there is one rank. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,4 +65,15 @@ int st_cluster_local_ranks(void)
     const char *local = getenv("MPI_LOCALNRANKS");
     int n = local && st_cluster_launched() ? atoi(local) : 1;
     return n > 1 ? n : 1;
+}
+
+st_status st_cluster_copy_text(const char *text, size_t len, char **all, size_t *all_len,
+                               st_error *err)
+{
+    *all = st_calloc(len + 1, 1, "the gathered text", err);
+    if (!*all)
+        return ST_ENOMEM;
+    memcpy(*all, text, len);
+    *all_len = len;
+    return ST_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cluster_internal.h"
 
 st_status st_cluster_init(st_cluster **out, int *argc, char ***argv, st_error *err)
@@ -74,6 +75,18 @@ st_status st_cluster_measure_net(st_cluster *c, st_net_params *np, st_error *err
     return st_fail(err, ST_EINTERNAL, "measuring the network needs several ranks (mpirun)");
 }
 
+st_status st_cluster_clock_origin(st_cluster *c, double *origin, st_error *err)
+{
+    *origin = st_now();
+    return ST_OK;
+}
+
+st_status st_cluster_gather_text(st_cluster *c, const char *text, size_t len, char **all,
+                                 size_t *all_len, st_error *err)
+{
+    return st_cluster_copy_text(text, len, all, all_len, err);
+}
+
 st_status st_cluster_broadcast(st_cluster *c, float *x, size_t n, st_error *err)
 {
     return ST_OK;
@@ -89,6 +102,11 @@ st_status st_cluster_allreduce(st_cluster *c, int w, long it, float *buf, size_t
                                st_error *err)
 {
     return ST_OK;
+}
+
+const char *st_cluster_algorithm(const st_cluster *c, int w)
+{
+    return "none";
 }
 
 void st_cluster_label(st_cluster *c, int w, const char *label)

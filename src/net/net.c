@@ -523,6 +523,23 @@ static void replica_host_work(const st_replica *r, int i, int pass, int n, int t
                               l->ops->host_bytes * n * (double)st_shape_count(l->out));
 }
 
+/* --trace: layer i's pass (0 forward, 1 backward: data and weights) of n
+ * samples in iteration it, from t0 to t1. */
+static void replica_trace_layer(const st_replica *r, st_trace_track *tr, int i, int pass, int n,
+                                long it, double t0, double t1)
+{
+    const st_layer *l = r->net->layers[i];
+    st_pass_work w = st_net_pass_work(r->net, i, n);
+    st_trace_event e = {.name = pass ? "backward" : "forward", .index = i,
+                        .detail = st_layer_short_name(l), .cat = "layer", .iteration = it,
+                        .text_key = "type", .text = l->ops->type,
+                        .key = {"line", "samples", "bytes", "flops"},
+                        .value = {l->line, n, pass ? w.bytes[1] + w.bytes[2] : w.bytes[0],
+                                  pass ? w.flops[1] + w.flops[2] : w.flops[0]},
+                        .t0 = t0, .t1 = t1};
+    st_trace_add(tr, &e);
+}
+
 static st_pass replica_pass(const st_replica *r, const float *weights, const st_shard *s,
                             const st_step_info *info)
 {
@@ -546,6 +563,7 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
     double sum = 0.0;
     st_pass p = replica_pass(r, weights, s, info);
     p.loss = &sum;
+    st_trace_track *tr = info->training ? st_trace_at(r->trace, info->iteration) : NULL;
     /* The data layer copies the batch into the network's input. */
     if (info->training && r->backend->host_work)
         r->backend->host_work(r->bctx, -1, "data", 0,
@@ -560,9 +578,10 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         for (int k = 0; k < l->n_src; k++)
             src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
         p.dst = st_replica_output(r, i);
-        double t0 = r->time ? st_now() : 0.0;
+        double t0 = r->time || tr ? st_now() : 0.0;
         st_error ignored;
         st_status lst = l->ops->forward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
+        double t1 = r->time || tr ? st_now() : 0.0;
         if (lst != ST_OK && st == ST_OK) {
             st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
             st = lst;
@@ -571,7 +590,9 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
             p.n = 0;
         }
         if (r->time)
-            r->time[i].forward += st_now() - t0;
+            r->time[i].forward += t1 - t0;
+        if (tr)
+            replica_trace_layer(r, tr, i, 0, p.n, info->iteration, t0, t1);
         replica_host_work(r, i, 0, p.n, info->training);
     }
     if (loss)
@@ -597,6 +618,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
     }
     st_pass p = replica_pass(r, weights, s, info);
     p.grads = grads;
+    st_trace_track *tr = st_trace_at(r->trace, info->iteration);
     const float *src[ST_MAX_SRC];
     float *dsrc[ST_MAX_SRC];
     p.src = src;
@@ -616,10 +638,11 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         p.dst = st_replica_output(r, i);
         p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
         p.time = r->time ? &r->time[i] : NULL;
-        double t0 = r->time ? st_now() : 0.0;
+        double t0 = r->time || tr ? st_now() : 0.0;
         double weights_before = r->time ? r->time[i].backward_weights : 0.0;
         st_error ignored;
         st_status lst = l->ops->backward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
+        double t1 = r->time || tr ? st_now() : 0.0;
         if (lst != ST_OK && st == ST_OK) {
             st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
             st = lst;
@@ -628,8 +651,9 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
             p.n = 0;
         }
         if (r->time)
-            r->time[i].backward_data +=
-                st_now() - t0 - (r->time[i].backward_weights - weights_before);
+            r->time[i].backward_data += t1 - t0 - (r->time[i].backward_weights - weights_before);
+        if (tr)
+            replica_trace_layer(r, tr, i, 1, p.n, info->iteration, t0, t1);
         replica_host_work(r, i, 1, p.n, 1);
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);

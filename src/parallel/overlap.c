@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
+
 /* Iterations whose scale factors are kept; the workers are never more
  * than one iteration ahead of the communication thread. */
 #define SCALES 8
@@ -28,6 +30,7 @@ struct st_overlap {
     float scale[SCALES];
     pthread_t thread;
     int thread_started;
+    st_trace_track *trace;      /* --trace: the thread's track, or NULL */
     pthread_mutex_t lock;
     pthread_cond_t moved;
     /* under lock */
@@ -107,6 +110,27 @@ static void label_class(st_overlap *o, int k)
     st_cluster_label(o->cluster, o->channel + k, label);
 }
 
+/* --trace: bucket b of iteration it: its wait from t[0], its sum over
+ * the workers from t[1] and its all-reduce from t[2] to t[3]. */
+static void trace_bucket(st_overlap *o, long it, int b, const double *t)
+{
+    st_trace_track *tr = st_trace_at(o->trace, it);
+    if (!tr)
+        return;
+    double bytes = (double)(o->hi[b] - o->lo[b]) * sizeof(float);
+    const char *names[3] = {"wait: bucket", "sum bucket", "all-reduce bucket"};
+    const char *cats[3] = {"wait", "phase", "comm"};
+    for (int k = 0; k < 3; k++) {
+        st_trace_event e = {.name = names[k], .index = b, .cat = cats[k], .iteration = it,
+                            .key = {"bytes"}, .value = {bytes}, .t0 = t[k], .t1 = t[k + 1]};
+        if (k == 2) {
+            e.text_key = "algorithm";
+            e.text = st_cluster_algorithm(o->cluster, o->channel + o->class_of[b]);
+        }
+        st_trace_add(tr, &e);
+    }
+}
+
 static void *communicate(void *arg)
 {
     st_overlap *o = arg;
@@ -114,6 +138,7 @@ static void *communicate(void *arg)
     for (;;) {
         long it = 0;
         for (int b = 0; b < o->n_buckets; b++) {
+            double t[4] = {st_now()};
             pthread_mutex_lock(&o->lock);
             while (!o->ready[b] && !o->quit)
                 pthread_cond_wait(&o->moved, &o->lock);
@@ -124,13 +149,17 @@ static void *communicate(void *arg)
             o->ready[b] = 0;
             it = o->iteration;
             pthread_mutex_unlock(&o->lock);
+            t[1] = st_now();
             st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
+            t[2] = st_now();
             if (st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
                                      o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
                                      &err) != ST_OK) {
                 st_error_prefix(&err, "overlap: ");
                 st_cluster_abort(o->cluster, &err);
             }
+            t[3] = st_now();
+            trace_bucket(o, it, b, t);
             atomic_store(&o->remaining[b], o->layers_in[b]);
         }
         pthread_mutex_lock(&o->lock);
@@ -167,7 +196,8 @@ void st_overlap_free(st_overlap *o)
 }
 
 st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
-                            int channel, int workers, size_t bucket_bytes, st_error *err)
+                            int channel, int workers, size_t bucket_bytes, st_trace *trace,
+                            st_error *err)
 {
     *out = NULL;
     st_overlap *o = st_calloc(1, sizeof *o, "overlap", err);
@@ -198,6 +228,9 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
                        : ST_ENOMEM;
     for (int b = 0; st == ST_OK && b < o->n_buckets; b++)
         atomic_init(&o->remaining[b], o->layers_in[b]);
+    if (st == ST_OK && o->n_buckets > 0) /* per iteration, three events a bucket */
+        st = st_trace_track_add(trace, "communication", 3 * (size_t)o->n_buckets, 16,
+                                &o->trace, err);
     if (st == ST_OK && o->n_buckets > 0) { /* no parameters: nothing to send */
         if (pthread_create(&o->thread, NULL, communicate, o) != 0)
             st = st_fail(err, ST_EINTERNAL, "cannot start the overlap's communication thread");

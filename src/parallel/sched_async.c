@@ -46,6 +46,11 @@ static st_status async_diverged(st_worker *w, long it, int images)
  * their next iteration, so one may apply its finite gradient meanwhile,
  * and at a learning rate that diverges that update can overflow a weight
  * (the run's error names the first non-finite thing a worker saw). */
+static const sched_phase async_phases[] = {
+    {"wait: staleness", "wait"}, {"take the shard", "phase"}, {"compute", "phase"},
+    {"apply", "phase"},
+};
+
 void sched_worker_async(st_worker *w)
 {
     st_sched *s = w->s;
@@ -65,7 +70,7 @@ void sched_worker_async(st_worker *w)
             if (atomic_load(&s->stopping) || sched_stop_flag(s))
                 break;
         }
-        double t1 = st_now();
+        double t1 = st_now(), read = t1; /* the shard read (for --trace) */
         long epoch = i / ipe, b0 = (i % ipe) * B;
         if (epoch != w->order_epoch) {
             st_order_shuffle(&w->order, epoch);
@@ -79,6 +84,7 @@ void sched_worker_async(st_worker *w)
             st_step_info info = {1, s->o.seed, i};
             w->status = st_source_batch(src, s->o.transform, w->order.perm + b0 + first, count,
                                         w->x, w->labels, 1, shard.sample0, w->pixels, &w->err);
+            read = st_now();
             if (w->status == ST_OK)
                 w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info,
                                                &loss, &w->err);
@@ -97,6 +103,8 @@ void sched_worker_async(st_worker *w)
             st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
                             st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
         double t3 = st_now();
+        double t[5] = {t0, t1, read, t2, t3};
+        sched_trace_iteration(st_trace_at(w->trace, i), i, async_phases, 4, t, NULL, NULL);
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
         w->time.update += t3 - t2;

@@ -126,12 +126,22 @@ static st_status slice_apply(st_worker *w, long it)
 static void sum_slice_over_nodes(st_worker *w, long it, float *slice, size_t len)
 {
     st_sched *s = w->s;
+    double t0 = st_now();
     st_status st = s->o.part ? st_cluster_reduce_scatter(s->o.cluster, w->id, it, slice, len,
                                                          &w->err)
                              : st_cluster_allreduce(s->o.cluster, w->id, it, slice, len,
                                                     &w->err);
     if (st != ST_OK)
         st_cluster_abort(s->o.cluster, &w->err);
+    st_trace_track *tr = st_trace_at(w->trace, it);
+    if (tr) {
+        st_trace_event e = {.name = s->o.part ? "reduce-scatter" : "all-reduce", .index = -1,
+                            .cat = "comm", .iteration = it, .text_key = "algorithm",
+                            .text = st_cluster_algorithm(s->o.cluster, w->id),
+                            .key = {"bytes"}, .value = {(double)len * sizeof(float)},
+                            .t0 = t0, .t1 = st_now()};
+        st_trace_add(tr, &e);
+    }
 }
 
 /* Hybrid across nodes (one worker, its slice the whole arena): the
@@ -418,10 +428,16 @@ static bsp_agreement agree(st_worker *w, const st_batch_slot *b, long it, iter_r
         a.failed |= rec->status[k] != ST_OK;
     }
     a.failed_here = a.failed;
+    st_trace_track *tr = st_trace_at(w->trace, it);
     if (s->o.cluster)
         sum_over_nodes(w, it, rec, &a.failed, &a.stop, &a.loss, &a.images);
+    double t1 = tr ? st_now() : 0.0;
+    if (tr && s->o.cluster)
+        st_trace_span(tr, "comm", "control sum", it, t0, t1);
     if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
         st_overlap_wait(s->overlap, it);
+    if (tr && s->overlap)
+        st_trace_span(tr, "wait", "wait: buckets", it, t1, st_now());
     a.comm = s->o.cluster ? st_now() - t0 : 0.0;
     if (rec->mp_decided && rec->mp_stop && !a.stop)
         a.stop = rec->mp_stop;
@@ -471,6 +487,12 @@ static int finish_iteration(st_worker *w, long it, iter_record *rec, int stop_af
  * only its part of the slice (the one it summed), and the all-gather of
  * the new weights carries the nodes' verdicts, so all of them stop at the
  * same iteration. */
+static const sched_phase bsp_phases[] = {
+    {"take the shard", "wait"}, {"compute", "phase"}, {"wait: mid", "wait"},
+    {"agree", "phase"}, {"reduce the slice", "phase"}, {"apply", "phase"},
+    {"wait: iteration end", "wait"},
+};
+
 void sched_worker_bsp(st_worker *w)
 {
     st_sched *s = w->s;
@@ -478,6 +500,7 @@ void sched_worker_bsp(st_worker *w)
     double end_wait = 0.0; /* the previous iteration's wait at iter_end */
     for (long it = s->first; it < s->last; it++) {
         iter_record *rec = &s->rec[it % RECORDS];
+        st_trace_track *tr = st_trace_at(w->trace, it);
         double t0 = st_now();
         const st_batch_slot *b = st_batchq_wait(s->q, it);
         double t1 = st_now();
@@ -486,7 +509,9 @@ void sched_worker_bsp(st_worker *w)
         st_barrier_wait(&s->mid);
         double t3 = st_now();
         bsp_agreement a = agree(w, b, it, rec);
-        if (a.failed || !isfinite(a.loss) || a.stop) {
+        double t[8] = {t0, t1, t2, t3, tr ? st_now() : 0.0};
+        if (a.failed || !isfinite(a.loss) || a.stop) { /* the iteration up to its agreement */
+            sched_trace_iteration(tr, it, bsp_phases, 4, t, "aggregation", s->agg->name);
             stop_workers(s, r, it, a.failed ? (a.failed_here ? ST_EINTERNAL : ST_EPEER)
                                             : a.stop ? ST_OK : ST_EDIVERGED, a.stop);
             break;
@@ -503,7 +528,12 @@ void sched_worker_bsp(st_worker *w)
                                        t4 - t3 - (sl.comm - sl.gathered),
                                        t5 - t4 - sl.gathered, sl.comm};
         st_barrier_wait(&s->iter_end);
-        end_wait = st_now() - t5; /* counted with the next iteration's, once reported */
+        double t6 = st_now();
+        end_wait = t6 - t5; /* counted with the next iteration's, once reported */
+        t[5] = t4;
+        t[6] = t5;
+        t[7] = t6;
+        sched_trace_iteration(tr, it, bsp_phases, 7, t, "aggregation", s->agg->name);
         if (!finish_iteration(w, it, rec, a.stop_after))
             break;
     }
@@ -519,6 +549,8 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
 {
     long completed = atomic_load(&s->completed);
     for (; *reported < completed; (*reported)++) {
+        st_trace_track *tr = st_trace_at(s->trace, *reported);
+        double t0 = tr ? st_now() : 0.0;
         const iter_record *rec = &s->rec[*reported % RECORDS];
         st_iteration it = {.iteration = *reported};
         for (int r = 0; r < s->T; r++) {
@@ -536,6 +568,8 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
             it.loss = rec->nodes_loss;
         }
         done(ctx, &it);
+        if (tr)
+            st_trace_span(tr, "report", "report", *reported, t0, st_now());
     }
 }
 
@@ -564,10 +598,14 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     st_barrier_wait(&s->start);
     long reported = first;
     while (bsp_running(s, last)) {
+        double t0 = st_now();
         pthread_mutex_lock(&s->clock_lock);
         while (bsp_running(s, last) && atomic_load(&s->completed) == reported)
             pthread_cond_wait(&s->clock_moved, &s->clock_lock);
         pthread_mutex_unlock(&s->clock_lock);
+        st_trace_track *tr = st_trace_at(s->trace, reported);
+        if (tr)
+            st_trace_span(tr, "wait", "wait: workers", reported, t0, st_now());
         report(s, &reported, done, ctx);
     }
     st_barrier_wait(&s->end);

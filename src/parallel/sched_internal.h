@@ -91,6 +91,7 @@ typedef struct st_worker {
     int mp_bad;            /* whether a gradient it was to apply was not finite */
     size_t mp_bad_at;      /* (the first one's arena offset) */
     int mp_total;          /* across nodes: the iteration's samples over every rank */
+    st_trace_track *trace; /* --trace: its track (its replica's too), or NULL */
     /* async progress, under s->clock_lock */
     long clock;            /* iterations it has finished */
     double clock_loss;
@@ -155,6 +156,7 @@ struct st_sched {
     st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
     st_overlap *overlap;            /* multi-node overlap, or NULL */
+    st_trace_track *trace;          /* --trace: the scheduler thread's track, or NULL */
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
     sched_accum *accum;             /* subdivisions > 1, or NULL */
     /* --parallel hybrid: the model-parallel layers' barrier and buffers */
@@ -210,6 +212,16 @@ st_status sched_collect_status(st_sched *s, st_error *err);
  * is not finite") goes to buf. */
 void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images, char *buf,
                            size_t len);
+
+/* --trace: iteration it of a worker's track tr (NULL: nothing recorded),
+ * from t[0] to t[n]: the event "iteration IT" (args: text_key's text, or
+ * none) and its n phases, phase k from t[k] to t[k + 1], so that the
+ * phases cover the iteration (scheduler.c). */
+typedef struct sched_phase {
+    const char *name, *cat;
+} sched_phase;
+void sched_trace_iteration(st_trace_track *tr, long it, const sched_phase *phases, int n,
+                           const double *t, const char *text_key, const char *text);
 
 /* The commands' loops, run by worker w's thread between `start` and `end`:
  * a BSP run (sched_bsp.c) and an SSP / ASP run (sched_async.c). */

@@ -273,6 +273,7 @@ static st_status worker_init(st_worker *w)
         st_error_prefix(&w->err, "worker %d: ", w->id);
         return st;
     }
+    w->replica.trace = w->trace;
     if (s->overlap) {
         w->replica.layer_done = layer_done;
         w->replica.layer_done_ctx = w;
@@ -492,6 +493,23 @@ st_status sched_check_threads(const st_sched_opts *o, st_error *err)
     return ST_OK;
 }
 
+/* --trace: the scheduler's track and each worker's, before the threads
+ * start. A worker's iteration: each layer's forward and backward in every
+ * piece of its shard, its phases and what they hold (overlap.h's waits,
+ * the all-reduces of its slice). */
+static st_status add_tracks(st_sched *s, st_error *err)
+{
+    int pieces = s->o.subdivisions > 1 ? s->o.subdivisions : 1;
+    size_t per_iteration = 2 * (size_t)s->net->n_layers * (size_t)pieces + 32;
+    st_status st = st_trace_track_add(s->o.trace, "scheduler", 8, 64, &s->trace, err);
+    for (int r = 0; st == ST_OK && r < s->T; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "worker %d", r);
+        st = st_trace_track_add(s->o.trace, name, per_iteration, 64, &s->w[r].trace, err);
+    }
+    return st;
+}
+
 st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                           const st_sched_opts *o, st_error *err)
 {
@@ -542,6 +560,11 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         st_sched_free(s);
         return mst;
     }
+    st_status tst = add_tracks(s, err);
+    if (tst != ST_OK) {
+        st_sched_free(s);
+        return tst;
+    }
     if (ps->tail_applied != st_sched_tail_applied(o)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "the parameter server's model-parallel tail is %s "
@@ -550,7 +573,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     if (o->overlap && o->cluster) {
         st_status st = st_overlap_create(&s->overlap, net, ps, o->cluster, s->T, s->T,
-                                         o->bucket_bytes, err);
+                                         o->bucket_bytes, o->trace, err);
         if (st != ST_OK) {
             st_sched_free(s);
             return st;
@@ -592,6 +615,24 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     *out = s;
     return ST_OK;
+}
+
+void sched_trace_iteration(st_trace_track *tr, long it, const sched_phase *phases, int n,
+                           const double *t, const char *text_key, const char *text)
+{
+    if (!tr)
+        return;
+    st_trace_event e = {.name = "iteration", .index = (int)it, .cat = "iteration",
+                        .iteration = it, .text_key = text_key, .text = text, .t0 = t[0],
+                        .t1 = t[n]};
+    st_trace_add(tr, &e);
+    for (int k = 0; k < n; k++)
+        st_trace_span(tr, phases[k].cat, phases[k].name, it, t[k], t[k + 1]);
+}
+
+st_trace_track *st_sched_trace(const st_sched *s)
+{
+    return s->trace;
 }
 
 int st_sched_stop_reason(const st_sched *s)

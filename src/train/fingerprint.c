@@ -49,7 +49,8 @@ static uint64_t lr_schedule_hash(const st_lr_schedule *lr)
 
 /* What changes the computation, in the order it is compared (the first
  * difference is named). Deliberately left out, free to differ: the output
- * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace),
+ * (--log-format, --log-every, --metrics, -q, -v, --profile, --cpe-trace,
+ * --trace's path),
  * what rank 0 alone does (the test set, --test-interval, --no-test,
  * --test-images, --snapshot-dir, --snapshot-every (and whether every rank
  * snapshots at the same points with --rank-update partitioned),
@@ -84,6 +85,12 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add(fp, "--snapshot-every (with --rank-update partitioned every rank takes "
                       "part in the snapshots)",
                       (uint64_t)(partitioned ? t->o.snapshot_every : 0));
+    /* Every rank records and meets the others to align the clocks and to
+     * gather the events on rank 0 (the file's path is rank 0's alone). */
+    st_cluster_fp_add(fp, "--trace (given or not: every rank takes part in the timeline)",
+                      (uint64_t)(t->o.trace != NULL));
+    st_cluster_fp_add(fp, "--trace-iters", t->o.trace ? (uint64_t)t->o.trace_first << 32 ^
+                      (uint64_t)t->o.trace_last : 0);
     st_cluster_fp_add(fp, "--allreduce-granularity", t->o.allreduce_granularity &&
                       strcmp(t->o.allreduce_granularity, "layer") == 0);
     st_cluster_fp_add(fp, "--bucket-size", t->o.bucket_bytes);

@@ -68,6 +68,7 @@ static st_status trial(const st_trainer *t, int workers, int intra, int measured
     o.snapshot_every = 0;
     o.resume = NULL;
     o.metrics = NULL;
+    o.trace = NULL;
     o.save_kernel_choices = NULL;
     o.cpe_trace = o.cpe_report = NULL;
     o.loss_trace = NULL;

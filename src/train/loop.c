@@ -167,6 +167,9 @@ static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error
     if (st == ST_OK)
         st = st_sched_test(t->sched, t->test, &correct, &loss, err);
     t->test_seconds += st_now() - t0;
+    st_trace_track *tr = st_trace_at(st_sched_trace(t->sched), it - 1);
+    if (tr) /* after iteration it - 1, on the scheduler's track */
+        st_trace_span(tr, "phase", "test", it - 1, t0, st_now());
     if (st == ST_OK && !isfinite(loss))
         st = st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: the test loss is "
                      "not finite (try a lower learning_rate)", it);
@@ -374,7 +377,8 @@ st_prefetch_opts trainer_prefetch_opts(st_trainer *t)
     st_prefetch_opts po = {.source = t->train, .transform = &t->transform, .batch = t->batch,
                            .rank = st_cluster_rank(t->o.cluster),
                            .ranks = st_cluster_size(t->o.cluster), .seed = t->o.seed,
-                           .io_threads = t->o.io_threads, .q = &t->batches};
+                           .io_threads = t->o.io_threads, .q = &t->batches,
+                           .trace = t->trace};
     return po;
 }
 
@@ -483,10 +487,14 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
                                       t->part.planes, err);
     st_free_aligned(t->resumed_state);
     t->resumed_state = NULL;
+    if (st == ST_OK)
+        st = trainer_trace_start(t, err);
     t->began = st_now();
     st_progress_begin(t->log.progress, t->start, t->iterations, t->iters_per_epoch);
     if (st == ST_OK)
         st = t->o.sync == ST_SYNC_BSP ? run_bsp(t, res, err) : run_async(t, res, err);
+    if (st == ST_OK) /* every rank, its threads done with the window */
+        st = trainer_trace_finish(t, err);
     if (st == ST_OK && !res->signal) /* the whole network on rank 0 for its report */
         st = trainer_gather_mp_blocks(t, err);
     if (st == ST_OK && !res->signal)

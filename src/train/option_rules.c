@@ -230,6 +230,16 @@ static int layout_auto_nodes(const st_trainer *t, char *msg, size_t len)
     return 1;
 }
 
+static int trace_iters_alone(const st_trainer *t, char *msg, size_t len)
+{
+    const st_train_opts *o = &t->o;
+    if (!(o->trace_last >= 0 && !o->trace))
+        return 0;
+    snprintf(msg, len, "--trace-iters %ld:%ld without --trace: it chooses the iterations "
+             "--trace FILE records; give --trace FILE too", o->trace_first, o->trace_last);
+    return 1;
+}
+
 static const option_rule_fn option_rules[] = {
     iters_and_epochs,
     async_snapshots,
@@ -248,6 +258,7 @@ static const option_rule_fn option_rules[] = {
     dry_run_saves_snapshot_choices,
     layout_auto_not_bsp,
     layout_auto_nodes,
+    trace_iters_alone,
 };
 
 st_status trainer_check_option_rules(const st_trainer *t, st_error *err)

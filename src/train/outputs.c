@@ -72,6 +72,35 @@ static int is_snapshot_path(const st_trainer *t, const char *path)
     return st_same_file(dir, t->o.snapshot_dir);
 }
 
+int trainer_outputs(const st_trainer *t, st_named_path *out, char **partials)
+{
+    const st_train_opts *o = &t->o;
+    /* the files written over time and their temporaries, TARGET.partial
+     * (none when written in place) */
+    const st_named_path over_time[TRAINER_PARTIALS] = {
+        {"--metrics", o->metrics}, {"--cpe-trace", o->cpe_trace},
+        {"--cpe-report", o->cpe_report}, {"--trace", trainer_trace_path(t)},
+    };
+    static const char *const temporaries[TRAINER_PARTIALS] = {
+        "--metrics's temporary", "--cpe-trace's temporary", "--cpe-report's temporary",
+        "--trace's temporary",
+    };
+    int n = 0;
+    for (int i = 0; i < TRAINER_PARTIALS; i++) {
+        partials[i] = over_time[i].path ? st_output_partial_name(over_time[i].path) : NULL;
+        out[n++] = over_time[i];
+        out[n++] = (st_named_path){temporaries[i], partials[i]};
+    }
+    out[n++] = (st_named_path){"--save-kernel-choices", o->save_kernel_choices};
+    return n;
+}
+
+void trainer_outputs_free(char **partials)
+{
+    for (int i = 0; i < TRAINER_PARTIALS; i++)
+        free(partials[i]);
+}
+
 /* Before any work: no output is a directory or in a directory it cannot be
  * written to, and none would overwrite an input or another output (the
  * snapshots may replace the one resumed or started from: that is a run
@@ -80,16 +109,9 @@ st_status trainer_check_paths(const st_trainer *t, st_error *err)
 {
     const st_train_opts *o = &t->o;
     const st_data_paths *d = &t->data;
-    /* their temporaries: TARGET.partial (none when written in place) */
-    char *metrics_partial = o->metrics ? st_output_partial_name(o->metrics) : NULL;
-    char *trace_partial = o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL;
-    char *report_partial = o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL;
-    const st_named_path outputs[] = {
-        {"--metrics", o->metrics}, {"--metrics's temporary", metrics_partial},
-        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", trace_partial},
-        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", report_partial},
-        {"--save-kernel-choices", o->save_kernel_choices},
-    };
+    st_named_path outputs[TRAINER_OUTPUTS];
+    char *partials[TRAINER_PARTIALS];
+    int n_out = trainer_outputs(t, outputs, partials);
     const st_named_path inputs[] = {
         {"the network cfg", t->cfg_path}, {"--data", o->data},
         {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
@@ -98,17 +120,12 @@ st_status trainer_check_paths(const st_trainer *t, st_error *err)
         {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
     };
     enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */
-    int n_out = (int)(sizeof outputs / sizeof outputs[0]);
     int n_in = (int)(sizeof inputs / sizeof inputs[0]);
     st_status st = ST_OK;
-    if (o->metrics)
-        st = st_check_output_path("--metrics", o->metrics, err);
-    if (st == ST_OK && o->cpe_trace)
-        st = st_check_output_path("--cpe-trace", o->cpe_trace, err);
-    if (st == ST_OK && o->cpe_report)
-        st = st_check_output_path("--cpe-report", o->cpe_report, err);
-    if (st == ST_OK && o->save_kernel_choices)
-        st = st_check_output_path("--save-kernel-choices", o->save_kernel_choices, err);
+    /* the files, not their temporaries (every second one of the first) */
+    for (int i = 0; st == ST_OK && i < n_out; i += i < 2 * TRAINER_PARTIALS ? 2 : 1)
+        if (outputs[i].path)
+            st = st_check_output_path(outputs[i].what, outputs[i].path, err);
     if (st == ST_OK)
         st = st_check_distinct(outputs, n_out, inputs, n_in, err);
     for (int i = 0; st == ST_OK && i < n_out + n_in - STARTS; i++) {
@@ -121,8 +138,6 @@ st_status trainer_check_paths(const st_trainer *t, st_error *err)
                          trainer_stopping(t) ? t->snapshot_name : "",
                          trainer_stopping(t) ? "_best.snap" : "");
     }
-    free(metrics_partial);
-    free(trace_partial);
-    free(report_partial);
+    trainer_outputs_free(partials);
     return st;
 }

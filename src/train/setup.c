@@ -35,7 +35,7 @@ st_train_opts st_train_defaults(void)
     st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .hybrid = -1, .seed = 1,
                        .backend = "dnnl", .log_every = 100, .io_threads = 1,
                        .allreduce = "rhd", .bucket_bytes = 512u << 10,
-                       .peer_timeout = 600};
+                       .peer_timeout = 600, .trace_first = -1, .trace_last = -1};
     return o;
 }
 
@@ -69,6 +69,7 @@ void st_trainer_free(st_trainer *t)
     if (!t)
         return;
     st_sched_free(t->sched);
+    st_trace_free(t->trace);
     st_batchq_free(&t->batches);
     st_ps_part_free(&t->part);
     st_free_aligned(t->resumed_state);
@@ -153,19 +154,12 @@ static st_status open_data(st_trainer *t, st_error *err)
     /* The outputs that exist, which the images of a list and the stripes of
      * a store must not be (check_paths compared them with the files named
      * here; these are read through those). */
-    const st_train_opts *o = &t->o;
-    char *partials[3] = {o->metrics ? st_output_partial_name(o->metrics) : NULL,
-                         o->cpe_trace ? st_output_partial_name(o->cpe_trace) : NULL,
-                         o->cpe_report ? st_output_partial_name(o->cpe_report) : NULL};
-    const st_named_path outputs[] = {
-        {"--metrics", o->metrics}, {"--metrics's temporary", partials[0]},
-        {"--save-kernel-choices", o->save_kernel_choices},
-        {"--cpe-trace", o->cpe_trace}, {"--cpe-trace's temporary", partials[1]},
-        {"--cpe-report", o->cpe_report}, {"--cpe-report's temporary", partials[2]},
-    };
+    st_named_path outputs[TRAINER_OUTPUTS];
+    char *partials[TRAINER_PARTIALS];
+    int n_out = trainer_outputs(t, outputs, partials);
     st_output_ids ids = {0};
     st_status st = ST_OK;
-    for (size_t i = 0; st == ST_OK && i < sizeof outputs / sizeof outputs[0]; i++)
+    for (int i = 0; st == ST_OK && i < n_out; i++)
         st = st_output_ids_add(&ids, &outputs[i], err);
     if (st == ST_OK)
         st = open_split(t, where, "train", d->train, d->train_labels, d->names,
@@ -174,8 +168,7 @@ static st_status open_data(st_trainer *t, st_error *err)
         st = open_split(t, where, "test", d->test, d->test_labels, d->names, t->o.test_images,
                         &ids, &t->test, err);
     st_output_ids_free(&ids);
-    for (int i = 0; i < 3; i++)
-        free(partials[i]);
+    trainer_outputs_free(partials);
     if (st == ST_OK)
         st_info(&t->log, "data: %ld training records from %s, %ld test records%s%s",
                 t->train->count, t->train->name, t->test ? t->test->count : 0L,
@@ -415,7 +408,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
         .part = trainer_partitioned(t) ? &t->part : NULL,
         .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
-        .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0,
+        .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0, .trace = t->trace,
     };
 }
 
@@ -593,6 +586,8 @@ static st_status setup_state(st_trainer *t, st_error *err)
                      t->start ? " after the resumed snapshot's" : "");
     if (st == ST_OK)
         st = trainer_check_stopping(t, err);
+    if (st == ST_OK) /* before the threads that record are made */
+        st = trainer_trace_create(t, err);
     return st;
 }
 

@@ -15,6 +15,7 @@
 #include "backends/choice_cache.h"
 #include "backends/choices.h"
 #include "base/cfg.h"
+#include "base/fileio.h"
 #include "data/batchq.h"
 #include "data/data.h"
 #include "data/prefetch.h"
@@ -42,6 +43,7 @@ struct st_trainer {
                                solver state [planes * count] until the run hands out the
                                parts (loop.c), then NULL */
     st_sched *sched;
+    st_trace *trace;        /* --trace's recorder (timeline.c), or NULL */
     st_batchq batches;      /* BSP: filled by the prefetcher, read by the workers */
     st_source *train, *test;
     st_transform transform; /* records to inputs */
@@ -111,6 +113,27 @@ st_status trainer_choose_layout(st_trainer *t, st_error *err);
 
 /* The scheduler's options for t (setup.c). */
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so);
+
+/* --trace (timeline.c): the path this rank writes (rank 0's alone), or
+ * NULL; at set-up, the window (ST_EUSAGE when the one given is not in the
+ * run) and t->trace, before the scheduler is made; at the run's start the
+ * ranks' common time 0 (collective); at its end every rank's events to
+ * rank 0, which writes the file (collective). Each does nothing without
+ * --trace. */
+const char *trainer_trace_path(const st_trainer *t);
+st_status trainer_trace_create(st_trainer *t, st_error *err);
+st_status trainer_trace_start(st_trainer *t, st_error *err);
+st_status trainer_trace_finish(st_trainer *t, st_error *err);
+
+/* The run's outputs (outputs.c), into out [TRAINER_OUTPUTS]: the files
+ * written over time (--metrics, --cpe-trace, --cpe-report, --trace), each
+ * followed by its temporary (partials [TRAINER_PARTIALS], malloc'd or
+ * NULL; freed by trainer_outputs_free), then --save-kernel-choices; a
+ * path not given is NULL. Returns how many. */
+#define TRAINER_PARTIALS 4
+#define TRAINER_OUTPUTS (2 * TRAINER_PARTIALS + 1)
+int trainer_outputs(const st_trainer *t, st_named_path *out, char **partials);
+void trainer_outputs_free(char **partials);
 
 /* The prefetcher's options for t, filling t->batches (loop.c). */
 st_prefetch_opts trainer_prefetch_opts(st_trainer *t);
