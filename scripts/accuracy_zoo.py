@@ -15,6 +15,9 @@ usage: accuracy_zoo.py train MODEL SEED OUT RECIPE EPOCHS THREADS NAME
     a CSV row "pytorch,NAME,SEED,EPOCH,SECONDS,TEST_ACC" after every epoch:
     SECONDS the training time since the first batch (the test passes,
     in eval mode, left out, as they are on singletrain's side).
+usage: accuracy_zoo.py check RECIPE
+    exit 2, naming the key, when RECIPE has a key the translation below
+    does not know (0 otherwise).
 usage: accuracy_zoo.py summary CSV
     per model: each framework's final test accuracy (mean and spread over
     the seeds) and the mean seconds to reach PyTorch's mean final accuracy
@@ -171,15 +174,25 @@ def accuracy(net, x, y):
     return 100.0 * hits / len(x)
 
 
+def recipe_keys(recipe):
+    """recipe's [net] keys; exit 2 naming the key that has no translation."""
+    keys = torch_recipe.net_keys(recipe)
+    bad = sorted(set(keys) - TRAIN_KEYS)
+    if keys.get("solver", "sgd") != "sgd":
+        bad.append(f"solver={keys['solver']} (sgd only)")
+    if keys.get("subdivisions", "1") != "1":
+        bad.append(f"subdivisions={keys['subdivisions']} (the same arithmetic as 1: leave it out)")
+    if bad:
+        print(f"accuracy_zoo.py: {recipe}: no PyTorch translation for {', '.join(bad)}; "
+              f"expected the keys {', '.join(sorted(TRAIN_KEYS))}", file=sys.stderr)
+        sys.exit(2)
+    return keys
+
+
 def train(model, seed, out, recipe, epochs, threads, name):
     import torch
 
-    keys = torch_recipe.net_keys(recipe)
-    unknown = sorted(set(keys) - TRAIN_KEYS)
-    if unknown or keys.get("solver", "sgd") != "sgd" or int(keys.get("subdivisions", 1)) != 1:
-        sys.exit(f"accuracy_zoo.py: {recipe}: no PyTorch translation for "
-                 f"{', '.join(unknown) or 'solver=' + keys.get('solver', '')}"
-                 f"{' subdivisions' if int(keys.get('subdivisions', 1)) != 1 else ''}")
+    keys = recipe_keys(recipe)
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -293,6 +306,8 @@ def main(argv):
         export(argv[2], int(argv[3]), argv[4])
     elif len(argv) == 9 and argv[1] == "train":
         train(argv[2], int(argv[3]), argv[4], argv[5], int(argv[6]), int(argv[7]), argv[8])
+    elif len(argv) == 3 and argv[1] == "check":
+        recipe_keys(argv[2])
     elif len(argv) == 3 and argv[1] == "summary":
         return 0 if summary(argv[2]) else 1
     elif len(argv) == 2 and argv[1] == "zoo":

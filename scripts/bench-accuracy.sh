@@ -76,6 +76,7 @@ for m in $models; do
     *) die "--model $m: expected lenet, vgg, resnet or FILE.py:FUNCTION" ;;
     esac
 done
+$py "$zoo" check "$recipe" || exit 2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 recipe=$(cd "$(dirname "$recipe")" && pwd)/$(basename "$recipe")
