@@ -112,6 +112,10 @@ typedef struct st_replica {
      * (multi-node overlap); NULL: none. */
     void (*layer_done)(void *ctx, int layer);
     void *layer_done_ctx;
+    /* Called before layer i's forward pass of a training iteration, to
+     * wait for its weights (--pipeline layer: the previous iteration's
+     * update of its bucket); NULL: none. Its ctx is layer_done_ctx. */
+    void (*layer_ready)(void *ctx, int layer, long iteration);
     const void **out_layout;/* [n_layers] backend layout of each output */
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */

@@ -69,6 +69,12 @@ typedef struct st_time_split {
     double aggregate; /* summing gradient slices */
     double update;    /* the solver */
     double communicate; /* multi-node: control sums and all-reduce across nodes (0 on one) */
+    /* --pipeline layer (0 without): the buckets' reduction (and all-reduce
+     * and update) while the node's workers still computed the iteration,
+     * after that (while they agreed, took the next batch and ran the next
+     * forward), and what the next forward waited for (also in barrier, or
+     * across nodes in communicate) */
+    double hidden_backward, hidden_forward, exposed;
 } st_time_split;
 
 typedef struct st_sched_opts {
@@ -98,6 +104,9 @@ typedef struct st_sched_opts {
                                 layers split over groups of G ranks, one worker each
                                 (layer.h's st_mp_nodes); 0 or 1: over the workers */
     int overlap;             /* multi-node: all-reduce during backward (overlap.h) */
+    int pipeline;            /* BSP, data-parallel: each bucket updated as soon as it is
+                                reduced, the next forward waiting per layer (pipeline.h;
+                                across nodes on the overlap's buckets and thread) */
     const st_ps_part *part;  /* multi-node BSP, --rank-update partitioned: this rank's parts
                                 of the slices and their solver state (ps_part.h; the ps then
                                 holds none), or NULL */

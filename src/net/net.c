@@ -578,6 +578,8 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         for (int k = 0; k < l->n_src; k++)
             src[k] = l->src[k] < 0 ? s->x : st_replica_output(r, l->src[k]);
         p.dst = st_replica_output(r, i);
+        if (r->layer_ready && info->training)
+            r->layer_ready(r->layer_done_ctx, i, info->iteration);
         double t0 = r->time || tr ? st_now() : 0.0;
         st_error ignored;
         st_status lst = l->ops->forward(l, r->state[i], &p, st == ST_OK ? err : &ignored);

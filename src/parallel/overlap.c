@@ -1,6 +1,7 @@
 /* Gradient buckets all-reduced during backward; see overlap.h. */
 #include "parallel/overlap.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,6 +29,10 @@ struct st_overlap {
     atomic_int *layer_count;    /* [n_layers] workers done with it this iteration */
     unsigned char *reported;    /* [workers * n_layers] */
     float scale[SCALES];
+    atomic_long current;        /* without a cluster: the iteration the workers compute, */
+    atomic_int buckets_reduced; /* and its buckets reduced so far */
+    st_overlap_reduced_fn reduced; /* after each bucket's reduction, or NULL */
+    void *reduced_ctx;
     pthread_t thread;
     int thread_started;
     st_trace_track *trace;      /* --trace: the thread's track, or NULL */
@@ -131,10 +136,42 @@ static void trace_bucket(st_overlap *o, long it, int b, const double *t)
     }
 }
 
+/* Bucket b of iteration it, every worker done with it: summed over the
+ * workers, all-reduced across the nodes (with a cluster), then handed to
+ * the reduced hook; t[0]: when its wait began. */
+static void reduce_bucket(st_overlap *o, int b, long it, int worker, double *t)
+{
+    st_error err = {0};
+    t[1] = st_now();
+    st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
+    t[2] = st_now();
+    if (o->cluster && st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
+                                           o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
+                                           &err) != ST_OK) {
+        st_error_prefix(&err, "overlap: ");
+        st_cluster_abort(o->cluster, &err);
+    }
+    t[3] = st_now();
+    if (o->cluster)
+        trace_bucket(o, it, b, t);
+    atomic_store(&o->remaining[b], o->layers_in[b]);
+    if (o->reduced)
+        o->reduced(o->reduced_ctx, b, it, worker, t[1], t[3]);
+}
+
+/* The iteration whose buckets are all reduced: its waiters go on. */
+static void iteration_reduced(st_overlap *o, long it)
+{
+    pthread_mutex_lock(&o->lock);
+    o->done = it;
+    o->iteration = it + 1;
+    pthread_cond_broadcast(&o->moved);
+    pthread_mutex_unlock(&o->lock);
+}
+
 static void *communicate(void *arg)
 {
     st_overlap *o = arg;
-    st_error err = {0};
     for (;;) {
         long it = 0;
         for (int b = 0; b < o->n_buckets; b++) {
@@ -149,24 +186,9 @@ static void *communicate(void *arg)
             o->ready[b] = 0;
             it = o->iteration;
             pthread_mutex_unlock(&o->lock);
-            t[1] = st_now();
-            st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
-            t[2] = st_now();
-            if (st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
-                                     o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
-                                     &err) != ST_OK) {
-                st_error_prefix(&err, "overlap: ");
-                st_cluster_abort(o->cluster, &err);
-            }
-            t[3] = st_now();
-            trace_bucket(o, it, b, t);
-            atomic_store(&o->remaining[b], o->layers_in[b]);
+            reduce_bucket(o, b, it, -1, t);
         }
-        pthread_mutex_lock(&o->lock);
-        o->done = it;
-        o->iteration = it + 1;
-        pthread_cond_broadcast(&o->moved);
-        pthread_mutex_unlock(&o->lock);
+        iteration_reduced(o, it);
     }
 }
 
@@ -197,7 +219,7 @@ void st_overlap_free(st_overlap *o)
 
 st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_cluster *c,
                             int channel, int workers, size_t bucket_bytes, st_trace *trace,
-                            st_error *err)
+                            st_overlap_reduced_fn reduced, void *reduced_ctx, st_error *err)
 {
     *out = NULL;
     st_overlap *o = st_calloc(1, sizeof *o, "overlap", err);
@@ -210,6 +232,8 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
     o->channel = channel;
     o->workers = workers;
     o->bucket_bytes = bucket_bytes;
+    o->reduced = reduced;
+    o->reduced_ctx = reduced_ctx;
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->moved, NULL);
     o->lo = st_calloc((size_t)nl, sizeof *o->lo, "overlap buckets", err);
@@ -228,10 +252,12 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
                        : ST_ENOMEM;
     for (int b = 0; st == ST_OK && b < o->n_buckets; b++)
         atomic_init(&o->remaining[b], o->layers_in[b]);
-    if (st == ST_OK && o->n_buckets > 0) /* per iteration, three events a bucket */
+    /* per iteration, three events a bucket; without a cluster the workers
+     * reduce, and a track is written by one thread */
+    if (st == ST_OK && o->n_buckets > 0 && c)
         st = st_trace_track_add(trace, "communication", 3 * (size_t)o->n_buckets, 16,
                                 &o->trace, err);
-    if (st == ST_OK && o->n_buckets > 0) { /* no parameters: nothing to send */
+    if (st == ST_OK && o->n_buckets > 0 && c) { /* no parameters: nothing to send */
         if (pthread_create(&o->thread, NULL, communicate, o) != 0)
             st = st_fail(err, ST_EINTERNAL, "cannot start the overlap's communication thread");
         else
@@ -247,7 +273,8 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
 
 void st_overlap_start(st_overlap *o, long first)
 {
-    for (int k = 0; k < ST_OVERLAP_CLASSES; k++) /* the channels exist once a run starts */
+    for (int k = 0; o->cluster && k < ST_OVERLAP_CLASSES; k++) /* the channels exist once a
+                                                                  run starts */
         label_class(o, k);
     pthread_mutex_lock(&o->lock);
     o->iteration = first;
@@ -258,6 +285,7 @@ void st_overlap_start(st_overlap *o, long first)
 void st_overlap_begin(st_overlap *o, long it, float scale)
 {
     o->scale[it % SCALES] = scale;
+    atomic_store(&o->current, it);
 }
 
 void st_overlap_layer_done(st_overlap *o, int w, int layer)
@@ -270,12 +298,34 @@ void st_overlap_layer_done(st_overlap *o, int w, int layer)
     if (atomic_fetch_add(&o->layer_count[layer], 1) + 1 < o->workers)
         return;
     atomic_store(&o->layer_count[layer], 0);
-    if (atomic_fetch_sub(&o->remaining[b], 1) == 1) {
+    if (atomic_fetch_sub(&o->remaining[b], 1) != 1)
+        return;
+    if (!o->cluster) { /* this worker completed the bucket: it reduces it */
+        long it = atomic_load(&o->current);
+        double t[4] = {st_now()};
+        reduce_bucket(o, b, it, w, t);
+        if (atomic_fetch_add(&o->buckets_reduced, 1) + 1 == o->n_buckets) {
+            atomic_store(&o->buckets_reduced, 0);
+            iteration_reduced(o, it);
+        }
+    } else {
         pthread_mutex_lock(&o->lock);
         o->ready[b] = 1;
         pthread_cond_broadcast(&o->moved);
         pthread_mutex_unlock(&o->lock);
     }
+}
+
+void st_overlap_worker_void(st_overlap *o, int w)
+{
+    const st_param_table *t = &o->net->params;
+    const unsigned char *mine = &o->reported[(size_t)w * (size_t)o->net->n_layers];
+    float *g = o->ps->grads[w];
+    for (int k = 0; k < t->n; k++)
+        if (!mine[t->p[k].layer])
+            for (size_t i = t->p[k].offset; i < t->p[k].offset + t->p[k].count; i++)
+                g[i] = NAN;
+    st_overlap_worker_end(o, w);
 }
 
 void st_overlap_worker_end(st_overlap *o, int w)
@@ -299,4 +349,15 @@ void st_overlap_wait(st_overlap *o, long it)
 int st_overlap_buckets(const st_overlap *o)
 {
     return o->n_buckets;
+}
+
+void st_overlap_bucket_range(const st_overlap *o, int b, size_t *lo, size_t *hi)
+{
+    *lo = o->lo[b];
+    *hi = o->hi[b];
+}
+
+int st_overlap_bucket_of(const st_overlap *o, int layer)
+{
+    return o->bucket_of[layer];
 }

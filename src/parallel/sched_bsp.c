@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
@@ -393,6 +394,16 @@ typedef struct bsp_agreement {
     double comm; /* seconds spent on the other nodes */
 } bsp_agreement;
 
+/* --pipeline layer: until iteration it's buckets are all applied (or
+ * skipped), whatever the verdict. */
+static void pipeline_settle(st_sched *s, long it)
+{
+    long bad_it;
+    char what[8];
+    if (it >= s->first)
+        st_pipeline_wait(s->pipeline, it, &bad_it, what, sizeof what);
+}
+
 /* Compute: forward and backward of the worker's shard (nothing for a stop
  * batch), its bucket of the overlapped all-reduce, and its record. */
 static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_record *rec)
@@ -403,9 +414,24 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
         rec->mp_decided = 0;
     if (s->overlap && r == 0)
         st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
-    st_status st = b->stop ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
-    if (s->overlap)
+    int first, count;
+    st_shard_of(b->n, s->T, r, &first, &count);
+    /* --pipeline layer: a stop asked before the iteration begins is met
+     * before it, as without the pipeline: nothing of it is computed, so
+     * nothing of it is applied (st_overlap_worker_void) */
+    int skip = b->stop || (s->pipeline && sched_stop_flag(s));
+    if (s->pipeline && (skip || count == 0)) /* it writes its gradient without a forward
+                                                that waited for the buckets reading it */
+        pipeline_settle(s, it - 1);
+    rec->loss[r] = 0.0;
+    rec->images[r] = 0;
+    st_status st = skip ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+    if (s->pipeline && (skip || st != ST_OK)) {
+        pipeline_settle(s, it - 1);
+        st_overlap_worker_void(s->overlap, r);
+    } else if (s->overlap) {
         st_overlap_worker_end(s->overlap, r);
+    }
     rec->status[r] = st;
     if (st != ST_OK)
         w->status = st;
@@ -417,11 +443,11 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
  * the workers and the nodes, the overlapped buckets finished, and the
  * stop decision; a stop asked after the model-parallel layers began to
  * apply the iteration is put off until it is finished. */
-static bsp_agreement agree(st_worker *w, const st_batch_slot *b, long it, iter_record *rec)
+static bsp_agreement agree(st_worker *w, int stop_batch, long it, iter_record *rec)
 {
     st_sched *s = w->s;
     double t0 = st_now();
-    bsp_agreement a = {0.0, 0, b->stop, 0, rec->stop_request, 0, 0.0};
+    bsp_agreement a = {0.0, 0, stop_batch, 0, rec->stop_request, 0, 0.0};
     for (int k = 0; k < s->T; k++) {
         a.loss += rec->loss[k];
         a.images += rec->images[k];
@@ -434,9 +460,10 @@ static bsp_agreement agree(st_worker *w, const st_batch_slot *b, long it, iter_r
     double t1 = tr ? st_now() : 0.0;
     if (tr && s->o.cluster)
         st_trace_span(tr, "comm", "control sum", it, t0, t1);
-    if (s->overlap) /* every rank finishes the iteration's buckets, even to stop */
+    if (s->overlap && !s->pipeline) /* every rank finishes the iteration's buckets, even
+                                       to stop */
         st_overlap_wait(s->overlap, it);
-    if (tr && s->overlap)
+    if (tr && s->overlap && !s->pipeline)
         st_trace_span(tr, "wait", "wait: buckets", it, t1, st_now());
     a.comm = s->o.cluster ? st_now() - t0 : 0.0;
     if (rec->mp_decided && rec->mp_stop && !a.stop)
@@ -446,6 +473,16 @@ static bsp_agreement agree(st_worker *w, const st_batch_slot *b, long it, iter_r
         a.stop = 0;
     }
     return a;
+}
+
+/* Iteration it is finished: its record is the scheduler thread's to read
+ * (worker 0). */
+static void complete_iteration(st_sched *s, long it)
+{
+    pthread_mutex_lock(&s->clock_lock);
+    atomic_store(&s->completed, it + 1);
+    pthread_cond_broadcast(&s->clock_moved);
+    pthread_mutex_unlock(&s->clock_lock);
 }
 
 /* Finish (after `iter_end`): a bad slice anywhere stops every worker; else
@@ -463,16 +500,136 @@ static int finish_iteration(st_worker *w, long it, iter_record *rec, int stop_af
     }
     if (r == 0) {
         st_batchq_release(s->q, it);
-        pthread_mutex_lock(&s->clock_lock);
-        atomic_store(&s->completed, it + 1);
-        pthread_cond_broadcast(&s->clock_moved);
-        pthread_mutex_unlock(&s->clock_lock);
+        complete_iteration(s, it);
     }
     if (stop_after) {
         stop_workers(s, r, it + 1, ST_OK, stop_after);
         return 0;
     }
     return 1;
+}
+
+/* ---- --pipeline layer (pipeline.h) ----
+ *
+ * Worker r's loop: take the shard, compute (each layer's forward waiting
+ * for its bucket of the previous iteration; the buckets reduced and
+ * applied as backward completes them), settle the previous iteration (its
+ * buckets are applied by now: the forward waited for them), agree at
+ * `mid`. No update phase and no `iter_end`: iteration it is complete once
+ * its buckets are, which the workers learn at iteration it + 1's agreement,
+ * or at the run's end, where they meet at `iter_end` once. A stop agreed
+ * after the iteration began lets it finish (its buckets are being applied
+ * already) and stops after it; one seen before it began leaves it
+ * unapplied (compute_shard); a failure, a stop batch or a non-finite loss
+ * stops at once, the buckets in flight drained (a failed worker's are not
+ * finite: nobody applies them); a non-finite bucket stops every rank at
+ * its iteration, the run diverged. */
+static const sched_phase pipe_phases[] = {
+    {"take the shard", "wait"}, {"compute", "phase"}, {"settle the previous iteration", "wait"},
+    {"wait: mid", "wait"}, {"agree", "phase"},
+};
+
+/* Iteration it's buckets all applied or skipped: this worker's share of
+ * its time split (exposed: what the next forward waited for them).
+ * Returns st_pipeline_split's 1 (all applied), 0 (none) or -1; a
+ * non-finite bucket since the run began makes it -1, naming it in what. */
+static int pipeline_settled(st_worker *w, long it, double exposed, long *bad_it, char *what,
+                            size_t len)
+{
+    st_sched *s = w->s;
+    st_time_split *ts = &s->rec[it % RECORDS].time[w->id];
+    double busy, behind;
+    int good = st_pipeline_wait(s->pipeline, it, bad_it, what, len);
+    int applied = st_pipeline_split(s->pipeline, it, &busy, &behind);
+    double rest = busy - behind - exposed;
+    ts->hidden_backward = behind;
+    ts->exposed = exposed;
+    ts->hidden_forward = rest > 0.0 ? rest : 0.0;
+    return good || applied == 0 ? applied : -1;
+}
+
+/* Stop: iteration it diverged (a non-finite bucket, named in what). */
+static void pipeline_diverged(st_worker *w, long it, const char *what)
+{
+    if (w->id == 0)
+        snprintf(w->s->diverged, sizeof w->s->diverged, "%s", what);
+    stop_workers(w->s, w->id, it, ST_EDIVERGED, 0);
+}
+
+/* The loop up to its last iteration's agreement; returns the iteration to
+ * settle after it (-1: none, stopped), *stop_after the stop agreed. */
+static long pipeline_iterations(st_worker *w, int *stop_after)
+{
+    st_sched *s = w->s;
+    int r = w->id;
+    long bad_it = -1;
+    char what[192];
+    for (long it = s->first; it < s->last; it++) {
+        iter_record *rec = &s->rec[it % RECORDS];
+        st_trace_track *tr = st_trace_at(w->trace, it);
+        double t[6] = {st_now()};
+        const st_batch_slot *b = st_batchq_wait(s->q, it);
+        t[1] = st_now();
+        w->pipe_wait = 0.0;
+        compute_shard(w, b, it, rec);
+        int stop_batch = b->stop;
+        t[2] = st_now();
+        st_pipeline_computed(s->pipeline, it, t[2]);
+        int prev = it == s->first ? 1 : pipeline_settled(w, it - 1, w->pipe_wait, &bad_it, what,
+                                                         sizeof what);
+        t[3] = st_now();
+        st_barrier_wait(&s->mid);
+        t[4] = st_now();
+        if (r == 0) /* every worker is done with the batch */
+            st_batchq_release(s->q, it);
+        bsp_agreement a = agree(w, stop_batch, it, rec);
+        t[5] = st_now();
+        int nodes = s->o.cluster != NULL;
+        rec->time[r] = (st_time_split){
+            .data = t[1] - t[0], .compute = t[2] - t[1] - w->pipe_wait,
+            .barrier = t[4] - t[2] + (nodes ? 0.0 : w->pipe_wait),
+            .communicate = a.comm + (nodes ? w->pipe_wait : 0.0)};
+        sched_trace_iteration(tr, it, pipe_phases, 5, t, "aggregation", "pipeline");
+        if (prev != 1) {
+            pipeline_settle(s, it);
+            pipeline_diverged(w, bad_it, what);
+            return -1;
+        }
+        if (r == 0 && it > s->first)
+            complete_iteration(s, it - 1);
+        if (a.failed || !isfinite(a.loss)) {
+            pipeline_settle(s, it);
+            stop_workers(s, r, it, a.failed ? (a.failed_here ? ST_EINTERNAL : ST_EPEER)
+                                            : ST_EDIVERGED, 0);
+            return -1;
+        }
+        if (a.stop) {
+            *stop_after = a.stop;
+            return it;
+        }
+    }
+    return s->last - 1;
+}
+
+/* Worker r's pipelined loop over [first, last). */
+static void pipeline_worker(st_worker *w)
+{
+    st_sched *s = w->s;
+    int stop_after = 0;
+    long last = pipeline_iterations(w, &stop_after), bad_it = -1;
+    if (last < s->first)
+        return;
+    char what[192];
+    int applied = pipeline_settled(w, last, 0.0, &bad_it, what, sizeof what);
+    st_barrier_wait(&s->iter_end); /* every worker's share of its split written */
+    if (applied < 0 || (applied == 0 && !stop_after)) {
+        pipeline_diverged(w, bad_it, what);
+        return;
+    }
+    if (applied && w->id == 0)
+        complete_iteration(s, last);
+    if (stop_after)
+        stop_workers(s, w->id, last + applied, ST_OK, stop_after);
 }
 
 /* Worker r's BSP loop over [first, last): take the shard, compute, agree
@@ -493,7 +650,7 @@ static const sched_phase bsp_phases[] = {
     {"wait: iteration end", "wait"},
 };
 
-void sched_worker_bsp(st_worker *w)
+static void bsp_worker(st_worker *w)
 {
     st_sched *s = w->s;
     int r = w->id;
@@ -508,7 +665,7 @@ void sched_worker_bsp(st_worker *w)
         double t2 = st_now();
         st_barrier_wait(&s->mid);
         double t3 = st_now();
-        bsp_agreement a = agree(w, b, it, rec);
+        bsp_agreement a = agree(w, b->stop, it, rec);
         double t[8] = {t0, t1, t2, t3, tr ? st_now() : 0.0};
         if (a.failed || !isfinite(a.loss) || a.stop) { /* the iteration up to its agreement */
             sched_trace_iteration(tr, it, bsp_phases, 4, t, "aggregation", s->agg->name);
@@ -524,9 +681,10 @@ void sched_worker_bsp(st_worker *w)
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = st_now();
-        rec->time[r] = (st_time_split){t1 - t0, t2 - t1, t3 - t2 + end_wait,
-                                       t4 - t3 - (sl.comm - sl.gathered),
-                                       t5 - t4 - sl.gathered, sl.comm};
+        rec->time[r] = (st_time_split){.data = t1 - t0, .compute = t2 - t1,
+                                       .barrier = t3 - t2 + end_wait,
+                                       .aggregate = t4 - t3 - (sl.comm - sl.gathered),
+                                       .update = t5 - t4 - sl.gathered, .communicate = sl.comm};
         st_barrier_wait(&s->iter_end);
         double t6 = st_now();
         end_wait = t6 - t5; /* counted with the next iteration's, once reported */
@@ -537,7 +695,16 @@ void sched_worker_bsp(st_worker *w)
         if (!finish_iteration(w, it, rec, a.stop_after))
             break;
     }
-    if (r == 0) { /* wake the scheduler if it waits for more */
+}
+
+void sched_worker_bsp(st_worker *w)
+{
+    st_sched *s = w->s;
+    if (s->pipeline)
+        pipeline_worker(w);
+    else
+        bsp_worker(w);
+    if (w->id == 0) { /* wake the scheduler if it waits for more */
         pthread_mutex_lock(&s->clock_lock);
         pthread_cond_broadcast(&s->clock_moved);
         pthread_mutex_unlock(&s->clock_lock);
@@ -592,7 +759,10 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
     atomic_store(&s->stopping, 0);
     s->stop_reason = 0;
     atomic_store(&s->completed, first);
-    if (s->overlap)
+    s->diverged[0] = '\0';
+    if (s->pipeline)
+        st_pipeline_start(s->pipeline, first);
+    else if (s->overlap)
         st_overlap_start(s->overlap, first);
     s->cmd = CMD_BSP;
     st_barrier_wait(&s->start);
@@ -617,8 +787,11 @@ st_status st_sched_run_bsp(st_sched *s, st_batchq *q, long first, long last,
         return wst;
     if (s->stop_status == ST_EDIVERGED) {
         char where[256];
-        sched_first_nonfinite(s, 0, s->T, s->rec[s->stopped_at % RECORDS].images, where,
-                              sizeof where);
+        if (s->diverged[0]) /* the pipeline's non-finite bucket */
+            snprintf(where, sizeof where, "%s", s->diverged);
+        else
+            sched_first_nonfinite(s, 0, s->T, s->rec[s->stopped_at % RECORDS].images, where,
+                                  sizeof where);
         return st_fail(err, ST_EDIVERGED, "iteration %ld: training diverged: %s (try a lower "
                        "learning_rate)", s->stopped_at, where);
     }

@@ -15,6 +15,7 @@
 
 #include "base/barrier.h"
 #include "parallel/overlap.h"
+#include "parallel/pipeline.h"
 #include "parallel/scheduler.h"
 
 enum sched_cmd { CMD_BSP, CMD_TEST, CMD_ASYNC, CMD_STOP };
@@ -92,6 +93,8 @@ typedef struct st_worker {
     size_t mp_bad_at;      /* (the first one's arena offset) */
     int mp_total;          /* across nodes: the iteration's samples over every rank */
     st_trace_track *trace; /* --trace: its track (its replica's too), or NULL */
+    double pipe_wait;      /* --pipeline layer: seconds its forward waited for buckets, in
+                              the iteration it computes */
     /* async progress, under s->clock_lock */
     long clock;            /* iterations it has finished */
     double clock_loss;
@@ -155,7 +158,9 @@ struct st_sched {
     st_barrier start, end;          /* the scheduler and the workers */
     st_barrier mid, iter_end;       /* the workers */
     int barriers_ready;
-    st_overlap *overlap;            /* multi-node overlap, or NULL */
+    st_overlap *overlap;            /* multi-node overlap, or NULL (with a pipeline: its
+                                       buckets, owned by it) */
+    st_pipeline *pipeline;          /* --pipeline layer, or NULL */
     st_trace_track *trace;          /* --trace: the scheduler thread's track, or NULL */
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
     sched_accum *accum;             /* subdivisions > 1, or NULL */
@@ -184,6 +189,8 @@ struct st_sched {
     atomic_long completed;          /* iterations finished (records readable) */
     atomic_int stopping;            /* the workers stop before `last` (a failure, a stop) */
     long stopped_at;                /* first iteration not finished, or -1 */
+    char diverged[192];             /* --pipeline layer: the non-finite bucket it stopped at,
+                                       or "" */
     st_status stop_status;
     int stop_reason;                /* the signal of a clean stop, ST_SCHED_STOP_REQUESTED,
                                        or 0 */

@@ -250,6 +250,12 @@ static void layer_done(void *ctx, int layer)
     st_overlap_layer_done(w->s->overlap, w->id, layer);
 }
 
+static void layer_ready(void *ctx, int layer, long iteration)
+{
+    st_worker *w = ctx;
+    w->pipe_wait += st_pipeline_layer_wait(w->s->pipeline, layer, iteration);
+}
+
 static st_status worker_init(st_worker *w)
 {
     st_sched *s = w->s;
@@ -274,10 +280,13 @@ static st_status worker_init(st_worker *w)
         return st;
     }
     w->replica.trace = w->trace;
-    if (s->overlap) {
+    /* with subdivisions the pieces add up the gradient: its layers are
+     * reported once, after the last (st_overlap_worker_end) */
+    if (s->overlap && !s->accum)
         w->replica.layer_done = layer_done;
-        w->replica.layer_done_ctx = w;
-    }
+    if (s->pipeline)
+        w->replica.layer_ready = layer_ready;
+    w->replica.layer_done_ctx = w;
     worker_buffers b = sched_worker_buffers(&s->o, s->net, w->sz.cap);
     w->x = st_calloc(b.x, 1, "worker input", &w->err);
     w->labels = st_calloc(b.labels, 1, "worker labels", &w->err);
@@ -454,7 +463,10 @@ void st_sched_free(st_sched *s)
         pthread_mutex_destroy(&s->clock_lock);
         pthread_cond_destroy(&s->clock_moved);
     }
-    st_overlap_free(s->overlap);
+    if (s->pipeline) /* its overlap is its own */
+        st_pipeline_free(s->pipeline);
+    else
+        st_overlap_free(s->overlap);
     sched_accum_free(s->accum);
     for (int k = 0; k < s->n_mp_buf; k++)
         st_free_aligned(s->mp_buf[k].p);
@@ -548,10 +560,16 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         return st_fail(err, ST_EINTERNAL, "cannot create the scheduler's barriers");
     }
     s->barriers_ready = 1;
-    if (o->hybrid && (o->sync != ST_SYNC_BSP || o->overlap)) {
+    if (o->hybrid && (o->sync != ST_SYNC_BSP || o->overlap || o->pipeline)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "hybrid parallelism is bulk-synchronous and "
-                       "without --overlap");
+                       "without --overlap or --pipeline");
+    }
+    if (o->pipeline && (o->sync != ST_SYNC_BSP || o->part || o->backend->slice_reduce ||
+                        o->backend->slice_apply)) {
+        st_sched_free(s);
+        return st_fail(err, ST_EINTERNAL, "--pipeline layer: bulk-synchronous, the whole "
+                       "update on every rank, on the host");
     }
     if (o->hybrid)
         s->n_mp_sizes = sched_mp_sizes(o, s->mp_sizes);
@@ -571,9 +589,18 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                        "by the layers, and the run asks otherwise",
                        ps->tail_applied ? "applied" : "not applied");
     }
-    if (o->overlap && o->cluster) {
+    if (o->pipeline) { /* across nodes, the overlap's buckets and thread */
+        st_status st = st_pipeline_create(&s->pipeline, net, ps, o->cluster, s->T, s->T,
+                                          o->bucket_bytes, o->trace, o->solver,
+                                          o->cluster ? 1 : o->intra, err);
+        if (st != ST_OK) {
+            st_sched_free(s);
+            return st;
+        }
+        s->overlap = st_pipeline_overlap(s->pipeline);
+    } else if (o->overlap && o->cluster) {
         st_status st = st_overlap_create(&s->overlap, net, ps, o->cluster, s->T, s->T,
-                                         o->bucket_bytes, o->trace, err);
+                                         o->bucket_bytes, o->trace, NULL, NULL, err);
         if (st != ST_OK) {
             st_sched_free(s);
             return st;
