@@ -103,7 +103,10 @@ typedef struct st_train_opts {
     const char *allreduce_granularity; /* auto: "model" or "layer" */
     int supernode_size;      /* --supernode-size Q; 0 = none */
     double sim_cross_bandwidth; /* --sim-cross-bandwidth F; 0 = off */
-    int overlap;             /* --overlap: all-reduce during backward */
+    int overlap;             /* --overlap: all-reduce during backward (set too by
+                                --pipeline layer across nodes: its buckets) */
+    int pipeline;            /* --pipeline layer: each bucket updated as soon as it is
+                                reduced, the next forward waiting per layer */
     st_rank_update rank_update; /* --rank-update replicated | partitioned */
     size_t bucket_bytes;     /* --bucket-size */
     const atomic_int *stop;  /* nonzero (a signal) asks the run to stop cleanly; NULL:

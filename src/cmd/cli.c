@@ -177,6 +177,13 @@ static const st_option options[] = {
      "and all-gather with their own halves; binomial, ps and butterfly run their whole "
      "all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
      offsetof(st_cli, rank_update), 0, 0},
+    {"pipeline", 0, "none|layer", "Multi-node", "layer: update each bucket of layers as soon "
+     "as its gradient is reduced (across nodes: all-reduced, on --overlap's buckets and "
+     "thread, which it implies; on one node: summed over the workers), and start each layer's "
+     "next forward as soon as its bucket is updated, with no barrier between iterations; the "
+     "weights of the run without it, bit for bit (across nodes, --overlap's). Bulk-synchronous "
+     "and data-parallel; not with --rank-update partitioned. none: the default",
+     ST_OPT_STRING, offsetof(st_cli, pipeline), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
     {"peer-timeout", 0, "SECONDS", "Multi-node", "end every rank with a message when one waits "
@@ -307,6 +314,19 @@ static st_status parse_rank_update(st_cli *cli, st_error *err)
                    "got '%s'", v);
 }
 
+/* --pipeline none | layer */
+static st_status parse_pipeline(st_cli *cli, st_error *err)
+{
+    const char *v = cli->pipeline;
+    if (!v || strcmp(v, "none") == 0)
+        return ST_OK;
+    if (strcmp(v, "layer") == 0) {
+        cli->train.pipeline = 1;
+        return ST_OK;
+    }
+    return st_fail(err, ST_EUSAGE, "option --pipeline: expected none or layer, got '%s'", v);
+}
+
 /* --precision fp32 | bf16 */
 static st_status parse_precision(st_cli *cli, st_error *err)
 {
@@ -410,6 +430,8 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
         st = parse_bind(cli, err);
     if (st == ST_OK)
         st = parse_rank_update(cli, err);
+    if (st == ST_OK)
+        st = parse_pipeline(cli, err);
     if (st == ST_OK)
         st = parse_precision(cli, err);
     if (st == ST_OK)

@@ -17,6 +17,7 @@ typedef struct st_cli {
     const char *parallel; /* --parallel text */
     const char *bind;     /* --bind text */
     const char *rank_update;         /* --rank-update text */
+    const char *pipeline;            /* --pipeline text */
     const char *precision;           /* --precision text */
     const char *sim_cross_bandwidth; /* --sim-cross-bandwidth text */
     const char *fma_peak;            /* --fma-peak text */

@@ -75,6 +75,7 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add(fp, "the synchronisation (--sync)", (uint64_t)t->o.sync);
     st_cluster_fp_add(fp, "the all-reduce algorithm (--allreduce)", (uint64_t)t->allreduce);
     st_cluster_fp_add(fp, "--overlap", (uint64_t)t->o.overlap);
+    st_cluster_fp_add(fp, "--pipeline", (uint64_t)t->o.pipeline);
     st_cluster_fp_add(fp, "--rank-update", (uint64_t)t->o.rank_update);
     /* Partitioned, every rank sends its parts of the solver state to rank
      * 0's snapshots: they must all snapshot at the same iterations. */

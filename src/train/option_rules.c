@@ -110,6 +110,36 @@ static int partitioned_overlap(const st_trainer *t, char *msg, size_t len)
     return 1;
 }
 
+/* --pipeline layer: BSP's arithmetic, each bucket updated on the host by
+ * the thread that reduced it, every rank updating every weight. */
+static int pipeline_rules(const st_trainer *t, char *msg, size_t len)
+{
+    const st_train_opts *o = &t->o;
+    if (!o->pipeline)
+        return 0;
+    if (o->sync != ST_SYNC_BSP)
+        snprintf(msg, len, "--pipeline layer with --sync %s: the pipeline keeps "
+                 "bulk-synchronous training's arithmetic (each bucket updated once per "
+                 "iteration with the whole batch's gradient); leave out one of the two",
+                 trainer_sync_names[o->sync]);
+    else if (o->hybrid > 0)
+        snprintf(msg, len, "--pipeline layer with --parallel hybrid: the model-parallel "
+                 "layers update their parameters in backward on their own, outside the "
+                 "buckets; leave out one of the two (--parallel data)");
+    else if (o->rank_update == ST_RANK_UPDATE_PARTITIONED)
+        snprintf(msg, len, "--pipeline layer with --rank-update partitioned: give one (the "
+                 "pipeline updates each whole bucket on every rank as soon as it is "
+                 "all-reduced; the partitioned update reduce-scatters each slice and "
+                 "all-gathers the new weights)");
+    else if (t->backend->slice_reduce || t->backend->slice_apply)
+        snprintf(msg, len, "--pipeline layer with --backend %s: this backend sums and "
+                 "updates the slices on its device; the pipeline updates each bucket on the "
+                 "host", t->backend->name);
+    else
+        return 0;
+    return 1;
+}
+
 static int nodes_not_bsp(const st_trainer *t, char *msg, size_t len)
 {
     if (!(t->o.cluster && t->o.sync != ST_SYNC_BSP))
@@ -248,6 +278,7 @@ static const option_rule_fn option_rules[] = {
     mp_group_rules,
     partitioned_alone,
     partitioned_overlap,
+    pipeline_rules,
     nodes_not_bsp,
     weights_and_resume,
     prediction_without_backend,

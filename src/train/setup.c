@@ -283,7 +283,7 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
     st_net_hybrid_split(&t->net, &first_mp, shared_from);
     size_t mp_params = t->net.params.count - *shared_from;
     if (o->hybrid < 0)
-        o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && o->threads > 1 &&
+        o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && !o->pipeline && o->threads > 1 &&
                     t->subdivisions == 1 && mp_params > MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
         trainer_choose_mp_group(t);
@@ -405,7 +405,8 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .transform = &t->transform,
         .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
                             ? st_record_bytes(t->test) : st_record_bytes(t->train),
-        .cluster = o->cluster, .overlap = o->overlap, .bucket_bytes = o->bucket_bytes,
+        .cluster = o->cluster, .overlap = o->overlap, .pipeline = o->pipeline,
+        .bucket_bytes = o->bucket_bytes,
         .part = trainer_partitioned(t) ? &t->part : NULL,
         .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
         .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0, .trace = t->trace,
@@ -447,6 +448,7 @@ static st_status check_subdivisions(st_trainer *t, st_error *err)
     const char *with = o->hybrid > 0             ? "--parallel hybrid"
                        : o->sync == ST_SYNC_SSP ? "--sync ssp"
                        : o->sync == ST_SYNC_ASP ? "--sync asp"
+                       : o->pipeline && o->overlap ? "--pipeline layer across nodes"
                        : o->overlap             ? "--overlap"
                                                 : NULL;
     if (with)
@@ -473,6 +475,8 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     st_status st = st_backend_find(o->backend, &t->backend, err);
     if (st == ST_OK)
         st = trainer_check_option_rules(t, err);
+    if (st == ST_OK && o->pipeline && o->cluster) /* across nodes: --overlap's buckets */
+        o->overlap = 1;
     st_sw26010_model model; /* read again by the backend: checked before any work */
     if (st == ST_OK && o->cpe_model)
         st = st_sw26010_model_load(&model, o->cpe_model, err);
