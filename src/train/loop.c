@@ -470,6 +470,12 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
     if (t->o.overlap)
         st_info(&t->log, "overlap: gradients all-reduced during backward in buckets of at "
                 "least %zu bytes", t->o.bucket_bytes);
+    if (t->o.pipeline)
+        st_info(&t->log, "pipeline: each bucket of layers (at least %zu bytes) updated as soon "
+                "as its gradient is %s, each layer's next forward waiting only for its "
+                "bucket", t->o.bucket_bytes,
+                t->o.cluster ? "all-reduced (on the overlap's thread)"
+                             : "summed over the workers (by the worker that completes it)");
     if (trainer_partitioned(t))
         st_info(&t->log, "rank update partitioned: each worker's slice is reduce-scattered "
                 "over the %d ranks, each rank updates its part and keeps that part's solver "
