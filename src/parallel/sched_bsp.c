@@ -729,6 +729,9 @@ static void report(st_sched *s, long *reported, st_iteration_fn done, void *ctx)
             it.time.aggregate += rec->time[r].aggregate / s->T;
             it.time.update += rec->time[r].update / s->T;
             it.time.communicate += rec->time[r].communicate / s->T;
+            it.time.hidden_backward += rec->time[r].hidden_backward / s->T;
+            it.time.hidden_forward += rec->time[r].hidden_forward / s->T;
+            it.time.exposed += rec->time[r].exposed / s->T;
         }
         if (s->o.cluster) { /* the iteration over every node, not this one's share */
             it.images = (int)rec->nodes_images;

@@ -244,6 +244,9 @@ static void split_add(st_time_split *sum, const st_time_split *s)
     sum->aggregate += s->aggregate;
     sum->update += s->update;
     sum->communicate += s->communicate;
+    sum->hidden_backward += s->hidden_backward;
+    sum->hidden_forward += s->hidden_forward;
+    sum->exposed += s->exposed;
 }
 
 static void bsp_iteration_done(void *ctx, const st_iteration *it)

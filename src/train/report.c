@@ -149,6 +149,14 @@ static void log_summary(const st_trainer *t, const st_train_result *res, long ti
         st_info(&t->log, "communication ms per iteration: %.3f (control sums and all-reduce "
                 "across nodes, outside the time split above)",
                 1e3 * res->split.communicate / (double)(timed > 0 ? timed : 1));
+    if (t->o.pipeline)
+        st_info(&t->log, "pipeline: communication ms per iteration: hidden behind backward %.3f, "
+                "behind the next forward %.3f, exposed %.3f (each bucket's %s and update; "
+                "exposed: what the next forward waited for)",
+                1e3 * res->split.hidden_backward / (double)(timed > 0 ? timed : 1),
+                1e3 * res->split.hidden_forward / (double)(timed > 0 ? timed : 1),
+                1e3 * res->split.exposed / (double)(timed > 0 ? timed : 1),
+                t->o.cluster ? "sum over the workers, all-reduce" : "sum over the workers");
     double now = st_now();
     st_info(&t->log, "total time %.1f s: set-up %.1f s, training %.1f s, test phases %.1f s",
             now - t->created, t->began - t->created, now - t->began - t->test_seconds,
