@@ -65,9 +65,10 @@ double st_pipeline_layer_wait(st_pipeline *p, int layer, long it);
 void st_pipeline_computed(st_pipeline *p, long it, double t);
 
 /* Until every bucket of iteration it is applied (or skipped). Returns
- * whether all were finite since the run's start; if not, *bad_it gets the
- * first bad iteration and what (a text of len bytes) names the first
- * non-finite gradient found. */
+ * whether all were finite since the run's start up to it (the same answer
+ * for every caller: buckets come in order); if not, *bad_it gets the first
+ * bad iteration and what (a text of len bytes) names the first non-finite
+ * gradient found. */
 int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, char *what, size_t len);
 
 /* After st_pipeline_wait(it): iteration it's buckets' reduction,

@@ -192,7 +192,7 @@ int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, char *what, size_t l
     for (int b = 0; b < p->n_buckets; b++)
         wait_bucket(p, b, it);
     pthread_mutex_lock(&p->lock);
-    int good = p->bad_it < 0;
+    int good = p->bad_it < 0 || p->bad_it > it; /* a later one's buckets may be under way */
     if (!good) {
         *bad_it = p->bad_it;
         snprintf(what, len, "%s", p->bad_what);
