@@ -15,7 +15,12 @@
  * layers (output first), each sent when backward has passed its last
  * layer, one at a time, each by its own cheapest algorithm; what is left
  * after backward ends is exposed. The iteration takes t plus the exposed
- * part; img/s = N B / that. PCL-DNN's balance: the images per node whose
+ * part; img/s = N B / that. With --pipeline layer the same buckets, each
+ * followed on the communication thread by its sum over the workers and
+ * its update (the node's measured sum and update, there on one thread:
+ * T times as long, shared by bytes), leave t; the next forward's layer i
+ * waits for its bucket, and what it waits in all (the communication the
+ * next forward cannot hide) is exposed. PCL-DNN's balance: the images per node whose
  * backward takes as long as C(N), ceil(C(N) / backward per image): with
  * fewer, communication cannot hide behind backward.
  *
@@ -60,6 +65,7 @@
 
 typedef struct plan_cli {
     const char *nodes, *net_params, *csv, *backend, *sim_cross_bandwidth;
+    const char *pipeline;
     int batch, threads, intra, supernode, overlap, quiet, help, mp_group;
     long iters;
 } plan_cli;
@@ -86,6 +92,10 @@ static const st_option options[] = {
      1, 4096},
     {"overlap", 0, NULL, "Plan", "predict training with --overlap (img/s, speed-up and the "
      "communication share of the CSV; the table shows both)", ST_OPT_FLAG, OPT(overlap), 0, 0},
+    {"pipeline", 0, "none|layer", "Plan", "layer: predict training with --pipeline layer (each "
+     "bucket updated after its all-reduce, the next forward waiting per layer; implies "
+     "--overlap's buckets; the table adds what the next forward cannot hide)", ST_OPT_STRING,
+     OPT(pipeline), 0, 0},
     {"csv", 0, "FILE", "Output", "also write nodes,img_s,speedup,comm_share,allreduce,"
      "batch_per_node, one row per node count", ST_OPT_STRING, OPT(csv), 0, 0},
     {"quiet", 'q', NULL, "Output", "print nothing (with --csv)", ST_OPT_FLAG, OPT(quiet), 0, 0},
@@ -109,7 +119,9 @@ typedef struct plan_measure {
     int images;         /* B */
     double iter_s;      /* t: one iteration without communication */
     double *backward_s; /* [n_layers] each layer's backward */
+    double *forward_s;  /* [n_layers] each layer's forward */
     double backward_total;
+    double update_s;    /* of t, the node's sum and update */
 } plan_measure;
 
 /* One predicted node count. */
@@ -117,6 +129,7 @@ typedef struct plan_row {
     int nodes;
     long images;        /* of an update, N B */
     double compute_s, allreduce_s, overlapped_s; /* t; C(N); exposed with --overlap */
+    double pipelined_s; /* exposed with --pipeline layer: the next forward's waits */
     double iter_s, img_s, speedup, share;        /* as the run would (--overlap or not) */
     int algorithm;      /* the cheapest for the whole gradient; -1 on one node */
     long balance;       /* PCL-DNN's images per node; 0 on one node */
@@ -131,8 +144,9 @@ typedef struct plan {
     st_net_params np;
     double cross_fraction;  /* --sim-cross-bandwidth F, 1 without */
     const char *np_source;  /* "FILE" or "measured ..." */
-    int n_layers;
+    int n_layers, pipeline; /* pipeline: --pipeline layer */
     double *layer_bytes;    /* [n_layers] gradient bytes of each layer */
+    double *ready;          /* [n_layers] scratch: when each layer's bucket is updated */
     double grad_bytes;
     /* --mp-group: the split layers' gradient bytes, and each split layer's
      * input and output bytes per image */
@@ -146,7 +160,9 @@ typedef struct plan {
 static void plan_free(plan *p)
 {
     free(p->m.backward_s);
+    free(p->m.forward_s);
     free(p->layer_bytes);
+    free(p->ready);
     free(p->mp_in);
 }
 
@@ -268,7 +284,9 @@ static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
     p->n_layers = net->n_layers;
     p->layer_bytes = st_calloc((size_t)net->n_layers + 1, sizeof *p->layer_bytes,
                                "the layers' gradient sizes", err);
-    if (!p->layer_bytes)
+    p->ready = st_calloc((size_t)net->n_layers + 1, sizeof *p->ready, "the layers' buckets",
+                         err);
+    if (!p->layer_bytes || !p->ready)
         return ST_ENOMEM;
     for (int k = 0; k < net->params.n; k++) {
         double bytes = (double)(net->params.p[k].count * sizeof(float));
@@ -299,7 +317,9 @@ static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
     m->images = images;
     m->backward_s = st_calloc((size_t)p->n_layers + 1, sizeof *m->backward_s,
                               "the layers' backward times", err);
-    if (!m->backward_s)
+    m->forward_s = st_calloc((size_t)p->n_layers + 1, sizeof *m->forward_s,
+                             "the layers' forward times", err);
+    if (!m->backward_s || !m->forward_s)
         return ST_ENOMEM;
     st_trainer *t = NULL;
     st_train_result res = {0};
@@ -310,9 +330,11 @@ static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
         const st_layer_time *lt = st_trainer_layer_times(t);
         for (int i = 0; i < p->n_layers; i++) {
             m->backward_s[i] = (lt[i].backward_data + lt[i].backward_weights) / (double)iters;
+            m->forward_s[i] = lt[i].forward / (double)iters;
             m->backward_total += m->backward_s[i];
         }
         m->iter_s = res.seconds / (double)iters;
+        m->update_s = (res.split.aggregate + res.split.update) / (double)iters;
     }
     st_trainer_free(t);
     if (st != ST_OK)
@@ -336,6 +358,41 @@ static double overlapped(const plan *p, const plan_measure *m, int n)
         }
     }
     return channel > now ? channel - now : 0.0;
+}
+
+/* Exposed communication with --pipeline layer over n nodes: overlapped()'s
+ * buckets, each followed on the communication thread by its sum over the
+ * workers and its update (m->update_s of the whole gradient on the T
+ * workers: T times that on the one thread, shared by bytes); after
+ * backward, the next forward's layer i waits for its bucket's update. The
+ * seconds it waits in all. */
+static double pipelined(const plan *p, const plan_measure *m, int n)
+{
+    int threads = p->o->threads ? p->o->threads : 1;
+    double per_byte = p->grad_bytes > 0 ? m->update_s * threads / p->grad_bytes : 0.0;
+    double now = 0.0, channel = 0.0, bucket = 0.0, s;
+    int top = p->n_layers - 1; /* the bucket's highest layer */
+    for (int i = p->n_layers - 1; i >= 0; i--) {
+        now += m->backward_s[i];
+        bucket += p->layer_bytes[i];
+        if (bucket > 0 && (bucket >= BUCKET_BYTES || i == 0)) {
+            st_allreduce_cheapest(n, bucket, &p->np, &s);
+            channel = (channel > now ? channel : now) + s + per_byte * bucket;
+            for (int j = i; j <= top; j++)
+                p->ready[j] = channel;
+            top = i - 1;
+            bucket = 0.0;
+        }
+    }
+    double at = now, waited = 0.0;
+    for (int i = 0; i < p->n_layers; i++) {
+        if (p->layer_bytes[i] > 0 && p->ready[i] > at) {
+            waited += p->ready[i] - at;
+            at = p->ready[i];
+        }
+        at += m->forward_s[i];
+    }
+    return waited;
 }
 
 /* --mp-group G: r's all-reduce instead the other layers' over n nodes and
@@ -368,8 +425,11 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
         hybrid_comm(p, m, n, r);
     /* hybrid runs without overlap: nothing hides */
     r->overlapped_s = p->o->mp_group > 1 ? r->allreduce_s : overlapped(p, m, n);
-    double exposed = p->o->overlap ? r->overlapped_s : r->allreduce_s;
-    r->iter_s = r->compute_s + exposed;
+    r->pipelined_s = n > 1 && p->pipeline ? pipelined(p, m, n) : 0.0;
+    double exposed = p->pipeline ? r->pipelined_s
+                     : p->o->overlap ? r->overlapped_s : r->allreduce_s;
+    /* pipelined, the node's sum and update move to the communication thread */
+    r->iter_s = r->compute_s - (p->pipeline && n > 1 ? m->update_s : 0.0) + exposed;
     r->img_s = (double)r->images / r->iter_s;
     r->speedup = r->img_s / (m->images / m->iter_s);
     r->share = exposed / r->iter_s;
@@ -409,17 +469,26 @@ static void print_table(const plan *p, const st_net *net)
                "the groups' exchange of %d layer%s: all in the allreduce column\n",
                p->o->mp_group, p->mp_bytes, p->o->mp_group, p->o->mp_group, p->n_mp,
                p->n_mp == 1 ? "" : "s");
-    printf("img/s, speed-up and comm share as training %s --overlap; ms per iteration:\n",
-           p->o->overlap ? "with" : "without");
-    printf("%6s %7s %11s %11s %11s %11s %11s %8s %6s  %-13s %s\n", "nodes", "batch",
-           "compute", "allreduce", "overlapped", "iteration", "img/s", "speedup", "comm",
-           "best", "balance");
+    if (p->pipeline)
+        printf("--pipeline layer: each bucket's sum and update (%.5f ms of compute) after its "
+               "all-reduce on the communication thread; pipelined: what the next forward "
+               "cannot hide\n", 1e3 * p->m.update_s);
+    printf("img/s, speed-up and comm share as training %s; ms per iteration:\n",
+           p->pipeline ? "with --pipeline layer" : p->o->overlap ? "with --overlap"
+                                                              : "without --overlap");
+    printf("%6s %7s %11s %11s %11s ", "nodes", "batch", "compute", "allreduce", "overlapped");
+    if (p->pipeline)
+        printf("%11s ", "pipelined");
+    printf("%11s %11s %8s %6s  %-13s %s\n", "iteration", "img/s", "speedup", "comm", "best",
+           "balance");
     for (int i = 0; i < p->n_nodes; i++) {
         const plan_row *r = &p->rows[i];
-        printf("%6d %7ld %11.5f %11.5f %11.5f %11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n",
-               r->nodes, r->images, 1e3 * r->compute_s, 1e3 * r->allreduce_s,
-               1e3 * r->overlapped_s, 1e3 * r->iter_s, r->img_s, r->speedup, 100 * r->share,
-               algorithm_name(r), r->balance);
+        printf("%6d %7ld %11.5f %11.5f %11.5f ", r->nodes, r->images, 1e3 * r->compute_s,
+               1e3 * r->allreduce_s, 1e3 * r->overlapped_s);
+        if (p->pipeline)
+            printf("%11.5f ", 1e3 * r->pipelined_s);
+        printf("%11.5f %11.2f %8.3f %5.1f%%  %-13s %ld\n", 1e3 * r->iter_s, r->img_s,
+               r->speedup, 100 * r->share, algorithm_name(r), r->balance);
     }
 }
 
@@ -464,6 +533,13 @@ static st_status check_args(plan *p, const plan_cli *o, int n_pos, st_error *err
     if (o->mp_group > 1 && o->overlap)
         return st_fail(err, ST_EUSAGE, "option --mp-group %d with --overlap: hybrid training "
                        "runs without overlap; give one", o->mp_group);
+    if (o->pipeline && strcmp(o->pipeline, "none") && strcmp(o->pipeline, "layer"))
+        return st_fail(err, ST_EUSAGE, "option --pipeline: expected none or layer, got '%s'",
+                       o->pipeline);
+    p->pipeline = o->pipeline && strcmp(o->pipeline, "layer") == 0;
+    if (o->mp_group > 1 && p->pipeline)
+        return st_fail(err, ST_EUSAGE, "option --mp-group %d with --pipeline layer: hybrid "
+                       "training runs without the pipeline; give one", o->mp_group);
     st_status st = parse_nodes(p, o->nodes, err);
     for (int i = 0; st == ST_OK && o->mp_group > 1 && i < p->n_nodes; i++)
         if (p->nodes[i] % o->mp_group)

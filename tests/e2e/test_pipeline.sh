@@ -60,7 +60,8 @@ check "the time split names what the pipeline hid" out 0 \
 # SIGTERM: stop after the iteration in flight with a snapshot; resumed,
 # the run ends on the bytes of the run never stopped.
 mkdir "$tmp/term" "$tmp/term-ref"
-"$bin" -t 2 --data synthetic --no-test --iters 100000000 --log-every 100 --bucket-size 256 \
+"$bin" -t 2 --data synthetic --train-images 600 --no-test --iters 100000000 --log-every 100 \
+    --bucket-size 256 \
     --pipeline layer --snapshot-dir "$tmp/term" "$resnet" >"$tmp/term/out" 2>"$tmp/term/err" &
 pid=$!
 wait_for "$tmp/term/out" "iter 300/"

@@ -5,7 +5,8 @@
 # of the all-reduce files' headers, the cheapest kept, the first in the
 # table's order with mpi last), the measured compute the plan printed, and
 # img/s = N B / (compute + exposed all-reduce), B the batch of each node; the CSV's header, rows and
-# agreement with the table; --overlap; --mp-group (hybrid across nodes); bad inputs (a net-params file with a
+# agreement with the table; --overlap; --pipeline layer (its column, an
+# iteration at most --overlap's); --mp-group (hybrid across nodes); bad inputs (a net-params file with a
 # missing key, a bad value or an unknown key, a --nodes element that is not
 # a positive integer, no network at all) exit 2 naming the file:line or
 # the option. Under mpirun -np 2 (mpich; missing, the suite fails naming
@@ -93,6 +94,22 @@ csv_vs_table=$(awk -F, 'NR == FNR { if ($1 ~ /^[0-9]+$/) { img[$1] = $7; algo[$1
     FS=' ' "$tmp/plan.txt" FS=, "$tmp/plan.csv")
 expect "CSV rows agree with the table${csv_vs_table:+: $csv_vs_table}" [ -z "$csv_vs_table" ]
 expect "CSV written whole, no temporary left" [ "$(ls "$tmp" | grep -c 'plan.csv.tmp')" -eq 0 ]
+
+# --pipeline layer: a "pipelined" column (what the next forward cannot
+# hide) and an iteration of compute less the node's sum and update (moved
+# behind the all-reduce) plus that, never longer than --overlap's of the
+# same measurement (compute + overlapped).
+check "plan --pipeline layer" out 0 "pipelined: what the next forward cannot hide" -- \
+    "$bin" plan "$cfg" --nodes 1,2,3,4,8 $common --net-params "$np" --pipeline layer
+pipe_bad=$(awk '$1 ~ /^[0-9]+$/ && $1 > 1 {
+        if ($6 < 0 || $7 > $3 + $5 + 1e-5) print "N=" $1 ": pipelined " $6 ", iteration " $7 \
+            " above compute " $3 " + overlapped " $5 }' "$tmp/stdout")
+expect "plan --pipeline layer: the iteration at most --overlap's${pipe_bad:+: $pipe_bad}" \
+    [ -z "$pipe_bad" ]
+expect "plan --pipeline layer: the table says so" grep -q "as training with --pipeline layer" \
+    "$tmp/stdout"
+check "plan --pipeline with a bad value" err 2 "option --pipeline: expected none or layer, got 'layers'" -- \
+    "$bin" plan "$cfg" --nodes 2 $common --net-params "$np" --pipeline layers
 
 check "plan --overlap" out 0 "as training with --overlap" -- \
     "$bin" plan "$cfg" --nodes 1,2,3,4,8 $common --net-params "$np" --overlap

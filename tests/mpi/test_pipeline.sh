@@ -62,7 +62,8 @@ check "the log says the buckets are updated as soon as all-reduced" out 0 \
 # SIGTERM to mpirun: every rank stops after the iteration in flight, rank 0
 # snapshots; resumed, the run ends on the uninterrupted run's bytes.
 mkdir "$tmp/term" "$tmp/term-ref"
-mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --no-test --iters 100000000 --log-every 100 \
+mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --train-images 600 --no-test --iters 100000000 \
+    --log-every 100 \
     --bucket-size 256 --pipeline layer --allreduce ring --snapshot-dir "$tmp/term" "$resnet" \
     >"$tmp/term/out" 2>"$tmp/term/err" &
 pid=$!
@@ -76,11 +77,11 @@ expect "SIGTERM to mpirun: both ranks stopped after iteration ${n:-?}" \
 if [ -n "$n" ]; then
     it=$((n + 20))
     check "resumed with --pipeline layer" err 0 "" -- \
-        mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --no-test -q --iters $it \
+        mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --train-images 600 --no-test -q --iters $it \
         --bucket-size 256 --pipeline layer --allreduce ring --snapshot-dir "$tmp/term" \
         --resume "$tmp/term/resnet-bn_$n.snap" "$resnet"
     check "the same run uninterrupted, with --overlap" err 0 "" -- \
-        mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --no-test -q --iters $it \
+        mpirun -np 2 "$bin" -t 1 -b 12 --data synthetic --train-images 600 --no-test -q --iters $it \
         --bucket-size 256 --overlap --allreduce ring --snapshot-dir "$tmp/term-ref" "$resnet"
     expect "after SIGTERM and resume: byte-identical snapshots" \
         cmp -s "$tmp/term/resnet-bn_final.snap" "$tmp/term-ref/resnet-bn_final.snap"
