@@ -115,6 +115,13 @@ typedef struct st_replica {
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */
     unsigned char *mp;      /* [n_layers] runs model-parallel in training, or NULL */
+    /* The weights the passes are called with, rounded to bf16 (st_pass
+     * .params_bf16), kept current by whoever changes the weights (the
+     * scheduler: parallel/bf16_weights.h): to be set before the first pass
+     * of a replica created with o->backend.weights_bf16, whose kernels read
+     * them; NULL otherwise. Not owned. */
+    const uint16_t *weights_bf16;
+    int takes_bf16;         /* created with o->backend.weights_bf16 */
 } st_replica;
 
 typedef struct st_replica_opts {
