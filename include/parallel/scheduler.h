@@ -84,6 +84,9 @@ typedef struct st_sched_opts {
     const st_backend *backend;
     const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
     st_precision precision;  /* st_backend_opts.precision of every worker */
+    int bf16_per_kernel;     /* in bf16: every kernel rounds the weights it reads, at every
+                                call (the tests' oracle of the copy); 0: the workers share
+                                one bf16 copy of the weights (bf16_weights.h) */
     st_choices *choices;     /* the process's kernel choices, shared by the workers */
     const st_solver_cfg *solver;
     uint64_t seed;
@@ -121,6 +124,7 @@ typedef struct st_sched_memory {
     double kernels_next;  /* measured: building one more (worker 1's) beside it */
     double shared;        /* hybrid: the model-parallel layers' buffers the workers share */
     double accumulation;  /* subdivisions > 1: every worker's arena for its pieces' gradients */
+    double bf16_weights;  /* bf16: the weights' copy the workers share (bf16_weights.h) */
 } st_sched_memory;
 
 /* Plan the workers' replicas on a thread of their own, as the workers

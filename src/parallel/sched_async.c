@@ -46,6 +46,12 @@ static st_status async_diverged(st_worker *w, long it, int images)
  * their next iteration, so one may apply its finite gradient meanwhile,
  * and at a learning rate that diverges that update can overflow a weight
  * (the run's error names the first non-finite thing a worker saw). */
+/* st_ps_apply_own's applied: the slice converted into the bf16 copy. */
+static st_status async_applied(void *ctx, size_t b, size_t e)
+{
+    return sched_bf16_refresh(ctx, b, e);
+}
+
 void sched_worker_async(st_worker *w)
 {
     st_sched *s = w->s;
@@ -53,6 +59,8 @@ void sched_worker_async(st_worker *w)
     int B = s->o.batch, r = w->id;
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
+    if (w->status != ST_OK) /* the bf16 copy at the run's start failed */
+        atomic_store(&s->stopping, 1);
     for (long i = s->first; i < s->last && !atomic_load(&s->stopping) && !sched_stop_flag(s);
          i++) {
         double t0 = st_now();
@@ -94,8 +102,9 @@ void sched_worker_async(st_worker *w)
         /* divided by the whole batch: the T updates of an iteration add up
          * to the BSP step */
         if (count > 0 && w->status == ST_OK)
-            st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
-                            st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
+            w->status = st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
+                                        st_lr_at(&s->o.solver->lr, i), i, s->o.intra,
+                                        s->bf16 ? async_applied : NULL, w);
         double t3 = st_now();
         w->time.barrier += t1 - t0;
         w->time.compute += t2 - t1;
