@@ -14,9 +14,8 @@
  * commutes with im2col (its padding zeros are exact), so col is rounded
  * after it; the weights given in bf16 (st_kargs.weights_bf16) are read
  * from there, the same values. dst, diff_src and diff_weights stay fp32 in
- * memory: the next
- * layer rounds its own operands when it reads them. The bias and its
- * gradient are fp32 sums, with no product to round. */
+ * memory: the next layer rounds its own operands when it reads them. The
+ * bias and its gradient are fp32 sums, with no product to round. */
 #include <stdlib.h>
 #include <string.h>
 

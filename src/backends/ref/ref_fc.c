@@ -8,9 +8,10 @@
  * backward-weights: ddst and src) from the scratch and sums their products
  * in fp32, the arithmetic of oneDNN's bf16 inner product (vdpbf16ps; the
  * products are exact in fp32); the weights given in bf16
- * (st_kargs.weights_bf16) are read from there, the same values. dst, diff_src and diff_weights stay fp32 in
- * memory: the next layer rounds its own operands when it reads them. The
- * bias and its gradient are fp32 sums, with no product to round. */
+ * (st_kargs.weights_bf16) are read from there, the same values. dst,
+ * diff_src and diff_weights stay fp32 in memory: the next layer rounds its
+ * own operands when it reads them. The bias and its gradient are fp32
+ * sums, with no product to round. */
 #include <stdlib.h>
 
 #include "ref_internal.h"
