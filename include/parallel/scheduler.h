@@ -10,7 +10,9 @@
  * Bulk-synchronous (BSP) iteration: the batch is split into T shards whose
  * sizes differ by at most one; every worker runs forward and backward on
  * its shard; barrier; worker r sums and scales slice r of all gradients and
- * applies the solver to slice r; barrier. With T = 1 this is exactly the
+ * applies the solver to slice r (in bf16, then converts it into the
+ * weights' bf16 copy the workers' kernels read: bf16_weights.h); barrier.
+ * With T = 1 this is exactly the
  * single-worker computation; with more workers it differs only by the
  * order of the batch sum. The workers drive the iterations themselves,
  * taking batch i from a ring (batchq.h) that the prefetcher (prefetch.h)

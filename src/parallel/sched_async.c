@@ -40,18 +40,18 @@ static st_status async_diverged(st_worker *w, long it, int images)
                    "(try a lower learning_rate)", it, where, w->id);
 }
 
-/* SSP / ASP: worker r's shard of every iteration, at its own pace. A
- * failure, a non-finite loss or a non-finite gradient (checked before the
- * update: that worker applies none of it) stops every worker: the others at
- * their next iteration, so one may apply its finite gradient meanwhile,
- * and at a learning rate that diverges that update can overflow a weight
- * (the run's error names the first non-finite thing a worker saw). */
 /* st_ps_apply_own's applied: the slice converted into the bf16 copy. */
 static st_status async_applied(void *ctx, size_t b, size_t e)
 {
     return sched_bf16_refresh(ctx, b, e);
 }
 
+/* SSP / ASP: worker r's shard of every iteration, at its own pace. A
+ * failure, a non-finite loss or a non-finite gradient (checked before the
+ * update: that worker applies none of it) stops every worker: the others at
+ * their next iteration, so one may apply its finite gradient meanwhile,
+ * and at a learning rate that diverges that update can overflow a weight
+ * (the run's error names the first non-finite thing a worker saw). */
 void sched_worker_async(st_worker *w)
 {
     st_sched *s = w->s;
