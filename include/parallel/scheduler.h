@@ -12,9 +12,8 @@
  * its shard; barrier; worker r sums and scales slice r of all gradients and
  * applies the solver to slice r (in bf16, then converts it into the
  * weights' bf16 copy the workers' kernels read: bf16_weights.h); barrier.
- * With T = 1 this is exactly the
- * single-worker computation; with more workers it differs only by the
- * order of the batch sum. The workers drive the iterations themselves,
+ * With T = 1 this is exactly the single-worker computation; with more
+ * workers it differs only by the order of the batch sum. The workers drive the iterations themselves,
  * taking batch i from a ring (batchq.h) that the prefetcher (prefetch.h)
  * fills ahead of them, so between iterations the workers meet only each
  * other, at the barrier.
