@@ -175,8 +175,8 @@ static const st_option options[] = {
      "partitioned (each slice is reduce-scattered over the ranks, each rank updates and keeps "
      "the solver state of its 1/P of it, and the new weights are all-gathered; the same "
      "weights, a P-th of the state per rank). mpi, ring, rhd and rhd-supernode reduce-scatter "
-     "and all-gather with their own halves; binomial, ps and butterfly run their whole "
-     "all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
+     "and all-gather with their own halves; binomial, ps, butterfly and onesided run their "
+     "whole all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
      offsetof(st_cli, rank_update), 0, 0},
     {"bucket-size", 0, "BYTES", "Multi-node", "--overlap's smallest message (default 512K)",
      ST_OPT_SIZE, TRAIN(bucket_bytes), 1, (size_t)1 << 40},
