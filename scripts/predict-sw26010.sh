@@ -8,7 +8,9 @@
 #   networks  one processor (4 core groups, each a quarter of the batch;
 #             core group 0 sums the 4 gradients and updates, as swCaffe):
 #             AlexNet-BN at 256, VGG-16 and VGG-19 at 64, ResNet-50 at 32,
-#             GoogLeNet at 128, images/s;
+#             GoogLeNet at 128, images/s with a band (network_band: the
+#             calibration's median pass error over the convolutions' share
+#             of the iteration, the rest reported as uncalibrated);
 #   scaling   P = 1..1024 nodes of TaihuLight under BSP: a processor's
 #             iteration, stretched to the slowest of P nodes, plus the
 #             all-reduce of the packed gradient (recursive halving /
