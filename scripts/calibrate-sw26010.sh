@@ -38,9 +38,13 @@
 # the ones the constants give (a constant changed without refitting) or
 # when a calibration target is missed: per-pass median error at most 20%,
 # the machine's strategy on at least 85% of the passes where both run,
-# speed-ups within 10% and shares within 5 points.
+# speed-ups within 10% and shares within 5 points. --cluster-only keeps the
+# model file's layer constants (and the figures it records for them) and
+# refits the cluster constants alone: for a change that leaves the
+# calibration layers' passes as they were (the convolutions' kernels) but
+# moves a processor's iteration (another layer's costing).
 #
-# usage: scripts/calibrate-sw26010.sh [--check] [--model FILE] [--data DIR]
+# usage: scripts/calibrate-sw26010.sh [--check | --cluster-only] [--model FILE] [--data DIR]
 #   --model FILE  the model file read and written (default data/sw26010/model.conf;
 #                 the installed copy reads PREFIX/share/singletrain/sw26010/model.conf
 #                 and writes ./model.conf, for --cpe-model)
@@ -52,6 +56,7 @@ here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 model=""
 data="$st_sw26010"
 check=0
+cluster_only=0
 LAYER_SHARES="0.4 0.5 0.6"
 LAYER_FLOAT_MSG="1 1.5 2"
 LAYER_PUT_LATENCY="0 400"
@@ -59,10 +64,11 @@ die() { echo "calibrate-sw26010.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
     --check) check=1; shift ;;
+    --cluster-only) cluster_only=1; shift ;;
     --model) model=${2:-}; [ -n "$model" ] || die "--model needs a file"; shift 2 ;;
     --data) data=${2:-}; [ -n "$data" ] || die "--data needs a directory"; shift 2 ;;
     -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (expected --check, --model FILE, --data DIR)" ;;
+    *) die "unknown option '$1' (expected --check, --cluster-only, --model FILE, --data DIR)" ;;
     esac
 done
 written=$model
@@ -254,7 +260,7 @@ if [ "$check" = 1 ]; then
     exit "$fail"
 fi
 
-# ---- the layer fit
+# ---- the layer fit (--cluster-only: the file's constants, as --check evaluates them)
 
 # grid SHARES FLOATS PUT_LATENCIES: every point evaluated; $best ("SHARE
 # FLOAT GET PUT") and $best_score updated with any lower score (the first
@@ -293,6 +299,10 @@ around() {
 
 best=""
 : >"$work/seen"
+if [ "$cluster_only" = 1 ]; then
+    best="$(constant dma_interleaved_share "$model") $(constant float_msg_cycles "$model") $(constant dma_get_latency_cycles "$model") $(constant dma_put_latency_cycles "$model")"
+    echo "== the layer constants as $model has them (--cluster-only): $best"
+else
 echo "== fitting the layer constants: a coarse grid (share {$LAYER_SHARES}, float {$LAYER_FLOAT_MSG}, put latency {$LAYER_PUT_LATENCY})"
 grid "$LAYER_SHARES" "$LAYER_FLOAT_MSG" "$LAYER_PUT_LATENCY"
 # Finer grids around the best point until it stays the centre (at most 5
@@ -309,6 +319,7 @@ for halving in 1 2 4; do
         [ "$best" = "$centre" ] && break
     done
 done
+fi
 set -- $best
 share=$1; float=$2; get_lat=$3; put_lat=$4
 with_constants "$model" "$work/layers.conf" dma_interleaved_share="$share" float_msg_cycles="$float" \

@@ -35,6 +35,7 @@
 #define ST_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backends/choices.h"
 #include "base/status.h"
@@ -48,6 +49,13 @@ typedef struct st_kargs {
     const float *src;    /* [n, input] */
     float *dst;          /* [n, output]: written by forward, read by backward */
     const float *weights;
+    /* The weights rounded to bf16 (the same shape and order as weights),
+     * made once an iteration for every worker by st_backend.bf16_convert:
+     * given to the convolutions and inner products of a context created
+     * with st_backend_opts.weights_bf16 (then never NULL), which read them
+     * instead of converting weights; NULL elsewhere, where a kernel in
+     * bf16 rounds weights itself. */
+    const uint16_t *weights_bf16;
     const float *bias;
     float *mean, *var;   /* batch norm statistics, see st_bnorm_desc */
     int training;
@@ -91,6 +99,11 @@ typedef struct st_backend_opts {
     /* What the convolutions and inner products compute in (ops/bf16.h);
      * only a precision the backend's precision_supported accepts. */
     st_precision precision;
+    /* In bf16: the convolutions and inner products are given their
+     * weights rounded to bf16 as well (st_kargs.weights_bf16), one copy
+     * for every worker, and convert none themselves; 0: each kernel
+     * rounds the weights it reads at every call. */
+    int weights_bf16;
 } st_backend_opts;
 
 /* What a run asks of a backend that predicts another machine's time
@@ -121,6 +134,14 @@ typedef struct st_backend {
      * before any work (train/option_rules.c); a context is only created
      * with a precision it accepted. */
     int (*precision_supported)(st_precision p, char *why, size_t size);
+    /* Optional (NULL: st_bf16_convert, ops/bf16.h), for a backend with
+     * bf16: dst [count] = src [count] rounded to bf16 exactly as its own
+     * kernels round the weights they convert (oneDNN's conversion flushes
+     * denormals where the CPU converts natively, not where it emulates),
+     * on the worker's intra-op threads: the copy st_kargs.weights_bf16
+     * is made by it, so that reading it gives the bits converting would. */
+    st_status (*bf16_convert)(st_bctx *ctx, const float *src, uint16_t *dst, size_t count,
+                              st_error *err);
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);

@@ -271,6 +271,10 @@ typedef struct st_cpe_counters {
 /* Add src to dst (times and counts add, ldm_peak takes the larger). */
 void st_cpe_counters_add(st_cpe_counters *dst, const st_cpe_counters *src);
 
+/* Multiply c's predicted times by factor (its counts stay): one emulated
+ * launch standing for factor launches of the same work. */
+void st_cpe_counters_scale_time(st_cpe_counters *c, double factor);
+
 /* Whether a and b hold the same counts and times (critical_cpe aside). */
 int st_cpe_counters_equal(const st_cpe_counters *a, const st_cpe_counters *b);
 

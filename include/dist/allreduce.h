@@ -67,6 +67,8 @@ typedef struct st_comm {
                                    sharing cores (more ranks than cores) let each other run */
     double timeout_seconds;     /* 0: wait for the peers as long as it takes; > 0: poll
                                    (st_comm_wait) and fail a call that waits this long */
+    struct st_comm_rma *rma;    /* owned: the one-sided algorithm's window (onesided.c);
+                                   copies of c share it */
 } st_comm;
 
 /* Counters one call adds to (they accumulate over calls; zero them first). */
@@ -80,13 +82,19 @@ typedef struct st_allreduce_stats {
 } st_allreduce_stats;
 
 /* Fill c for comm (collective): rank, size, Q, F, the serial sum, no
- * scratch, waiting by spinning, no timeout. With F in (0,1) and more than
- * one rank, also measures the in-supernode time per byte with a ping-pong
- * between ranks 0 and 1 and gives every rank rank 0's figure; the caller
- * may overwrite it afterwards.
+ * scratch, waiting by spinning, no timeout, the one-sided algorithm's
+ * state (its window not made yet; st_comm_free frees it). With F in (0,1)
+ * and more than one rank, also measures the in-supernode time per byte
+ * with a ping-pong between ranks 0 and 1 and gives every rank rank 0's
+ * figure; the caller may overwrite it afterwards.
  * ST_EUSAGE when Q < 0 or F is outside [0, 1] (the same on every rank). */
 st_status st_comm_init(st_comm *c, MPI_Comm comm, int supernode_size,
                        double sim_cross_bandwidth, st_error *err);
+
+/* Collective when the one-sided algorithm has run on c (it frees that
+ * algorithm's window, MPI_Win_free): what st_comm_init allocated; before
+ * comm is freed. NULL or a freed c: nothing. */
+void st_comm_free(st_comm *c);
 
 /* Collective: the network between ranks 0 and 1 as the cost formulas
  * (allreduce_cost.h) see it, measured, rank 0's figures on every rank:
@@ -133,6 +141,8 @@ st_status st_allreduce_star(float *buf, size_t n, const st_comm *c, st_allreduce
                            st_error *err);
 st_status st_allreduce_butterfly(float *buf, size_t n, const st_comm *c,
                                  st_allreduce_stats *stats, st_error *err);
+st_status st_allreduce_onesided(float *buf, size_t n, const st_comm *c,
+                                st_allreduce_stats *stats, st_error *err);
 
 /* The halves of the algorithms that have them (allreduce_algos.h says
  * which halves every algorithm uses). */

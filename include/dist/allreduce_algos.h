@@ -17,9 +17,9 @@
  * reduce-scatter and all-gather columns name the functions that do the
  * algorithm's two halves (allreduce.h). mpi, ring, rhd and rhd-supernode
  * have halves of their own (the all-reduce is the two in a row); binomial,
- * ps and butterfly have no natural split: their reduce-scatter is their
- * whole all-reduce (each rank then keeps its part) and their all-gather
- * the ring's.
+ * ps, butterfly and onesided have no natural split: their reduce-scatter
+ * is their whole all-reduce (each rank then keeps its part) and their
+ * all-gather the ring's.
  *
  * Adding an algorithm touches four files: its row here; its file
  * src/dist/allreduce/<name>.c with its halves; their prototypes in
@@ -41,7 +41,9 @@
       "binomial-tree reduce + broadcast")                                                      \
     X(star, "ps", st_allreduce_star, st_allgather_ring, "parameter-server star on rank 0")     \
     X(butterfly, "butterfly", st_allreduce_butterfly, st_allgather_ring,                       \
-      "butterfly: recursive doubling exchanging the whole buffer")
+      "butterfly: recursive doubling exchanging the whole buffer")                             \
+    X(onesided, "onesided", st_allreduce_onesided, st_allgather_ring,                          \
+      "binomial trees over one-sided MPI (RMA puts + notifications), pipelined")
 
 /* The names as one string literal, "mpi, ring, ..., butterfly, " (for
  * --help texts): ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_NAME_LIST). */

@@ -22,6 +22,10 @@ typedef struct st_net_params {
  * (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE's default). */
 #define ST_ALLREDUCE_MPI_SHORT_BYTES 2048.0
 
+/* The one-sided algorithm (src/dist/allreduce/onesided.c) moves a buffer
+ * through its trees in segments of this many floats (128 KB), pipelined. */
+#define ST_ALLREDUCE_ONESIDED_SEGMENT_FLOATS 32768
+
 /* Seconds one all-reduce of `bytes` bytes over p ranks takes with
  * algorithm (an index of ST_ALLREDUCE_ALGOS), by its header's formula; 0
  * for p <= 1. Non-powers of two add rhd's and the butterfly's fold and

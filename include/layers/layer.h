@@ -149,6 +149,9 @@ typedef struct st_pass {
     int n;
     int training;
     const float *params;        /* the shared weights arena */
+    const uint16_t *params_bf16;/* it rounded to bf16 [the same count], one copy for every
+                                   worker, for replicas whose kernels take the weights in
+                                   bf16 (st_backend_opts.weights_bf16); NULL otherwise */
     float *grads;               /* this worker's gradient arena (training) */
     const st_arena *arena;      /* this worker's activation arena */
     const float *const *src;    /* [n_src] producers' outputs [n, ...] */
@@ -246,6 +249,10 @@ st_status st_layer_ref(st_build *b, const char *key, int value, int *index, st_e
 /* Reject an option whose value differs from the only one singletrain
  * implements (e.g. xnor=1): "key=value is not supported". */
 st_status st_layer_only(st_build *b, const char *key, const char *supported, st_error *err);
+
+/* The bf16 copy of the weights at arena offset off, for st_kargs.weights_bf16
+ * beside p->params + off: NULL when the pass has none. */
+const uint16_t *st_pass_weights_bf16(const st_pass *p, size_t off);
 
 /* Reserve count floats of per-worker workspace; *off is its arena offset. */
 st_status st_setup_floats(st_setup *s, const st_layer *l, const char *role, size_t count,

@@ -125,6 +125,13 @@ typedef struct st_replica {
      * backward on it ("forward 3 conv", args: the layer's type and cfg
      * line, the bytes and flops of st_net_pass_work). Set by the owner. */
     st_trace_track *trace;
+    /* The weights the passes are called with, rounded to bf16 (st_pass
+     * .params_bf16), kept current by whoever changes the weights (the
+     * scheduler: parallel/bf16_weights.h): to be set before the first pass
+     * of a replica created with o->backend.weights_bf16, whose kernels read
+     * them; NULL otherwise. Not owned. */
+    const uint16_t *weights_bf16;
+    int takes_bf16;         /* created with o->backend.weights_bf16 */
 } st_replica;
 
 typedef struct st_replica_opts {

@@ -42,4 +42,10 @@ float st_bf16_to_float(uint16_t b);
  * operands the bf16 kernels multiply; dst may be src. */
 void st_bf16_round(float *dst, const float *src, size_t count);
 
+/* dst [count] = src [count] rounded to bf16 (st_bf16_from_float each). */
+void st_bf16_convert(uint16_t *dst, const float *src, size_t count);
+
+/* dst [count] = the floats the bf16 values src [count] stand for. */
+void st_bf16_widen(float *dst, const uint16_t *src, size_t count);
+
 #endif

@@ -62,6 +62,11 @@ void st_ps_free(st_ps *ps);
 size_t st_ps_grad_floats(const st_param_table *t, int worker, size_t shared_from,
                          int tail_applied);
 
+/* Part t of `parts` of arena floats [b, e), in whole cache lines, into
+ * [*sb, *se) (empty parts at the end when there are more parts than
+ * lines). */
+void st_ps_sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *se);
+
 /* grads[0][slice r] = scale * sum over workers of grads[w][slice r] (of
  * grads[0] alone from shared_from on), on
  * `threads` threads of the calling worker (its intra-op threads). The work
@@ -104,8 +109,11 @@ void st_ps_apply_range(st_ps *ps, size_t b, size_t e, float *state, size_t strid
 
 /* Scale worker w's own gradient and apply it, as the update of iteration
  * iter, to every slice, each under its lock (bounded-staleness and
- * asynchronous training). */
-void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
-                     long iter, int threads);
+ * asynchronous training); then, still under the lock, applied(ctx, b, e)
+ * with the slice's range [b, e), unless NULL or an earlier call failed:
+ * its first failure is returned (the update itself cannot fail). */
+typedef st_status (*st_ps_applied_fn)(void *ctx, size_t b, size_t e);
+st_status st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
+                          long iter, int threads, st_ps_applied_fn applied, void *ctx);
 
 #endif

@@ -10,9 +10,10 @@
  * Bulk-synchronous (BSP) iteration: the batch is split into T shards whose
  * sizes differ by at most one; every worker runs forward and backward on
  * its shard; barrier; worker r sums and scales slice r of all gradients and
- * applies the solver to slice r; barrier. With T = 1 this is exactly the
- * single-worker computation; with more workers it differs only by the
- * order of the batch sum. The workers drive the iterations themselves,
+ * applies the solver to slice r (in bf16, then converts it into the
+ * weights' bf16 copy the workers' kernels read: bf16_weights.h); barrier.
+ * With T = 1 this is exactly the single-worker computation; with more
+ * workers it differs only by the order of the batch sum. The workers drive the iterations themselves,
  * taking batch i from a ring (batchq.h) that the prefetcher (prefetch.h)
  * fills ahead of them, so between iterations the workers meet only each
  * other, at the barrier.
@@ -90,6 +91,9 @@ typedef struct st_sched_opts {
     const st_backend *backend;
     const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
     st_precision precision;  /* st_backend_opts.precision of every worker */
+    int bf16_per_kernel;     /* in bf16: every kernel rounds the weights it reads, at every
+                                call (the tests' oracle of the copy); 0: the workers share
+                                one bf16 copy of the weights (bf16_weights.h) */
     st_choices *choices;     /* the process's kernel choices, shared by the workers */
     const st_solver_cfg *solver;
     uint64_t seed;
@@ -132,6 +136,7 @@ typedef struct st_sched_memory {
     double kernels_next;  /* measured: building one more (worker 1's) beside it */
     double shared;        /* hybrid: the model-parallel layers' buffers the workers share */
     double accumulation;  /* subdivisions > 1: every worker's arena for its pieces' gradients */
+    double bf16_weights;  /* bf16: the weights' copy the workers share (bf16_weights.h) */
 } st_sched_memory;
 
 /* Plan the workers' replicas on a thread of their own, as the workers

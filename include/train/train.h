@@ -55,6 +55,9 @@ typedef struct st_train_opts {
                                 NULL: auto where the backend has several */
     st_precision precision;  /* --precision: what convolutions and inner products compute
                                 in (ops/bf16.h); the backend must support it */
+    int bf16_per_kernel;     /* no option: in bf16, every kernel rounds the weights it
+                                reads instead of reading the workers' one copy
+                                (st_sched_opts.bf16_per_kernel): the tests' oracle */
     const char *kernel_choices;      /* --kernel-choices FILE to use, or NULL */
     const char *save_kernel_choices; /* --save-kernel-choices FILE to write, or NULL */
     int remeasure;           /* --kernel-choices measure: the choice cache is not read (every

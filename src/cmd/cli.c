@@ -66,7 +66,8 @@ static const st_option options[] = {
     {"precision", 0, "fp32|bf16", "Training", "what convolutions and inner products compute "
      "in: fp32 (the default) or bf16 (their operands rounded to bfloat16, the products "
      "summed in fp32, as torch.autocast; weights, gradients, the solver, batch norm, softmax "
-     "and the loss stay fp32). bf16 runs on the ref backend for now",
+     "and the loss stay fp32). bf16 runs on ref (plain C, every host) and dnnl (where "
+     "oneDNN's ISA is AVX-512)",
      ST_OPT_STRING, offsetof(st_cli, precision), 0, 0},
     {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
      "default: each convolution times its candidates on its first call and keeps the "
@@ -174,8 +175,8 @@ static const st_option options[] = {
      "partitioned (each slice is reduce-scattered over the ranks, each rank updates and keeps "
      "the solver state of its 1/P of it, and the new weights are all-gathered; the same "
      "weights, a P-th of the state per rank). mpi, ring, rhd and rhd-supernode reduce-scatter "
-     "and all-gather with their own halves; binomial, ps and butterfly run their whole "
-     "all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
+     "and all-gather with their own halves; binomial, ps, butterfly and onesided run their "
+     "whole all-reduce, then the ring's all-gather. Not with --overlap", ST_OPT_STRING,
      offsetof(st_cli, rank_update), 0, 0},
     {"pipeline", 0, "none|layer", "Multi-node", "layer: update each bucket of layers as soon "
      "as its gradient is reduced (across nodes: all-reduced, on --overlap's buckets and "

@@ -32,6 +32,17 @@ static void time_add(st_cpe_time *d, const st_cpe_time *s)
     d->total_s += s->total_s;
 }
 
+void st_cpe_counters_scale_time(st_cpe_counters *c, double factor)
+{
+    st_cpe_time *t = &c->time;
+    t->compute_s *= factor;
+    t->dma_s *= factor;
+    t->regcomm_s *= factor;
+    t->sync_s *= factor;
+    t->launch_s *= factor;
+    t->total_s *= factor;
+}
+
 void st_cpe_counters_add(st_cpe_counters *dst, const st_cpe_counters *src)
 {
     dst->launches += src->launches;

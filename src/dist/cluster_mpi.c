@@ -128,9 +128,11 @@ void st_cluster_free(st_cluster *c)
 {
     if (!c)
         return;
-    for (int w = 0; w < c->workers && c->w; w++)
+    for (int w = 0; w < c->workers && c->w; w++) {
+        st_comm_free(&c->w[w].c); /* collective: the one-sided algorithm's window */
         if (c->w[w].comm != MPI_COMM_NULL)
             MPI_Comm_free(&c->w[w].comm);
+    }
     free(c->w);
     if (c->mp_group != MPI_COMM_NULL)
         MPI_Comm_free(&c->mp_group);

@@ -249,8 +249,9 @@ static st_status mp_nodes_forward(const connected_layer *l, connected_mp *m, con
     if (st == ST_OK && width > 0 && N > 0) {
         st_pass whole = *p;
         whole.n = N;
-        st_kargs a = {.src = m->x, .dst = m->blocks,
-                      .weights = p->params + l->wp.weights + (size_t)m->o0 * in,
+        size_t w_at = l->wp.weights + (size_t)m->o0 * in;
+        st_kargs a = {.src = m->x, .dst = m->blocks, .weights = p->params + w_at,
+                      .weights_bf16 = st_pass_weights_bf16(p, w_at),
                       .bias = p->params + l->wp.biases + m->o0};
         st = st_kslot_forward(&m->slice, &whole, &a, err);
     }
@@ -290,7 +291,8 @@ static st_status mp_nodes_backward(const connected_layer *l, connected_state *cs
     if (!m->dx_mine)
         return st;
     if (st == ST_OK && width > 0 && N > 0) {
-        st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + w_at, .diff_dst = dy,
+        st_kargs a = {.src = m->x, .dst = dy, .weights = p->params + w_at,
+                      .weights_bf16 = st_pass_weights_bf16(p, w_at), .diff_dst = dy,
                       .diff_src = m->dx};
         st = st_kslot_backward_data(&m->slice, &whole, &a, err);
     } else if (N > 0) { /* no neurons here, or a failure: a zero part of the sum */
@@ -342,8 +344,10 @@ static st_status mp_forward(const connected_layer *l, connected_mp *m, const st_
     if (m->o1 > m->o0) {
         st_pass whole = *p;
         whole.n = p->batch_n;
+        size_t w_at = l->wp.weights + (size_t)m->o0 * in;
         st_kargs a = {.src = m->x, .dst = m->blocks + (size_t)m->b_max * (size_t)m->o0,
-                      .weights = p->params + l->wp.weights + (size_t)m->o0 * in,
+                      .weights = p->params + w_at,
+                      .weights_bf16 = st_pass_weights_bf16(p, w_at),
                       .bias = p->params + l->wp.biases + m->o0};
         st = st_kslot_forward(&m->slice, &whole, &a, err);
     }
@@ -368,6 +372,7 @@ static st_status mp_backward(const connected_layer *l, connected_state *cs, cons
     mp_rows(m, l->outputs, p->batch_first, p->n, p->diff_dst, 0);
     if (st == ST_OK && p->n && p->diff_src[0]) {
         st_kargs a = {.src = p->src[0], .dst = p->dst, .weights = p->params + l->wp.weights,
+                      .weights_bf16 = st_pass_weights_bf16(p, l->wp.weights),
                       .diff_dst = p->diff_dst, .diff_src = p->diff_src[0],
                       .accumulate = p->accumulate[0]};
         st = st_kslot_backward_data(&cs->ws.main, p, &a, err);

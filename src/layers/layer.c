@@ -136,6 +136,11 @@ st_status st_layer_only(st_build *b, const char *key, const char *supported, st_
                    b->cfg->path, o->line, b->sec->type, key, o->val, supported);
 }
 
+const uint16_t *st_pass_weights_bf16(const st_pass *p, size_t off)
+{
+    return p->params_bf16 ? p->params_bf16 + off : NULL;
+}
+
 st_status st_setup_floats(st_setup *s, const st_layer *l, const char *role, size_t count,
                           size_t *off, st_error *err)
 {

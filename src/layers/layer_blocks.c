@@ -171,6 +171,7 @@ st_status st_wl_forward(const st_wl_params *wp, st_wl_state *ws, const st_pass *
 {
     float *pre = wp->batch_normalize ? st_arena_at(p->arena, ws->pre_off) : p->dst;
     st_kargs a = {.src = p->src[0], .dst = pre, .weights = p->params + wp->weights,
+                  .weights_bf16 = st_pass_weights_bf16(p, wp->weights),
                   .bias = wp->batch_normalize ? NULL : p->params + wp->biases};
     st_status st = st_kslot_forward(&ws->main, p, &a, err);
     if (st != ST_OK || !wp->batch_normalize)
@@ -193,7 +194,7 @@ st_status st_wl_backward(const st_wl_params *wp, st_wl_state *ws, const st_pass 
             return st;
     }
     st_kargs a = {.src = p->src[0], .dst = pre, .weights = p->params + wp->weights,
-                  .diff_dst = pre_delta, .diff_weights = p->grads + wp->weights,
+                  .weights_bf16 = st_pass_weights_bf16(p, wp->weights), .diff_dst = pre_delta, .diff_weights = p->grads + wp->weights,
                   .diff_bias = wp->batch_normalize ? NULL : p->grads + wp->biases};
     st = st_kslot_backward_weights(&ws->main, p, &a, err);
     if (st != ST_OK || !p->diff_src[0])

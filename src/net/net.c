@@ -430,6 +430,7 @@ static st_status replica_build(st_replica *r, const st_net *net, const st_backen
     r->n = o->n;
     r->training = o->training;
     r->input_delta = o->input_delta;
+    r->takes_bf16 = o->backend.weights_bf16 && o->backend.precision == ST_PRECISION_BF16;
     int nl = net->n_layers;
     r->state = st_calloc((size_t)nl, sizeof *r->state, "replica state", err);
     r->out_off = st_calloc((size_t)nl, sizeof *r->out_off, "replica views", err);
@@ -544,7 +545,8 @@ static st_pass replica_pass(const st_replica *r, const float *weights, const st_
                             const st_step_info *info)
 {
     st_pass p = {
-        .n = s->n, .training = info->training, .params = weights, .arena = &r->arena,
+        .n = s->n, .training = info->training, .params = weights,
+        .params_bf16 = r->weights_bf16, .arena = &r->arena,
         .labels = s->labels, .seed = info->seed, .iteration = info->iteration,
         .sample0 = s->sample0, .batch_first = s->batch_first, .batch_n = s->batch_n,
     };
@@ -560,6 +562,9 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
                        s->n, r->n);
     if (info->training && !r->training)
         return st_fail(err, ST_EINTERNAL, "training forward on an inference replica");
+    if (r->takes_bf16 && !r->weights_bf16)
+        return st_fail(err, ST_EINTERNAL, "a replica whose kernels take the weights in bf16 "
+                       "was given none");
     double sum = 0.0;
     st_pass p = replica_pass(r, weights, s, info);
     p.loss = &sum;

@@ -32,3 +32,15 @@ void st_bf16_round(float *dst, const float *src, size_t count)
     for (size_t i = 0; i < count; i++)
         dst[i] = st_bf16_to_float(st_bf16_from_float(src[i]));
 }
+
+void st_bf16_convert(uint16_t *dst, const float *src, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        dst[i] = st_bf16_from_float(src[i]);
+}
+
+void st_bf16_widen(float *dst, const uint16_t *src, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        dst[i] = st_bf16_to_float(src[i]);
+}

@@ -76,8 +76,7 @@ st_status st_ps_init_split(st_ps *ps, const st_param_table *t, int n_workers,
     return ST_OK;
 }
 
-/* Part t of `parts` of [b, e), in whole cache lines. */
-static void sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *se)
+void st_ps_sub_range(size_t b, size_t e, int t, int parts, size_t *sb, size_t *se)
 {
     size_t lines = (e - b + ST_PARAM_ALIGN - 1) / ST_PARAM_ALIGN;
     size_t lo = b + lines * (size_t)t / (size_t)parts * ST_PARAM_ALIGN;
@@ -109,7 +108,7 @@ void st_ps_reduce(st_ps *ps, int r, float scale, int threads)
 #pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
-        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         st_ps_reduce_range(ps, sb, se, scale);
     }
 }
@@ -125,7 +124,7 @@ void st_ps_apply(st_ps *ps, int r, const st_solver_cfg *c, float lr, long iter, 
 #pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
-        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         st_solver_update(c, ps->table, lr, iter, sb, se, ps->weights, ps->state, ps->count,
                          ps->grads[0]);
     }
@@ -142,7 +141,7 @@ void st_ps_apply_range(st_ps *ps, size_t b, size_t e, float *state, size_t strid
 #pragma omp parallel num_threads(threads)
     {
         size_t sb, se;
-        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         if (sb < se)
             st_solver_update_at(c, ps->table, lr, iter, sb, se, ps->weights, state + (sb - b),
                                 stride, ps->grads[0]);
@@ -192,7 +191,7 @@ int st_ps_apply_given(st_ps *ps, size_t b, size_t e, float *g, float scale,
 #pragma omp parallel num_threads(threads) reduction(&& : finite)
     {
         size_t sb, se;
-        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         finite = apply_given_range(ps, sb, se, g + (sb - b), scale, c, lr, iter);
     }
     return finite;
@@ -208,15 +207,16 @@ int st_ps_reduce_apply(st_ps *ps, int r, float scale, const st_solver_cfg *c, fl
 #pragma omp parallel num_threads(threads) reduction(&& : finite)
     {
         size_t sb, se;
-        sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+        st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
         finite = reduce_apply_range(ps, sb, se, scale, c, lr, iter);
     }
     return finite;
 }
 
-void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
-                     long iter, int threads)
+st_status st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, float lr,
+                          long iter, int threads, st_ps_applied_fn applied, void *ctx)
 {
+    st_status st = ST_OK;
     float *g = ps->grads[w];
     for (int k = 0; k < ps->n_workers; k++) {
         int r = (w + k) % ps->n_workers; /* start at its own slice: less contention */
@@ -230,11 +230,14 @@ void st_ps_apply_own(st_ps *ps, int w, float scale, const st_solver_cfg *c, floa
 #pragma omp parallel num_threads(threads)
             {
                 size_t sb, se;
-                sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
+                st_ps_sub_range(b, e, omp_get_thread_num(), omp_get_num_threads(), &sb, &se);
                 st_solver_update(c, ps->table, lr, iter, sb, se, ps->weights, ps->state,
                                  ps->count, g);
             }
         }
+        if (applied && st == ST_OK)
+            st = applied(ctx, b, e);
         pthread_mutex_unlock(&ps->slice_lock[r]);
     }
+    return st;
 }

@@ -40,6 +40,12 @@ static st_status async_diverged(st_worker *w, long it, int images)
                    "(try a lower learning_rate)", it, where, w->id);
 }
 
+/* st_ps_apply_own's applied: the slice converted into the bf16 copy. */
+static st_status async_applied(void *ctx, size_t b, size_t e)
+{
+    return sched_bf16_refresh(ctx, b, e);
+}
+
 /* SSP / ASP: worker r's shard of every iteration, at its own pace. A
  * failure, a non-finite loss or a non-finite gradient (checked before the
  * update: that worker applies none of it) stops every worker: the others at
@@ -58,6 +64,8 @@ void sched_worker_async(st_worker *w)
     int B = s->o.batch, r = w->id;
     long ipe = (src->count + B - 1) / B;
     memset(&w->time, 0, sizeof w->time);
+    if (w->status != ST_OK) /* the bf16 copy at the run's start failed */
+        atomic_store(&s->stopping, 1);
     for (long i = s->first; i < s->last && !atomic_load(&s->stopping) && !sched_stop_flag(s);
          i++) {
         double t0 = st_now();
@@ -100,8 +108,9 @@ void sched_worker_async(st_worker *w)
         /* divided by the whole batch: the T updates of an iteration add up
          * to the BSP step */
         if (count > 0 && w->status == ST_OK)
-            st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
-                            st_lr_at(&s->o.solver->lr, i), i, s->o.intra);
+            w->status = st_ps_apply_own(s->ps, r, 1.0f / (float)n, s->o.solver,
+                                        st_lr_at(&s->o.solver->lr, i), i, s->o.intra,
+                                        s->bf16 ? async_applied : NULL, w);
         double t3 = st_now();
         double t[5] = {t0, t1, read, t2, t3};
         sched_trace_iteration(st_trace_at(w->trace, i), i, async_phases, 4, t, NULL, NULL);

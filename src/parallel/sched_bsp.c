@@ -366,6 +366,25 @@ static int overlap_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
     return !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
 }
 
+/* After the update: worker r's slice of the weights, and with the
+ * model-parallel tail applied in backward (which every worker finished
+ * before `mid`) its part of the tail, converted into the bf16 copy
+ * (bf16_weights.h). Returns whether the slice is bad: a failure counts as
+ * a device's. */
+static int refresh_bf16(st_worker *w, int bad)
+{
+    st_sched *s = w->s;
+    const st_ps *ps = s->ps;
+    if (!s->bf16)
+        return bad;
+    size_t tb, te;
+    st_ps_sub_range(ps->shared_from, ps->count, w->id, s->T, &tb, &te);
+    st_status st = sched_bf16_refresh(w, ps->slice[w->id], ps->slice[w->id + 1]);
+    if (st == ST_OK && ps->tail_applied)
+        st = sched_bf16_refresh(w, tb, te);
+    return device_failed(w, st) || bad;
+}
+
 static const sched_aggregation aggregation_fused = {"fused", fused_reduce, fused_apply};
 static const sched_aggregation aggregation_slice = {"slice", slice_reduce_checked,
                                                     slice_apply_checked};
@@ -426,6 +445,8 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
     rec->loss[r] = 0.0;
     rec->images[r] = 0;
     st_status st = skip ? ST_OK : bsp_compute(w, b, it, &rec->loss[r], &rec->images[r]);
+    if (st == ST_OK) /* a failure before: the bf16 copy at the run's start */
+        st = w->status;
     if (s->pipeline && (skip || st != ST_OK)) {
         pipeline_settle(s, it - 1);
         st_overlap_worker_void(s->overlap, r);
@@ -677,7 +698,7 @@ static void bsp_worker(st_worker *w)
                         s->ps->slice[r + 1] - s->ps->slice[r], a.comm, 0.0};
         rec->grad_bad[r] = s->agg->reduce(w, it, 1.0f / (float)a.images, &sl);
         double t4 = st_now();
-        rec->grad_bad[r] = s->agg->apply(w, it, rec->grad_bad[r], &sl);
+        rec->grad_bad[r] = refresh_bf16(w, s->agg->apply(w, it, rec->grad_bad[r], &sl));
         if (w->replica.backend->iteration_end)
             w->replica.backend->iteration_end(w->replica.bctx, it);
         double t5 = st_now();

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "base/barrier.h"
+#include "parallel/bf16_weights.h"
 #include "parallel/overlap.h"
 #include "parallel/pipeline.h"
 #include "parallel/scheduler.h"
@@ -38,6 +39,10 @@ st_status sched_check_threads(const st_sched_opts *o, st_error *err);
 
 /* Worker id's of T (scheduler.c). */
 void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z);
+
+/* Whether o's workers share one bf16 copy of the weights (bf16_weights.h):
+ * in bf16, unless every kernel is to round its own (scheduler.c). */
+int sched_bf16_shared(const st_sched_opts *o);
 
 /* Worker id's replica options; planning: for a replica only planned
  * (sched_plan.c), which must not measure kernels or record choices: the
@@ -163,6 +168,7 @@ struct st_sched {
     st_pipeline *pipeline;          /* --pipeline layer, or NULL */
     st_trace_track *trace;          /* --trace: the scheduler thread's track, or NULL */
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
+    st_bf16_weights *bf16;          /* the weights' bf16 copy (sched_bf16_shared), or NULL */
     sched_accum *accum;             /* subdivisions > 1, or NULL */
     /* --parallel hybrid: the model-parallel layers' barrier and buffers */
     st_barrier mp_barrier;
@@ -229,6 +235,11 @@ typedef struct sched_phase {
 } sched_phase;
 void sched_trace_iteration(st_trace_track *tr, long it, const sched_phase *phases, int n,
                            const double *t, const char *text_key, const char *text);
+
+/* Arena floats [b, e) of the weights converted into the bf16 copy by
+ * worker w's backend (bf16_weights.h; nothing without a copy); a failure
+ * is in w->err (scheduler.c). */
+st_status sched_bf16_refresh(st_worker *w, size_t b, size_t e);
 
 /* The commands' loops, run by worker w's thread between `start` and `end`:
  * a BSP run (sched_bsp.c) and an SSP / ASP run (sched_async.c). */

@@ -88,6 +88,8 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     st_mp_group groups[3]; /* workers 0 and 1 (kept), any other */
     int mp_sizes[2], n_mp_sizes = o->hybrid ? sched_mp_sizes(o, mp_sizes) : 0;
     int applied = o->hybrid && st_sched_tail_applied(o);
+    if (sched_bf16_shared(o))
+        m->bf16_weights = (double)st_bf16_weights_bytes(net->params.count);
     for (int w = 0; w < T && st == ST_OK; w++) {
         sched_worker_sizes(o, T, w, &z[w]);
         worker_buffers b = sched_worker_buffers(o, net, z[w].cap);

@@ -75,6 +75,18 @@ void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z)
         add_size(z, (int)((te - tb) % cap));
 }
 
+int sched_bf16_shared(const st_sched_opts *o)
+{
+    return o->precision == ST_PRECISION_BF16 && !o->bf16_per_kernel;
+}
+
+st_status sched_bf16_refresh(st_worker *w, size_t b, size_t e)
+{
+    st_sched *s = w->s;
+    return st_bf16_weights_refresh(s->bf16, w->replica.backend, w->replica.bctx,
+                                   s->ps->weights, b, e, &w->err);
+}
+
 st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
                                    int planning)
 {
@@ -84,6 +96,7 @@ st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z
                           .backend = {.intra_threads = o->intra, .worker = id,
                                       .conv_impl = planning && measures ? NULL : o->conv_impl,
                                       .precision = o->precision,
+                                      .weights_bf16 = sched_bf16_shared(o),
                                       .choices = planning ? NULL : o->choices}};
     return ro;
 }
@@ -280,6 +293,8 @@ static st_status worker_init(st_worker *w)
         return st;
     }
     w->replica.trace = w->trace;
+    if (s->bf16)
+        w->replica.weights_bf16 = st_bf16_weights_data(s->bf16);
     /* with subdivisions the pieces add up the gradient: its layers are
      * reported once, after the last (st_overlap_worker_end) */
     if (s->overlap && !s->accum)
@@ -382,6 +397,22 @@ static void worker_test(st_worker *w)
     }
 }
 
+/* The start of a command: worker r's part of the weights converted into
+ * their bf16 copy (the weights may have changed since the last command:
+ * bf16_weights.h), then the workers meet, the copy whole. A failure is the
+ * worker's status, which fails the command. */
+static void command_begin(st_worker *w)
+{
+    st_sched *s = w->s;
+    if (!s->bf16)
+        return;
+    size_t b, e;
+    st_ps_sub_range(0, s->ps->count, w->id, s->T, &b, &e);
+    if (w->status == ST_OK)
+        w->status = sched_bf16_refresh(w, b, e);
+    st_barrier_wait(&s->mid);
+}
+
 static void *worker_main(void *arg)
 {
     st_worker *w = arg;
@@ -406,6 +437,7 @@ static void *worker_main(void *arg)
         int cmd = s->cmd;
         if (cmd == CMD_STOP)
             break;
+        command_begin(w);
         if (cmd == CMD_BSP)
             sched_worker_bsp(w);
         else if (cmd == CMD_TEST && w->status == ST_OK)
@@ -468,6 +500,7 @@ void st_sched_free(st_sched *s)
     else
         st_overlap_free(s->overlap);
     sched_accum_free(s->accum);
+    st_bf16_weights_free(s->bf16);
     for (int k = 0; k < s->n_mp_buf; k++)
         st_free_aligned(s->mp_buf[k].p);
     free(s->mp_buf);
@@ -566,10 +599,10 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
                        "without --overlap or --pipeline");
     }
     if (o->pipeline && (o->sync != ST_SYNC_BSP || o->part || o->backend->slice_reduce ||
-                        o->backend->slice_apply)) {
+                        o->backend->slice_apply || sched_bf16_shared(o))) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "--pipeline layer: bulk-synchronous, the whole "
-                       "update on every rank, on the host");
+                       "update on every rank, on the host, without the weights' bf16 copy");
     }
     if (o->hybrid)
         s->n_mp_sizes = sched_mp_sizes(o, s->mp_sizes);
@@ -607,6 +640,8 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         }
     }
     st_status ast = sched_accum_create(&s->accum, o, ps, err);
+    if (ast == ST_OK && sched_bf16_shared(o))
+        ast = st_bf16_weights_create(&s->bf16, ps->count, err);
     if (ast != ST_OK) {
         st_sched_free(s);
         return ast;

@@ -14,7 +14,8 @@
 #define MB 1e-6
 
 /* What each NUMA node must hold (need [n_numa]) when the workers are pinned
- * on several: the weights and solver state split as the slices are, each
+ * on several: the weights (and their bf16 copy) and solver state split as
+ * the slices are, each
  * worker's gradient arena, activations and its part of the kernels and
  * input buffers on its own node; 0 when there is one node or no pinning. */
 static int numa_need(const st_trainer *t, const trainer_memory *m, double *need)
@@ -22,7 +23,7 @@ static int numa_need(const st_trainer *t, const trainer_memory *m, double *need)
     if (!t->placement.bound || t->topology.n_numa < 2)
         return 0;
     int T = t->o.threads;
-    st_placement_numa_need(&t->topology, &t->placement, m->weights + m->state,
+    st_placement_numa_need(&t->topology, &t->placement, m->weights + m->bf16_weights + m->state,
                            m->grad_each + m->act_each + (m->kernels + m->buffers) / T, need);
     return t->topology.n_numa;
 }
@@ -40,6 +41,9 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     else
         snprintf(workers, sizeof workers, "1 worker: gradients %.1f MB, activations %.1f MB, "
                  "kernels %.1f MB", MB * m->grad_each, MB * m->act_each, MB * m->kernels);
+    char bf16[64] = "";
+    if (m->bf16_weights > 0)
+        snprintf(bf16, sizeof bf16, ", bf16 weights %.1f MB", MB * m->bf16_weights);
     char shared[80] = "";
     if (m->shared > 0)
         snprintf(shared, sizeof shared, ", model-parallel layers' shared buffers %.1f MB",
@@ -51,9 +55,9 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     if (m->decode > 0)
         snprintf(decode, sizeof decode, ", image decoding %.1f MB (%s)", MB * m->decode,
                  m->decode_what);
-    st_info(&t->log, "memory: weights %.1f MB, solver state %.1f MB; %s%s; input buffers %.1f "
-            "MB, prefetch %.1f MB%s%s; before allocating %.1f MB (resident now); %.1f MB in "
-            "all", MB * m->weights, MB * m->state, workers, shared, MB * m->buffers,
+    st_info(&t->log, "memory: weights %.1f MB%s, solver state %.1f MB; %s%s; input buffers "
+            "%.1f MB, prefetch %.1f MB%s%s; before allocating %.1f MB (resident now); %.1f MB "
+            "in all", MB * m->weights, bf16, MB * m->state, workers, shared, MB * m->buffers,
             MB * m->prefetch, decode, allreduce, MB * m->base, MB * m->total);
     if (m->unmeasured)
         st_info(&t->log, "memory: planned with each convolution's first implementation, not "
@@ -119,6 +123,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
         return st;
     double f = sizeof(float);
     m->weights = f * (double)params->count;
+    m->bf16_weights = sm.bf16_weights;
     m->state = m->weights * st_solver_state_per_param(&t->hp.solver);
     for (int w = 0; w < T; w++) {
         double g = f * (double)st_ps_grad_floats(params, w, t->shared_from, t->tail_applied);
@@ -157,7 +162,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
         free(ranges);
     }
     estimate_decoding(t, m);
-    m->total = m->base + m->weights + m->state + m->gradients + m->activations + m->kernels +
+    m->total = m->base + m->weights + m->bf16_weights + m->state + m->gradients + m->activations + m->kernels +
                m->shared + m->buffers + m->prefetch + m->allreduce + m->decode;
     st_memlimit lim;
     st_memlimit_read("", &lim);
@@ -247,8 +252,8 @@ st_status trainer_memory_check(const st_trainer *t, const trainer_memory *m, st_
 {
     if (trainer_memory_fits(m))
         return numa_check(t, m, err);
-    double need = m->total - m->base, rest = need - m->activations - m->gradients - m->weights -
-                                             m->state - m->decode;
+    double need = m->total - m->base, held = m->weights + m->bf16_weights + m->state,
+           rest = need - m->activations - m->gradients - held - m->decode;
     int T = t->o.threads, per = (t->batch + T - 1) / T;
     char what[1024];
     char decode[64] = "";
@@ -258,7 +263,7 @@ st_status trainer_memory_check(const st_trainer *t, const trainer_memory *m, st_
              "(activations %.0f MB, gradients %.0f MB, weights and solver state %.0f MB%s, the "
              "rest %.0f MB; %d worker%s of %d image%s), and %.0f MB may be taken (%s)",
              MB * need, MB * m->base, MB * m->activations, MB * m->gradients,
-             MB * (m->weights + m->state), decode, MB * rest, T, T > 1 ? "s" : "", per,
+             MB * held, decode, MB * rest, T, T > 1 ? "s" : "", per,
              per > 1 ? "s" : "", MB * m->room, m->room_what);
     if (t->o.force) {
         st_warn(&t->log, "the run would take %s: %s (--force)", what,

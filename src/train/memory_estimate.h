@@ -7,7 +7,8 @@
  * The estimate is of the peak resident memory (VmHWM), in bytes:
  *   base          resident already: the program, its libraries, the network,
  *                 the data read into memory (VmRSS when the estimate is made)
- *   weights       the one shared copy
+ *   weights       the one shared copy; in bf16 also its bf16 copy, shared
+ *                 too (parallel/bf16_weights.h)
  *   solver state  its planes, each the size of the weights
  *   gradients     every worker's arena (st_ps_grad_floats), and with
  *                 subdivisions= its pieces' second arena (accumulate.c)
@@ -40,6 +41,7 @@
 typedef struct trainer_memory {
     double base, weights, state, gradients, activations, kernels, buffers, prefetch,
         allreduce;
+    double bf16_weights;     /* bf16: the weights' copy the workers share */
     double shared;           /* hybrid: the model-parallel layers' shared buffers */
     double decode;           /* image decoding: the readers' decode buffers at once */
     char decode_what[400];   /* how many of what size, and where that comes from */

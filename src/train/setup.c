@@ -399,7 +399,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .subdivisions = t->subdivisions,
         .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
         .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
-        .precision = o->precision,
+        .precision = o->precision, .bf16_per_kernel = o->bf16_per_kernel,
         .choices = t->choices,
         .train = t->train, .test_count = t->test ? t->test->count : 0,
         .transform = &t->transform,

@@ -14,8 +14,9 @@
 # takes 4.5 GB) does not refuse them. Also: more
 # threads than cores draw one warning with the numbers; a run too large is
 # refused (tests/e2e/catalogue.tsv has the cases), which --force and a dry
-# run turn into a warning. And image decoding: large PNGs in an image
-# list, counted per reader, and out of memory while decoding (see below).
+# run turn into a warning. In bf16, the weights' shared bf16 copy is
+# counted (see below). And image decoding: large PNGs in an image list,
+# counted per reader, and out of memory while decoding (see below).
 # usage: sh tests/e2e/test_memory_estimate.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -58,6 +59,33 @@ estimate alexnet-bn 4 1 --no-test --conv-impl blocked
 estimate googlenet 4 1 --no-test --conv-impl blocked
 estimate resnet50 4 1 --no-test --conv-impl blocked
 estimate vgg16 4 1 --no-test --conv-impl blocked
+
+# ------------------------------------------------------------------ bf16
+
+# --precision bf16: the weights' bf16 copy the workers share
+# (parallel/bf16_weights.c) is counted ("bf16 weights N MB", half the
+# weights'), the kernels' bf16 copies of their operands are in the
+# activations (their workspace and scratch): the estimates stay within 20%
+# of the peak. The reference backend everywhere (LeNet-5); oneDNN where
+# its ISA has bf16, on AlexNet, whose fully connected layers' weights (the
+# copy 117 MB) once had a bf16 copy in each worker's workspace.
+bf16_line() { # NAME: the last run's memory line counts the bf16 copy, half the weights
+    w=$(sed -n 's/^memory: weights \([0-9.]*\) MB, bf16 weights \([0-9.]*\) MB.*/\1 \2/p' \
+        "$tmp/run")
+    expect "$1: the memory line counts the weights' bf16 copy, half the weights (${w:-none})" \
+        awk -v w="$w" 'BEGIN { n = split(w, v, " "); exit !(n == 2 && v[1] > 0 &&
+                                 v[2] >= v[1] / 2 - 0.1 && v[2] <= v[1] / 2 + 0.1) }'
+}
+estimate lenet 16 2 --test-images 16 --backend ref --precision bf16
+bf16_line "lenet, ref bf16"
+"$bin" --dry-run --backend dnnl --precision bf16 "$data/lenet.cfg" >/dev/null 2>"$tmp/caps"
+if [ $? -eq 2 ] && grep -q "has no bf16 on this CPU" "$tmp/caps"; then
+    echo "SKIP: no bf16 on this CPU (ISA $(sed -n 's/.*(ISA \([a-z0-9_]*\).*/\1/p' "$tmp/caps")):" \
+        "the dnnl bf16 estimates (the ref ones above ran)"
+else
+    estimate alexnet 4 1 --no-test --conv-impl blocked --precision bf16
+    bf16_line "alexnet, dnnl bf16"
+fi
 
 # ------------------------------------------------ threads against cores
 

@@ -46,20 +46,23 @@ verify() { # FILE OVERLAP: prints "ok" or what differs
     function fold(p, n) { return pw(p) == p ? 0 : 2 * a + 2 * n * b + n * g }
     function rhd(p, n,  q) { q = pw(p); return 2 * lg(q) * a + 2 * (q - 1) / q * n * b + (q - 1) / q * n * g + fold(p, n) }
     function bfly(p, n,  q) { q = pw(p); return lg(q) * a + lg(q) * n * b + lg(q) * n * g + fold(p, n) }
+    function os(p, n,  k, m, d) { k = int(n / 131072); if (k * 131072 < n) k++; m = n / k; d = lg(p)
+        return 4 * d * a + 2 * d * m * b + d * m * g + (k - 1) * (2 * a + d * m * b + d * m * g) }
     function cost(k, p, n) {
         if (k == "ring") return 2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g
         if (k == "rhd" || k == "rhd-supernode") return rhd(p, n)
         if (k == "binomial") return 2 * lg(p) * a + 2 * lg(p) * n * b + lg(p) * n * g
         if (k == "ps") return 2 * (p - 1) * a + 2 * (p - 1) * n * b + (p - 1) * n * g
         if (k == "butterfly") return bfly(p, n)
+        if (k == "onesided") return os(p, n)
         return n < 2048 ? bfly(p, n) : rhd(p, n) # mpi
     }
     function near(x, y, tol) { d = x - y; if (d < 0) d = -d; return d <= tol }
     $1 ~ /^[0-9]+$/ && NF == 11 {
         p = $1; want_b = p * B
-        split("ring rhd rhd-supernode binomial ps butterfly mpi", algos, " ")
+        split("ring rhd rhd-supernode binomial ps butterfly onesided mpi", algos, " ")
         best = ""; c = 0
-        if (p > 1) for (i = 1; i <= 7; i++) { s = cost(algos[i], p, G); if (best == "" || s < c) { best = algos[i]; c = s } }
+        if (p > 1) for (i = 1; i <= 8; i++) { s = cost(algos[i], p, G); if (best == "" || s < c) { best = algos[i]; c = s } }
         if (p == 1) best = $10
         exposed = overlap ? $5 : 1e3 * c
         it = $3 + exposed

@@ -237,6 +237,7 @@ int main(int argc, char **argv)
     st_comm c;
     float *input = NULL, *buf = NULL, *scratch = NULL;
     double *times = NULL;
+    memset(&c, 0, sizeof c);
     st_status st = parse_options(&o, argc, argv, &err);
     if (st == ST_OK && o.help) {
         if (rank == 0)
@@ -292,6 +293,7 @@ done:
     free(times);
     if (st != ST_OK && st != ST_EUSAGE)
         MPI_Abort(MPI_COMM_WORLD, st_exit_code(st));
+    st_comm_free(&c);
     MPI_Finalize();
     return st_exit_code(st);
 }

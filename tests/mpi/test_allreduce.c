@@ -30,7 +30,11 @@
  * crossing messages (F = 0.25), waiting by polling and sleeping
  * (idle_sleep_us), and, when P is a power of two, the bytes
  * sent and sent across supernodes for Q = 2 and Q = 4 against formulas
- * computed here (see check_crossing). */
+ * computed here (see check_crossing). Then onesided's windows: many calls
+ * of several sizes in a row on one window (0, odd sizes, more segments
+ * than a ring holds) giving binomial's bits, and a rank that misses a
+ * call failing the others after the timeout (check_onesided_sequence,
+ * check_onesided_timeout). */
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -181,6 +185,17 @@ static void expected_init(expected *e, const tally *t, size_t n)
     free(abs_sum);
 }
 
+/* st_comm_init on t's communicator, aborting the job on failure; the
+ * caller st_comm_free's it. */
+static void init_comm(const tally *t, st_comm *c, int supernode_size, double f)
+{
+    st_error err = {ST_OK, ""};
+    if (st_comm_init(c, t->comm, supernode_size, f, &err) != ST_OK) {
+        fprintf(stderr, "test_allreduce: %s\n", err.msg);
+        MPI_Abort(t->comm, 1);
+    }
+}
+
 /* Run algo on a copy of input into out; abort the job on failure, since
  * the other ranks may be waiting for this one. */
 static void run_algo(const tally *t, const st_allreduce_algo *algo, const st_comm *c,
@@ -245,11 +260,7 @@ static void check_case(tally *t, const st_allreduce_algo *algo, const st_comm *c
 static void check_values(tally *t, size_t n)
 {
     st_comm c;
-    st_error err = {ST_OK, ""};
-    if (st_comm_init(&c, t->comm, 2, 0, &err) != ST_OK) {
-        fprintf(stderr, "test_allreduce: %s\n", err.msg);
-        MPI_Abort(t->comm, 1);
-    }
+    init_comm(t, &c, 2, 0);
     expected e;
     expected_init(&e, t, n);
     work w = {malloc(n * sizeof(float)), malloc(n * sizeof(float)), malloc(n * sizeof(float))};
@@ -265,6 +276,7 @@ static void check_values(tally *t, size_t n)
     free(w.second);
     free(w.from_rank0);
     expected_free(&e);
+    st_comm_free(&c);
 }
 
 /* This rank's part of n floats (st_allreduce_part). */
@@ -299,11 +311,7 @@ static void run_half(const tally *t, const char *algo, const char *half, st_allr
 static void check_halves(tally *t, size_t n)
 {
     st_comm c;
-    st_error err = {ST_OK, ""};
-    if (st_comm_init(&c, t->comm, 2, 0, &err) != ST_OK) {
-        fprintf(stderr, "test_allreduce: %s\n", err.msg);
-        MPI_Abort(t->comm, 1);
-    }
+    init_comm(t, &c, 2, 0);
     expected e;
     expected_init(&e, t, n);
     float *whole = malloc(n * sizeof(float)), *halves = malloc(n * sizeof(float));
@@ -381,6 +389,7 @@ static void check_halves(tally *t, size_t n)
     free(again);
     free(from_rank0);
     expected_free(&e);
+    st_comm_free(&c);
 }
 
 /* st_allreduce_part: the parts tile [0, n) in rank order, sizes within one. */
@@ -421,7 +430,7 @@ static void check_lookup(tally *t)
            st_allreduce_count);
 
     const char *want = "--allreduce nope: unknown algorithm (expected mpi, ring, rhd, "
-                       "rhd-supernode, binomial, ps or butterfly)";
+                       "rhd-supernode, binomial, ps, butterfly or onesided)";
     st_status st = st_allreduce_find("nope", &found, &err);
     int good = st == ST_EUSAGE && strcmp(err.msg, want) == 0;
     if (!good)
@@ -483,11 +492,7 @@ static void check_scratch_and_hook(tally *t)
 {
     const size_t n = 4096;
     st_comm c;
-    st_error err = {ST_OK, ""};
-    if (st_comm_init(&c, t->comm, 2, 0, &err) != ST_OK) {
-        fprintf(stderr, "test_allreduce: %s\n", err.msg);
-        MPI_Abort(t->comm, 1);
-    }
+    init_comm(t, &c, 2, 0);
     expected e;
     expected_init(&e, t, n);
     float *out = malloc(n * sizeof *out), *scratch = malloc(n * sizeof *scratch);
@@ -527,6 +532,7 @@ static void check_scratch_and_hook(tally *t)
     free(out);
     free(scratch);
     expected_free(&e);
+    st_comm_free(&c);
 }
 
 /* With F = 0.25 and Q = 2: still exact, and a rank that sent b bytes across
@@ -536,11 +542,7 @@ static void check_pacing(tally *t)
     const size_t n = 4096;
     const double f = 0.25;
     st_comm c;
-    st_error err = {ST_OK, ""};
-    if (st_comm_init(&c, t->comm, 2, f, &err) != ST_OK) {
-        fprintf(stderr, "test_allreduce: %s\n", err.msg);
-        MPI_Abort(t->comm, 1);
-    }
+    init_comm(t, &c, 2, f);
     int beta_ok = t->size == 1 || (c.inside_seconds_per_byte > 0 &&
                                    c.inside_seconds_per_byte < 1e-6);
     if (!beta_ok)
@@ -574,6 +576,7 @@ static void check_pacing(tally *t)
     }
     free(out);
     expected_free(&e);
+    st_comm_free(&c);
 }
 
 /* With idle_sleep_us (exchanges polled, sleeping in between): the same bits
@@ -586,11 +589,7 @@ static void check_idle_sleep(tally *t)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s];
         st_comm spinning, sleeping;
-        st_error err = {ST_OK, ""};
-        if (st_comm_init(&spinning, t->comm, 2, 0, &err) != ST_OK) {
-            fprintf(stderr, "test_allreduce: %s\n", err.msg);
-            MPI_Abort(t->comm, 1);
-        }
+        init_comm(t, &spinning, 2, 0);
         sleeping = spinning;
         sleeping.idle_sleep_us = 20;
         expected e;
@@ -617,6 +616,7 @@ static void check_idle_sleep(tally *t)
         free(spun);
         free(slept);
         expected_free(&e);
+        st_comm_free(&spinning); /* and sleeping, its copy */
     }
 }
 
@@ -657,6 +657,16 @@ static const char *crossing_formula(const char *name, int p, int q, int rank, ui
         *across = crossing_steps * bytes;
         return "log2(P/Q) x 4n per rank";
     }
+    if (strcmp(name, "binomial") == 0 || strcmp(name, "onesided") == 0) {
+        uint64_t low = rank ? (uint64_t)(rank & -rank) : up; /* rank 0: every mask below P */
+        *sent = rank ? bytes : 0; /* up to the parent, rank - low */
+        *across = rank && low >= uq ? bytes : 0;
+        for (uint64_t mask = 1; mask < low && (uint64_t)rank + mask < up; mask *= 2) {
+            *sent += bytes; /* down to the child rank + mask */
+            *across += mask >= uq ? bytes : 0;
+        }
+        return "the tree's edges of mask >= Q, both ways";
+    }
     if (strcmp(name, "ps") == 0) {
         *sent = rank == 0 ? (up - 1) * bytes : bytes;
         *across = rank == 0 ? (up - uq) * bytes : rank >= q ? bytes : 0;
@@ -679,7 +689,10 @@ static const char *crossing_formula(const char *name, int p, int q, int rank, ui
  *   ps:            rank 0 sends (P-1) B, (P-Q) B of it across; the others
  *                  send B, across when r >= Q;
  *   butterfly:     every rank sends log2(P) B, log2(P/Q) B of it across:
- *                  the steps at distance >= Q.
+ *                  the steps at distance >= Q;
+ *   binomial,      rank r > 0 sends B up to its parent r - m (m the lowest
+ *   onesided:      set bit of r) and B down to each child r + 2^j, 2^j < m
+ *                  (rank 0: 2^j < P); an edge of mask >= Q crosses.
  * Each rank checks its own figures; the totals over ranks (P times the
  * per-rank figure for rhd and rhd-supernode) are checked and printed. */
 static void check_crossing(tally *t)
@@ -695,11 +708,7 @@ static void check_crossing(tally *t)
     fill_input(INPUT_EXACT, t->rank, input, n);
     for (int q = 2; q <= 4 && q <= p; q *= 2) {
         st_comm c;
-        st_error err = {ST_OK, ""};
-        if (st_comm_init(&c, t->comm, q, 0, &err) != ST_OK) {
-            fprintf(stderr, "test_allreduce: %s\n", err.msg);
-            MPI_Abort(t->comm, 1);
-        }
+        init_comm(t, &c, q, 0);
         for (size_t a = 0; a < st_allreduce_count; a++) {
             const st_allreduce_algo *algo = &st_allreduce_algos[a];
             uint64_t want_sent, want_across;
@@ -722,7 +731,120 @@ static void check_crossing(tally *t)
                    "(%s; rank 0: %" PRIu64 ")", algo->name, p, q, n, want_total, formula,
                    want_across);
         }
+        st_comm_free(&c);
     }
+    free(input);
+    free(out);
+}
+
+/* The algorithm called name, aborting the job when there is none. */
+static const st_allreduce_algo *find_algo(const tally *t, const char *name)
+{
+    const st_allreduce_algo *algo = NULL;
+    st_error err = {ST_OK, ""};
+    if (st_allreduce_find(name, &algo, &err) != ST_OK) {
+        fprintf(stderr, "test_allreduce: %s\n", err.msg);
+        MPI_Abort(t->comm, 1);
+    }
+    return algo;
+}
+
+/* onesided's notifications count segments over all calls on a window:
+ * two rounds of calls of several sizes in a row on one communicator,
+ * among them 0, odd sizes, sizes around a segment and one of more
+ * segments than a ring holds (9 segments and 3 floats; a ring holds 2 D +
+ * 2 <= 8 for P <= 8). Each call must give the exact sum on the exact
+ * input and binomial's bits (the same tree and order) on the random one,
+ * the same on every rank. */
+static void check_onesided_sequence(tally *t)
+{
+    const size_t segment = ST_ALLREDUCE_ONESIDED_SEGMENT_FLOATS;
+    const size_t sizes[] = {0, 1, 7, segment - 1, segment + 1, 9 * segment + 3, 4096};
+    enum { SIZES = sizeof sizes / sizeof sizes[0], ROUNDS = 2 };
+    const st_allreduce_algo *onesided = find_algo(t, "onesided");
+    const st_allreduce_algo *binomial = find_algo(t, "binomial");
+    st_comm c;
+    init_comm(t, &c, 2, 0);
+    expected e[SIZES];
+    size_t largest = 1, wrong[SIZES] = {0}, other_bits[SIZES] = {0}, unlike_rank0[SIZES] = {0};
+    for (int i = 0; i < SIZES; i++) {
+        memset(&e[i], 0, sizeof e[i]);
+        if (sizes[i])
+            expected_init(&e[i], t, sizes[i]);
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    }
+    float *out = malloc(largest * sizeof *out), *ref = malloc(largest * sizeof *ref);
+    float *from_rank0 = malloc(largest * sizeof *from_rank0);
+    if (!out || !ref || !from_rank0)
+        MPI_Abort(t->comm, 1);
+    for (int round = 0; round < ROUNDS; round++)
+        for (int i = 0; i < SIZES; i++) {
+            size_t n = sizes[i];
+            if (n == 0) {
+                st_error err = {ST_OK, ""};
+                wrong[i] += onesided->run(out, 0, &c, NULL, &err) != ST_OK;
+                continue;
+            }
+            run_algo(t, onesided, &c, e[i].exact_input, out, n, NULL);
+            for (size_t k = 0; k < n; k++)
+                wrong[i] += out[k] != e[i].exact_sum[k];
+            run_algo(t, onesided, &c, e[i].random_input, out, n, NULL);
+            run_algo(t, binomial, &c, e[i].random_input, ref, n, NULL);
+            other_bits[i] += memcmp(out, ref, n * sizeof *out) != 0;
+            memcpy(from_rank0, out, n * sizeof *out);
+            MPI_Bcast(from_rank0, (int)n, MPI_FLOAT, 0, t->comm);
+            unlike_rank0[i] += memcmp(out, from_rank0, n * sizeof *out) != 0;
+        }
+    for (int i = 0; i < SIZES; i++) {
+        if (wrong[i] || other_bits[i] || unlike_rank0[i])
+            detail(t, "onesided n=%zu in a sequence: %zu floats wrong on the exact input, %zu of "
+                   "%d calls not binomial's bits, %zu not rank 0's", sizes[i], wrong[i],
+                   other_bits[i], ROUNDS, unlike_rank0[i]);
+        report(t, !wrong[i] && !other_bits[i] && !unlike_rank0[i],
+               "onesided      n=%-7zu %d rounds among other sizes on one window: exact, "
+               "binomial's bits, same on all ranks", sizes[i], ROUNDS);
+        expected_free(&e[i]);
+    }
+    free(out);
+    free(ref);
+    free(from_rank0);
+    st_comm_free(&c);
+}
+
+/* A peer that misses a call: with a timeout of 0.5 s, onesided fails on
+ * every other rank (all of them wait for the missing rank's partial sum
+ * or for rank 0's broadcast), within seconds, with the message of the
+ * other algorithms' timeouts, naming the rank it waited for. The first
+ * call, with every rank, made the window. */
+static void check_onesided_timeout(tally *t)
+{
+    if (t->size < 2)
+        return;
+    const size_t n = 3 * ST_ALLREDUCE_ONESIDED_SEGMENT_FLOATS;
+    const st_allreduce_algo *onesided = find_algo(t, "onesided");
+    float *input = calloc(n, sizeof *input), *out = malloc(n * sizeof *out);
+    if (!input || !out)
+        MPI_Abort(t->comm, 1);
+    st_comm c;
+    init_comm(t, &c, 0, 0);
+    c.timeout_seconds = 0.5;
+    run_algo(t, onesided, &c, input, out, n, NULL);
+    int missing = t->rank == t->size - 1, good = 1;
+    if (!missing) {
+        st_error err = {ST_OK, ""};
+        double start = MPI_Wtime();
+        st_status st = onesided->run(out, n, &c, NULL, &err);
+        double waited = MPI_Wtime() - start;
+        good = st == ST_EIO && waited >= 0.5 && waited < 20 &&
+               strstr(err.msg, "all-reduce onesided: rank ") &&
+               strstr(err.msg, "waiting for rank ") &&
+               strstr(err.msg, ": no answer within 0.5 s (a rank stopped, hung or is lost)");
+        if (!good)
+            detail(t, "status %d after %.2f s, message \"%s\"", st, waited, err.msg);
+    }
+    st_comm_free(&c);
+    report(t, good, "onesided: a rank missing a call, the others fail after --peer-timeout's "
+           "0.5 s, naming the rank they wait for");
     free(input);
     free(out);
 }
@@ -746,6 +868,8 @@ int main(int argc, char **argv)
     check_pacing(&t);
     check_idle_sleep(&t);
     check_crossing(&t);
+    check_onesided_sequence(&t);
+    check_onesided_timeout(&t);
     if (t.rank == 0)
         printf("test_allreduce: P=%d: %d passed, %d failed\n", t.size, t.passed, t.failed);
     int failed = t.failed;

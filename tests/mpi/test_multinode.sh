@@ -71,7 +71,7 @@ check "LeNet-5, one iteration: the weights of one node with 4 workers, to 1e-6" 
 mkdir "$tmp/one"
 check "one node: -t 4 -b 24" err 0 "" -- \
     "$bin" -t 4 -b 24 $common --snapshot-dir "$tmp/one" "$smooth"
-for algo in mpi ring rhd rhd-supernode binomial ps butterfly auto; do
+for algo in mpi ring rhd rhd-supernode binomial ps butterfly onesided auto; do
     mkdir "$tmp/$algo"
     check "mpirun -np 2 -t 2 -b 12 --allreduce $algo" err 0 "" -- \
         mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce "$algo" --supernode-size 1 \
@@ -98,6 +98,9 @@ check "rhd again" err 0 "" -- \
     mpirun -np 2 "$bin" -t 2 -b 12 $common --allreduce rhd --supernode-size 1 \
     --snapshot-dir "$tmp/again" "$smooth"
 expect "rhd twice: byte-identical snapshots" cmp -s "$tmp/rhd/lenet-smooth_final.snap" "$tmp/again/lenet-smooth_final.snap"
+# onesided adds along binomial's tree in binomial's order: the same bytes.
+expect "onesided: byte-identical to binomial" \
+    cmp -s "$tmp/binomial/lenet-smooth_final.snap" "$tmp/onesided/lenet-smooth_final.snap"
 
 # auto's granularity: one algorithm for the whole gradient, or one per slice.
 check "auto, model granularity" out 0 "all-reduce probe" -- \
@@ -137,7 +140,8 @@ check "a bad granularity" err 2 "--allreduce-granularity slab: expected model or
     --iters 5 "$cfg"
 
 # --overlap: buckets all-reduced during backward. With two ranks the sums
-# are the same floats in either order: byte-identical to the plain run.
+# are the same floats in either order: byte-identical to the plain run
+# (onesided on the overlap thread: to its own plain run, whatever P).
 for algo in rhd auto; do
     mkdir "$tmp/overlap-$algo"
     check "--overlap --allreduce $algo (64K buckets)" err 0 "" -- \
@@ -146,6 +150,15 @@ for algo in rhd auto; do
     expect "--overlap $algo: byte-identical to the run without it" \
         cmp -s "$tmp/rhd/lenet-smooth_final.snap" "$tmp/overlap-$algo/lenet-smooth_final.snap"
 done
+mkdir "$tmp/overlap3-onesided" "$tmp/onesided3"
+check "three ranks --allreduce onesided" err 0 "" -- \
+    mpirun -np 3 "$bin" -t 1 -b 8 $common --allreduce onesided --snapshot-dir "$tmp/onesided3" \
+    "$smooth"
+check "three ranks --allreduce onesided --overlap (16K buckets)" err 0 "" -- \
+    mpirun -np 3 "$bin" -t 1 -b 8 $common --allreduce onesided --overlap --bucket-size 16K \
+    --snapshot-dir "$tmp/overlap3-onesided" "$smooth"
+expect "--overlap onesided, three ranks: byte-identical to the run without it" \
+    cmp -s "$tmp/onesided3/lenet-smooth_final.snap" "$tmp/overlap3-onesided/lenet-smooth_final.snap"
 mkdir "$tmp/three" "$tmp/one3"
 check "three ranks with --overlap" err 0 "" -- \
     mpirun -np 3 "$bin" -t 1 -b 8 $common --overlap --bucket-size 16K --snapshot-dir "$tmp/three" "$smooth"
@@ -182,11 +195,11 @@ for rule in sgd nesterov adagrad rmsprop adadelta adam; do
         cmp -s "$tmp/rep-$rule/${rule}_final.snap" "$tmp/part-$rule/${rule}_final.snap"
 done
 # Other algorithms and a rank count that is not a power of two (rhd folds,
-# rhd-supernode moves the parts to their owners, butterfly all-reduces and
-# then all-gathers by ring): byte-identical too, but for mpi, whose
-# MPI_Reduce_scatter may add in another order than its MPI_Allreduce, and
-# auto, which probes it: those to 1e-5.
-for algo in mpi ring rhd-supernode butterfly auto; do
+# rhd-supernode moves the parts to their owners, butterfly and onesided
+# all-reduce and then all-gather by ring): byte-identical too, but for mpi,
+# whose MPI_Reduce_scatter may add in another order than its
+# MPI_Allreduce, and auto, which probes it: those to 1e-5.
+for algo in mpi ring rhd-supernode butterfly onesided auto; do
     mkdir "$tmp/rep3-$algo" "$tmp/part3-$algo"
     for mode in replicated partitioned; do
         dir=$tmp/rep3-$algo
@@ -273,7 +286,7 @@ check "a rank that cannot set up" err 2 "rank 1 of 2 failed to set up" "$tmp/non
     -np 1 "$bin" -t 2 --data synthetic --iters 5 "$tmp/none.cfg"
 check "--sync asp across nodes" err 2 "training across nodes (mpirun) is bulk-synchronous only" -- \
     mpirun -np 2 "$bin" -t 2 --sync asp --data synthetic --iters 5 "$cfg"
-check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial, ps or butterfly)" -- \
+check "an unknown --allreduce" err 2 "--allreduce tree: unknown algorithm (expected mpi, ring, rhd, rhd-supernode, binomial, ps, butterfly or onesided)" -- \
     mpirun -np 2 "$bin" -t 2 --allreduce tree --data synthetic --iters 5 "$cfg"
 
 # Every setting that changes the computation is compared (rank 1 differs).
@@ -450,19 +463,22 @@ check "rank 0's test phase failing mid-run ends every rank at once" err 1 \
 
 # A stopped rank: the other waits without spinning, then ends the run;
 # rank 0 stopped too, between segments (--test-interval 1 makes every
-# iteration start one, where the others once waited for it forever).
+# iteration start one, where the others once waited for it forever); and
+# rank 1 stopped under onesided, whose waits poll notifications and
+# one-sided requests (a flush to the stopped rank would block in MPI).
 rank_pid() { # DIR RANK: the pid of that rank
     for _p in $(ranks_of "$1"); do
         tr '\0' '\n' <"/proc/$_p/environ" 2>/dev/null | grep -qx "PMI_RANK=$2" && echo "$_p"
     done
 }
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-for stopped in 1 0; do
-    d=$tmp/stop$stopped
-    signal_run "$d" --peer-timeout 5 --test-interval 1
+for case in 1:rhd 0:rhd 1:onesided; do
+    stopped=${case%:*} algo=${case#*:}
+    d=$tmp/stop$stopped-$algo
+    signal_run "$d" --peer-timeout 5 --test-interval 1 --allreduce "$algo"
     p=$(rank_pid "$d" $stopped)
     other=$(rank_pid "$d" $((1 - stopped)))
-    expect "rank $stopped stopped: two ranks run (${p:--} ${other:--})" [ -n "$p" ] && [ -n "$other" ]
+    expect "rank $stopped stopped ($algo): two ranks run (${p:--} ${other:--})" [ -n "$p" ] && [ -n "$other" ]
     start=$(($(date +%s%N) / 1000000))
     [ -z "$p" ] || kill -STOP "$p"
     sleep 1.5
@@ -474,11 +490,11 @@ for stopped in 1 0; do
     ms=$(($(date +%s%N) / 1000000 - start))
     kill $watchdog 2>/dev/null
     [ -z "$p" ] || kill -9 "$p" 2>/dev/null
-    expect "rank $stopped stopped: the other uses little CPU while it waits ($((b - a)) of $(getconf CLK_TCK) ticks in 1 s)" \
+    expect "rank $stopped stopped ($algo): the other uses little CPU while it waits ($((b - a)) of $(getconf CLK_TCK) ticks in 1 s)" \
         [ $((b - a)) -lt $(($(getconf CLK_TCK) / 3)) ]
-    expect "rank $stopped stopped: the run ends with a failure after --peer-timeout ($ms ms, exit $rc)" \
+    expect "rank $stopped stopped ($algo): the run ends with a failure after --peer-timeout ($ms ms, exit $rc)" \
         [ "$rc" -ne 0 ] && [ "$ms" -lt 80000 ]
-    expect "rank $stopped stopped: the message says it" grep -q "a rank stopped, hung or is lost" \
+    expect "rank $stopped stopped ($algo): the message says it" grep -q "a rank stopped, hung or is lost" \
         "$d/err"
 done
 

@@ -31,7 +31,11 @@
  * products, is bitwise fp32's; and the reference backend, the oracle, is
  * bitwise the fp32 kernel run on operands rounded beforehand (the products
  * exact, the same sums in the same order): which operands each pass
- * rounds, exactly. */
+ * rounds, exactly. And each backend's kernels given the weights' bf16 copy
+ * (st_kargs.weights_bf16, made by its bf16_convert: what the workers
+ * share in training) give the bits of the same kernels rounding the
+ * weights themselves, their f32 weights then NaN (so only the copy is
+ * read). */
 #include <math.h>
 
 #include "testlib.h"
@@ -246,9 +250,17 @@ static float f_bf16(float x)
     return st_bf16_to_float(st_bf16_from_float(x));
 }
 
+/* How a bf16 kernel is given its weights: it rounds them itself, or it
+ * reads their bf16 copy (st_kargs.weights_bf16, made by the backend's
+ * bf16_convert) in a context that says so, the f32 weights it is handed
+ * then NaN: the copy alone must be read. */
+enum { W_ROUNDED, W_COPY };
+
 /* Forward (training), backward-weights and backward-data (overwriting) of
- * case c on backend be in precision p, t's inputs to t's outputs. */
-static void run_passes(const st_backend *be, st_precision p, const bf_case *c, bf_tensors *t)
+ * case c on backend be in precision p, t's inputs to t's outputs, the
+ * weights given as `given` says. */
+static void run_passes_given(const st_backend *be, st_precision p, const bf_case *c,
+                             bf_tensors *t, int given)
 {
     st_error err = {0};
     st_kdesc_any d = c->d;
@@ -259,7 +271,7 @@ static void run_passes(const st_backend *be, st_precision p, const bf_case *c, b
     d.base.batch_sizes = sizes;
     d.base.n_batch_sizes = 1;
     d.base.dst_plain = 1;
-    st_backend_opts o = {.intra_threads = 1, .precision = p};
+    st_backend_opts o = {.intra_threads = 1, .precision = p, .weights_bf16 = given == W_COPY};
     st_bctx *ctx = NULL;
     st_kernel *k = NULL;
     if (be->ctx_create(&o, &ctx, &err) != ST_OK || be->kernel_create(ctx, &d.base, &k, &err))
@@ -270,6 +282,20 @@ static void run_passes(const st_backend *be, st_precision p, const bf_case *c, b
     st_kargs a = {.n = c->n, .src = t->src, .dst = t->dst, .weights = t->w,
                   .bias = z.bias ? t->bias : NULL, .training = 1, .workspace = ws,
                   .scratch = scratch};
+    uint16_t *copy = NULL;
+    float *decoy = NULL;
+    if (given == W_COPY) {
+        copy = (uint16_t *)bf_alloc(z.w / 2 + 1);
+        decoy = bf_alloc(z.w);
+        if (be->bf16_convert && be->bf16_convert(ctx, t->w, copy, z.w, &err) != ST_OK)
+            fail_msg("%s: %s backend: bf16_convert: %s", c->name, be->name, err.msg);
+        if (!be->bf16_convert)
+            st_bf16_convert(copy, t->w, z.w);
+        for (size_t i = 0; i < z.w; i++)
+            decoy[i] = NAN;
+        a.weights = decoy;
+        a.weights_bf16 = copy;
+    }
     st_status st = k->ops->forward(k, &a, &err);
     a.diff_dst = t->diff_dst;
     a.diff_weights = t->dw;
@@ -284,8 +310,15 @@ static void run_passes(const st_backend *be, st_precision p, const bf_case *c, b
                  st_precision_names[p], err.msg);
     st_free_aligned(ws);
     st_free_aligned(scratch);
+    st_free_aligned(copy);
+    st_free_aligned(decoy);
     k->ops->destroy(k);
     be->ctx_destroy(ctx);
+}
+
+static void run_passes(const st_backend *be, st_precision p, const bf_case *c, bf_tensors *t)
+{
+    run_passes_given(be, p, c, t, W_ROUNDED);
 }
 
 /* The bound of the header, (2^-7 + 2^-16 + (2K + 4) 2^-24), for sums of K
@@ -386,6 +419,21 @@ static void run_case(void **state)
                     z.k_weights, NULL, 1, 1) +
         check_bitwise(run->name, "diff_bias", "a sum of diff_dst without products: fp32",
                       fp32.db, bf16.db, z.bias);
+
+    /* the weights' bf16 copy read instead of rounding them: the same bits */
+    bf_tensors copy = tensors_new(&z);
+    tensors_map(&copy, &in, &z, NULL);
+    run_passes_given(be, ST_PRECISION_BF16, c, &copy, W_COPY);
+    const char *read = "the kernel rounding the weights itself";
+    failed += check_bitwise(run->name, "dst (weights' bf16 copy given)", read, bf16.dst,
+                            copy.dst, z.dst) +
+              check_bitwise(run->name, "diff_src (weights' bf16 copy given)", read,
+                            bf16.diff_src, copy.diff_src, z.src) +
+              check_bitwise(run->name, "diff_weights (weights' bf16 copy given)", read, bf16.dw,
+                            copy.dw, z.w) +
+              check_bitwise(run->name, "diff_bias (weights' bf16 copy given)", read, bf16.db,
+                            copy.db, z.bias);
+    tensors_free(&copy);
 
     if (be == ref) { /* the oracle: fp32 on operands rounded beforehand, bitwise */
         bf_tensors pre = tensors_new(&z);

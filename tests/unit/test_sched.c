@@ -124,9 +124,8 @@ typedef struct run_spec {
     int subdivisions;      /* 0: [net]'s (1) */
 } run_spec;
 
-/* Train and return a copy of the weights; *count their floats, *res the
- * result. */
-static float *train(const run_spec *r, size_t *count, st_train_result *res)
+/* The options of r. */
+static st_train_opts run_opts(const run_spec *r)
 {
     st_train_opts o = st_train_defaults();
     o.backend = r->backend;
@@ -141,19 +140,34 @@ static float *train(const run_spec *r, size_t *count, st_train_result *res)
     o.log_every = r->log_every ? r->log_every : r->iters;
     o.conv_impl = r->conv_impl;
     o.subdivisions = r->subdivisions;
+    return o;
+}
+
+/* Train cfg with o and return a copy of the weights; *count their floats,
+ * *res the result. */
+static float *train_with(const char *cfg, const st_train_opts *o, size_t *count,
+                         st_train_result *res)
+{
     st_log log = tl_silent_log();
     st_error err = {0};
     st_trainer *t = NULL;
-    if (st_trainer_create(&t, r->cfg, &o, &log, &err) != ST_OK)
-        fail_msg("-t %d -b %d %s: %s", r->threads, r->batch, r->cfg, err.msg);
+    if (st_trainer_create(&t, cfg, o, &log, &err) != ST_OK)
+        fail_msg("-t %d -b %d %s: %s", o->threads, o->batch, cfg, err.msg);
     if (st_trainer_run(t, res, &err) != ST_OK)
-        fail_msg("-t %d -b %d %s: %s", r->threads, r->batch, r->cfg, err.msg);
+        fail_msg("-t %d -b %d %s: %s", o->threads, o->batch, cfg, err.msg);
     *count = st_trainer_net(t)->params.count;
     float *w = malloc(*count * sizeof *w);
     assert_non_null(w);
     memcpy(w, st_trainer_weights(t), *count * sizeof *w);
     st_trainer_free(t);
     return w;
+}
+
+/* Train as r says and return a copy of the weights. */
+static float *train(const run_spec *r, size_t *count, st_train_result *res)
+{
+    st_train_opts o = run_opts(r);
+    return train_with(r->cfg, &o, count, res);
 }
 
 /* The worst parameter tensor's largest |a - b| relative to its largest |a|. */
@@ -460,6 +474,67 @@ static void test_divergence_stops_all_workers(void **state)
         }
 }
 
+/* --precision bf16: the workers' one bf16 copy of the weights
+ * (parallel/bf16_weights.h) gives the bits of every kernel rounding the
+ * weights it reads at every call (st_train_opts.bf16_per_kernel, the
+ * oracle), bitwise: one worker and two, hybrid (the tail applied in
+ * backward), subdivisions, SSP and ASP with one worker (deterministic
+ * there); on the ref backend, and on oneDNN where its ISA has bf16. */
+static void test_bf16_shared_copy(void **state)
+{
+    (void)state;
+    typedef struct bf_mode {
+        const char *name;
+        int threads, hybrid, subdivisions;
+        st_sync_mode sync;
+    } bf_mode;
+    static const bf_mode modes[] = {{"-t 1", 1, 0, 0, ST_SYNC_BSP},
+                                    {"-t 2", 2, 0, 0, ST_SYNC_BSP},
+                                    {"-t 2 --parallel hybrid", 2, 1, 0, ST_SYNC_BSP},
+                                    {"-t 2 --subdivisions 2", 2, 0, 2, ST_SYNC_BSP},
+                                    {"-t 1 --sync ssp:1", 1, 0, 0, ST_SYNC_SSP},
+                                    {"-t 1 --sync asp", 1, 0, 0, ST_SYNC_ASP}};
+    /* under TSan: the threaded BSP modes, a few iterations (no SSP / ASP) */
+    int n_modes = UNDER_TSAN ? 3 : (int)(sizeof modes / sizeof modes[0]);
+    for (int i = 0; backends(i); i++) {
+        const st_backend *be;
+        st_error err = {0};
+        char why[320];
+        assert_int_equal(st_backend_find(backends(i), &be, &err), ST_OK);
+        if (!be->precision_supported || !be->precision_supported(ST_PRECISION_BF16, why,
+                                                                  sizeof why)) {
+            print_message("SKIP: %s bf16: %s\n", backends(i), why);
+            continue;
+        }
+        for (int m = 0; m < n_modes; m++) {
+            run_spec r = {LENET, backends(i), modes[m].threads, 24, UNDER_TSAN ? 3 : 10,
+                          BSP_IMAGES, modes[m].sync, 1, NULL, 0, i == 1 ? "nhwc" : NULL,
+                          modes[m].subdivisions};
+            st_train_opts o = run_opts(&r);
+            o.precision = ST_PRECISION_BF16;
+            o.hybrid = modes[m].hybrid;
+            o.bf16_per_kernel = 1;
+            size_t n1, n2;
+            st_train_result res;
+            float *per_kernel = train_with(LENET, &o, &n1, &res);
+            o.bf16_per_kernel = 0;
+            float *shared = train_with(LENET, &o, &n2, &res);
+            assert_int_equal(n1, n2);
+            size_t at = 0;
+            while (at < n1 && memcmp(&per_kernel[at], &shared[at], sizeof *shared) == 0)
+                at++;
+            print_message("%s bf16 LeNet-5 %s: the shared copy %s\n", backends(i),
+                          modes[m].name, at == n1 ? "gives the same bits" : "DIFFERS");
+            if (at < n1)
+                fail_msg("%s bf16 %s: weight %zu is %.9g with the shared bf16 copy, %.9g with "
+                         "each kernel rounding its own", backends(i), modes[m].name, at,
+                         shared[at], per_kernel[at]);
+            free(per_kernel);
+            free(shared);
+        }
+    }
+}
+
 #if !UNDER_TSAN
 /* SSP and ASP are not exact, but they train: the loss falls. */
 static void test_async_modes_train(void **state)
@@ -494,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_subdivisions),
         cmocka_unit_test(test_more_workers_than_parameters),
         cmocka_unit_test(test_divergence_stops_all_workers),
+        cmocka_unit_test(test_bf16_shared_copy),
 #if !UNDER_TSAN
         cmocka_unit_test(test_async_modes_train),
 #endif

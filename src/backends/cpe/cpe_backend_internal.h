@@ -70,6 +70,9 @@ typedef struct cpe_kernel {
     cpe_layout_state *src_state; /* the producer's layout, or NULL: plain */
     cpe_layout_state own;    /* conv: this kernel's output layout */
     double mpe_flops[PASSES], mpe_bytes[PASSES]; /* MPE work per sample */
+    double stream_values[PASSES]; /* > 0: the pass costed as this many whole-tensor
+                                     streams on the CPEs (batch norm) instead of the MPE */
+    size_t stream_count;     /* those streams' values per sample */
     int base_n;              /* conv: the batch the strategies were settled for */
     int runs[CONV_STRATEGIES][PASSES]; /* conv: whether the strategy can run the pass */
     char why_not[PASSES][192]; /* conv: why the implicit one cannot */

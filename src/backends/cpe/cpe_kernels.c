@@ -1,10 +1,12 @@
 /* The `cpe` backend's kernels other than convolution (cpe_conv.c): the
  * bias, activation and bias gradient of convolutions and inner products,
  * inner products as GEMM, max and average pooling and the activation
- * layers, all on the CPEs; and batch norm, LRN and softmax on the MPE (the
- * reference backend's kernels, costed with the MPE roofline
- * st_cpe_mpe_seconds). Kernels that compute on plain NCHW take their input
- * and give their input gradient through cpe_layouts.c. */
+ * layers, all on the CPEs; LRN and softmax on the MPE (the reference
+ * backend's kernels, costed with the MPE roofline st_cpe_mpe_seconds); and
+ * batch norm computed by the reference kernel but costed as swCaffe runs
+ * Caffe's BatchNorm and Scale layers, pass by pass over the tensor on the
+ * CPEs (bnorm_passes below). Kernels that compute on plain NCHW take their
+ * input and give their input gradient through cpe_layouts.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -176,6 +178,42 @@ static void mpe_work(cpe_kernel *k, const st_kdesc *d, double flops, double bflo
     k->mpe_bytes[PASS_BWD_DATA] = 4.0 * 4.0 * values;
 }
 
+/* Batch norm as swCaffe trains it: Caffe's BatchNorm layer followed by its
+ * Scale layer (gamma and beta), each a sequence of whole-tensor passes that
+ * swCaffe's USE_SWBASE build runs on the CPEs (sw_memcpy_f, sw_mul / sw_div /
+ * sw_sqr, the vendor BLAS's gemv and its K = 1 gemm for the per-channel
+ * broadcasts). Counted from swCaffe's batch_norm_layer.cpp and Caffe's
+ * scale_layer.cpp / bias_layer.cpp (github feifeibear/SWCaffe), in values of
+ * the tensor read or written (4 bytes each), training mode:
+ *   forward: copy bottom -> top 2, mean gemv 1, subtract the mean (gemm,
+ *     beta 1) 2, square into temp 2, variance gemv 1, broadcast the std
+ *     into temp (gemm, beta 0) 1, divide 3, keep x_norm 2: 14; Scale's
+ *     multiply 2 and Bias's broadcast add (gemm, beta 1) 2: 4. In all 18;
+ *   backward-data: multiply top by top_diff 3, gemv 1, broadcast 1,
+ *     multiply 3, gemv 1, broadcast add 2, axpby 3, divide 3: 17; Scale's
+ *     gradient product 3 and its gemv 1, Bias's gemv 1, the gradient times
+ *     gamma 2: 7. In all 24.
+ * Each value read or written is costed at the rate the emulated CPEs stream
+ * this very tensor: one copy launch (a read and a write of every value,
+ * st_cpe_act_forward linear into scratch) is emulated and its predicted
+ * time counted passes / 2 times. The reference kernel computes the result
+ * on the host; the copy's destination is scratch. */
+#define BNORM_FWD_VALUES 18.0
+#define BNORM_BWD_VALUES 24.0
+
+static st_status bnorm_passes(cpe_kernel *k, int pass, const float *src, size_t count,
+                              double values, int training, st_error *err)
+{
+    float *tmp;
+    st_cpe_counters c;
+    st_status st = cpe_scratch(k->ctx, SCRATCH_OUT2, count, &tmp, err);
+    if (st == ST_OK)
+        st = st_cpe_act_forward(k->ctx->cg, ST_ACT_LINEAR, count, src, tmp, &c, err);
+    if (st == ST_OK)
+        st_cpe_counters_scale_time(&c, values / 2.0);
+    return cpe_charge(&k->work, pass, &c, training, st);
+}
+
 static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     cpe_kernel *k = (cpe_kernel *)base;
@@ -183,7 +221,10 @@ static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_status st = cpe_plain_src(k, a, PASS_FWD, a->training, &plain.src, err);
     if (st == ST_OK)
         st = k->mpe->ops->forward(k->mpe, &plain, err);
-    if (st == ST_OK)
+    if (st == ST_OK && k->stream_values[PASS_FWD] > 0)
+        st = bnorm_passes(k, PASS_FWD, a->dst, (size_t)a->n * k->stream_count,
+                          k->stream_values[PASS_FWD], a->training, err);
+    else if (st == ST_OK)
         charge_mpe(k, PASS_FWD, k->mpe_flops[PASS_FWD] * a->n, k->mpe_bytes[PASS_FWD] * a->n,
                    a->training);
     return st;
@@ -202,7 +243,10 @@ static st_status mpe_backward_data(st_kernel *base, const st_kargs *a, st_error 
     if (st == ST_OK)
         st = k->mpe->ops->backward_data(k->mpe, &plain, err);
     st = cpe_plain_diff_finish(k, a, &dx, st, err);
-    if (st == ST_OK)
+    if (st == ST_OK && k->stream_values[PASS_BWD_DATA] > 0)
+        st = bnorm_passes(k, PASS_BWD_DATA, a->diff_dst, (size_t)a->n * k->stream_count,
+                          k->stream_values[PASS_BWD_DATA], 1, err);
+    else if (st == ST_OK)
         charge_mpe(k, PASS_BWD_DATA, k->mpe_flops[PASS_BWD_DATA] * a->n,
                    k->mpe_bytes[PASS_BWD_DATA] * a->n, 1);
     return st;
@@ -239,10 +283,12 @@ static st_status mpe_setup(cpe_kernel *k, const st_kdesc *d, const char *noun, s
     return ST_OK;
 }
 
-/* Batch norm: two statistics passes, normalise, scale, shift. */
+/* Batch norm: the reference kernel's result, swCaffe's passes' cost. */
 static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
-    mpe_work(k, d, 8.0, 12.0);
+    k->stream_values[PASS_FWD] = BNORM_FWD_VALUES;
+    k->stream_values[PASS_BWD_DATA] = BNORM_BWD_VALUES;
+    k->stream_count = st_kdesc_dst_values(d);
     return mpe_setup(k, d, "batchnorm", err);
 }
 
@@ -306,6 +352,6 @@ static const st_kernel_ops mpe_ops = {mpe_forward, mpe_backward_data, mpe_backwa
 const cpe_kind cpe_kind_fc = {&fc_ops, "CPEs", fc_setup};
 const cpe_kind cpe_kind_pool = {&pool_ops, "CPEs", pool_setup};
 const cpe_kind cpe_kind_act = {&act_ops, "CPEs", act_setup};
-const cpe_kind cpe_kind_bnorm = {&mpe_ops, "MPE", bnorm_setup};
+const cpe_kind cpe_kind_bnorm = {&mpe_ops, "CPEs", bnorm_setup};
 const cpe_kind cpe_kind_lrn = {&mpe_ops, "MPE", lrn_setup};
 const cpe_kind cpe_kind_softmax = {&mpe_ops, "MPE", softmax_setup};

@@ -25,7 +25,11 @@
  * diff_dst are reordered to bf16 at the kernel's edges (round to nearest
  * even), the primitives sum in fp32 and write dst, diff_src and the weight
  * gradient in fp32, so the activations between layers stay fp32; the bias
- * gradient is summed from the fp32 diff_dst (dnnl_kernel.c).
+ * gradient is summed from the fp32 diff_dst (dnnl_kernel.c). Given the
+ * weights' bf16 copy (st_backend_opts.weights_bf16, made by
+ * dnnl_bf16_convert once an iteration for every worker), the kernels
+ * reorder that copy into their layouts, or read it where it is theirs
+ * (the inner product's plain weights), and convert no weights.
  *
  * Scratchpads are user-managed: a kernel asks the worker for its largest
  * scratchpad (plus room for one temporary gradient) as scratch, and for
@@ -45,6 +49,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "base/cores.h"
+#include "base/memory.h"
 #include "dnnl_internal.h"
 
 /* The kinds, indexed by st_kind; each is defined in its own file. */
@@ -137,6 +142,7 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
                             (d->kind == ST_K_CONV || d->kind == ST_K_FC)
                         ? dnnl_bf16
                         : dnnl_f32;
+    k->w_given = c->weights_bf16 && k->operand_dt == dnnl_bf16;
     memcpy(&k->d, d, st_kdesc_size(d->kind));
     k->d.base.n = sizes[0];
     k->d.base.batch_sizes = NULL;
@@ -165,6 +171,7 @@ static st_status dnnl_ctx_create(const st_backend_opts *o, st_bctx **out, st_err
     c->conv_impl = o->conv_impl;
     c->choices = o->choices;
     c->precision = o->precision;
+    c->weights_bf16 = o->weights_bf16;
     c->limited = address_space_limited();
     st_status hst = check_headroom(c, "a oneDNN context", err);
     if (hst != ST_OK) {
@@ -256,12 +263,43 @@ static int dnnl_precision_supported(st_precision p, char *why, size_t size)
     return 0;
 }
 
+/* st_backend.bf16_convert: a oneDNN reorder of the count floats into
+ * bf16, the conversion of the kernels' own reorders of the weights (both
+ * oneDNN's JIT reorder: native vcvtneps2bf16 with avx512_core_bf16, which
+ * flushes denormals, emulated on avx512_core, which keeps them); made at
+ * each call, from oneDNN's primitive cache after the first. */
+static st_status dnnl_bf16_convert(st_bctx *c, const float *src, uint16_t *dst, size_t count,
+                                   st_error *err)
+{
+    if (count == 0)
+        return ST_OK;
+    dnnl_dims_t dims = {(dnnl_dim_t)count};
+    dnnl_memory_desc_t from, to;
+    dn_exec e = {0};
+    size_t sp = 0;
+    void *scratch = NULL;
+    st_status st = dn_md_plain(&from, 1, dims, err);
+    if (st == ST_OK) {
+        to = dn_md_as(&from, dnnl_bf16);
+        st = dn_make_reorder(c, &e, &from, &to, 0, &sp, err);
+    }
+    if (st == ST_OK && sp && !(scratch = st_alloc_aligned(sp, "bf16 conversion scratchpad",
+                                                          err)))
+        st = ST_ENOMEM;
+    if (st == ST_OK)
+        st = dn_run_reorder(c, &e, src, dst, scratch, err);
+    st_free_aligned(scratch);
+    dn_exec_free(&e);
+    return st;
+}
+
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
     .conv_impls = dn_conv_impls,
     .choice_syntax = dn_conv_choice_syntax,
     .choice_context = dnnl_choice_context,
     .precision_supported = dnnl_precision_supported,
+    .bf16_convert = dnnl_bf16_convert,
     .ctx_create = dnnl_ctx_create,
     .ctx_destroy = dnnl_ctx_destroy,
     .kernel_create = dnnl_kernel_create,

@@ -234,8 +234,8 @@ static int bwd_visit(void *ctx, dnnl_primitive_desc_t pd, const char *name)
 
 /* The reorders group g's layouts force each iteration, in ms: src into
  * the primitive's layout and type, diff_src back, dst to plain, diff_dst
- * into the primitive's layout and type, the weights into theirs and the
- * weight gradient back. */
+ * into the primitive's layout and type, the weights (as the kernel is
+ * given them) into theirs and the weight gradient back. */
 static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *usrc,
                              const dnnl_memory_desc_t *wplain, const dnnl_memory_desc_t *wd,
                              const dnnl_memory_desc_t *ww, st_error *err)
@@ -263,12 +263,13 @@ static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *
     if (st == ST_OK && b->backward && (dst_edge || !dnnl_memory_desc_equal(&ddst, &g->dst)) &&
         (st = time_reorder(c, dst_edge ? &plain : &g->dst, &ddst, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
-    if (st == ST_OK && !dnnl_memory_desc_equal(wf, wplain) &&
-        (st = time_reorder(c, wplain, wf, &t->tb, &ms, err)) == ST_OK)
+    dnnl_memory_desc_t win = dn_weights_user_md(t->k, wplain); /* the weights as given */
+    if (st == ST_OK && !dnnl_memory_desc_equal(wf, &win) &&
+        (st = time_reorder(c, &win, wf, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
     if (st == ST_OK && wd && !dnnl_memory_desc_equal(wd, wf) &&
-        !dnnl_memory_desc_equal(wd, wplain) &&
-        (st = time_reorder(c, wplain, wd, &t->tb, &ms, err)) == ST_OK)
+        !dnnl_memory_desc_equal(wd, &win) &&
+        (st = time_reorder(c, &win, wd, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
     if (st == ST_OK && ww && !dnnl_memory_desc_equal(ww, wplain) &&
         (st = time_reorder(c, ww, wplain, &t->tb, &ms, err)) == ST_OK)

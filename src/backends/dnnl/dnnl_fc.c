@@ -15,7 +15,9 @@
  * both orders); the fp32 weights are read plain, as the arena has them.
  * With bf16 operands (k->operand_dt) every pass is a primitive (oneDNN 2.6
  * has no bf16 GEMM in its C API), the activation fused into the forward:
- * src [n, in], the weights (converted from the fp32 ones once a forward)
+ * src [n, in], the weights (the workers' bf16 copy read as is where it is
+ * given, st_kargs.weights_bf16; else converted from the fp32 ones once a
+ * forward)
  * and diff_dst in bf16, dst, diff_src and the weight gradient in f32, all
  * plain. Plain weights take oneDNN's GEMM-based bf16 inner product; with
  * the layouts its brgemm one chooses, the weights' reorders cost more than

@@ -30,6 +30,7 @@ struct st_bctx {
     st_choices *choices;   /* st_backend_opts.choices */
     st_precision precision; /* st_backend_opts.precision: bf16 only where
                                dnnl_precision_supported said yes */
+    int weights_bf16;       /* st_backend_opts.weights_bf16 */
 };
 
 #define DN(call, what)                                                                    \
@@ -100,6 +101,11 @@ typedef struct dn_kernel {
      * diff_weights and diff_bias stay f32, accumulated in f32 by oneDNN).
      * Every other kind: f32. */
     dnnl_data_type_t operand_dt;
+    /* bf16 operands in a context given the weights in bf16
+     * (st_kargs.weights_bf16): the weights' reorders into the primitives'
+     * layouts start from that copy (dn_weights_user_md), and where a
+     * primitive reads plain bf16 weights it reads the copy itself. */
+    int w_given;
     int n_var;
     dn_variant *v;  /* [the batch sizes declared]: n_var of them built */
     /* Layouts the primitives chose at the largest batch size; the other
@@ -267,6 +273,9 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
  * buffer and reorder from or to wplain where it differs from it. */
 st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
                            const dnnl_memory_desc_t *wplain, st_error *err);
+/* The weights as the passes are given them: wplain (plain f32), or its
+ * bf16 copy's layout when k->w_given. */
+dnnl_memory_desc_t dn_weights_user_md(const dn_kernel *k, const dnnl_memory_desc_t *wplain);
 st_status dn_take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t pd, int first,
                                  st_error *err);
 /* v->post: the eltwise alg (alpha) after the primitive, in place on md (an

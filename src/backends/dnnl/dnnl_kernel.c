@@ -251,15 +251,24 @@ static st_status weights_edge(dn_kernel *k, const dnnl_memory_desc_t *plain,
     return st;
 }
 
+dnnl_memory_desc_t dn_weights_user_md(const dn_kernel *k, const dnnl_memory_desc_t *wplain)
+{
+    return k->w_given ? dn_md_as(wplain, dnnl_bf16) : *wplain;
+}
+
+/* The weights' edges: into the forward's and the backward-data's layouts
+ * from the weights as given (dn_weights_user_md), the gradient back to
+ * plain f32. */
 st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
                            const dnnl_memory_desc_t *wplain, st_error *err)
 {
     k->pw = *dn_pd_md(pds->fwd, DNNL_ARG_WEIGHTS);
     k->pwd = pds->bwd_data ? *dn_pd_md(pds->bwd_data, DNNL_ARG_WEIGHTS) : k->pw;
     k->pww = pds->bwd_weights ? *dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_WEIGHTS) : *wplain;
-    st_status st = weights_edge(k, wplain, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
+    dnnl_memory_desc_t win = dn_weights_user_md(k, wplain);
+    st_status st = weights_edge(k, &win, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
     if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
-        st = weights_edge(k, wplain, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
+        st = weights_edge(k, &win, &k->pwd, 0, &k->wd_edge, &k->ws_wd, &k->wd_in, err);
     if (st == ST_OK)
         st = weights_edge(k, wplain, &k->pww, 1, &k->dw_edge, &k->ws_dw, &k->dw_out, err);
     return st;
@@ -453,21 +462,28 @@ static st_status weighted_ddst(dn_kernel *k, const st_kargs *a, int weights, dn_
     return *v ? ST_OK : ST_EINTERNAL;
 }
 
+/* The weights as the kernel is given them: the bf16 copy (k->w_given),
+ * or the f32 weights. */
+static const void *weights_given(const dn_kernel *k, const st_kargs *a)
+{
+    return k->w_given ? (const void *)a->weights_bf16 : (const void *)a->weights;
+}
+
 st_status dn_weighted_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
     dn_kernel *k = (dn_kernel *)base;
     dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
-    const void *src, *w = a->weights;
+    const void *src, *given = weights_given(k, a), *w = given;
     k->ddst_of = k->ddst_ws = NULL; /* new samples: see weighted_ddst */
     st_status st = dn_fwd_src(k, v, a, &src, err);
     k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->w_edge) {
         w = dn_at(a->workspace, k->ws_w);
-        st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
+        st = dn_run_reorder(k->ctx, &k->w_in, given, (void *)w, a->scratch, err);
         if (st == ST_OK) {
-            k->w_of = a->weights;
+            k->w_of = given;
             k->w_ws = a->workspace;
         }
     }
@@ -488,16 +504,17 @@ st_status dn_weighted_backward_data(st_kernel *base, const st_kargs *a, st_error
     dn_variant *v;
     const void *ddst;
     st_status st = weighted_ddst(k, a, 0, &v, &ddst, err);
-    const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : a->weights;
-    int forwards = k->w_of == a->weights && k->w_ws == a->workspace;
+    const void *given = weights_given(k, a);
+    const void *w = k->w_edge ? dn_at(a->workspace, k->ws_w) : given;
+    int forwards = k->w_of == given && k->w_ws == a->workspace;
     k->w_of = k->w_ws = NULL;
     if (st == ST_OK && k->wd_edge) {
         w = dn_at(a->workspace, k->ws_wd);
-        st = dn_run_reorder(k->ctx, &k->wd_in, a->weights, (void *)w, a->scratch, err);
+        st = dn_run_reorder(k->ctx, &k->wd_in, given, (void *)w, a->scratch, err);
     } else if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw)) {
-        w = a->weights; /* backward data reads plain weights */
+        w = given; /* backward data reads the weights as given */
     } else if (st == ST_OK && k->w_edge && !forwards) {
-        st = dn_run_reorder(k->ctx, &k->w_in, a->weights, (void *)w, a->scratch, err);
+        st = dn_run_reorder(k->ctx, &k->w_in, given, (void *)w, a->scratch, err);
     }
     const dn_arg args[] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w},
                            {DNNL_ARG_DIFF_SRC, dn_bwd_dsrc(k, a)}};

@@ -79,6 +79,14 @@ void *ref_kernel_new(size_t size, const st_kernel_ops *ops, const st_kdesc *d, s
     return k;
 }
 
+void ref_bf16_weights(float *dst, const st_kargs *a, size_t count)
+{
+    if (a->weights_bf16)
+        st_bf16_widen(dst, a->weights_bf16, count);
+    else
+        st_bf16_round(dst, a->weights, count);
+}
+
 void ref_kernel_free(st_kernel *k)
 {
     free(k);

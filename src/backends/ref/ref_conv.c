@@ -12,9 +12,10 @@
  * products in fp32: a product of two bf16 values is exact in fp32, so this
  * is the arithmetic of oneDNN's bf16 convolution (vdpbf16ps). Rounding
  * commutes with im2col (its padding zeros are exact), so col is rounded
- * after it. dst, diff_src and diff_weights stay fp32 in memory: the next
- * layer rounds its own operands when it reads them. The bias and its
- * gradient are fp32 sums, with no product to round. */
+ * after it; the weights given in bf16 (st_kargs.weights_bf16) are read
+ * from there, the same values. dst, diff_src and diff_weights stay fp32 in
+ * memory: the next layer rounds its own operands when it reads them. The
+ * bias and its gradient are fp32 sums, with no product to round. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,14 +140,14 @@ static const float *conv_col(const ref_kernel *k, const st_kargs *a, const conv_
     return s->col;
 }
 
-/* The weights [oc, K] as the GEMMs read them: rounded into s->weights in
- * bf16. */
+/* The weights [oc, K] as the GEMMs read them: in bf16, rounded into
+ * s->weights (ref_bf16_weights). */
 static const float *conv_weights(const ref_kernel *k, const st_kargs *a, const conv_scratch *s)
 {
     if (!conv_bf16(k))
         return a->weights;
     conv_sizes z = conv_sizes_of(&k->d.conv);
-    st_bf16_round(s->weights, a->weights, (size_t)k->d.conv.oc * z.K);
+    ref_bf16_weights(s->weights, a, (size_t)k->d.conv.oc * z.K);
     return s->weights;
 }
 

@@ -7,9 +7,11 @@
  * operands rounded to bf16 (forward: src and W; backward-data: ddst and W;
  * backward-weights: ddst and src) from the scratch and sums their products
  * in fp32, the arithmetic of oneDNN's bf16 inner product (vdpbf16ps; the
- * products are exact in fp32). dst, diff_src and diff_weights stay fp32 in
- * memory: the next layer rounds its own operands when it reads them. The
- * bias and its gradient are fp32 sums, with no product to round. */
+ * products are exact in fp32); the weights given in bf16
+ * (st_kargs.weights_bf16) are read from there, the same values. dst,
+ * diff_src and diff_weights stay fp32 in memory: the next layer rounds its
+ * own operands when it reads them. The bias and its gradient are fp32
+ * sums, with no product to round. */
 #include <stdlib.h>
 
 #include "ref_internal.h"
@@ -31,6 +33,19 @@ static const float *fc_operand(const ref_kernel *k, const float *p, size_t count
     return r;
 }
 
+/* The weights [out, in] as the GEMM reads them: fc_operand's, from the
+ * bf16 copy when it is given (ref_bf16_weights). */
+static const float *fc_weights(const ref_kernel *k, const st_kargs *a, float **at)
+{
+    if (!fc_bf16(k))
+        return a->weights;
+    const st_fc_desc *d = &k->d.fc;
+    float *r = *at;
+    ref_bf16_weights(r, a, (size_t)d->out * d->in);
+    *at += (size_t)d->out * d->in;
+    return r;
+}
+
 static st_status fc_forward(st_kernel *k, const st_kargs *a, st_error *err)
 {
     (void)err;
@@ -38,7 +53,7 @@ static st_status fc_forward(st_kernel *k, const st_kargs *a, st_error *err)
     const st_fc_desc *d = &rk->d.fc;
     float *at = a->scratch;
     const float *src = fc_operand(rk, a->src, (size_t)a->n * d->in, &at);
-    const float *w = fc_operand(rk, a->weights, (size_t)d->out * d->in, &at);
+    const float *w = fc_weights(rk, a, &at);
     ref_gemm(0, 1, a->n, d->out, d->in, 1.0f, src, d->in, w, d->in, 0.0f, a->dst, d->out);
     for (int n = 0; n < a->n; n++) {
         float *y = a->dst + (long)n * d->out;
@@ -57,7 +72,7 @@ static st_status fc_backward_data(st_kernel *k, const st_kargs *a, st_error *err
     const st_fc_desc *d = &rk->d.fc;
     float *at = a->scratch;
     const float *ddst = fc_operand(rk, a->diff_dst, (size_t)a->n * d->out, &at);
-    const float *w = fc_operand(rk, a->weights, (size_t)d->out * d->in, &at);
+    const float *w = fc_weights(rk, a, &at);
     ref_gemm(0, 0, a->n, d->in, d->out, 1.0f, ddst, d->out, w, d->in,
              a->accumulate ? 1.0f : 0.0f, a->diff_src, d->in);
     return ST_OK;

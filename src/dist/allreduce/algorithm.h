@@ -35,6 +35,43 @@ st_status ar_end(ar_call *call, st_status st);
 st_status ar_exchange(ar_call *call, const float *send, size_t send_n, int dst, float *recv,
                       size_t recv_n, int src);
 
+/* The one-sided algorithm's window on a communicator (onesided.c):
+ * st_comm_init allocates this holder, the algorithm's first call makes
+ * the window, st_comm_free frees both. */
+#define AR_RMA_EDGES 32 /* a rank's tree edges: its parent and up to 31 children */
+struct st_comm_rma {
+    MPI_Win win;      /* MPI_WIN_NULL until the first call; then under MPI_Win_lock_all */
+    char *base;       /* this rank's part of the window */
+    float *staging;   /* the children's partial sums being fetched, a segment each */
+    uint64_t tickets; /* segments each tree edge has carried in earlier calls: the
+                         notification that segment s of this call is there is
+                         tickets + s + 1 (the same count on every rank) */
+    int64_t notice[AR_RMA_EDGES][2]; /* each edge's notification in flight: the value
+                                        sent and the one it replaced */
+};
+
+/* What one look of an ar_poll_fn found. */
+typedef enum ar_poll_state {
+    AR_POLL_WAITING,  /* nothing new */
+    AR_POLL_PROGRESS, /* something moved: the wait starts again */
+    AR_POLL_DONE,
+} ar_poll_state;
+
+/* One look at what a wait waits for; returns an MPI error code. */
+typedef int (*ar_poll_fn)(void *ctx, ar_poll_state *state);
+
+/* Call poll until it says done, as st_comm_wait polls its requests:
+ * spinning at first, then sleeping c->idle_sleep_us or backing off;
+ * timeout > 0 seconds without progress gives ST_COMM_TIMEOUT. Returns
+ * MPI_SUCCESS, poll's MPI error code, or ST_COMM_TIMEOUT. */
+int ar_poll(const st_comm *c, double timeout, ar_poll_fn poll, void *ctx);
+
+/* Count the bytes of a transfer that ar_exchange (or a one-sided put)
+ * made: send_n floats sent to physical rank dst, recv_n received from
+ * src (0: none), those crossing supernodes, and pace the crossing ones
+ * (the model at the top of algorithm.c). */
+void ar_account(ar_call *call, size_t send_n, int dst, size_t recv_n, int src);
+
 /* st_comm_wait with the communicator's timeout. */
 int ar_wait(const st_comm *c, int count, MPI_Request *requests);
 

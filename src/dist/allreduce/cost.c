@@ -6,6 +6,7 @@
 #include "dist/allreduce_cost.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "dist/allreduce_algos.h"
@@ -81,6 +82,27 @@ static double butterfly(int p, double n, const st_net_params *np)
            steps * n * np->gamma + fold(p, n, np);
 }
 
+/* binomial.c's tree moving m bytes over each of its ceil(log2 P) levels,
+ * the levels of mask >= Q crossing: the transfer time. */
+static double tree_levels(int p, double m, const st_net_params *np)
+{
+    int steps = ceil_log2(p);
+    int across = crosses(p, np) ? ceil_log2((p + np->supernode - 1) / np->supernode) : 0;
+    return move(np, (steps - across) * m, across * m);
+}
+
+/* onesided.c: k segments of m bytes pipelined through the trees, each
+ * transfer 2 alpha (data and notification); the first segment up and
+ * down, the others at rank 0's pace. */
+static double onesided(int p, double n, const st_net_params *np)
+{
+    double segment = ST_ALLREDUCE_ONESIDED_SEGMENT_FLOATS * 4.0;
+    double k = n > segment ? ceil(n / segment) : 1, m = n / k;
+    int d = ceil_log2(p);
+    double first = 4 * d * np->alpha + 2 * tree_levels(p, m, np) + d * m * np->gamma;
+    return first + (k - 1) * (2 * np->alpha + tree_levels(p, m, np) + d * m * np->gamma);
+}
+
 double st_allreduce_cost(int algorithm, int p, double n, const st_net_params *np)
 {
     if (p <= 1)
@@ -97,12 +119,9 @@ double st_allreduce_cost(int algorithm, int p, double n, const st_net_params *np
         return rhd(p, n, np, 0);
     case AR_COST_rhd_supernode:
         return rhd(p, n, np, 1);
-    case AR_COST_binomial: { /* the steps of mask >= Q cross, both ways */
-        int steps = ceil_log2(p);
-        int across = x ? ceil_log2((p + np->supernode - 1) / np->supernode) : 0;
-        return 2 * steps * np->alpha + move(np, 2 * (steps - across) * n, 2 * across * n) +
-               steps * n * np->gamma;
-    }
+    case AR_COST_binomial: /* the steps of mask >= Q cross, both ways */
+        return 2 * ceil_log2(p) * np->alpha + 2 * tree_levels(p, n, np) +
+               ceil_log2(p) * n * np->gamma;
     case AR_COST_star: { /* rank 0's link: P - Q ranks outside its supernode */
         double outside = x ? p - np->supernode : 0;
         return 2 * (p - 1) * np->alpha + move(np, 2 * (p - 1 - outside) * n, 2 * outside * n) +
@@ -110,6 +129,8 @@ double st_allreduce_cost(int algorithm, int p, double n, const st_net_params *np
     }
     case AR_COST_butterfly:
         return butterfly(p, n, np);
+    case AR_COST_onesided:
+        return onesided(p, n, np);
     }
     abort(); /* a row of ST_ALLREDUCE_ALGOS without its formula here */
 }
