@@ -91,6 +91,14 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
              st_shape_count(base->out));
 }
 
+static void softmax_graph(const st_layer *base, st_graph_node *g)
+{
+    const softmax_layer *l = (const softmax_layer *)base;
+    g->op = ST_GRAPH_SOFTMAX;
+    g->softmax.groups = l->groups;
+    g->softmax.temperature = l->temperature;
+}
+
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
     .size = sizeof(softmax_layer),
@@ -102,4 +110,5 @@ const st_layer_ops st_softmax_ops = {
     .backward = softmax_backward,
     .release = st_slot_release,
     .describe = softmax_describe,
+    .graph = softmax_graph,
 };
