@@ -25,7 +25,7 @@ static void avgpool_describe(const st_layer *base, char *buf, size_t size)
 
 static void avgpool_graph(const st_layer *base, st_graph_node *g)
 {
-    g->op = ST_GRAPH_AVGPOOL;
+    *g = (st_graph_node){.op = ST_GRAPH_AVGPOOL};
 }
 
 const st_layer_ops st_avgpool_ops = {

@@ -60,7 +60,7 @@ static void batchnorm_describe(const st_layer *base, char *buf, size_t size)
 
 static void batchnorm_graph(const st_layer *base, st_graph_node *g)
 {
-    g->op = ST_GRAPH_BATCHNORM;
+    *g = (st_graph_node){.op = ST_GRAPH_BATCHNORM};
 }
 
 /* Darknet's [batchnorm] keeps no biases (it neither trains nor saves them). */

@@ -443,9 +443,7 @@ static void connected_describe(const st_layer *base, char *buf, size_t size)
 static void connected_graph(const st_layer *base, st_graph_node *g)
 {
     const connected_layer *l = (const connected_layer *)base;
-    g->op = ST_GRAPH_INNER;
-    g->inner.batch_normalize = l->wp.batch_normalize;
-    g->inner.act = l->wp.act;
+    *g = (st_graph_node){.op = ST_GRAPH_INNER, .inner = {l->wp.batch_normalize, l->wp.act}};
 }
 
 /* Darknet's order: the biases (batch norm's shift), the weights, batch norm. */

@@ -108,13 +108,9 @@ static void conv_describe(const st_layer *base, char *buf, size_t size)
 static void conv_graph(const st_layer *base, st_graph_node *g)
 {
     const conv_layer *l = (const conv_layer *)base;
-    g->op = ST_GRAPH_CONV;
-    g->conv.size = l->size;
-    g->conv.stride = l->stride;
-    g->conv.padding = l->padding;
-    g->conv.groups = l->groups;
-    g->conv.batch_normalize = l->wp.batch_normalize;
-    g->conv.act = l->wp.act;
+    *g = (st_graph_node){.op = ST_GRAPH_CONV,
+                         .conv = {l->size, l->stride, l->padding, l->groups,
+                                  l->wp.batch_normalize, l->wp.act}};
 }
 
 /* Darknet's order: the biases (batch norm's shift), batch norm, the weights. */

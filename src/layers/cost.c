@@ -76,7 +76,7 @@ static void cost_describe(const st_layer *base, char *buf, size_t size)
 /* Exported as the loss alone: its output is its input. */
 static void cost_graph(const st_layer *base, st_graph_node *g)
 {
-    g->op = ST_GRAPH_IDENTITY;
+    *g = (st_graph_node){.op = ST_GRAPH_IDENTITY};
 }
 
 const st_layer_ops st_cost_ops = {

@@ -104,8 +104,8 @@ static void dropout_describe(const st_layer *base, char *buf, size_t size)
 
 static void dropout_graph(const st_layer *base, st_graph_node *g)
 {
-    g->op = ST_GRAPH_DROPOUT;
-    g->dropout.ratio = ((const dropout_layer *)base)->probability;
+    *g = (st_graph_node){.op = ST_GRAPH_DROPOUT,
+                         .dropout = {((const dropout_layer *)base)->probability}};
 }
 
 const st_layer_ops st_dropout_ops = {

@@ -47,11 +47,7 @@ static void lrn_describe(const st_layer *base, char *buf, size_t size)
 static void lrn_graph(const st_layer *base, st_graph_node *g)
 {
     const lrn_layer *l = (const lrn_layer *)base;
-    g->op = ST_GRAPH_LRN;
-    g->lrn.size = l->size;
-    g->lrn.alpha = l->alpha;
-    g->lrn.beta = l->beta;
-    g->lrn.k = l->k;
+    *g = (st_graph_node){.op = ST_GRAPH_LRN, .lrn = {l->size, l->alpha, l->beta, l->k}};
 }
 
 const st_layer_ops st_lrn_ops = {

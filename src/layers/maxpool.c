@@ -52,11 +52,9 @@ static void maxpool_describe(const st_layer *base, char *buf, size_t size)
 static void maxpool_graph(const st_layer *base, st_graph_node *g)
 {
     const maxpool_layer *l = (const maxpool_layer *)base;
-    g->op = ST_GRAPH_MAXPOOL;
-    g->maxpool.size = l->size;
-    g->maxpool.stride = l->stride;
-    g->maxpool.pad_begin = l->padding / 2;
-    g->maxpool.pad_end = l->padding - l->padding / 2;
+    *g = (st_graph_node){.op = ST_GRAPH_MAXPOOL,
+                         .maxpool = {l->size, l->stride, l->padding / 2,
+                                     l->padding - l->padding / 2}};
 }
 
 const st_layer_ops st_maxpool_ops = {

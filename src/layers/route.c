@@ -93,7 +93,7 @@ static void route_describe(const st_layer *base, char *buf, size_t size)
 
 static void route_graph(const st_layer *base, st_graph_node *g)
 {
-    g->op = ST_GRAPH_CONCAT;
+    *g = (st_graph_node){.op = ST_GRAPH_CONCAT};
 }
 
 const st_layer_ops st_route_ops = {

@@ -156,10 +156,7 @@ static void shortcut_describe(const st_layer *base, char *buf, size_t size)
 static void shortcut_graph(const st_layer *base, st_graph_node *g)
 {
     const shortcut_layer *l = (const shortcut_layer *)base;
-    g->op = ST_GRAPH_ADD;
-    g->add.alpha = l->alpha;
-    g->add.beta = l->beta;
-    g->add.act = l->act;
+    *g = (st_graph_node){.op = ST_GRAPH_ADD, .add = {l->alpha, l->beta, l->act}};
 }
 
 const st_layer_ops st_shortcut_ops = {

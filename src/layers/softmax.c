@@ -94,9 +94,7 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
 static void softmax_graph(const st_layer *base, st_graph_node *g)
 {
     const softmax_layer *l = (const softmax_layer *)base;
-    g->op = ST_GRAPH_SOFTMAX;
-    g->softmax.groups = l->groups;
-    g->softmax.temperature = l->temperature;
+    *g = (st_graph_node){.op = ST_GRAPH_SOFTMAX, .softmax = {l->groups, l->temperature}};
 }
 
 const st_layer_ops st_softmax_ops = {

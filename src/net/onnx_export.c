@@ -480,28 +480,17 @@ typedef struct ex_writer {
 static ex_writer ex_writer_of(st_graph_op op)
 {
     switch (op) {
-    case ST_GRAPH_CONV:
-        return (ex_writer){ex_conv, 1};
-    case ST_GRAPH_INNER:
-        return (ex_writer){ex_inner, 0};
-    case ST_GRAPH_MAXPOOL:
-        return (ex_writer){ex_maxpool, 1};
-    case ST_GRAPH_AVGPOOL:
-        return (ex_writer){ex_avgpool, 1};
-    case ST_GRAPH_BATCHNORM:
-        return (ex_writer){ex_batchnorm_layer, 0};
-    case ST_GRAPH_DROPOUT:
-        return (ex_writer){ex_dropout, 0};
-    case ST_GRAPH_LRN:
-        return (ex_writer){ex_lrn, 1};
-    case ST_GRAPH_SOFTMAX:
-        return (ex_writer){ex_softmax, 0};
-    case ST_GRAPH_ADD:
-        return (ex_writer){ex_add, 0};
-    case ST_GRAPH_CONCAT:
-        return (ex_writer){ex_concat, 0};
-    case ST_GRAPH_IDENTITY:
-        return (ex_writer){ex_identity, 0};
+    case ST_GRAPH_CONV: return (ex_writer){ex_conv, 1};
+    case ST_GRAPH_INNER: return (ex_writer){ex_inner, 0};
+    case ST_GRAPH_MAXPOOL: return (ex_writer){ex_maxpool, 1};
+    case ST_GRAPH_AVGPOOL: return (ex_writer){ex_avgpool, 1};
+    case ST_GRAPH_BATCHNORM: return (ex_writer){ex_batchnorm_layer, 0};
+    case ST_GRAPH_DROPOUT: return (ex_writer){ex_dropout, 0};
+    case ST_GRAPH_LRN: return (ex_writer){ex_lrn, 1};
+    case ST_GRAPH_SOFTMAX: return (ex_writer){ex_softmax, 0};
+    case ST_GRAPH_ADD: return (ex_writer){ex_add, 0};
+    case ST_GRAPH_CONCAT: return (ex_writer){ex_concat, 0};
+    case ST_GRAPH_IDENTITY: return (ex_writer){ex_identity, 0};
     }
     assert(!"an st_graph_op out of its enum");
     return (ex_writer){NULL, 0};
