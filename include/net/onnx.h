@@ -53,9 +53,11 @@
  * it (onnx_wire.c), and what onnx.checker refuses, tied weights and
  * non-finite initializers are refused too (onnx_check.c, onnx_values.c).
  *
- * Adding an op: its handler in onnx.c and its row in ox_ops (the list in
- * messages follows); a writer row in onnx_export.c's ex_writers if it is a
- * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
+ * Adding an op: its handler and its row in onnx_ops.c's ox_ops (the list
+ * in messages follows); if a layer computes it that no st_graph_op
+ * describes yet (layers/layer.h), the op's row there and its writer in
+ * onnx_export.c's ex_writer_of; a model in tests/lib/onnx_models.py with a
+ * cfg twin.
  *
  * The sections' line numbers are the nodes' numbers, from 1, and a
  * layer's message from the build is said of its node ("model.onnx: node 3
