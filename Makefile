@@ -13,6 +13,7 @@
 #                                    SW26010 files, the scripts and the guide
 #                                    (DESTDIR stages; make uninstall removes them)
 #   make fuzz FUZZ_SECONDS=60        run each reader's fuzz target (mk/fuzz.mk)
+#   make WERROR= ...                 warnings not errors (they are by default)
 
 CC      ?= gcc
 PREFIX  ?= /usr/local
@@ -22,8 +23,13 @@ comma   := ,
 BUILD   := $(if $(SAN),build-$(firstword $(subst $(comma), ,$(SAN))),$(if $(PORTABLE),build-portable,build))
 
 CFLAGS  ?= -O3 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter -MMD -MP \
-           -Iinclude -fno-omit-frame-pointer
+# Warnings are errors in every build (make test's, the sanitized, portable
+# and fuzz builds), so that what the recipes promise holds: a missing case of
+# a switch over an extension point's enum fails the build. WERROR= keeps them
+# warnings (another compiler's new ones).
+WERROR  ?= -Werror
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter $(WERROR) \
+           -MMD -MP -Iinclude -fno-omit-frame-pointer
 LDLIBS  := -ldnnl -fopenmp -lstb -lhwloc -lprotobuf-c -lz -lm -lpthread
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-sanitize-recover=all

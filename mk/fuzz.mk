@@ -26,7 +26,7 @@ FUZZ_TARGETS := cfg idx cifar store snapshot weights image onnx
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-               -MMD -MP -Iinclude -fno-omit-frame-pointer
+               $(WERROR) -MMD -MP -Iinclude -fno-omit-frame-pointer
 FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c \
                 src/parallel/accumulate.c,\
                 $(wildcard $(FUZZ_DIRS:%=src/%/*.c)))

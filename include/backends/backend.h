@@ -30,7 +30,12 @@
  *   call (batch norm) do both in backward_data and have no backward_weights;
  * - workspace (workspace_bytes) persists from forward to backward of the same
  *   samples; scratch (scratch_bytes) is only valid during one call. Both are
- *   owned by the worker and passed in st_kargs. */
+ *   owned by the worker and passed in st_kargs.
+ *
+ * Adding a backend: a folder src/backends/<name>/ with its ops table (an
+ * st_backend: a kernel of every kind, ops/kdesc.h's ST_KINDS, and the
+ * capabilities it has, hooks below) and its row in src/backends/registry.c;
+ * test_conformance then runs it against the reference backend. */
 #ifndef ST_BACKEND_H
 #define ST_BACKEND_H
 

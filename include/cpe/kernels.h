@@ -84,13 +84,6 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
                         const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
                         st_error *err);
 
-/* Implicit convolution as swDNN built it (src/cpe/kernels/conv_implicit.c says
- * how): the core problem, unit stride,
- *     out[ro][co][no][b] = sum over kr, kc, ni of
- *                          w[kr][kc][no][ni] in[ro + kr - pr][co + kc - pc][ni][b]
- * in [ri][ci][ni][b], w [kr][kc][no][ni], out [ro][co][no][b] (overwritten,
- * or added to with accumulate); input positions outside the image are
- * padding. */
 /* The two kernel designs of the implicit convolution:
  *   ST_CPE_CONV_SWDNN          swDNN's swCNNv12 (double precision, as its
  *                              published GFLOPS were measured): input and
@@ -111,6 +104,13 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
  *                              multiples of 32 and at least 64. */
 typedef enum st_cpe_conv_design { ST_CPE_CONV_SWDNN, ST_CPE_CONV_SWCAFFE_FLOAT } st_cpe_conv_design;
 
+/* Implicit convolution as swDNN built it (src/cpe/kernels/conv_implicit.c says
+ * how): the core problem, unit stride,
+ *     out[ro][co][no][b] = sum over kr, kc, ni of
+ *                          w[kr][kc][no][ni] in[ro + kr - pr][co + kc - pc][ni][b]
+ * in [ri][ci][ni][b], w [kr][kc][no][ni], out [ro][co][no][b] (overwritten,
+ * or added to with accumulate); input positions outside the image are
+ * padding. */
 typedef struct st_cpe_swdnn_conv {
     st_cpe_conv_design design;
     int ldm_budget; /* bytes per CPE the blocks may take (0: swDNN's 55 KB) */

@@ -13,7 +13,10 @@
  * Adding a layer type touches four files:
  *   1. src/layers/<type>.c: st_<type>_ops (its cfg keys in build, its
  *      kernels through backend.h; a new kind of kernel by ops/kdesc.h's
- *      recipe);
+ *      recipe; what the exporters write, graph, or why they cannot,
+ *      no_graph; its tensors' place in Darknet's .weights, darknet, when
+ *      it has tensors; a new st_graph_op is a row below and a writer in
+ *      src/net/onnx_export.c);
  *   2. src/layers/registry.c: its row (the cfg section name and aliases);
  *   3. this header: its ops table's declaration (the end of the file);
  *   4. tests/unit/test_conformance.c: a network case (its coverage check
@@ -170,6 +173,75 @@ typedef struct st_pass {
     st_layer_time *time;        /* NULL, or where kernels add backward_weights time */
 } st_pass;
 
+/* What a layer computes, from its built options, for the writers of other
+ * formats (net/onnx_export.c maps each op onto ONNX nodes), so that none
+ * reads a cfg again: the op, then its fields (a member of the union, by
+ * op). A new op is a row here and a writer in every exporter (its switch
+ * has no default: the compiler names the missing case). */
+typedef enum st_graph_op {
+    ST_GRAPH_CONV,      /* conv: a convolution; then batch norm or the biases; then act */
+    ST_GRAPH_INNER,     /* inner: an inner product over the flattened input; then as conv */
+    ST_GRAPH_MAXPOOL,   /* maxpool: pad_begin on the top and left, pad_end bottom and right */
+    ST_GRAPH_AVGPOOL,   /* the average of each channel over the whole image */
+    ST_GRAPH_BATCHNORM, /* batch norm alone (in inference form: the running statistics) */
+    ST_GRAPH_DROPOUT,   /* dropout: the ratio zeroed in training */
+    ST_GRAPH_LRN,       /* lrn: Caffe's, across channels */
+    ST_GRAPH_SOFTMAX,   /* softmax: of x / temperature over `groups` equal groups */
+    ST_GRAPH_ADD,       /* add: act(alpha * src[0] + beta * src[1]) */
+    ST_GRAPH_CONCAT,    /* src[0 .. n_src) along the channels; one source: its values */
+    ST_GRAPH_IDENTITY,  /* the output is the input (a loss alone) */
+} st_graph_op;
+
+typedef struct st_graph_node {
+    st_graph_op op;
+    union {
+        struct {
+            int size, stride, padding, groups; /* padding: on every side */
+            int batch_normalize;
+            st_act act;
+        } conv;
+        struct {
+            int batch_normalize;
+            st_act act;
+        } inner;
+        struct {
+            int size, stride, pad_begin, pad_end;
+        } maxpool;
+        struct {
+            float ratio;
+        } dropout;
+        struct {
+            int size;
+            float alpha, beta, k;
+        } lrn;
+        struct {
+            int groups;
+            float temperature;
+        } softmax;
+        struct {
+            float alpha, beta;
+            st_act act;
+        } add;
+    };
+} st_graph_node;
+
+/* How a Darknet .weights file holds one of a layer's tensors. */
+typedef enum st_darknet_form {
+    ST_DARKNET_AS_IS,     /* the same floats in the same order */
+    ST_DARKNET_VARIANCE,  /* running variance, converted between the two BN formulas */
+    ST_DARKNET_TRANSPOSE, /* connected weights [out][in]; [in][out] in a transposed file */
+    ST_DARKNET_ABSENT,    /* not in the file: must be zero to save, zeroed on load */
+} st_darknet_form;
+
+/* A tensor of the layer (the role st_layer_param registered) in a .weights
+ * file (train/darknet_weights.c), in the file's order. */
+typedef struct st_darknet_tensor {
+    const char *role;
+    st_darknet_form form;
+} st_darknet_tensor;
+
+#define ST_DARKNET_MAX_TENSORS 8
+
 struct st_layer_ops {
     const char *type;                 /* section name, e.g. "convolutional" */
     const char *short_name;           /* for tables, e.g. "conv"; NULL: the type */
@@ -198,6 +270,16 @@ struct st_layer_ops {
     void (*release)(void *state); /* NULL when setup is */
     /* One line for the layer table (after the index), Darknet's columns. */
     void (*describe)(const st_layer *l, char *buf, size_t size);
+    /* What the layer computes for the exporters (st_graph_node), or NULL
+     * and no_graph: why no exporter can write it ("...: no ONNX op does
+     * what it does"). One of the two (test_conformance's coverage). */
+    void (*graph)(const st_layer *l, st_graph_node *g);
+    const char *no_graph;
+    /* Its tensors in a Darknet .weights file, in the file's order, into t;
+     * returns how many. NULL: it has none there. A type whose layers
+     * register tensors needs it (test_conformance's coverage); a tensor no
+     * layer's list names makes the network unsavable as .weights. */
+    int (*darknet)(const st_layer *l, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS]);
 };
 
 /* All layer types, for the cfg reader (registry.c): the ops of a section

@@ -53,9 +53,11 @@
  * it (onnx_wire.c), and what onnx.checker refuses, tied weights and
  * non-finite initializers are refused too (onnx_check.c, onnx_values.c).
  *
- * Adding an op: its handler in onnx.c and its row in ox_ops (the list in
- * messages follows); a writer row in onnx_export.c's ex_writers if it is a
- * new layer type; a model in tests/lib/onnx_models.py with a cfg twin.
+ * Adding an op: its handler and its row in onnx_ops.c's ox_ops (the list
+ * in messages follows); if a layer computes it that no st_graph_op
+ * describes yet (layers/layer.h), the op's row there and its writer in
+ * onnx_export.c's ex_writer_of; a model in tests/lib/onnx_models.py with a
+ * cfg twin.
  *
  * The sections' line numbers are the nodes' numbers, from 1, and a
  * layer's message from the build is said of its node ("model.onnx: node 3
@@ -96,16 +98,17 @@ st_status st_onnx_load(const char *path, const char *hparams_path, st_cfg *cfg,
 st_status st_onnx_load_weights(const char *path, const st_net *net, float *weights,
                                st_error *err);
 
-/* Write net (built from cfg, whose sections give the layers' options) with
- * weights [net->params.count] to path as an ONNX model, opset 13: each
- * layer as the nodes st_onnx_load reads back into the same layer (batch
+/* Write net (built from cfg, whose sections name the layers in messages;
+ * their options are the built layers', st_layer_ops.graph) with weights
+ * [net->params.count] to path as an ONNX model, opset 13: each layer as
+ * the nodes st_onnx_load reads back into the same layer (batch
  * norm as BatchNormalization with the running statistics, [cost] left
  * out: its output is its input), so that reading the file again gives the
  * same outputs bit for bit. A layer no ONNX op does ([crop], a softmax of
  * several groups, a shortcut of two shapes) is an input error naming its
  * cfg line; so is a network of more than ST_ONNX_MAX_NODES nodes, which
  * st_onnx_load would refuse. Written atomically (base/fileio.h). */
-st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const float *weights,
-                       st_error *err);
+st_status st_onnx_save(const char *path, const st_net *net, const st_cfg *cfg,
+                       const float *weights, st_error *err);
 
 #endif

@@ -29,13 +29,15 @@ extern const char *const st_act_names[];
  * macro (an undefined one fails the link, not a run); the name is for
  * messages.
  *
- * Adding a kind touches five files:
+ * Adding a kind touches six files:
  *   1. include/ops/kdesc.h: its X line, its descriptor, its dst size;
  *   2. src/backends/ref/ref_<stem>.c: ref_kind_<stem>, the oracle;
  *   3. src/backends/dnnl/dnnl_<stem>.c: dn_kind_<stem>;
- *   4. src/backends/cpe/cpe_kernels.c: cpe_kind_<stem> (on the MPE, the
+ *   4. src/backends/dnnl/dnnl_kernel.c: its src dims in dn_src_dims (a
+ *      switch without a default: the compiler names the missing case);
+ *   5. src/backends/cpe/cpe_kernels.c: cpe_kind_<stem> (on the MPE, the
  *      reference kernel costed by a roofline, unless CPE kernels exist);
- *   5. tests/unit/test_conformance.c: a case (its coverage check fails
+ *   6. tests/unit/test_conformance.c: a case (its coverage check fails
  *      until every kind has one).
  * The layer that uses it is the layer recipe's (layers/layer.h). */
 #define ST_KINDS(X)                                                                        \

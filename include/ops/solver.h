@@ -58,8 +58,11 @@
  *                                                    div_factor=div, final_div_factor=
  *                                                    final_div, cycle_momentum=False)
  * Adding one: its row here, its case in solver.c's policy_rate (the
- * compiler names a missing one), its keys in net/hparams.c's read_schedule,
- * its PyTorch twin in scripts/torch_recipe.py. */
+ * compiler names a missing one), its PyTorch twin in
+ * scripts/torch_recipe.py, a recipe in tests/e2e/test_schedule.sh; a new
+ * key also in st_lr_schedule, read in net/hparams.c's read_schedule and
+ * compared between ranks in train/fingerprint.c. Four files, six with a
+ * new key. */
 #define ST_LR_POLICIES(X)                                                          \
     X(CONSTANT, "constant")                                                        \
     X(STEP, "step")                                                                \
@@ -113,8 +116,9 @@ typedef struct st_lr_schedule {
  * function and its case in update_range's switch, which the compiler names
  * when it lacks one); the cpe backend's update kernel
  * (cpe/kernels/stream.c) runs solver.c's arithmetic and costs it with the
- * row's flops; a new key is read in net/hparams.c's read_solver. Two files,
- * three with a new key. */
+ * row's flops; a new key is read in net/hparams.c's read_solver and
+ * compared between ranks in train/fingerprint.c. Two files, four with a
+ * new key. */
 #define ST_SOLVER_RULES(X)                                                          \
     X(SGD, "sgd", 1, 6, "", "")                                                     \
     X(NESTEROV, "nesterov", 1, 10, "", "")                                          \
@@ -180,10 +184,6 @@ float st_lr_at(const st_lr_schedule *s, long iter);
  * nesterov, adagrad and rmsprop, 2 for adadelta and adam. */
 int st_solver_state_per_param(const st_solver_cfg *c);
 
-/* Apply the update of iteration iter (from 0) to arena floats [begin, end)
- * of the parameters in t: weights w, solver state (planes stride floats
- * apart, st_solver_state_per_param of them), and g the batch-averaged
- * gradient. Writes w[begin, end) and the state planes' [begin, end) only. */
 /* One iteration's update as st_solver_update takes it, for code that runs it
  * elsewhere (the cpe backend's core group). */
 typedef struct st_solver_step {
@@ -193,6 +193,10 @@ typedef struct st_solver_step {
     long iter;
 } st_solver_step;
 
+/* Apply the update of iteration iter (from 0) to arena floats [begin, end)
+ * of the parameters in t: weights w, solver state (planes stride floats
+ * apart, st_solver_state_per_param of them), and g the batch-averaged
+ * gradient. Writes w[begin, end) and the state planes' [begin, end) only. */
 void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
                       size_t begin, size_t end, float *w, float *state, size_t stride,
                       const float *g);

@@ -23,6 +23,11 @@ static void avgpool_describe(const st_layer *base, char *buf, size_t size)
              base->in.h, base->in.c, base->out.c);
 }
 
+static void avgpool_graph(const st_layer *base, st_graph_node *g)
+{
+    *g = (st_graph_node){.op = ST_GRAPH_AVGPOOL};
+}
+
 const st_layer_ops st_avgpool_ops = {
     .type = "avgpool",
     .size = sizeof(st_layer),
@@ -31,4 +36,5 @@ const st_layer_ops st_avgpool_ops = {
     .setup = avgpool_setup,
     ST_SLOT_PASSES,
     .describe = avgpool_describe,
+    .graph = avgpool_graph,
 };

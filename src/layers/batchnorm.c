@@ -58,6 +58,19 @@ static void batchnorm_describe(const st_layer *base, char *buf, size_t size)
              base->in.c);
 }
 
+static void batchnorm_graph(const st_layer *base, st_graph_node *g)
+{
+    *g = (st_graph_node){.op = ST_GRAPH_BATCHNORM};
+}
+
+/* Darknet's [batchnorm] keeps no biases (it neither trains nor saves them). */
+static int batchnorm_darknet(const st_layer *base, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS])
+{
+    int n = st_bn_darknet(t);
+    t[n++] = (st_darknet_tensor){"biases", ST_DARKNET_ABSENT};
+    return n;
+}
+
 const st_layer_ops st_batchnorm_ops = {
     .type = "batchnorm",
     .size = sizeof(batchnorm_layer),
@@ -67,4 +80,6 @@ const st_layer_ops st_batchnorm_ops = {
     .backward = batchnorm_backward,
     .release = batchnorm_release,
     .describe = batchnorm_describe,
+    .graph = batchnorm_graph,
+    .darknet = batchnorm_darknet,
 };

@@ -440,6 +440,23 @@ static void connected_describe(const st_layer *base, char *buf, size_t size)
              st_shape_count(base->in), base->out.c);
 }
 
+static void connected_graph(const st_layer *base, st_graph_node *g)
+{
+    const connected_layer *l = (const connected_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_INNER, .inner = {l->wp.batch_normalize, l->wp.act}};
+}
+
+/* Darknet's order: the biases (batch norm's shift), the weights, batch norm. */
+static int connected_darknet(const st_layer *base, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS])
+{
+    int n = 0;
+    t[n++] = (st_darknet_tensor){"biases", ST_DARKNET_AS_IS};
+    t[n++] = (st_darknet_tensor){"weights", ST_DARKNET_TRANSPOSE};
+    if (((const connected_layer *)base)->wp.batch_normalize)
+        n += st_bn_darknet(t + n);
+    return n;
+}
+
 const st_layer_ops st_connected_ops = {
     .type = "connected",
     .size = sizeof(connected_layer),
@@ -451,4 +468,6 @@ const st_layer_ops st_connected_ops = {
     .backward = connected_backward,
     .release = connected_release,
     .describe = connected_describe,
+    .graph = connected_graph,
+    .darknet = connected_darknet,
 };

@@ -105,6 +105,25 @@ static void conv_describe(const st_layer *base, char *buf, size_t size)
              base->out.w, base->out.h, base->out.c, base->flops / 1e9);
 }
 
+static void conv_graph(const st_layer *base, st_graph_node *g)
+{
+    const conv_layer *l = (const conv_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_CONV,
+                         .conv = {l->size, l->stride, l->padding, l->groups,
+                                  l->wp.batch_normalize, l->wp.act}};
+}
+
+/* Darknet's order: the biases (batch norm's shift), batch norm, the weights. */
+static int conv_darknet(const st_layer *base, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS])
+{
+    int n = 0;
+    t[n++] = (st_darknet_tensor){"biases", ST_DARKNET_AS_IS};
+    if (((const conv_layer *)base)->wp.batch_normalize)
+        n += st_bn_darknet(t + n);
+    t[n++] = (st_darknet_tensor){"weights", ST_DARKNET_AS_IS};
+    return n;
+}
+
 const st_layer_ops st_conv_ops = {
     .type = "convolutional",
     .size = sizeof(conv_layer),
@@ -116,4 +135,6 @@ const st_layer_ops st_conv_ops = {
     .backward = conv_backward,
     .release = conv_release,
     .describe = conv_describe,
+    .graph = conv_graph,
+    .darknet = conv_darknet,
 };

@@ -73,6 +73,12 @@ static void cost_describe(const st_layer *base, char *buf, size_t size)
              st_shape_count(base->out));
 }
 
+/* Exported as the loss alone: its output is its input. */
+static void cost_graph(const st_layer *base, st_graph_node *g)
+{
+    *g = (st_graph_node){.op = ST_GRAPH_IDENTITY};
+}
+
 const st_layer_ops st_cost_ops = {
     .type = "cost",
     .size = sizeof(cost_layer),
@@ -83,4 +89,5 @@ const st_layer_ops st_cost_ops = {
     .forward = cost_forward,
     .backward = cost_backward,
     .describe = cost_describe,
+    .graph = cost_graph,
 };

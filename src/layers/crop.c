@@ -136,4 +136,6 @@ const st_layer_ops st_crop_ops = {
     .backward = crop_backward,
     .release = crop_release,
     .describe = crop_describe,
+    /* a random crop and mirror per sample in training, a scaling */
+    .no_graph = "no ONNX op does what it does in singletrain",
 };

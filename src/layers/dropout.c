@@ -102,6 +102,12 @@ static void dropout_describe(const st_layer *base, char *buf, size_t size)
              ((const dropout_layer *)base)->probability, n, n);
 }
 
+static void dropout_graph(const st_layer *base, st_graph_node *g)
+{
+    *g = (st_graph_node){.op = ST_GRAPH_DROPOUT,
+                         .dropout = {((const dropout_layer *)base)->probability}};
+}
+
 const st_layer_ops st_dropout_ops = {
     .type = "dropout",
     .size = sizeof(dropout_layer),
@@ -113,4 +119,5 @@ const st_layer_ops st_dropout_ops = {
     .backward = dropout_backward,
     .release = dropout_release,
     .describe = dropout_describe,
+    .graph = dropout_graph,
 };

@@ -28,6 +28,14 @@ st_status st_bn_add_params(st_build *b, int c, st_bn_params *bp, st_error *err)
     return ST_OK;
 }
 
+int st_bn_darknet(st_darknet_tensor *t)
+{
+    t[0] = (st_darknet_tensor){"scales", ST_DARKNET_AS_IS};
+    t[1] = (st_darknet_tensor){"rolling_mean", ST_DARKNET_AS_IS};
+    t[2] = (st_darknet_tensor){"rolling_variance", ST_DARKNET_VARIANCE};
+    return 3;
+}
+
 st_status st_bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
                       const void *src_layout, int dst_plain, st_bn_state *bs, st_error *err)
 {

@@ -24,6 +24,9 @@ typedef struct st_bn_state {
 } st_bn_state;
 
 st_status st_bn_add_params(st_build *b, int c, st_bn_params *bp, st_error *err);
+/* The block's tensors in a Darknet .weights file (scales, running mean and
+ * variance; its biases come where the layer's biases do) into t; returns 3. */
+int st_bn_darknet(st_darknet_tensor *t);
 /* src_layout / dst_plain: see st_kslot_create; the kernel is bs->k. */
 st_status st_bn_setup(st_setup *s, const st_layer *l, int c, int h, int w, st_act act,
                       const void *src_layout, int dst_plain, st_bn_state *bs, st_error *err);

@@ -44,6 +44,12 @@ static void lrn_describe(const st_layer *base, char *buf, size_t size)
              base->in.w, base->in.h, base->in.c, base->out.w, base->out.h, base->out.c);
 }
 
+static void lrn_graph(const st_layer *base, st_graph_node *g)
+{
+    const lrn_layer *l = (const lrn_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_LRN, .lrn = {l->size, l->alpha, l->beta, l->k}};
+}
+
 const st_layer_ops st_lrn_ops = {
     .type = "lrn",
     .size = sizeof(lrn_layer),
@@ -51,4 +57,5 @@ const st_layer_ops st_lrn_ops = {
     .setup = lrn_setup,
     ST_SLOT_PASSES,
     .describe = lrn_describe,
+    .graph = lrn_graph,
 };

@@ -49,6 +49,14 @@ static void maxpool_describe(const st_layer *base, char *buf, size_t size)
              base->out.c);
 }
 
+static void maxpool_graph(const st_layer *base, st_graph_node *g)
+{
+    const maxpool_layer *l = (const maxpool_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_MAXPOOL,
+                         .maxpool = {l->size, l->stride, l->padding / 2,
+                                     l->padding - l->padding / 2}};
+}
+
 const st_layer_ops st_maxpool_ops = {
     .type = "maxpool",
     .size = sizeof(maxpool_layer),
@@ -57,4 +65,5 @@ const st_layer_ops st_maxpool_ops = {
     .setup = maxpool_setup,
     ST_SLOT_PASSES,
     .describe = maxpool_describe,
+    .graph = maxpool_graph,
 };

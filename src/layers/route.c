@@ -91,6 +91,11 @@ static void route_describe(const st_layer *base, char *buf, size_t size)
         len += snprintf(buf + len, size - (size_t)len, " %d", base->src[k]);
 }
 
+static void route_graph(const st_layer *base, st_graph_node *g)
+{
+    *g = (st_graph_node){.op = ST_GRAPH_CONCAT};
+}
+
 const st_layer_ops st_route_ops = {
     .type = "route",
     .size = sizeof(route_layer),
@@ -100,4 +105,5 @@ const st_layer_ops st_route_ops = {
     .forward = route_forward,
     .backward = route_backward,
     .describe = route_describe,
+    .graph = route_graph,
 };

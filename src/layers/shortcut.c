@@ -153,6 +153,12 @@ static void shortcut_describe(const st_layer *base, char *buf, size_t size)
              l->from.w, l->from.h, l->from.c, base->out.w, base->out.h, base->out.c);
 }
 
+static void shortcut_graph(const st_layer *base, st_graph_node *g)
+{
+    const shortcut_layer *l = (const shortcut_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_ADD, .add = {l->alpha, l->beta, l->act}};
+}
+
 const st_layer_ops st_shortcut_ops = {
     .type = "shortcut",
     .size = sizeof(shortcut_layer),
@@ -163,4 +169,5 @@ const st_layer_ops st_shortcut_ops = {
     .forward = shortcut_forward,
     .backward = shortcut_backward,
     .describe = shortcut_describe,
+    .graph = shortcut_graph,
 };

@@ -91,6 +91,12 @@ static void softmax_describe(const st_layer *base, char *buf, size_t size)
              st_shape_count(base->out));
 }
 
+static void softmax_graph(const st_layer *base, st_graph_node *g)
+{
+    const softmax_layer *l = (const softmax_layer *)base;
+    *g = (st_graph_node){.op = ST_GRAPH_SOFTMAX, .softmax = {l->groups, l->temperature}};
+}
+
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
     .size = sizeof(softmax_layer),
@@ -102,4 +108,5 @@ const st_layer_ops st_softmax_ops = {
     .backward = softmax_backward,
     .release = st_slot_release,
     .describe = softmax_describe,
+    .graph = softmax_graph,
 };

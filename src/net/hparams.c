@@ -188,10 +188,6 @@ static st_status read_schedule(const st_cfg *cfg, st_cfg_section *s, st_lr_sched
     return ST_OK;
 }
 
-/* The update rule and its keys: solver= (Caffe's names), Darknet's adam=1
- * (the same as solver=adam), momentum=, decay=, decay_mode=, B1=, B2=, eps= (Darknet's
- * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
- * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
 /* Whether rule reads the [net] key (its row of ST_SOLVER_RULES). */
 static int rule_reads(st_solver_rule rule, const char *key)
 {
@@ -234,6 +230,10 @@ static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
     }
 }
 
+/* The update rule and its keys: solver= (Caffe's names), Darknet's adam=1
+ * (the same as solver=adam), momentum=, decay=, decay_mode=, B1=, B2=, eps= (Darknet's
+ * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
+ * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
 static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg *c,
                              const st_log *log, st_error *err)
 {

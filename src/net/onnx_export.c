@@ -1,9 +1,9 @@
 /* Writing a network as an ONNX model (opset 13): each layer as the nodes
  * onnx.c reads back into the same layer, so that re-importing the file
  * gives the same network and the same outputs bit for bit; batch norm in
- * inference form (BatchNormalization with the running statistics). The
- * layers' options are read again from their cfg sections, with the
- * defaults their builders use; the shapes are the built layers'. */
+ * inference form (BatchNormalization with the running statistics). What
+ * each layer computes, its options as built, comes from its ops
+ * (st_layer_ops.graph, layers/layer.h); a writer per st_graph_op. */
 #include "net/onnx.h"
 
 #include <assert.h>
@@ -23,7 +23,7 @@
  * the nodes and initializers of the graph. */
 typedef struct ex {
     const st_net *net;
-    st_cfg *cfg;
+    const st_cfg *cfg;
     const float *weights;
     void **allocs;
     size_t n_allocs;
@@ -206,7 +206,7 @@ static st_status ex_failed(const ex *e)
     return e->err->code ? e->err->code : ST_ENOMEM;
 }
 
-/* What a layer's options say, read again from its section. */
+/* Layer i cannot be written: why, with its cfg section. */
 static st_status ex_unsupported(const ex *e, int i, const char *what)
 {
     const st_cfg_section *s = &e->cfg->secs[i + 1];
@@ -263,22 +263,6 @@ static st_status ex_batchnorm(ex *e, int i, int c, const char *value, const char
     return ST_OK;
 }
 
-static st_status ex_key_int(ex *e, int i, const char *key, int def, int *v)
-{
-    return st_cfg_int(e->cfg, &e->cfg->secs[i + 1], key, def, -(1 << 30), 1 << 30, v, e->err);
-}
-
-static st_status ex_key_float(ex *e, int i, const char *key, float def, float *v)
-{
-    return st_cfg_float(e->cfg, &e->cfg->secs[i + 1], key, def, -1e30f, 1e30f, v, e->err);
-}
-
-static st_status ex_key_act(ex *e, int i, int def, int *act)
-{
-    return st_cfg_enum(e->cfg, &e->cfg->secs[i + 1], "activation", st_act_names, def, act,
-                       e->err);
-}
-
 /* [N, C*H*W] of a value of rank 4 (layer i's k-th), or the value itself. */
 static const char *ex_flat(ex *e, int i, int k, const char *value, int *rank)
 {
@@ -290,10 +274,11 @@ static const char *ex_flat(ex *e, int i, int k, const char *value, int *rank)
     return n ? name : NULL;
 }
 
-/* A layer's writer: layer i reads `in` (of rank in->rank, 4 or 2) and the
- * outputs of earlier layers (values, ranks); it adds its nodes and sets
- * out->value, the value holding its output, and out->rank. */
+/* A layer's writer: layer i, whose op is g, reads `in` (of rank in->rank,
+ * 4 or 2) and the outputs of earlier layers (values, ranks); it adds its
+ * nodes and sets out->value, the value holding its output, and out->rank. */
 typedef struct ex_io {
+    const st_graph_node *g;
     const char *in;
     int in_rank;
     const char *const *values;
@@ -305,16 +290,9 @@ typedef struct ex_io {
 static st_status ex_conv(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
-    int size, stride, pad, padding, groups, bn, act;
+    int size = io->g->conv.size, stride = io->g->conv.stride, padding = io->g->conv.padding,
+        groups = io->g->conv.groups, bn = io->g->conv.batch_normalize;
     st_status st;
-    if ((st = ex_key_int(e, i, "size", 1, &size)) || (st = ex_key_int(e, i, "stride", 1, &stride)) ||
-        (st = ex_key_int(e, i, "pad", 0, &pad)) || (st = ex_key_int(e, i, "padding", 0, &padding)) ||
-        (st = ex_key_int(e, i, "groups", 1, &groups)) ||
-        (st = ex_key_int(e, i, "batch_normalize", 0, &bn)) ||
-        (st = ex_key_act(e, i, ST_ACT_LOGISTIC, &act)))
-        return st;
-    if (pad)
-        padding = size / 2;
     int64_t wd[4] = {l->out.c, l->in.c / groups, size, size}, bd[1] = {l->out.c};
     const char *name = ex_name(e, "%d.conv", i), *w = ex_param(e, i, "weights", 4, wd);
     const char *b = bn ? NULL : ex_param(e, i, "biases", 1, bd);
@@ -329,17 +307,14 @@ static st_status ex_conv(ex *e, int i, ex_io *io)
     const char *v = name;
     if (bn && (st = ex_batchnorm(e, i, l->out.c, v, &v)))
         return st;
-    return ex_activation(e, i, act, v, &io->value);
+    return ex_activation(e, i, io->g->conv.act, v, &io->value);
 }
 
-static st_status ex_connected(ex *e, int i, ex_io *io)
+static st_status ex_inner(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
-    int bn, act, rank = io->in_rank;
+    int bn = io->g->inner.batch_normalize, rank = io->in_rank;
     st_status st;
-    if ((st = ex_key_int(e, i, "batch_normalize", 0, &bn)) ||
-        (st = ex_key_act(e, i, ST_ACT_LOGISTIC, &act)))
-        return st;
     int64_t wd[2] = {l->out.c, (int64_t)st_shape_count(l->in)}, bd[1] = {l->out.c};
     const char *x = ex_flat(e, i, 0, io->in, &rank), *name = ex_name(e, "%d.fc", i),
                *w = ex_param(e, i, "weights", 2, wd);
@@ -353,18 +328,13 @@ static st_status ex_connected(ex *e, int i, ex_io *io)
     io->rank = 2;
     if (bn && (st = ex_batchnorm(e, i, l->out.c, v, &v)))
         return st;
-    return ex_activation(e, i, act, v, &io->value);
+    return ex_activation(e, i, io->g->inner.act, v, &io->value);
 }
 
 static st_status ex_maxpool(ex *e, int i, ex_io *io)
 {
-    int stride, size, padding;
-    st_status st;
-    if ((st = ex_key_int(e, i, "stride", 1, &stride)) ||
-        (st = ex_key_int(e, i, "size", stride, &size)) ||
-        (st = ex_key_int(e, i, "padding", size - 1, &padding)))
-        return st;
-    int top = padding / 2, bottom = padding - top;
+    int size = io->g->maxpool.size, stride = io->g->maxpool.stride,
+        top = io->g->maxpool.pad_begin, bottom = io->g->maxpool.pad_end;
     const char *name = ex_name(e, "%d.max", i);
     Onnx__NodeProto *n = name ? ex_node(e, "MaxPool", name, 1, io->in) : NULL;
     if (!n || ex_ints(e, n, "kernel_shape", 2, size, size) ||
@@ -393,9 +363,9 @@ static st_status ex_batchnorm_layer(ex *e, int i, ex_io *io)
 static st_status ex_dropout(ex *e, int i, ex_io *io)
 {
     float *ratio = ex_alloc(e, sizeof *ratio);
-    st_status st = ratio ? ex_key_float(e, i, "probability", 0.5f, ratio) : ex_failed(e);
-    if (st != ST_OK)
-        return st;
+    if (!ratio)
+        return ex_failed(e);
+    *ratio = io->g->dropout.ratio;
     int64_t none[1] = {0};
     const char *name = ex_name(e, "%d.dropout", i), *rname = ex_name(e, "%d.ratio", i);
     const char *r = rname ? ex_tensor(e, rname, ratio, 0, none) : NULL;
@@ -408,14 +378,8 @@ static st_status ex_dropout(ex *e, int i, ex_io *io)
 
 static st_status ex_lrn(ex *e, int i, ex_io *io)
 {
-    int size;
-    float alpha, beta, k;
-    st_status st;
-    if ((st = ex_key_int(e, i, "size", 5, &size)) ||
-        (st = ex_key_float(e, i, "alpha", 1e-4f, &alpha)) ||
-        (st = ex_key_float(e, i, "beta", 0.75f, &beta)) ||
-        (st = ex_key_float(e, i, "k", 1.0f, &k)))
-        return st;
+    int size = io->g->lrn.size;
+    float alpha = io->g->lrn.alpha, beta = io->g->lrn.beta, k = io->g->lrn.k;
     const char *name = ex_name(e, "%d.lrn", i);
     Onnx__NodeProto *n = name ? ex_node(e, "LRN", name, 1, io->in) : NULL;
     if (!n || ex_int(e, n, "size", size) || ex_float(e, n, "alpha", alpha) ||
@@ -427,13 +391,8 @@ static st_status ex_lrn(ex *e, int i, ex_io *io)
 
 static st_status ex_softmax(ex *e, int i, ex_io *io)
 {
-    int groups, rank = io->in_rank;
-    float temperature;
-    st_status st;
-    if ((st = ex_key_int(e, i, "groups", 1, &groups)) ||
-        (st = ex_key_float(e, i, "temperature", 1.0f, &temperature)))
-        return st;
-    if (groups != 1 || temperature != 1.0f)
+    int rank = io->in_rank;
+    if (io->g->softmax.groups != 1 || io->g->softmax.temperature != 1.0f)
         return ex_unsupported(e, i, "only groups=1 and temperature=1 (a Softmax)");
     const char *x = ex_flat(e, i, 0, io->in, &rank), *name = ex_name(e, "%d.softmax", i);
     Onnx__NodeProto *n = x && name ? ex_node(e, "Softmax", name, 1, x) : NULL;
@@ -463,18 +422,12 @@ static st_status ex_sources(ex *e, int i, ex_io *io, char **inputs)
     return ST_OK;
 }
 
-static st_status ex_shortcut(ex *e, int i, ex_io *io)
+static st_status ex_add(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
-    float alpha, beta;
-    int act;
     st_status st;
-    if ((st = ex_key_float(e, i, "alpha", 1.0f, &alpha)) ||
-        (st = ex_key_float(e, i, "beta", 1.0f, &beta)) ||
-        (st = ex_key_act(e, i, ST_ACT_LINEAR, &act)))
-        return st;
     st_shape f = e->net->layers[l->src[1]]->out;
-    if (alpha != 1.0f || beta != 1.0f || f.c != l->in.c || f.h != l->in.h || f.w != l->in.w)
+    if (io->g->add.alpha != 1.0f || io->g->add.beta != 1.0f || f.c != l->in.c || f.h != l->in.h || f.w != l->in.w)
         return ex_unsupported(e, i, "only alpha=1 and beta=1 on two outputs of the same shape "
                               "(an Add)");
     char *in[2];
@@ -483,10 +436,10 @@ static st_status ex_shortcut(ex *e, int i, ex_io *io)
     const char *name = ex_name(e, "%d.add", i);
     if (!name || !ex_node(e, "Add", name, 2, in[0], in[1]))
         return ex_failed(e);
-    return ex_activation(e, i, act, name, &io->value);
+    return ex_activation(e, i, io->g->add.act, name, &io->value);
 }
 
-static st_status ex_route(ex *e, int i, ex_io *io)
+static st_status ex_concat(ex *e, int i, ex_io *io)
 {
     const st_layer *l = e->net->layers[i];
     if (l->n_src == 1) { /* the same values: no node */
@@ -508,44 +461,60 @@ static st_status ex_route(ex *e, int i, ex_io *io)
     return ST_OK;
 }
 
-/* [cost]: the loss alone; its output is its input. */
-static st_status ex_cost(ex *e, int i, ex_io *io)
+/* The output is the input ([cost]: the loss alone). */
+static st_status ex_identity(ex *e, int i, ex_io *io)
 {
     io->value = io->in;
     io->rank = io->in_rank;
     return ST_OK;
 }
 
-/* The writers by layer type; spatial: ONNX's op needs [N, C, H, W]. */
-static const struct {
-    const char *type;
+/* The writer of an op; spatial: ONNX's op needs [N, C, H, W]. A switch
+ * without a default: a new st_graph_op without a writer is named by the
+ * compiler. */
+typedef struct ex_writer {
     st_status (*write)(ex *e, int i, ex_io *io);
     int spatial;
-} ex_writers[] = {
-    {"convolutional", ex_conv, 1}, {"connected", ex_connected, 0}, {"maxpool", ex_maxpool, 1},
-    {"avgpool", ex_avgpool, 1},    {"batchnorm", ex_batchnorm_layer, 0},
-    {"dropout", ex_dropout, 0},    {"lrn", ex_lrn, 1},           {"softmax", ex_softmax, 0},
-    {"shortcut", ex_shortcut, 0},  {"route", ex_route, 0},       {"cost", ex_cost, 0},
-};
+} ex_writer;
+
+static ex_writer ex_writer_of(st_graph_op op)
+{
+    switch (op) {
+    case ST_GRAPH_CONV: return (ex_writer){ex_conv, 1};
+    case ST_GRAPH_INNER: return (ex_writer){ex_inner, 0};
+    case ST_GRAPH_MAXPOOL: return (ex_writer){ex_maxpool, 1};
+    case ST_GRAPH_AVGPOOL: return (ex_writer){ex_avgpool, 1};
+    case ST_GRAPH_BATCHNORM: return (ex_writer){ex_batchnorm_layer, 0};
+    case ST_GRAPH_DROPOUT: return (ex_writer){ex_dropout, 0};
+    case ST_GRAPH_LRN: return (ex_writer){ex_lrn, 1};
+    case ST_GRAPH_SOFTMAX: return (ex_writer){ex_softmax, 0};
+    case ST_GRAPH_ADD: return (ex_writer){ex_add, 0};
+    case ST_GRAPH_CONCAT: return (ex_writer){ex_concat, 0};
+    case ST_GRAPH_IDENTITY: return (ex_writer){ex_identity, 0};
+    }
+    assert(!"an st_graph_op out of its enum");
+    return (ex_writer){NULL, 0};
+}
 
 static st_status ex_layer(ex *e, int i, const char **values, int *ranks)
 {
     const st_layer *l = e->net->layers[i];
-    ex_io io = {.in = l->src[0] < 0 ? "input" : values[l->src[0]],
+    if (!l->ops->graph)
+        return ex_unsupported(e, i, l->ops->no_graph);
+    st_graph_node g;
+    memset(&g, 0, sizeof g);
+    l->ops->graph(l, &g);
+    ex_io io = {.g = &g, .in = l->src[0] < 0 ? "input" : values[l->src[0]],
                 .in_rank = l->src[0] < 0 ? 4 : ranks[l->src[0]],
                 .values = values, .ranks = ranks, .rank = 4};
-    for (size_t k = 0; k < sizeof ex_writers / sizeof ex_writers[0]; k++) {
-        if (strcmp(l->ops->type, ex_writers[k].type) != 0)
-            continue;
-        if (ex_writers[k].spatial && io.in_rank == 2)
-            return ex_unsupported(e, i, "it reads the [N, C] output of an inner product or a "
-                                  "softmax, and ONNX's op needs [N, C, H, W]");
-        st_status st = ex_writers[k].write(e, i, &io);
-        values[i] = io.value;
-        ranks[i] = io.rank;
-        return st;
-    }
-    return ex_unsupported(e, i, "no ONNX op does what it does in singletrain");
+    ex_writer w = ex_writer_of(g.op);
+    if (w.spatial && io.in_rank == 2)
+        return ex_unsupported(e, i, "it reads the [N, C] output of an inner product or a "
+                              "softmax, and ONNX's op needs [N, C, H, W]");
+    st_status st = w.write(e, i, &io);
+    values[i] = io.value;
+    ranks[i] = io.rank;
+    return st;
 }
 
 static st_status ex_write(FILE *f, void *ctx, st_error *err)
@@ -561,8 +530,8 @@ static st_status ex_write(FILE *f, void *ctx, st_error *err)
     return st;
 }
 
-st_status st_onnx_save(const char *path, const st_net *net, st_cfg *cfg, const float *weights,
-                       st_error *err)
+st_status st_onnx_save(const char *path, const st_net *net, const st_cfg *cfg,
+                       const float *weights, st_error *err)
 {
     ex e = {.net = net, .cfg = cfg, .weights = weights, .err = err};
     const char **values = calloc((size_t)net->n_layers, sizeof *values);

@@ -3,10 +3,12 @@
  *
  * A network's file is described once by a plan: the tensors in file order,
  * each with its form (as it is, the converted running variance, or absent
- * from the file: a [batchnorm] layer's biases). Saving and loading walk the
- * plan, so the two cannot disagree on the order. */
+ * from the file: a [batchnorm] layer's biases), as each layer lists them
+ * (st_layer_ops.darknet). Saving and loading walk the plan, so the two
+ * cannot disagree on the order. */
 #include "train/darknet_weights.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,23 +26,16 @@
 #define DW_OLD_HEADER_BYTES 16 /* when seen is an int32 */
 #define DW_DARKNET_BN_EPS 1e-6 /* Darknet: (x - mean) / (sqrt(var) + .000001f) */
 
-typedef enum dw_form {
-    DW_AS_IS,     /* the same floats in the same order */
-    DW_VARIANCE,  /* running variance, converted between the two BN formulas */
-    DW_TRANSPOSE, /* connected weights [out][in]; [in][out] in a transposed file */
-    DW_ABSENT,    /* not in the file: must be zero to save, zeroed on load */
-} dw_form;
-
 typedef struct dw_chunk {
     const st_param *p;
     const st_layer *l;
-    dw_form form;
-    int rows, cols; /* DW_TRANSPOSE: outputs, inputs */
+    st_darknet_form form;
+    int rows, cols; /* ST_DARKNET_TRANSPOSE: outputs, inputs */
 } dw_chunk;
 
 typedef struct dw_plan {
     dw_chunk *c;
-    int n;
+    int n, cap;
     size_t floats;  /* in the file */
     size_t largest; /* floats of the largest chunk */
 } dw_plan;
@@ -58,34 +53,26 @@ static const st_param *find_param(const st_net *net, int layer, const char *role
 }
 
 static st_status plan_add(dw_plan *pl, const st_net *net, const st_layer *l, const char *role,
-                          dw_form form, st_error *err)
+                          st_darknet_form form, st_error *err)
 {
     const st_param *p = find_param(net, l->index, role);
     if (!p)
         return st_fail(err, ST_EINTERNAL, "layer %d [%s] (cfg line %d) has no tensor %d.%s, "
                        "which its Darknet .weights record needs", l->index, l->ops->type,
                        l->line, l->index, role);
+    assert(pl->n < pl->cap && "a layer lists one of its tensors twice");
     dw_chunk *c = &pl->c[pl->n++];
     *c = (dw_chunk){.p = p, .l = l, .form = form};
-    if (form == DW_TRANSPOSE) {
+    if (form == ST_DARKNET_TRANSPOSE) {
         c->rows = (int)st_shape_count(l->out);
         c->cols = (int)st_shape_count(l->in);
     }
-    if (form != DW_ABSENT) {
+    if (form != ST_DARKNET_ABSENT) {
         pl->floats += p->count;
         if (p->count > pl->largest)
             pl->largest = p->count;
     }
     return ST_OK;
-}
-
-static st_status plan_bn(dw_plan *pl, const st_net *net, const st_layer *l, st_error *err)
-{
-    st_status st;
-    if ((st = plan_add(pl, net, l, "scales", DW_AS_IS, err)) ||
-        (st = plan_add(pl, net, l, "rolling_mean", DW_AS_IS, err)))
-        return st;
-    return plan_add(pl, net, l, "rolling_variance", DW_VARIANCE, err);
 }
 
 static void plan_free(dw_plan *pl)
@@ -102,27 +89,14 @@ static st_status plan_build(dw_plan *pl, const st_net *net, st_error *err)
     pl->c = st_calloc((size_t)net->params.n + 1, sizeof *pl->c, "the .weights plan", err);
     if (!pl->c)
         return ST_ENOMEM;
+    pl->cap = net->params.n + 1;
     st_status st = ST_OK;
     for (int i = 0; i < net->n_layers && st == ST_OK; i++) {
         const st_layer *l = net->layers[i];
-        int bn = find_param(net, i, "scales") != NULL;
-        if (l->ops == &st_conv_ops) {
-            st = plan_add(pl, net, l, "biases", DW_AS_IS, err);
-            if (st == ST_OK && bn)
-                st = plan_bn(pl, net, l, err);
-            if (st == ST_OK)
-                st = plan_add(pl, net, l, "weights", DW_AS_IS, err);
-        } else if (l->ops == &st_connected_ops) {
-            st = plan_add(pl, net, l, "biases", DW_AS_IS, err);
-            if (st == ST_OK)
-                st = plan_add(pl, net, l, "weights", DW_TRANSPOSE, err);
-            if (st == ST_OK && bn)
-                st = plan_bn(pl, net, l, err);
-        } else if (l->ops == &st_batchnorm_ops) {
-            st = plan_bn(pl, net, l, err);
-            if (st == ST_OK)
-                st = plan_add(pl, net, l, "biases", DW_ABSENT, err);
-        }
+        st_darknet_tensor t[ST_DARKNET_MAX_TENSORS];
+        int n = l->ops->darknet ? l->ops->darknet(l, t) : 0;
+        for (int k = 0; k < n && st == ST_OK; k++)
+            st = plan_add(pl, net, l, t[k].role, t[k].form, err);
     }
     for (int i = 0; i < net->params.n && st == ST_OK; i++) {
         const st_param *p = &net->params.p[i];
@@ -192,9 +166,9 @@ static st_status write_weights(FILE *f, void *ctx, st_error *err)
     for (int k = 0; k < o->pl->n && st == ST_OK; k++) {
         const dw_chunk *c = &o->pl->c[k];
         const float *src = o->weights + c->p->offset;
-        if (c->form == DW_ABSENT)
+        if (c->form == ST_DARKNET_ABSENT)
             continue;
-        if (c->form == DW_VARIANCE) {
+        if (c->form == ST_DARKNET_VARIANCE) {
             for (size_t i = 0; i < c->p->count; i++)
                 o->buf[i] = variance_to_darknet(src[i]);
             src = o->buf;
@@ -210,7 +184,7 @@ static st_status check_absent(const dw_plan *pl, const float *weights, const cha
 {
     for (int k = 0; k < pl->n; k++) {
         const dw_chunk *c = &pl->c[k];
-        if (c->form != DW_ABSENT)
+        if (c->form != ST_DARKNET_ABSENT)
             continue;
         const float *w = weights + c->p->offset;
         for (size_t i = 0; i < c->p->count; i++)
@@ -308,16 +282,16 @@ static st_status read_chunk(dw_in *in, const dw_chunk *c, float *weights, int tr
                             float *buf, st_error *err)
 {
     float *dst = weights + c->p->offset;
-    if (c->form == DW_ABSENT) {
+    if (c->form == ST_DARKNET_ABSENT) {
         memset(dst, 0, c->p->count * sizeof *dst);
         return ST_OK;
     }
-    int via_buf = c->form == DW_TRANSPOSE && transposed;
+    int via_buf = c->form == ST_DARKNET_TRANSPOSE && transposed;
     float *to = via_buf ? buf : dst;
     size_t bytes = c->p->count * sizeof *to;
     if (read_some(in, to, bytes) != bytes)
         return short_file(in, c, err);
-    if (c->form == DW_VARIANCE)
+    if (c->form == ST_DARKNET_VARIANCE)
         for (size_t i = 0; i < c->p->count; i++)
             dst[i] = variance_from_darknet(dst[i]);
     if (via_buf) /* the file holds [inputs][outputs] */

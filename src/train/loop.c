@@ -148,15 +148,15 @@ static st_status save_snapshot(st_trainer *t, long iteration, snapshot_kind kind
     return ST_OK;
 }
 
-/* The test phase; in multi-node mode rank 0 alone tests (the weights are
- * the same everywhere) while the others go on to the next iteration's
- * all-reduce and wait for it there. */
 /* Whether this process runs test phases (rank 0's alone across nodes). */
 static int tests_here(const st_trainer *t)
 {
     return t->test && !t->o.no_test && st_cluster_rank(t->o.cluster) == 0;
 }
 
+/* The test phase; in multi-node mode rank 0 alone tests (the weights are
+ * the same everywhere) while the others go on to the next iteration's
+ * all-reduce and wait for it there. */
 static st_status run_test(st_trainer *t, long it, st_train_result *res, st_error *err)
 {
     if (!tests_here(t))

@@ -413,8 +413,6 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
     };
 }
 
-/* st_trainer_create, or with dry_run st_trainer_dry_run's part of it: up
- * to the memory estimate and its check, then *out is NULL. */
 /* ---- the stages of set-up, in order; each runs only after the ones
  * before it succeeded, but for the workers' (see there) ---- */
 
@@ -640,8 +638,10 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
     return st;
 }
 
-/* Staged construction with one failure path. A dry run stops after the
- * memory estimate (writing --save-kernel-choices, measured then). */
+/* st_trainer_create, or with dry_run st_trainer_dry_run's part of it:
+ * staged construction with one failure path. A dry run stops after the
+ * memory estimate and its check (writing --save-kernel-choices, measured
+ * then), and *out is NULL. */
 static st_status trainer_setup(st_trainer **out, const char *cfg_path, const st_train_opts *o,
                                const st_log *log, int dry_run, st_error *err)
 {

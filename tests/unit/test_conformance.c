@@ -30,7 +30,11 @@
  * made by at least one case: a kernel row of that kind, or a network whose
  * reference replica creates one (seen through a copy of the reference
  * backend whose kernel_create records the kinds). A new type or kind
- * without a case fails here. The test `foreign_layouts`: each case that
+ * without a case fails here, as does a type the exporters cannot handle:
+ * one with neither what they write (st_layer_ops.graph) nor why they
+ * cannot (no_graph), or whose layers register tensors (in some case's
+ * network) and whose ops give them no place in Darknet's .weights
+ * (darknet). The test `foreign_layouts`: each case that
  * exists to feed a layer's output in a layout of a backend's own to the
  * next layer (its foreign bits) still does so on at least one backend
  * (planned, st_replica_plan, with the default implementation), so that it
@@ -1449,6 +1453,7 @@ static int g_n_types;
 
 typedef struct cf_cover {
     unsigned types;                      /* bit j: a layer of g_types[j] */
+    unsigned tensor_types;               /* bit j: such a layer with tensors */
     unsigned kinds;                      /* bit k: a kernel of kind k */
     unsigned foreign[CF_MAX_BACKENDS];   /* bit i: layer i's output in the backend's own
                                           * layout (cases with foreign bits; the default
@@ -1505,6 +1510,10 @@ static void survey_case(int i)
         for (int j = 0; j < g_n_types; j++)
             if (net.layers[l]->ops == g_type_ops[j])
                 cv->types |= 1u << j;
+    for (int p = 0; p < net.params.n; p++)
+        for (int j = 0; j < g_n_types; j++)
+            if (net.layers[net.params.p[p].layer]->ops == g_type_ops[j])
+                cv->tensor_types |= 1u << j;
     st_replica_opts o = {.n = c->n, .training = 1, .input_delta = 1,
                          .backend = {.intra_threads = 1}};
     g_seen_kinds = 0;
@@ -1534,11 +1543,35 @@ static void survey_case(int i)
     st_cfg_free(&cfg);
 }
 
-/* Every layer type and every kernel kind has a case. */
+/* What the exporters need of layer type j (layers/layer.h): what ONNX
+ * export writes or why it cannot; with tensors (has_tensors), their place
+ * in Darknet's .weights. Returns how many are missing, each printed. */
+static int export_missing(int j, int has_tensors)
+{
+    const st_layer_ops *ops = g_type_ops[j];
+    int missing = 0;
+    if (!ops->graph == !ops->no_graph) {
+        print_error("layer type [%s] has %s: give its ops one of them, the op the "
+                    "exporters write (graph) or why they cannot (no_graph)\n", g_types[j],
+                    ops->graph ? "both graph and no_graph" : "neither graph nor no_graph");
+        missing++;
+    }
+    if (has_tensors && !ops->darknet) {
+        print_error("layer type [%s] registers tensors and its ops list none for Darknet's "
+                    ".weights (darknet): such a network cannot be saved as .weights\n",
+                    g_types[j]);
+        missing++;
+    }
+    return missing;
+}
+
+/* Every layer type and every kernel kind has a case; every type what the
+ * exporters need. */
 static void coverage(void **state)
 {
     (void)state;
     int missing = 0, broken = 0;
+    unsigned tensor_types = 0;
     int type_cases[CF_MAX_TYPES] = {0}, kind_cases[ST_K_COUNT] = {0};
     for (int i = 0; i < N_CASES; i++) {
         int t = 0;
@@ -1554,6 +1587,7 @@ static void coverage(void **state)
         }
         for (int j = 0; j < g_n_types; j++)
             type_cases[j] += g_cover[i].types >> j & 1u;
+        tensor_types |= g_cover[i].tensor_types;
         for (int k = 0; k < ST_K_COUNT; k++)
             kind_cases[k] += g_cover[i].kinds >> k & 1u;
     }
@@ -1565,6 +1599,7 @@ static void coverage(void **state)
                         g_types[j]);
             missing++;
         }
+        missing += export_missing(j, tensor_types >> j & 1u);
     }
     for (int k = 0; k < ST_K_COUNT; k++) {
         print_message("  kernel kind %-13s %3d case(s)\n", st_kind_name((st_kind)k), kind_cases[k]);
@@ -1576,8 +1611,8 @@ static void coverage(void **state)
         }
     }
     if (missing || broken)
-        fail_msg("%d layer type(s) or kernel kind(s) without a case, %d case(s) that do not "
-                 "build", missing, broken);
+        fail_msg("%d layer type(s) or kernel kind(s) without a case or without what the "
+                 "exporters need, %d case(s) that do not build", missing, broken);
 }
 
 /* Each case that exists to feed a layout of a backend's own to the next

@@ -267,7 +267,6 @@ st_status dn_finish_exec(dn_kernel *k, dn_exec *e, dnnl_primitive_desc_t pd, con
 st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds *pds,
                           const dnnl_memory_desc_t *usrc, const dnnl_memory_desc_t *psrc,
                           const dnnl_memory_desc_t *pdst, int first, st_error *err);
-/* The primitive's own workspace (pooling, LRN): sized at the largest batch. */
 /* The weights layouts the passes chose (pds: fwd, and bwd_data,
  * bwd_weights where they run) into pw, pwd, pww, each with its workspace
  * buffer and reorder from or to wplain where it differs from it. */
@@ -276,6 +275,7 @@ st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
 /* The weights as the passes are given them: wplain (plain f32), or its
  * bf16 copy's layout when k->w_given. */
 dnnl_memory_desc_t dn_weights_user_md(const dn_kernel *k, const dnnl_memory_desc_t *wplain);
+/* The primitive's own workspace (pooling, LRN): sized at the largest batch. */
 st_status dn_take_prim_workspace(dn_kernel *k, const_dnnl_primitive_desc_t pd, int first,
                                  st_error *err);
 /* v->post: the eltwise alg (alpha) after the primitive, in place on md (an

@@ -16,8 +16,6 @@
  * beyond its argument block. */
 #define CPE_KERNEL_LDM_SLACK (16 * ST_CPE_LDM_ALIGN)
 
-/* The argument block (bytes at args, main memory), fetched into LDM as
- * swCaffe's kernels do. */
 /* Control data (bytes at src, main memory: an argument block, a table of
  * pointers or tensor descriptions) into ldm, waited for; copied in
  * cost-only mode too (st_cpe_dma_get_control). */
@@ -28,6 +26,8 @@ static inline void cpe_get_control_now(st_cpe *cpe, void *ldm, const void *src, 
     st_cpe_dma_wait(cpe, &reply, 1);
 }
 
+/* The argument block (bytes at args, main memory), fetched into LDM as
+ * swCaffe's kernels do. */
 static inline void *cpe_kernel_args(st_cpe *cpe, const void *args, size_t bytes)
 {
     void *a = st_cpe_ldm_alloc(cpe, bytes, "arguments");
