@@ -16,8 +16,8 @@ usage: accuracy_zoo.py train MODEL SEED OUT RECIPE EPOCHS THREADS NAME
     SECONDS the training time since the first batch (the test passes,
     in eval mode, left out, as they are on singletrain's side).
 usage: accuracy_zoo.py check RECIPE
-    exit 2, naming the key, when RECIPE has a key the translation below
-    does not know (0 otherwise).
+    prints RECIPE's batch=; exit 2, naming the key, when RECIPE has a key
+    the translation below does not know or no batch=.
 usage: accuracy_zoo.py summary CSV
     per model: each framework's final test accuracy (mean and spread over
     the seeds) and the mean seconds to reach PyTorch's mean final accuracy
@@ -186,6 +186,10 @@ def recipe_keys(recipe):
         print(f"accuracy_zoo.py: {recipe}: no PyTorch translation for {', '.join(bad)}; "
               f"expected the keys {', '.join(sorted(TRAIN_KEYS))}", file=sys.stderr)
         sys.exit(2)
+    if not keys.get("batch", "").isdigit() or int(keys["batch"]) < 1:
+        print(f"accuracy_zoo.py: {recipe}: expected batch=N (a positive integer), got "
+              f"'{keys.get('batch', '')}'", file=sys.stderr)
+        sys.exit(2)
     return keys
 
 
@@ -196,7 +200,7 @@ def train(model, seed, out, recipe, epochs, threads, name):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    batch = int(keys.get("batch", 64))
+    batch = int(keys["batch"])
     pad = int(keys.get("crop_pad", 0)) if keys.get("crop", "0") == "1" else 0
     mirror = keys.get("mirror", "0") == "1"
     xtr, ytr = fashion("train")
@@ -307,7 +311,7 @@ def main(argv):
     elif len(argv) == 9 and argv[1] == "train":
         train(argv[2], int(argv[3]), argv[4], argv[5], int(argv[6]), int(argv[7]), argv[8])
     elif len(argv) == 3 and argv[1] == "check":
-        recipe_keys(argv[2])
+        print(recipe_keys(argv[2])["batch"])
     elif len(argv) == 3 and argv[1] == "summary":
         return 0 if summary(argv[2]) else 1
     elif len(argv) == 2 and argv[1] == "zoo":

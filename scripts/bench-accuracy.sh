@@ -76,7 +76,8 @@ for m in $models; do
     *) die "--model $m: expected lenet, vgg, resnet or FILE.py:FUNCTION" ;;
     esac
 done
-$py "$zoo" check "$recipe" || exit 2
+batch=$($py "$zoo" check "$recipe") || exit 2
+per_epoch=$(((60000 + batch - 1) / batch))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 recipe=$(cd "$(dirname "$recipe")" && pwd)/$(basename "$recipe")
@@ -89,8 +90,8 @@ echo "framework,model,seed,epoch,seconds,test_acc" >"$csv.partial"
 echo "bench-accuracy.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads, $epochs epochs, seeds 1-$seeds, recipe $recipe"
 
 # singletrain's --metrics rows as CSV rows: per test row, the seconds of
-# training until it (the train row logged at the same iteration, less the
-# test phases before it)
+# training until it (the train row logged at the same iteration, every
+# epoch's last, less the test phases before it)
 st_rows() { # NAME SEED METRICS
     awk -F, -v name="$1" -v seed="$2" '
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
@@ -121,7 +122,7 @@ for m in $models; do
             else
                 # shellcheck disable=SC2086
                 "$bin" -q --hparams "$recipe" --data "$work/fmnist.data" --epochs "$epochs" \
-                    -t "$threads" --seed "$s" --log-every 1000000 --metrics "$stem.metrics" \
+                    -t "$threads" --seed "$s" --log-every "$per_epoch" --metrics "$stem.metrics" \
                     ${ST_ARGS:-} "$stem.onnx" || { echo "bench-accuracy.sh: singletrain on $name seed $s failed" >&2; exit 1; }
                 rows=$(st_rows "$name" "$s" "$stem.metrics")
             fi
