@@ -106,14 +106,23 @@ static st_status cpe_ctx_create(const st_backend_opts *o, st_bctx **out, st_erro
         return ST_ENOMEM;
     c->worker = o->worker;
     st_sw26010_model model;
+    st_cpe_machine machine;
     st_status st = st_sw26010_model_load(&model, NULL, err);
     if (st == ST_OK)
-        st = st_cpe_cluster_create(&c->cg, err);
+        st = st_cpe_machine_load(&machine, o->machine_path, err);
+    if (st == ST_OK)
+        st = st_cpe_cluster_create(&c->cg, &machine, err);
+    if (st == ST_OK && o->machine_path &&
+        snprintf(c->machine_path, sizeof c->machine_path, "%s", o->machine_path) >=
+            (int)sizeof c->machine_path)
+        st = st_fail(err, ST_EUSAGE, "--cpe-machine %s: path too long", o->machine_path);
     if (st != ST_OK) {
+        st_cpe_cluster_destroy(c->cg);
         free(c);
         return st;
     }
-    st_cpe_cluster_set_cost_params(c->cg, &model.cg);
+    st_cpe_cost_params p = st_sw26010_cost_params(&model, &machine);
+    st_cpe_cluster_set_cost_params(c->cg, &p);
     *out = c;
     return ST_OK;
 }
@@ -141,7 +150,8 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_e
         st_status st = st_sw26010_model_load(&model, run->model_path, err);
         if (st != ST_OK)
             return st;
-        st_cpe_cluster_set_cost_params(ctx->cg, &model.cg);
+        st_cpe_cost_params p = st_sw26010_cost_params(&model, st_cpe_cluster_machine(ctx->cg));
+        st_cpe_cluster_set_cost_params(ctx->cg, &p);
         int len = snprintf(ctx->model_path, sizeof ctx->model_path, "%s", run->model_path);
         if (len < 0 || (size_t)len >= sizeof ctx->model_path)
             return st_fail(err, ST_EUSAGE, "--cpe-model %s: path too long", run->model_path);

@@ -111,6 +111,7 @@ struct st_bctx {
     st_output trace;        /* --cpe-trace (fileio.h); trace.f NULL when none */
     char report_path[4096]; /* the report CSV, or "" */
     char model_path[4096];  /* the SW26010 model file, or "" for the built-in one */
+    char machine_path[4096]; /* the machine description, or "" for the built-in SW26010 */
     float *scratch[SCRATCHES];
     size_t scratch_floats[SCRATCHES];
 };

@@ -45,8 +45,8 @@ static void conv_strategies(cpe_kernel *k, int n)
             k->runs[CONV_IMPLICIT][p] = 0;
         } else {
             k->runs[CONV_IMPLICIT][p] =
-                st_cpe_conv_implicit_fits(&k->geom, n, conv_pass_of[p], k->why_not[p],
-                                          sizeof k->why_not[p]);
+                st_cpe_conv_implicit_fits(st_cpe_cluster_machine(k->ctx->cg), &k->geom, n,
+                                          conv_pass_of[p], k->why_not[p], sizeof k->why_not[p]);
         }
     }
 }
@@ -94,7 +94,8 @@ static st_status conv_run(cpe_kernel *k, int pass, const conv_pass_fn fn[CONV_ST
     /* The strategies were settled for the largest batch; a smaller one
      * (a last partial batch) may not suit swDNN's blocking. */
     if (s == CONV_IMPLICIT && a->n != k->base_n &&
-        !st_cpe_conv_implicit_fits(&k->geom, a->n, conv_pass_of[pass], why, sizeof why))
+        !st_cpe_conv_implicit_fits(st_cpe_cluster_machine(k->ctx->cg), &k->geom, a->n,
+                                   conv_pass_of[pass], why, sizeof why))
         s = CONV_EXPLICIT;
     double before = cpe_account_seconds(&k->work.now[pass]);
     double before_layout = cpe_account_seconds(&k->layout.now[pass]);
@@ -322,7 +323,8 @@ static st_status swdnn_run(cpe_kernel *k, int pass, int training, st_cpe_conv_pa
                            const void *in, const void *w, void *out, int accumulate,
                            st_error *err)
 {
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&k->geom, n, which, in, w, out);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(st_cpe_cluster_machine(k->ctx->cg), &k->geom,
+                                                   n, which, in, w, out);
     p.accumulate = accumulate;
     st_cpe_counters c;
     static const char *const names[PASSES] = {"swdnn_conv_forward", "swdnn_conv_backward_data",

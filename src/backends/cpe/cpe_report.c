@@ -120,7 +120,7 @@ static st_status sum_seconds(st_bctx *ctx, int sources, size_t floats, double *o
                                   "the gradient-sum probe", err);
     if (!buf)
         return ST_ENOMEM;
-    float *grads[4];
+    float *grads[64]; /* a source per core group: at most 64 (cpe/machine.h) */
     for (int i = 0; i < sources; i++)
         grads[i] = buf + (size_t)i * probe; /* each source its own copy */
     st_cpe_cluster_set_cost_only(ctx->cg, 1);
@@ -142,19 +142,20 @@ typedef struct processor {
 static st_status predict_processor(st_bctx *ctx, int images, int workers, size_t params,
                                    processor *p, st_error *err)
 {
-    double ms[PASSES], sum4 = 0.0, sum2 = 0.0;
+    double ms[PASSES], sum_all = 0.0, sum2 = 0.0;
+    int groups = st_cpe_cluster_machine(ctx->cg)->core_groups;
     memset(p, 0, sizeof *p);
-    st_status st = sum_seconds(ctx, 4, params, &sum4, err);
+    st_status st = sum_seconds(ctx, groups, params, &sum_all, err);
     if (st == ST_OK)
         st = sum_seconds(ctx, 2, params, &sum2, err);
     if (st != ST_OK)
         return st;
     cpe_work_ms(ctx, &ctx->reduce_update, ms);
     p->cg_ms = iteration_ms(ctx, 0);
-    p->sum_ms = 1e3 * sum4;
+    p->sum_ms = 1e3 * sum_all;
     p->update_ms = ms[WORK_UPDATE] * (double)workers;
     p->iteration_ms = p->cg_ms + p->sum_ms + p->update_ms;
-    p->img_s = p->iteration_ms > 0 ? 4.0 * images / (p->iteration_ms / 1e3) : 0.0;
+    p->img_s = p->iteration_ms > 0 ? (double)groups * images / (p->iteration_ms / 1e3) : 0.0;
     p->sum2_s_per_float = params ? sum2 / (double)params : 0.0;
     return ST_OK;
 }
@@ -270,6 +271,10 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
     snprintf(model, sizeof model, "cpe: the SW26010 model: %s",
              ctx->model_path[0] ? ctx->model_path : "built in (data/sw26010/model.conf)");
     print(pctx, model);
+    snprintf(model, sizeof model, "cpe: the machine: %s",
+             ctx->machine_path[0] ? ctx->machine_path
+                                  : "built in (data/sw26010/sw26010.machine)");
+    print(pctx, model);
     snprintf(line, sizeof line, "cpe: predicted SW26010 core-group ms per iteration, worker "
              "%d's shard of %d images, %s%s:", ctx->worker, images_per_iteration,
              steady > 0 ? "after the strategy trials" : "during the strategy trials",
@@ -310,10 +315,12 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
              "%s", proc.cg_ms, ms[WORK_SUM] + ms[WORK_UPDATE],
              steady > 0 ? "after the trials" : trials ? "over the trials" : "no iteration");
     print(pctx, line);
-    snprintf(line, sizeof line, "cpe: one SW26010 (4 core groups of %d images; core group 0 "
-             "sums the 4 gradients of %zu parameters in %.3f ms and updates them in %.3f ms, "
-             "as swCaffe) would train %.0f img/s", images_per_iteration, params, proc.sum_ms,
-             proc.update_ms, proc.img_s);
+    int groups = st_cpe_cluster_machine(ctx->cg)->core_groups;
+    snprintf(line, sizeof line, "cpe: one %s (%d core groups of %d images; core group 0 "
+             "sums the %d gradients of %zu parameters in %.3f ms and updates them in %.3f ms, "
+             "as swCaffe) would train %.0f img/s",
+             ctx->machine_path[0] ? "processor" : "SW26010", groups, images_per_iteration,
+             groups, params, proc.sum_ms, proc.update_ms, proc.img_s);
     print(pctx, line);
     return report_file(ctx, &proc, images_per_iteration, err);
 }
