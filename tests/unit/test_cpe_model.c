@@ -76,6 +76,16 @@ static void test_builtin_is_the_file(void **state)
     free(text);
 }
 
+/* The built-in model and the machine description at path (NULL: the
+ * built-in SW26010's), failing the test when either does not load. */
+static void load_both(st_sw26010_model *m, st_cpe_machine *machine, const char *path)
+{
+    st_error err = {0};
+    if (st_sw26010_model_load(m, NULL, &err) != ST_OK ||
+        st_cpe_machine_load(machine, path, &err) != ST_OK)
+        fail_msg("%s", err.msg);
+}
+
 /* The values land where they belong: the 11-point DMA curve (swCandle's),
  * the machine's clock, mesh, LDM and supernodes; on the SW26010 the model
  * and the machine together change no constant (every scale exactly 1). */
@@ -84,9 +94,7 @@ static void test_builtin_values(void **state)
     (void)state;
     st_sw26010_model m;
     st_cpe_machine sw;
-    st_error err = {0};
-    assert_int_equal(st_sw26010_model_load(&m, NULL, &err), ST_OK);
-    assert_int_equal(st_cpe_machine_load(&sw, NULL, &err), ST_OK);
+    load_both(&m, &sw, NULL);
     assert_int_equal(m.cg.dma.points, 11);
     assert_true(m.cg.dma.bytes[0] == 8.0 && m.cg.dma.bytes[10] == 8192.0);
     assert_true(m.cg.dma.get_cycles[10] == 27375.5 && m.cg.dma.put_cycles[0] == 1911.2);
@@ -110,10 +118,7 @@ static void test_pro_scales_the_curve(void **state)
     (void)state;
     st_sw26010_model m;
     st_cpe_machine pro;
-    st_error err = {0};
-    assert_int_equal(st_sw26010_model_load(&m, NULL, &err), ST_OK);
-    if (st_cpe_machine_load(&pro, PRO_FILE, &err) != ST_OK)
-        fail_msg("%s", err.msg);
+    load_both(&m, &pro, PRO_FILE);
     assert_int_equal(pro.core_groups, 6);
     assert_int_equal(pro.ldm_bytes, 256 * 1024);
     st_cpe_cost_params p = st_sw26010_cost_params(&m, &pro);
@@ -129,10 +134,8 @@ static void test_defaults_are_neutral(void **state)
 {
     (void)state;
     st_sw26010_model m;
-    st_error err = {0};
-    assert_int_equal(st_sw26010_model_load(&m, NULL, &err), ST_OK);
     st_cpe_machine sw;
-    assert_int_equal(st_cpe_machine_load(&sw, NULL, &err), ST_OK);
+    load_both(&m, &sw, NULL);
     st_cpe_cost_params d = st_cpe_cost_params_default();
     assert_true(d.dma_interleaved_share == 1.0 && d.float_msg_cycles == 0.0);
     assert_true(d.dma_get_latency_cycles == 1199.0 && d.dma_put_latency_cycles == 1199.0);
