@@ -4,7 +4,10 @@
 #   layers    VGG-16's 13 convolutions at batch 128 on one core group: the
 #             seconds of forward, backward-data and backward-weights with
 #             each strategy that can run the pass (its layout
-#             transformations included), and the one chosen;
+#             transformations included), each one's dominant cost (the
+#             largest of compute, DMA wait, register communication,
+#             barriers, launches, MPE work and layout, with its share: why
+#             one won), and the one chosen;
 #   networks  one processor (4 core groups on the SW26010, each a quarter
 #             of the batch; core group 0 sums the 4 gradients and updates,
 #             as swCaffe):
@@ -147,7 +150,7 @@ layers() {
     out=${csv:+$csv/layers.csv}
     out=${out:-/dev/null}
     awk -F, -v out="$out" -v band="$BAND_PASS" '
-        BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen" >out
+        BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen,dominant" >out
                 split("fwd bwd_data bwd_weights", pass_name, " ") }
         $1 == "kernel" && $3 ~ /^"conv / {
             name = $3; gsub(/"/, "", name)
@@ -158,19 +161,23 @@ layers() {
                 layer[$2] = sprintf("conv%d_%d", block, ++conv)
             }
             if ($7 != 1) next
-            printf "vgg16,%s,%s,%s,%s,%s,%s,%.6f,%s\n", layer[$2], f[5], f[6], f[7] * f[4],
-                   $5, $6, $8 + $9, $10 >out
+            why = $11; gsub(/"/, "", why)
+            printf "vgg16,%s,%s,%s,%s,%s,%s,%.6f,%s,%s\n", layer[$2], f[5], f[6], f[7] * f[4],
+                   $5, $6, $8 + $9, $10, why >out
             t[layer[$2] " " $5 " " $6] = $8 + $9
+            d[layer[$2] " " $5 " " $6] = why
             if ($10 == 1) chosen[layer[$2] " " $5] = $6
             order[++rows] = layer[$2] " " $5
         }
         END {
-            printf "%-10s %-12s %12s %12s  %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", 100 * band
+            printf "%-10s %-12s %12s %12s  %-9s %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", "why: each trial\047s dominant cost", 100 * band
             for (i = 1; i <= rows; i++) {
                 k = order[i]; if (k in done) continue; done[k] = 1
                 split(k, p, " ")
                 e = t[k " explicit"]; im = (k " implicit") in t ? sprintf("%12.3f", t[k " implicit"]) : sprintf("%12s", "-")
-                printf "%-10s %-12s %12.3f %s  %s\n", p[1], p[2], e, im, chosen[k]
+                why = "explicit " d[k " explicit"]
+                if ((k " implicit") in t) why = why ", implicit " d[k " implicit"]
+                printf "%-10s %-12s %12.3f %s  %-9s %s\n", p[1], p[2], e, im, chosen[k], why
             }
         }' "$dir/reports/vgg16-layers.csv"
 }

@@ -11,8 +11,8 @@
 #   - tests/fixtures/cpe-implicit.cfg at batch 128 (synthetic data): the
 #     losses follow the reference; every pass both strategies can run chose
 #     the faster trial, counting its layout transformations (from the
-#     --cpe-report CSV); the passes the implicit kernel cannot take name
-#     why; the transformations at the implicit run's edges are costed;
+#     --cpe-report CSV), each trial naming its dominant cost; the passes
+#     the implicit kernel cannot take name why; the transformations at the implicit run's edges are costed;
 #   - the same run in cost-only mode predicts exactly the same seconds for
 #     every kernel, pass and strategy (the emulated control flow, DMA and
 #     messages are the same; only the arithmetic is skipped);
@@ -91,6 +91,9 @@ awk -F, '$1 == "kernel" && $3 ~ /128->64/ && $7 == 1 { t[$5 "," $6] = $8 + $9; c
               if (n[q] != 2 || (c[q ",implicit"] == 1) != (i < e) || c[q ",implicit"] + c[q ",explicit"] != 1) bad = 1; m++ }
           exit bad || m != 3 }' "$tmp/full.csv"
 expect "conv 128->64: all three passes ran both strategies and kept the faster" [ $? -eq 0 ]
+expect "each convolution trial that ran names its dominant cost and its share (why one won)" \
+    awk -F, '$1 == "kernel" && $3 ~ /conv/ && $7 == 1 { n++; if ($11 !~ /^"(compute|DMA|register communication|barriers|launches|MPE|layout) [0-9]+%"$/) bad = 1 }
+             END { exit bad || n != 9 }' "$tmp/full.csv"
 expect "conv 64->128's backward-weights cannot run implicitly: its 64 input channels give each CPE row 8" \
     grep -q "kernel,0,\"conv 3x3/1 64->128 8x8\",CPEs,bwd_weights,implicit,0,,,0,\"64 input channels: each CPE row gets 8" "$tmp/full.csv"
 expect "the transformations at the implicit run's edges are costed" \

@@ -50,6 +50,31 @@ double cpe_account_seconds(const cpe_account *a)
     return a->cpe.time.total_s + a->mpe_s;
 }
 
+const char *const cpe_part_names[CPE_PARTS] = {"compute", "DMA", "register communication",
+                                               "barriers", "launches", "MPE", "layout"};
+
+cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout)
+{
+    const st_cpe_time *a = &after->cpe.time, *b = &before->cpe.time;
+    cpe_split split = {{a->compute_s - b->compute_s, a->dma_s - b->dma_s,
+                        a->regcomm_s - b->regcomm_s, a->sync_s - b->sync_s,
+                        a->launch_s - b->launch_s, after->mpe_s - before->mpe_s, layout}};
+    return split;
+}
+
+cpe_part cpe_split_dominant(const cpe_split *split, double *share)
+{
+    cpe_part top = CPE_PART_COMPUTE;
+    double sum = 0.0;
+    for (int p = 0; p < CPE_PARTS; p++) {
+        sum += split->s[p];
+        if (split->s[p] > split->s[top])
+            top = (cpe_part)p;
+    }
+    *share = sum > 0.0 ? split->s[top] / sum : 0.0;
+    return top;
+}
+
 static void account_add(cpe_account *dst, const cpe_account *src)
 {
     st_cpe_counters_add(&dst->cpe, &src->cpe);

@@ -64,15 +64,17 @@ static int conv_strategy(const cpe_kernel *k, int pass, int training)
 }
 
 /* After a training call that took seconds (its own launches) and layout
- * (its transformations) with strategy s: count it, and choose once the
- * trials are over, by the sum. */
-static void conv_called(cpe_kernel *k, int pass, int s, double seconds, double layout)
+ * (its transformations), split as split, with strategy s: count it, and
+ * choose once the trials are over, by the sum. */
+static void conv_called(cpe_kernel *k, int pass, int s, double seconds, double layout,
+                        const cpe_split *split)
 {
     if (k->calls[pass] >= CONV_TRIALS)
         return;
     if (k->runs[s][pass] && s == (int)k->calls[pass]) {
         k->tried[s][pass] = seconds;
         k->tried_layout[s][pass] = layout;
+        k->tried_split[s][pass] = *split;
     }
     if (++k->calls[pass] < CONV_TRIALS)
         return;
@@ -97,12 +99,15 @@ static st_status conv_run(cpe_kernel *k, int pass, const conv_pass_fn fn[CONV_ST
         !st_cpe_conv_implicit_fits(st_cpe_cluster_machine(k->ctx->cg), &k->geom, a->n,
                                    conv_pass_of[pass], why, sizeof why))
         s = CONV_EXPLICIT;
-    double before = cpe_account_seconds(&k->work.now[pass]);
+    cpe_account before = k->work.now[pass];
     double before_layout = cpe_account_seconds(&k->layout.now[pass]);
     st_status st = fn[s](k, a, err);
-    if (st == ST_OK && training && a->n == k->base_n)
-        conv_called(k, pass, s, cpe_account_seconds(&k->work.now[pass]) - before,
-                    cpe_account_seconds(&k->layout.now[pass]) - before_layout);
+    if (st == ST_OK && training && a->n == k->base_n) {
+        double layout = cpe_account_seconds(&k->layout.now[pass]) - before_layout;
+        cpe_split split = cpe_split_between(&before, &k->work.now[pass], layout);
+        conv_called(k, pass, s, cpe_account_seconds(&k->work.now[pass]) -
+                    cpe_account_seconds(&before), layout, &split);
+    }
     return st;
 }
 

@@ -56,7 +56,16 @@ static double work_intensity(const cpe_work *w)
     return bytes > 0 ? flops / bytes : 0.0;
 }
 
-/* The strategy column: what each pass chose, with its trials. */
+/* "DMA 61%": the dominant part of strategy s's trial of pass p. */
+static void dominant_text(const cpe_kernel *k, int s, int p, char *buf, size_t len)
+{
+    double share;
+    cpe_part top = cpe_split_dominant(&k->tried_split[s][p], &share);
+    snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
+}
+
+/* The strategy column: what each pass chose, with its trials and each
+ * trial's dominant cost. */
 static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
 {
     if (k->base.kind == ST_K_FC) {
@@ -76,12 +85,16 @@ static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
         if (!k->runs[CONV_IMPLICIT][p])
             used += (size_t)snprintf(buf + used, len - used, "%s%s explicit (implicit: %s)", sep,
                                      cpe_pass_names[p], k->why_not[p]);
-        else
+        else {
+            char ex[64], im[64];
+            dominant_text(k, CONV_EXPLICIT, p, ex, sizeof ex);
+            dominant_text(k, CONV_IMPLICIT, p, im, sizeof im);
             used += (size_t)snprintf(
-                buf + used, len - used, "%s%s %s (%.3f vs %.3f ms)", sep, cpe_pass_names[p],
-                cpe_conv_strategy_names[k->chosen[p]],
+                buf + used, len - used, "%s%s %s (%.3f vs %.3f ms; explicit: %s, implicit: %s)",
+                sep, cpe_pass_names[p], cpe_conv_strategy_names[k->chosen[p]],
                 1e3 * (k->tried[CONV_EXPLICIT][p] + k->tried_layout[CONV_EXPLICIT][p]),
-                1e3 * (k->tried[CONV_IMPLICIT][p] + k->tried_layout[CONV_IMPLICIT][p]));
+                1e3 * (k->tried[CONV_IMPLICIT][p] + k->tried_layout[CONV_IMPLICIT][p]), ex, im);
+        }
     }
     if (used == 0)
         snprintf(buf, len, "not chosen yet (explicit / implicit trials)");
@@ -197,12 +210,15 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
                 csv_text(f, k->what);
                 fprintf(f, ",%s,%s,%s,%d,", k->where, cpe_pass_names[pass],
                         cpe_conv_strategy_names[s], k->runs[s][pass]);
-                if (k->runs[s][pass])
+                char dominant[64] = "";
+                if (k->runs[s][pass]) {
                     fprintf(f, "%.9f,%.9f,%d,", k->tried[s][pass], k->tried_layout[s][pass],
                             k->chosen[pass] == s);
-                else
+                    dominant_text(k, s, pass, dominant, sizeof dominant);
+                } else {
                     fprintf(f, ",,0,");
-                csv_text(f, k->runs[s][pass] ? "" : k->why_not[pass]);
+                }
+                csv_text(f, k->runs[s][pass] ? dominant : k->why_not[pass]);
                 fputc('\n', f);
             }
         }
@@ -261,7 +277,7 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
                                 size_t params, void (*print)(void *pctx, const char *line),
                                 void *pctx, st_error *err)
 {
-    char line[768], strategy[512];
+    char line[1024], strategy[768];
     long steady = ctx->iterations - CONV_TRIALS;
     processor proc;
     st_status st = predict_processor(ctx, images_per_iteration, workers, params, &proc, err);
