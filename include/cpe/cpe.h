@@ -1,4 +1,6 @@
-/* The emulated SW26010 core group: a cluster of 8x8 CPEs, each with 64 KB of
+/* The emulated SW26010 core group: a cluster of CPEs in a mesh (8x8 on the
+ * SW26010: the machine description, cpe/machine.h, gives the mesh and the
+ * LDM), each with 64 KB of
  * LDM (local data memory), DMA between main memory and LDM, register
  * communication along rows and columns, and a cost model that turns what a
  * launch did into predicted SW26010 time. Usable on its own, without the

@@ -291,7 +291,7 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
              ctx->machine_path[0] ? ctx->machine_path
                                   : "built in (data/sw26010/sw26010.machine)");
     print(pctx, model);
-    snprintf(line, sizeof line, "cpe: predicted SW26010 core-group ms per iteration, worker "
+    snprintf(line, sizeof line, "cpe: predicted core-group ms per iteration, worker "
              "%d's shard of %d images, %s%s:", ctx->worker, images_per_iteration,
              steady > 0 ? "after the strategy trials" : "during the strategy trials",
              ctx->cost_only ? " (cost-only emulation: the losses are not computed)" : "");
