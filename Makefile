@@ -56,17 +56,20 @@ CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
 ALLREDUCE_SRC := $(filter-out src/dist/allreduce/names.c src/dist/allreduce/cost.c,$(wildcard src/dist/allreduce/*.c))
 LIB_SRC := $(filter-out $(MAIN_SRC) $(CLUSTER_MPI_SRC) $(CLUSTER_SINGLE_SRC) $(ALLREDUCE_SRC),$(SRC))
 OBJ  := $(filter-out $(ALLREDUCE_SRC:%.c=$(BUILD)/%.o),$(SRC:%.c=$(BUILD)/%.o))
-# The SW26010 model file, built into the library as a C string
-# (st_sw26010_model_builtin, include/cpe/model.h).
+# The SW26010 model file and machine description, built into the library
+# as C strings (st_sw26010_model_builtin, include/cpe/model.h;
+# st_cpe_machine_builtin, include/cpe/machine.h).
 MODEL_CONF := data/sw26010/model.conf
 MODEL_GEN := $(BUILD)/gen/sw26010_model.c
+MACHINE_CONF := data/sw26010/sw26010.machine
+MACHINE_GEN := $(BUILD)/gen/sw26010_machine.c
 # The ONNX schema (Debian's libonnx-dev) compiled by protoc-c into the
 # build directory, for the ONNX reader (src/net/onnx*.c, which include
 # <onnx.pb-c.h> from there): generated, not vendored.
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 ONNX_GEN := $(BUILD)/gen/onnx.pb-c.c
 ONNX_USERS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/net/onnx*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o) $(ONNX_GEN:.c=.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o) $(MACHINE_GEN:.c=.o) $(ONNX_GEN:.c=.o)
 CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
 # Only pattern rules need it: kept, not removed as an intermediate file.
 .SECONDARY: $(CLUSTER_SINGLE_OBJ)
@@ -111,14 +114,21 @@ $(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/backends/dnnl/dnnl_pool.o $(BUILD
 # LeNet-5's 431k parameters, the same results).
 $(BUILD)/src/ops/solver.o: CFLAGS += -fno-math-errno
 
-$(MODEL_GEN): $(MODEL_CONF)
-	@mkdir -p $(dir $@)
-	awk 'BEGIN { print "/* Generated from $(MODEL_CONF) by the Makefile. */"; \
-	             print "const char st_sw26010_model_builtin[] ="; } \
+# embed_text NAME: the recipe that writes $< as the C string NAME.
+embed_text = awk 'BEGIN { print "/* Generated from $< by the Makefile. */"; \
+	             print "const char $(1)[] ="; } \
 	     { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); print "    \"" $$0 "\\n\"" } \
 	     END { print "    \"\";" }' $< > $@.tmp && mv $@.tmp $@
 
-$(MODEL_GEN:.c=.o): $(MODEL_GEN)
+$(MODEL_GEN): $(MODEL_CONF)
+	@mkdir -p $(dir $@)
+	$(call embed_text,st_sw26010_model_builtin)
+
+$(MACHINE_GEN): $(MACHINE_CONF)
+	@mkdir -p $(dir $@)
+	$(call embed_text,st_cpe_machine_builtin)
+
+$(MODEL_GEN:.c=.o) $(MACHINE_GEN:.c=.o): %.o: %.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 $(ONNX_GEN) $(ONNX_GEN:.c=.h) &: $(ONNX_PROTO)

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Fit the SW26010 model's free constants on swCaffe's calibration
 # measurements and write the model file (data/sw26010/model.conf, which
-# singletrain builds in). The independent constants (clock, DMA curve,
-# register communication, ...; their sources in the file) are kept as the
-# output file has them; the fit replaces the rest:
+# singletrain builds in). The independent constants (DMA curve, pipeline
+# constants, ...; their sources in the file; the clock, register
+# communication and network are the machine description's) are kept as
+# the output file has them; the fit replaces the rest:
 #
 #   layers   swCaffe's Table II, conv1_x, conv3_x, conv5_x of VGG-16 at batch
 #            128 on one core group (swcaffe_calibration_layers.csv): each
@@ -44,7 +45,13 @@
 # calibration layers' passes as they were (the convolutions' kernels) but
 # moves a processor's iteration (another layer's costing).
 #
+# The processor is the machine description (--machine FILE, default
+# data/sw26010/sw26010.machine, the SW26010 the calibration CSVs were
+# measured on): its core groups make a processor, its network the scaling
+# model's alpha, bandwidth, supernodes and I/O.
+#
 # usage: scripts/calibrate-sw26010.sh [--check | --cluster-only] [--model FILE] [--data DIR]
+#                                     [--machine FILE]
 #   --model FILE  the model file read and written (default data/sw26010/model.conf;
 #                 the installed copy reads PREFIX/share/singletrain/sw26010/model.conf
 #                 and writes ./model.conf, for --cpe-model)
@@ -55,6 +62,7 @@ here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 . "$here/paths.sh"
 model=""
 data="$st_sw26010"
+machine="$st_sw26010/sw26010.machine"
 check=0
 cluster_only=0
 LAYER_SHARES="0.4 0.5 0.6"
@@ -67,8 +75,9 @@ while [ $# -gt 0 ]; do
     --cluster-only) cluster_only=1; shift ;;
     --model) model=${2:-}; [ -n "$model" ] || die "--model needs a file"; shift 2 ;;
     --data) data=${2:-}; [ -n "$data" ] || die "--data needs a directory"; shift 2 ;;
+    --machine) machine=${2:-}; [ -n "$machine" ] || die "--machine needs a file"; shift 2 ;;
     -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (expected --check, --cluster-only, --model FILE, --data DIR)" ;;
+    *) die "unknown option '$1' (expected --check, --cluster-only, --model FILE, --data DIR, --machine FILE)" ;;
     esac
 done
 written=$model
@@ -79,7 +88,7 @@ if [ -z "$model" ]; then
 fi
 layers_csv="$data/swcaffe_calibration_layers.csv"
 scaling_csv="$data/swcaffe_calibration_scaling.csv"
-for f in "$model" "$layers_csv" "$scaling_csv"; do
+for f in "$model" "$machine" "$layers_csv" "$scaling_csv"; do
     [ -f "$f" ] && [ -r "$f" ] || die "$f: cannot read it"
 done
 [ -x "$bin" ] || die "$bin is missing: run make first"
@@ -104,7 +113,7 @@ with_constants() {
 
 # emulate MODEL CFG REPORT IMAGES ITERATIONS: one cost-only run.
 emulate() {
-    if ! "$bin" --backend cpe --cpe-model "$1" --cpe-cost-only --cpe-report "$3" -t 1 -b "$4" \
+    if ! "$bin" --backend cpe --cpe-model "$1" --cpe-machine "$machine" --cpe-cost-only --cpe-report "$3" -t 1 -b "$4" \
         --iters "$5" --data synthetic --train-images "$4" --test-images 1 --no-test "$2" \
         >"$3.log" 2>&1; then
         cat "$3.log" >&2
@@ -175,7 +184,7 @@ layer_errors() {
 alexnet_t1() {
     mkdir -p "$2"
     for b in $(awk -F, '$1 == "alexnet-bn" { print $2 }' "$scaling_csv"); do
-        emulate "$1" "$st_networks/alexnet-bn.cfg" "$2/alexnet-bn-$b.csv" $((b / 4)) 3
+        emulate "$1" "$st_networks/alexnet-bn.cfg" "$2/alexnet-bn-$b.csv" $((b / $(constant core_groups "$machine"))) 3
         awk -F, -v b="$b" '$1 == "summary" && $3 == "processor_iteration_seconds" { t = $8 }
             $1 == "summary" && $3 == "cpe_sum_of_2_seconds_per_float" { g = $8 }
             END { print b, t, g }' "$2/alexnet-bn-$b.csv"
@@ -229,9 +238,9 @@ END {
 AWK
     printf '%s\n' "$2" >"$work/t1s"
     awk -F'[ ,]' -v t1file="$work/t1s" -v params="$params" -v img="$img" -v fixed="${3:-}" \
-        -v alpha="$(constant net_latency_s "$1")" -v net_bw="$(constant net_bandwidth "$1")" \
-        -v q="$(constant supernode_nodes "$1")" -v cross="$(constant cross_supernode_factor "$1")" \
-        -v io_bw="$(constant io_bandwidth "$1")" -v contention="$(constant allreduce_contention "$1")" \
+        -v alpha="$(constant net_latency_s "$machine")" -v net_bw="$(constant net_bandwidth "$machine")" \
+        -v q="$(constant supernode_nodes "$machine")" -v cross="$(constant cross_supernode_factor "$machine")" \
+        -v io_bw="$(constant io_bandwidth "$machine")" -v contention="$(constant allreduce_contention "$1")" \
         -v spread="$(constant node_time_spread "$1")" \
         -f "$here/sw26010-scaling.awk" -f "$work/fit.awk" "$work/t1s" "$scaling_csv"
 }

@@ -4,9 +4,13 @@
 #   layers    VGG-16's 13 convolutions at batch 128 on one core group: the
 #             seconds of forward, backward-data and backward-weights with
 #             each strategy that can run the pass (its layout
-#             transformations included), and the one chosen;
-#   networks  one processor (4 core groups, each a quarter of the batch;
-#             core group 0 sums the 4 gradients and updates, as swCaffe):
+#             transformations included), each one's dominant cost (the
+#             largest of compute, DMA wait, register communication,
+#             barriers, launches, MPE work and layout, with its share: why
+#             one won), and the one chosen;
+#   networks  one processor (4 core groups on the SW26010, each a quarter
+#             of the batch; core group 0 sums the 4 gradients and updates,
+#             as swCaffe):
 #             AlexNet-BN at 256, VGG-16 and VGG-19 at 64, ResNet-50 at 32,
 #             GoogLeNet at 128, images/s with a band (network_band: the
 #             calibration's median pass error over the convolutions' share
@@ -27,8 +31,12 @@
 # emulating).
 #
 # Every constant comes from the model file (--model FILE, default
-# data/sw26010/model.conf, the one built into singletrain): the core
-# group's (passed on as --cpe-model) and the cluster's:
+# data/sw26010/model.conf, the one built into singletrain) and the machine
+# description (--machine FILE, default data/sw26010/sw26010.machine, also
+# built in; sw26010-pro.machine is an uncalibrated what-if): the core
+# group's (passed on as --cpe-model and --cpe-machine; the machine's
+# core_groups make a processor) and the cluster's (the machine's network,
+# the model's fitted contention and spread):
 #   net_latency_s, net_bandwidth    one message's latency, MPI's bandwidth
 #                                   between two nodes
 #   allreduce_contention            the all-reduce's steps run at
@@ -51,7 +59,7 @@
 # scripts/calibrate-sw26010.sh).
 #
 # usage: scripts/predict-sw26010.sh [--csv DIR] [--only layers|networks|scaling]
-#                                   [--from-reports DIR] [--model FILE]
+#                                   [--from-reports DIR] [--model FILE] [--machine FILE]
 #   SINGLETRAIN=build/singletrain (default)
 set -eu
 here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
@@ -60,6 +68,7 @@ csv=""
 only=""
 from=""
 model="$st_sw26010/model.conf"
+machine="$st_sw26010/sw26010.machine"
 die() { echo "predict-sw26010.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
@@ -67,27 +76,32 @@ while [ $# -gt 0 ]; do
     --only) only=${2:-}; shift 2 ;;
     --from-reports) from=${2:-}; [ -n "$from" ] || die "--from-reports needs a directory"; shift 2 ;;
     --model) model=${2:-}; [ -n "$model" ] || die "--model needs a file"; shift 2 ;;
+    --machine) machine=${2:-}; [ -n "$machine" ] || die "--machine needs a file"; shift 2 ;;
     -h | --help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (expected --csv DIR, --only layers|networks|scaling, --from-reports DIR, --model FILE)" ;;
+    *) die "unknown option '$1' (expected --csv DIR, --only layers|networks|scaling, --from-reports DIR, --model FILE, --machine FILE)" ;;
     esac
 done
 case $only in '' | layers | networks | scaling) ;; *) die "--only takes layers, networks or scaling, not '$only'" ;; esac
 [ -f "$model" ] && [ -r "$model" ] || die "$model: no model file to read (--model FILE)"
+[ -f "$machine" ] && [ -r "$machine" ] || die "$machine: no machine description to read (--machine FILE)"
 
-# constant NAME: its value in the model file (singletrain checks the whole
-# file when it emulates; here each constant used must be a number).
+# constant NAME [FILE]: its value in the model file (or FILE; singletrain
+# checks the whole file when it emulates; here each constant used must be
+# a number).
 constant() {
-    v=$(awk -v n="$1" '{ sub(/#.*/, "") } $1 == n { print $2; exit }' "$model")
-    case $v in '' | *[!0-9.e+-]*) die "$model: $1 is missing or not a number ('$v')" ;; esac
+    f=${2:-$model}
+    v=$(awk -v n="$1" '{ sub(/#.*/, "") } $1 == n { print $2; exit }' "$f")
+    case $v in '' | *[!0-9.e+-]*) die "$f: $1 is missing or not a number ('$v')" ;; esac
     echo "$v"
 }
-ALPHA=$(constant net_latency_s)
-NET_BW=$(constant net_bandwidth)
+ALPHA=$(constant net_latency_s "$machine")
+NET_BW=$(constant net_bandwidth "$machine")
 CONTENTION=$(constant allreduce_contention)
-CROSS=$(constant cross_supernode_factor)
-SUPERNODE=$(constant supernode_nodes)
-IO_BW=$(constant io_bandwidth)
+CROSS=$(constant cross_supernode_factor "$machine")
+SUPERNODE=$(constant supernode_nodes "$machine")
+IO_BW=$(constant io_bandwidth "$machine")
 SPREAD=$(constant node_time_spread)
+GROUPS=$(constant core_groups "$machine")
 BAND_PASS=$(constant uncertainty_pass)
 BAND_SPEEDUP=$(constant uncertainty_speedup)
 BAND_SHARE=$(constant uncertainty_share)
@@ -115,7 +129,7 @@ emulate() {
         return
     fi
     start=$(date +%s)
-    if ! "$bin" --backend cpe --cpe-model "$model" --cpe-cost-only --cpe-report "$report" -t 1 -b "$3" --iters "$4" \
+    if ! "$bin" --backend cpe --cpe-model "$model" --cpe-machine "$machine" --cpe-cost-only --cpe-report "$report" -t 1 -b "$3" --iters "$4" \
         --data synthetic --train-images "$3" --test-images 1 --no-test "$2" >"$dir/reports/$1.log" 2>&1; then
         cat "$dir/reports/$1.log" >&2
         echo "predict-sw26010.sh: $bin failed on $2" >&2
@@ -136,7 +150,7 @@ layers() {
     out=${csv:+$csv/layers.csv}
     out=${out:-/dev/null}
     awk -F, -v out="$out" -v band="$BAND_PASS" '
-        BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen" >out
+        BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen,dominant" >out
                 split("fwd bwd_data bwd_weights", pass_name, " ") }
         $1 == "kernel" && $3 ~ /^"conv / {
             name = $3; gsub(/"/, "", name)
@@ -147,28 +161,34 @@ layers() {
                 layer[$2] = sprintf("conv%d_%d", block, ++conv)
             }
             if ($7 != 1) next
-            printf "vgg16,%s,%s,%s,%s,%s,%s,%.6f,%s\n", layer[$2], f[5], f[6], f[7] * f[4],
-                   $5, $6, $8 + $9, $10 >out
+            why = $11; gsub(/"/, "", why)
+            printf "vgg16,%s,%s,%s,%s,%s,%s,%.6f,%s,%s\n", layer[$2], f[5], f[6], f[7] * f[4],
+                   $5, $6, $8 + $9, $10, why >out
             t[layer[$2] " " $5 " " $6] = $8 + $9
+            d[layer[$2] " " $5 " " $6] = why
             if ($10 == 1) chosen[layer[$2] " " $5] = $6
             order[++rows] = layer[$2] " " $5
         }
         END {
-            printf "%-10s %-12s %12s %12s  %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", 100 * band
+            printf "%-10s %-12s %12s %12s  %-9s %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", "why: each trial\047s dominant cost", 100 * band
             for (i = 1; i <= rows; i++) {
                 k = order[i]; if (k in done) continue; done[k] = 1
                 split(k, p, " ")
                 e = t[k " explicit"]; im = (k " implicit") in t ? sprintf("%12.3f", t[k " implicit"]) : sprintf("%12s", "-")
-                printf "%-10s %-12s %12.3f %s  %s\n", p[1], p[2], e, im, chosen[k]
+                why = "explicit " d[k " explicit"]
+                if ((k " implicit") in t) why = why ", implicit " d[k " implicit"]
+                printf "%-10s %-12s %12.3f %s  %-9s %s\n", p[1], p[2], e, im, chosen[k], why
             }
         }' "$dir/reports/vgg16-layers.csv"
 }
 
 # --------------------------------------------------------------- networks
-# One processor's images/s for each network at its batch (a quarter per
-# core group).
-networks_list="alexnet-bn:alexnet-bn.cfg:256 vgg16:vgg16.cfg:64 vgg19:vgg19.cfg:64
-               resnet50:resnet50.cfg:32 googlenet:googlenet.cfg:128"
+# One processor's images/s for each network: each core group trains the
+# images per core group of swCaffe's measurements (a quarter of its
+# processor batch), so a processor with more core groups trains a larger
+# batch, each core group the same work.
+networks_list="alexnet-bn:alexnet-bn.cfg:64 vgg16:vgg16.cfg:16 vgg19:vgg19.cfg:16
+               resnet50:resnet50.cfg:8 googlenet:googlenet.cfg:32"
 
 # network_band REPORT: "BAND CALIBRATED" for one network: CALIBRATED the
 # share of a core group's iteration spent in convolution passes (the chosen
@@ -192,8 +212,9 @@ networks() {
     printf "%-12s %6s %18s %14s %12s  %s\n" net batch img/s "iteration s" "CG0 sum s" \
         "band: the calibrated passes' median error over their share of the iteration"
     for entry in $networks_list; do
-        net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
-        emulate "$net-$batch" "$st_networks/$cfg" $((batch / 4)) 3
+        net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; per_cg=${rest#*:}
+        batch=$((per_cg * GROUPS))
+        emulate "$net-$batch" "$st_networks/$cfg" "$per_cg" 3
         r="$dir/reports/$net-$batch.csv"
         img_s=$(summary "$r" processor_img_s)
         set -- $(network_band "$r")
@@ -236,7 +257,7 @@ scaling() {
     [ -n "$out" ] && echo "net,sub_batch,nodes,speedup,comm_share" >"$out"
     for entry in $scaling_list; do
         net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; batch=${rest#*:}
-        emulate "$net-$batch" "$st_networks/$cfg" $((batch / 4)) 3
+        emulate "$net-$batch" "$st_networks/$cfg" $((batch / GROUPS)) 3
         r="$dir/reports/$net-$batch.csv"
         params=$("$bin" --dry-run "$st_networks/$cfg" 2>/dev/null | sed -n 's/^\([0-9]*\) parameters.*/\1/p')
         [ -n "$params" ] || die "no parameter count from --dry-run of $cfg"
@@ -250,7 +271,9 @@ scaling() {
 }
 
 [ -z "$only" ] || [ "$only" = layers ] && { echo "== VGG-16's convolutions, batch 128, one core group (seconds)"; layers; }
-[ -z "$only" ] || [ "$only" = networks ] && { echo "== one SW26010 processor"; networks; }
+# The processor's name: its description's, upper case (SW26010, SW26010-PRO).
+processor=$(basename "$machine" .machine | tr '[:lower:]' '[:upper:]')
+[ -z "$only" ] || [ "$only" = networks ] && { echo "== one $processor processor"; networks; }
 [ -z "$only" ] || [ "$only" = scaling ] && { echo "== TaihuLight nodes (alpha $ALPHA s, $NET_BW B/s / (1 + $CONTENTION log2 P), x$CROSS across supernodes of $SUPERNODE, node time spread $SPREAD, I/O $IO_BW B/s)"; scaling; }
 [ -n "$csv" ] && echo "CSVs in $csv: $(cd "$csv" && ls *.csv | tr '\n' ' ')"
 exit 0

@@ -109,6 +109,9 @@ typedef struct st_backend_opts {
      * for every worker, and convert none themselves; 0: each kernel
      * rounds the weights it reads at every call. */
     int weights_bf16;
+    /* For a backend that predicts another machine's time: the description
+     * of that machine (NULL: the backend's built-in one). */
+    const char *machine_path;
 } st_backend_opts;
 
 /* What a run asks of a backend that predicts another machine's time

@@ -1,4 +1,6 @@
-/* The emulated SW26010 core group: a cluster of 8x8 CPEs, each with 64 KB of
+/* The emulated SW26010 core group: a cluster of CPEs in a mesh (8x8 on the
+ * SW26010: the machine description, cpe/machine.h, gives the mesh and the
+ * LDM), each with 64 KB of
  * LDM (local data memory), DMA between main memory and LDM, register
  * communication along rows and columns, and a cost model that turns what a
  * launch did into predicted SW26010 time. Usable on its own, without the
@@ -58,13 +60,12 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "cpe/machine.h"
 
-#define ST_CPE_ROWS 8
-#define ST_CPE_COLS 8
-#define ST_CPE_COUNT (ST_CPE_ROWS * ST_CPE_COLS)
-
-/* LDM per CPE: 64 KB (swCaffe, DESIGN.md). */
-#define ST_CPE_LDM_BYTES 65536
+/* The emulator's capacity: meshes of up to 16 x 16 CPEs (the machine
+ * description, cpe/machine.h, gives the mesh; the SW26010's is 8 x 8). */
+#define ST_CPE_MESH_MAX 16
+#define ST_CPE_MAX (ST_CPE_MESH_MAX * ST_CPE_MESH_MAX)
 
 /* LDM allocations are aligned to 32 bytes, the width of a 256-bit vector
  * register, so vector loads and DMA land on aligned addresses. */
@@ -129,10 +130,15 @@ typedef struct st_cpe_dma_curve {
 
 /* Every constant of the cost model; data/sw26010/model.conf gives each
  * one's value, source and whether it was calibrated (on what), fitted or
- * assumed. Bandwidths are per core group (all 64 CPEs). */
+ * assumed, and the machine description (cpe/machine.h,
+ * data/sw26010/sw26010.machine) the processor's: the clock, the vectors,
+ * the CPE count and the register communication's rates
+ * (st_sw26010_cost_params, cpe/model.h, puts them together). Bandwidths are
+ * per core group (all its CPEs). */
 typedef struct st_cpe_cost_params {
     double clock_hz;               /* CPE clock */
-    double flops_per_cycle;        /* peak per CPE: one 4-wide fused multiply-add */
+    double flops_per_cycle;        /* peak per CPE: one vector fused multiply-add */
+    int cpes;                      /* CPEs sharing the core group's aggregate bandwidths */
     /* The pipeline model of a CPE (st_cpe_loop): two in-order pipelines,
      * P0 for floating point, P1 for LDM loads and stores and register
      * communication, both for integer and branch instructions. */
@@ -286,14 +292,22 @@ int st_cpe_dma_size_class(size_t bytes);
 
 /* ---- the cluster (host side: the MPE) ---- */
 
-/* Allocate a cluster: 64 LDMs and 64 context stacks, once. */
-st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err);
+/* Allocate a cluster of machine's core group (NULL: the built-in
+ * SW26010's): its CPEs' LDMs and context stacks, once. Its launches are
+ * costed with st_cpe_cost_params_default's constants on that machine
+ * until st_cpe_cluster_set_cost_params. */
+st_status st_cpe_cluster_create(st_cpe_cluster **out, const st_cpe_machine *machine,
+                                st_error *err);
 void st_cpe_cluster_destroy(st_cpe_cluster *cg);
 
-/* The parameters later launches are costed with (default:
- * st_cpe_cost_params_default()). */
+/* The parameters later launches are costed with (p->cpes must be the
+ * cluster's CPE count). */
 void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params *p);
 const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg);
+
+/* The machine the cluster emulates: host-side planners size their blocks
+ * with its mesh and LDM. */
+const st_cpe_machine *st_cpe_cluster_machine(const st_cpe_cluster *cg);
 
 /* Cost-only mode (off by default): later launches run every kernel's
  * control flow, DMA, messages and declared loops for their counters and
@@ -313,7 +327,15 @@ st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, 
 
 int st_cpe_row(const st_cpe *cpe);
 int st_cpe_col(const st_cpe *cpe);
-int st_cpe_id(const st_cpe *cpe); /* row * 8 + col */
+int st_cpe_id(const st_cpe *cpe); /* row * mesh columns + col */
+
+/* The machine a program runs on (its cluster's st_cpe_machine): the mesh,
+ * the CPE count, the LDM per CPE, the values of a vector register. */
+int st_cpe_mesh_rows(const st_cpe *cpe);
+int st_cpe_mesh_cols(const st_cpe *cpe);
+int st_cpe_count(const st_cpe *cpe);
+size_t st_cpe_ldm_bytes(const st_cpe *cpe);
+int st_cpe_vector_doubles(const st_cpe *cpe);
 
 /* LDM: a stack allocator per CPE, emptied at each launch. LDM keeps its
  * contents between launches, as the hardware's does; nothing is zeroed.

@@ -113,7 +113,8 @@ typedef enum st_cpe_conv_design { ST_CPE_CONV_SWDNN, ST_CPE_CONV_SWCAFFE_FLOAT }
  * padding. */
 typedef struct st_cpe_swdnn_conv {
     st_cpe_conv_design design;
-    int ldm_budget; /* bytes per CPE the blocks may take (0: swDNN's 55 KB) */
+    int ldm_budget; /* bytes per CPE the blocks may take (0: swDNN's, the machine's LDM less
+                       ST_CPE_SWDNN_LDM_RESERVE) */
     st_cpe_dtype type;
     int ri, ci, ro, co;
     int kr, kc, pr, pc;
@@ -123,11 +124,22 @@ typedef struct st_cpe_swdnn_conv {
     int accumulate;
 } st_cpe_swdnn_conv;
 
-/* Whether swDNN's blocking takes p; otherwise why (a sentence in why). */
-int st_cpe_swdnn_conv_fits(const st_cpe_swdnn_conv *p, char *why, size_t len);
+/* What swDNN's and swCaffe's kernels keep of the LDM beside the blocks
+ * (their stack and arguments): swDNN's test.c gives the blocks 55 of 64
+ * KB, swCaffe's sw_conv_layer_impl.c 60 KB forward and 55 KB backward. On
+ * another LDM the blocks get the LDM less the same reserve. */
+#define ST_CPE_SWDNN_LDM_RESERVE (9 * 1024)
+#define ST_CPE_SWCAFFE_FORWARD_LDM_RESERVE (4 * 1024)
+#define ST_CPE_SWCAFFE_BACKWARD_LDM_RESERVE (9 * 1024)
+
+/* Whether swDNN's blocking takes p on machine's core group (its slices
+ * are B, Ni and No over the mesh's side, 8 on the SW26010); otherwise why
+ * (a sentence in why). */
+int st_cpe_swdnn_conv_fits(const st_cpe_machine *machine, const st_cpe_swdnn_conv *p, char *why,
+                           size_t len);
 
 /* Run p in one launch named name; ST_EINPUT (with the reason) when it does
- * not fit. */
+ * not fit cg's machine. */
 st_status st_cpe_swdnn_conv_run(st_cpe_cluster *cg, const st_cpe_swdnn_conv *p, const char *name,
                                 st_cpe_counters *out, st_error *err);
 
@@ -146,7 +158,8 @@ typedef enum st_cpe_conv_pass {
  *                     w_rot[i][j] = w[kh-1-i][kw-1-j], out dx [ih][iw][c][n]
  *   backward-weights  in x [ih][iw][n][c], w dy [oh][ow][oc][n],
  *                     out dw [kh][kw][oc][c] */
-st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *geom, int n,
+st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_machine *machine,
+                                           const st_cpe_conv_geom *geom, int n,
                                            st_cpe_conv_pass pass, const void *in, const void *w,
                                            void *out);
 
@@ -155,8 +168,8 @@ st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *geom, int n,
  * can too: swCaffe computes both in one routine (sw_conv_backward_pad_impl_f),
  * so a layer whose backward-weights its blocking refuses has no implicit
  * backward at all. */
-int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *geom, int n, st_cpe_conv_pass pass,
-                              char *why, size_t len);
+int st_cpe_conv_implicit_fits(const st_cpe_machine *machine, const st_cpe_conv_geom *geom, int n,
+                              st_cpe_conv_pass pass, char *why, size_t len);
 
 /* ---- the tensor transformation layer (src/cpe/kernels/layout.c) ---- */
 

@@ -90,6 +90,7 @@ typedef struct st_sched_opts {
     int timing;              /* per-layer times in the replicas */
     const st_backend *backend;
     const char *conv_impl;   /* st_backend_opts.conv_impl of every worker */
+    const char *machine_path; /* st_backend_opts.machine_path of every worker */
     st_precision precision;  /* st_backend_opts.precision of every worker */
     int bf16_per_kernel;     /* in bf16: every kernel rounds the weights it reads, at every
                                 call (the tests' oracle of the copy); 0: the workers share

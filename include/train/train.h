@@ -71,6 +71,7 @@ typedef struct st_train_opts {
     const char *cpe_report;  /* cpe: CSV of predicted seconds per kernel and strategy, or NULL */
     int cpe_cost_only;       /* cpe: emulate the kernels' costs, not their arithmetic */
     const char *cpe_model;   /* cpe: the SW26010 model file, or NULL for the built-in one */
+    const char *cpe_machine; /* cpe: the machine description, or NULL for the built-in SW26010 */
     const char *metrics;     /* --metrics FILE the caller writes (progress.h), or NULL:
                                 checked against the inputs and the other outputs */
     const char *trace;       /* --trace FILE: the run's timeline in the Chrome trace event

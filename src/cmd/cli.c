@@ -104,6 +104,10 @@ static const st_option options[] = {
      "constants cost the emulation (default: the built-in data/sw26010/model.conf; "
      "scripts/calibrate-sw26010.sh fits one on your measurements)", ST_OPT_STRING,
      TRAIN(cpe_model), 0, 0},
+    {"cpe-machine", 0, "FILE", "Training", "with --backend cpe: the processor to emulate, as "
+     "a machine description (default: the built-in SW26010, data/sw26010/sw26010.machine; "
+     "data/sw26010/sw26010-pro.machine is an uncalibrated what-if)", ST_OPT_STRING,
+     TRAIN(cpe_machine), 0, 0},
     {"data", 0, "FILE", "Data", "data file (train=, test=, ...: a packed store, IDX, CIFAR-10 "
      ".bin or an image list) overriding [net]; Darknet .data files; or 'synthetic'",
      ST_OPT_STRING, TRAIN(data), 0, 0},

@@ -1,4 +1,5 @@
-/* The emulated core group's cluster: 64 CPE contexts, the launch and its
+/* The emulated core group's cluster: a context per CPE of the machine's
+ * mesh (64 on the SW26010), the launch and its
  * scheduler, barriers, faults, deadlock reports and the counters a launch
  * returns.
  *
@@ -38,6 +39,7 @@
  * stack lives in LDM; here host frames and sanitizer redzones are larger, and
  * kernels keep their data in st_cpe_ldm_alloc buffers, so the stack holds only
  * locals. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpe/model.h"
 #include "cpe_internal.h"
 
 #ifdef CPE_ASAN
@@ -57,15 +60,25 @@
 
 /* ---- creation ---- */
 
-st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err)
+st_status st_cpe_cluster_create(st_cpe_cluster **out, const st_cpe_machine *machine,
+                                st_error *err)
 {
     *out = NULL;
     st_cpe_cluster *cg = st_calloc(1, sizeof *cg, "CPE cluster", err);
     if (!cg)
         return ST_ENOMEM;
-    st_status st = ST_OK;
-    size_t ldm_bytes = (size_t)ST_CPE_COUNT * ST_CPE_LDM_BYTES;
-    cg->ldm_base = aligned_alloc(ST_CPE_LDM_BYTES, ldm_bytes);
+    st_status st = machine ? ST_OK : st_cpe_machine_load(&cg->machine, NULL, err);
+    if (st != ST_OK)
+        goto done;
+    if (machine)
+        cg->machine = *machine;
+    cg->rows = cg->machine.mesh_rows;
+    cg->cols = cg->machine.mesh_cols;
+    cg->count = cg->machine.cpes;
+    cg->ldm_bytes = (size_t)cg->machine.ldm_bytes;
+    assert(cg->rows * cg->cols == cg->count && cg->count <= ST_CPE_MAX); /* checked on reading */
+    size_t ldm_bytes = (size_t)cg->count * cg->ldm_bytes;
+    cg->ldm_base = aligned_alloc(ST_CPE_LDM_ALIGN, ldm_bytes);
     if (!cg->ldm_base) {
         st = st_fail(err, ST_ENOMEM, "out of memory allocating the CPE LDMs (%zu bytes)",
                      ldm_bytes);
@@ -74,19 +87,19 @@ st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err)
     memset(cg->ldm_base, 0, ldm_bytes);
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t slot = CPE_STACK_BYTES + page;
-    cg->stack_map_bytes = slot * ST_CPE_COUNT;
+    cg->stack_map_bytes = slot * (size_t)cg->count;
     void *map = mmap(NULL, cg->stack_map_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) {
         cg->stack_map_bytes = 0;
         st = st_fail(err, ST_ENOMEM, "out of memory mapping the CPE context stacks (%zu bytes)",
-                     slot * ST_CPE_COUNT);
+                     cg->stack_map_bytes);
         goto done;
     }
     cg->stack_map = map;
     int fast = cpe_context_fast_available();
     cpe_context_init(&cg->host, NULL, 0, fast);
-    for (int i = 0; i < ST_CPE_COUNT; i++) {
+    for (int i = 0; i < cg->count; i++) {
         st_cpe *cpe = &cg->cpe[i];
         unsigned char *guard = cg->stack_map + (size_t)i * slot;
         if (mprotect(guard, page, PROT_NONE) != 0) {
@@ -95,13 +108,13 @@ st_status st_cpe_cluster_create(st_cpe_cluster **out, st_error *err)
         }
         cpe->cg = cg;
         cpe->id = i;
-        cpe->row = i / ST_CPE_COLS;
-        cpe->col = i % ST_CPE_COLS;
+        cpe->row = i / cg->cols;
+        cpe->col = i % cg->cols;
         cpe_context_init(&cpe->context, guard + page, CPE_STACK_BYTES, fast);
-        cpe->ldm = cg->ldm_base + (size_t)i * ST_CPE_LDM_BYTES;
+        cpe->ldm = cg->ldm_base + (size_t)i * cg->ldm_bytes;
     }
-    cg->params = st_cpe_cost_params_default();
-    st = cpe_mesh_init(&cg->mesh, err);
+    cg->params = st_sw26010_cost_params_neutral(&cg->machine);
+    st = cpe_mesh_init(&cg->mesh, cg->ldm_bytes, err);
     if (st != ST_OK)
         goto done;
     *out = cg;
@@ -124,7 +137,13 @@ void st_cpe_cluster_destroy(st_cpe_cluster *cg)
 
 void st_cpe_cluster_set_cost_params(st_cpe_cluster *cg, const st_cpe_cost_params *p)
 {
+    assert(p->cpes == cg->count); /* the parameters of another machine: a bug */
     cg->params = *p;
+}
+
+const st_cpe_machine *st_cpe_cluster_machine(const st_cpe_cluster *cg)
+{
+    return &cg->machine;
 }
 
 const st_cpe_cost_params *st_cpe_cluster_cost_params(const st_cpe_cluster *cg)
@@ -165,8 +184,8 @@ static int cpe_can_run(const st_cpe_cluster *cg, const st_cpe *cpe)
  * order after it, or NULL when none can. */
 static st_cpe *cluster_next(st_cpe_cluster *cg, int after)
 {
-    for (int d = 1; d <= ST_CPE_COUNT; d++) {
-        st_cpe *next = &cg->cpe[(after + d) % ST_CPE_COUNT];
+    for (int d = 1; d <= cg->count; d++) {
+        st_cpe *next = &cg->cpe[(after + d) % cg->count];
         if (cpe_can_run(cg, next)) {
             next->state = CPE_READY;
             return next;
@@ -267,7 +286,7 @@ static void cluster_report_deadlock(st_cpe_cluster *cg)
     text[0] = '\0';
     for (int g = 0; g < WAIT_GROUPS; g++) {
         int listed = 0;
-        for (int i = 0; i < ST_CPE_COUNT; i++) {
+        for (int i = 0; i < cg->count; i++) {
             const st_cpe *cpe = &cg->cpe[i];
             if (cpe->state != CPE_BLOCKED || wait_group(&cpe->wait) != g)
                 continue;
@@ -282,7 +301,7 @@ static void cluster_report_deadlock(st_cpe_cluster *cg)
         }
     }
     int finished = 0;
-    for (int i = 0; i < ST_CPE_COUNT; i++)
+    for (int i = 0; i < cg->count; i++)
         finished += cg->cpe[i].state == CPE_DONE;
     text_append(text, sizeof text, &len, "; %d CPE%s finished", finished, finished == 1 ? "" : "s");
     st_fail(&cg->fault, ST_EINTERNAL,
@@ -323,12 +342,12 @@ static void cpe_prepare(st_cpe *cpe)
  * all have finished or the rest are blocked for good. */
 static void cluster_run(st_cpe_cluster *cg)
 {
-    st_cpe *first = cluster_next(cg, ST_CPE_COUNT - 1);
+    st_cpe *first = cluster_next(cg, cg->count - 1);
     if (first)
         cpe_context_switch(&cg->host, &first->context);
     if (cg->fault.code != ST_OK)
         return;
-    for (int i = 0; i < ST_CPE_COUNT; i++)
+    for (int i = 0; i < cg->count; i++)
         if (cg->cpe[i].state != CPE_DONE) {
             cluster_report_deadlock(cg);
             return;
@@ -341,7 +360,7 @@ static void cluster_collect(const st_cpe_cluster *cg, st_cpe_counters *out)
 {
     memset(out, 0, sizeof *out);
     int critical = 0;
-    for (int i = 0; i < ST_CPE_COUNT; i++) {
+    for (int i = 0; i < cg->count; i++) {
         st_cpe_counters_add(out, &cg->cpe[i].counts);
         if (cg->cpe[i].clock.now > cg->cpe[critical].clock.now)
             critical = i;
@@ -382,7 +401,7 @@ st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, 
     cg->barriers = 0;
     cg->mesh.arrived = 0;
     cg->mesh.collectives = 0;
-    for (int i = 0; i < ST_CPE_COUNT; i++)
+    for (int i = 0; i < cg->count; i++)
         cpe_prepare(&cg->cpe[i]);
     cluster_run(cg);
     st_status st = cg->fault.code;
@@ -413,6 +432,31 @@ int st_cpe_id(const st_cpe *cpe)
     return cpe->id;
 }
 
+int st_cpe_mesh_rows(const st_cpe *cpe)
+{
+    return cpe->cg->rows;
+}
+
+int st_cpe_mesh_cols(const st_cpe *cpe)
+{
+    return cpe->cg->cols;
+}
+
+int st_cpe_count(const st_cpe *cpe)
+{
+    return cpe->cg->count;
+}
+
+size_t st_cpe_ldm_bytes(const st_cpe *cpe)
+{
+    return cpe->cg->ldm_bytes;
+}
+
+int st_cpe_vector_doubles(const st_cpe *cpe)
+{
+    return cpe->cg->machine.vector_doubles;
+}
+
 void st_cpe_sync(st_cpe *cpe)
 {
     st_cpe_cluster *cg = cpe->cg;
@@ -420,7 +464,7 @@ void st_cpe_sync(st_cpe *cpe)
     unsigned generation = b->generation;
     if (cpe->clock.now > b->latest_arrival)
         b->latest_arrival = cpe->clock.now;
-    if (++b->arrived == ST_CPE_COUNT) {
+    if (++b->arrived == cg->count) {
         b->release_cycle = b->latest_arrival + cg->params.barrier_cycles;
         b->arrived = 0;
         b->latest_arrival = 0.0;

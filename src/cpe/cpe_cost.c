@@ -14,7 +14,7 @@
  *            their measured costs (dma curve, by block size; a contiguous
  *            transfer is one block), then its latency passes; waiting is
  *            paid only for what is not hidden behind computation
- *   message  send: 32 bytes / (bandwidth / 64) of the P2P or broadcast
+ *   message  send: 32 bytes / (bandwidth / CPEs) of the P2P or broadcast
  *            aggregate; arrival regcomm_latency_cycles later; receive
  *            regcomm_recv_cycles
  *   barrier  the latest arrival + barrier_cycles
@@ -111,5 +111,5 @@ double st_cpe_loop_cycles(const st_cpe_cost_params *p, const st_cpe_loop *loop)
 double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast)
 {
     double bandwidth = broadcast ? p->regcomm_bcast_bandwidth : p->regcomm_p2p_bandwidth;
-    return ST_CPE_MSG_BYTES / (bandwidth / ST_CPE_COUNT / p->clock_hz);
+    return ST_CPE_MSG_BYTES / (bandwidth / p->cpes / p->clock_hz);
 }

@@ -43,7 +43,7 @@ static void dma_check(st_cpe *cpe, const char *op, const void *ldm, const void *
     uintptr_t at = (uintptr_t)mem;
     if (!mem)
         cpe_fault(cpe, "DMA %s: the main-memory address is NULL", op);
-    if (ranges_overlap(at, span, cg->ldm_base, (size_t)ST_CPE_COUNT * ST_CPE_LDM_BYTES))
+    if (ranges_overlap(at, span, cg->ldm_base, (size_t)cg->count * cg->ldm_bytes))
         cpe_fault(cpe, "DMA %s: the main-memory side (%zu bytes at %p) lies in LDM", op, span, mem);
     if (ranges_overlap(at, span, cg->stack_map, cg->stack_map_bytes))
         cpe_fault(cpe,

@@ -107,7 +107,7 @@ struct st_cpe {
     st_cpe_cluster *cg;
     int row, col, id;
     cpe_context context; /* its stack: CPE_STACK_BYTES, above a guard page */
-    unsigned char *ldm; /* ST_CPE_LDM_BYTES, a slice of cg->ldm_base */
+    unsigned char *ldm; /* cg->ldm_bytes, a slice of cg->ldm_base */
     size_t ldm_used;
     cpe_state state;
     cpe_wait wait;
@@ -128,17 +128,20 @@ typedef struct cpe_barrier {
 typedef struct cpe_mesh {
     int arrived;
     unsigned generation;
-    st_cpe_mesh_gemm op[ST_CPE_COUNT];
-    double arrival[ST_CPE_COUNT];
+    st_cpe_mesh_gemm op[ST_CPE_MAX];
+    double arrival[ST_CPE_MAX];
     uint64_t collectives;   /* completed in this launch */
     double *row_sum;        /* host scratch for one C row's step sum */
     size_t row_sum_count;
 } cpe_mesh;
 
 struct st_cpe_cluster {
-    st_cpe cpe[ST_CPE_COUNT];
+    st_cpe_machine machine; /* what it emulates */
+    int rows, cols, count;  /* its mesh: machine.mesh_rows, mesh_cols, cpes */
+    size_t ldm_bytes;       /* per CPE: machine.ldm_bytes */
+    st_cpe cpe[ST_CPE_MAX]; /* the first count used */
     cpe_context host; /* the launching thread's, resumed when no CPE can run */
-    unsigned char *ldm_base; /* ST_CPE_COUNT * ST_CPE_LDM_BYTES */
+    unsigned char *ldm_base; /* count * ldm_bytes */
     unsigned char *stack_map; /* the stacks and their guard pages */
     size_t stack_map_bytes;
     st_cpe_cost_params params;
@@ -168,7 +171,8 @@ int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
  * in its FIFO for that bus: a broadcast can go. */
 int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus);
 
-/* A message's send in cycles under p (cpe_cost.c). */
+/* A message's send in cycles under p (cpe_cost.c): its share of the
+ * aggregate bandwidth, split between p->cpes. */
 double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
 
 /* Advance cpe's clock by cycles of computation, split into compute (the
@@ -176,8 +180,9 @@ double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
  * (the rest), and count flops. */
 void cpe_clock_compute(st_cpe *cpe, double cycles, double fp_cycles, uint64_t flops);
 
-/* The mesh GEMM's state, set up and freed with the cluster (cpe_mesh.c). */
-st_status cpe_mesh_init(cpe_mesh *m, st_error *err);
+/* The mesh GEMM's state, set up and freed with the cluster (cpe_mesh.c);
+ * a C row holds at most ldm_bytes of values. */
+st_status cpe_mesh_init(cpe_mesh *m, size_t ldm_bytes, st_error *err);
 void cpe_mesh_free(cpe_mesh *m);
 
 #endif

@@ -1,4 +1,5 @@
-/* LDM: each CPE's 64 KB scratch pad, handed out by a stack allocator that
+/* LDM: each CPE's scratch pad (the machine's ldm_bytes: 64 KB on the
+ * SW26010), handed out by a stack allocator that
  * the launch empties. An allocation that does not fit stops the launch with
  * a message naming the kernel, the CPE, the request and what is in use. */
 #include "cpe_internal.h"
@@ -6,11 +7,12 @@
 void *st_cpe_ldm_alloc(st_cpe *cpe, size_t bytes, const char *what)
 {
     size_t offset = (cpe->ldm_used + ST_CPE_LDM_ALIGN - 1) / ST_CPE_LDM_ALIGN * ST_CPE_LDM_ALIGN;
-    if (offset > ST_CPE_LDM_BYTES || bytes > ST_CPE_LDM_BYTES - offset)
+    size_t ldm = cpe->cg->ldm_bytes;
+    if (offset > ldm || bytes > ldm - offset)
         cpe_fault(cpe,
-                  "LDM allocation '%s' of %zu bytes does not fit: %zu of the %d bytes of LDM "
+                  "LDM allocation '%s' of %zu bytes does not fit: %zu of the %zu bytes of LDM "
                   "are in use",
-                  what, bytes, cpe->ldm_used, ST_CPE_LDM_BYTES);
+                  what, bytes, cpe->ldm_used, ldm);
     cpe->ldm_used = offset + bytes;
     if (cpe->ldm_used > cpe->counts.ldm_peak)
         cpe->counts.ldm_peak = cpe->ldm_used;

@@ -42,16 +42,15 @@
 
 #include "cpe_internal.h"
 
-/* Longest C row: a whole LDM of floats. */
-#define MESH_ROW_MAX (ST_CPE_LDM_BYTES / sizeof(float))
-
-st_status cpe_mesh_init(cpe_mesh *m, st_error *err)
+st_status cpe_mesh_init(cpe_mesh *m, size_t ldm_bytes, st_error *err)
 {
     memset(m, 0, sizeof *m);
-    m->row_sum = st_calloc(MESH_ROW_MAX, sizeof *m->row_sum, "the mesh GEMM's row sum", err);
+    /* the longest C row: a whole LDM of floats */
+    size_t row_max = ldm_bytes / sizeof(float);
+    m->row_sum = st_calloc(row_max, sizeof *m->row_sum, "the mesh GEMM's row sum", err);
     if (!m->row_sum)
         return ST_ENOMEM;
-    m->row_sum_count = MESH_ROW_MAX;
+    m->row_sum_count = row_max;
     return ST_OK;
 }
 
@@ -94,7 +93,7 @@ static void mesh_check_own(st_cpe *cpe, const st_cpe_mesh_gemm *g)
                       "CPE's allocated LDM", blk[b].what, blk[b].rows, blk[b].cols, bytes,
                       blk[b].p);
     }
-    if (g->nj > MESH_ROW_MAX)
+    if (g->nj > cpe->cg->mesh.row_sum_count)
         cpe_fault(cpe, "mesh GEMM: C rows of %zu values exceed the LDM", g->nj);
 }
 
@@ -102,12 +101,12 @@ static void mesh_check_own(st_cpe *cpe, const st_cpe_mesh_gemm *g)
  * which stops the launch naming the CPEs that disagree). */
 static void mesh_check_shapes(st_cpe *last, const cpe_mesh *m)
 {
-    for (int i = 0; i < ST_CPE_COUNT; i++) {
-        int r = i / ST_CPE_COLS, c = i % ST_CPE_COLS;
+    int cols = last->cg->cols;
+    for (int i = 0; i < last->cg->count; i++) {
+        int r = i / cols, c = i % cols;
         const st_cpe_mesh_gemm *g = &m->op[i], *first_of_col = &m->op[c],
-                               *first_of_row = &m->op[r * ST_CPE_COLS];
-        const st_cpe_mesh_gemm *diag_r = &m->op[r * ST_CPE_COLS + r],
-                               *diag_c = &m->op[c * ST_CPE_COLS + c];
+                               *first_of_row = &m->op[r * cols];
+        const st_cpe_mesh_gemm *diag_r = &m->op[r * cols + r], *diag_c = &m->op[c * cols + c];
         if (g->type != m->op[0].type || g->unroll != m->op[0].unroll ||
             g->float_msgs != m->op[0].float_msgs)
             cpe_fault(last, "mesh GEMM: CPE (%d,%d) and CPE (0,0) use different element types "
@@ -139,13 +138,13 @@ static double load(const void *p, size_t at, st_cpe_dtype type)
 
 /* CPE i's C += sum over s of colop(s, c) rowop(r, s), each step's sum in
  * double added to C in its type. */
-static void mesh_multiply(cpe_mesh *m, int i)
+static void mesh_multiply(cpe_mesh *m, int cols, int i)
 {
-    int r = i / ST_CPE_COLS, c = i % ST_CPE_COLS;
+    int r = i / cols, c = i % cols;
     const st_cpe_mesh_gemm *g = &m->op[i];
     double *sum = m->row_sum;
-    for (int s = 0; s < ST_CPE_COLS; s++) {
-        const st_cpe_mesh_gemm *a = &m->op[s * ST_CPE_COLS + c], *b = &m->op[r * ST_CPE_COLS + s];
+    for (int s = 0; s < cols; s++) {
+        const st_cpe_mesh_gemm *a = &m->op[s * cols + c], *b = &m->op[r * cols + s];
         size_t nk = b->row_nk;
         if (nk == 0 || g->ni == 0 || g->nj == 0)
             continue;
@@ -230,7 +229,8 @@ static void mesh_account(st_cpe_cluster *cg)
     const st_cpe_cost_params *p = &cg->params;
     size_t ni = 0, nj = 0;
     double start = 0.0;
-    for (int i = 0; i < ST_CPE_COUNT; i++) {
+    int cols = cg->cols;
+    for (int i = 0; i < cg->count; i++) {
         if (m->op[i].ni > ni)
             ni = m->op[i].ni;
         if (m->op[i].nj > nj)
@@ -241,8 +241,8 @@ static void mesh_account(st_cpe_cluster *cg)
     size_t nj_vec = (nj + 3) / 4, blocks_i = (ni + 3) / 4, blocks_j = (nj_vec + 3) / 4;
     double total = 0.0, fp_total = 0.0;
     uint64_t flops = 0;
-    for (int s = 0; s < ST_CPE_COLS; s++) {
-        size_t nk = m->op[s * ST_CPE_COLS + s].row_nk;
+    for (int s = 0; s < cols; s++) {
+        size_t nk = m->op[s * cols + s].row_nk;
         if (nk == 0 || ni == 0 || nj == 0)
             continue;
         double fp = 0.0, worst = st_cpe_mesh_step_cycles(p, m->op[0].float_msgs, ni, nj_vec, nk,
@@ -252,9 +252,9 @@ static void mesh_account(st_cpe_cluster *cg)
         flops += 2 * (uint64_t)ni * 4 * nj_vec * nk;
         uint64_t row_msgs = (uint64_t)blocks_i * nj_vec * nk;
         uint64_t col_msgs = (uint64_t)blocks_j * ni * nk;
-        for (int i = 0; i < ST_CPE_COUNT; i++) {
+        for (int i = 0; i < cg->count; i++) {
             st_cpe_counters *n = &cg->cpe[i].counts;
-            int r = i / ST_CPE_COLS, c = i % ST_CPE_COLS;
+            int r = i / cols, c = i % cols;
             uint64_t sent = (c == s ? row_msgs : 0) + (r == s ? col_msgs : 0);
             uint64_t received = (c != s ? row_msgs : 0) + (r != s ? col_msgs : 0);
             n->msgs_bcast += sent;
@@ -263,7 +263,7 @@ static void mesh_account(st_cpe_cluster *cg)
             n->mesh_msgs_received += received;
         }
     }
-    for (int i = 0; i < ST_CPE_COUNT; i++) {
+    for (int i = 0; i < cg->count; i++) {
         st_cpe *cpe = &cg->cpe[i];
         cpe->clock.regcomm += start - m->arrival[i];
         cpe->clock.now = start;
@@ -279,7 +279,7 @@ void st_cpe_mesh_gemm_step(st_cpe *cpe, const st_cpe_mesh_gemm *g)
     m->op[cpe->id] = *g;
     m->arrival[cpe->id] = cpe->clock.now;
     unsigned generation = m->generation;
-    if (++m->arrived < ST_CPE_COUNT) {
+    if (++m->arrived < cg->count) {
         cpe->wait.kind = CPE_WAIT_MESH;
         cpe->wait.generation = generation;
         cpe_block(cpe);
@@ -287,8 +287,8 @@ void st_cpe_mesh_gemm_step(st_cpe *cpe, const st_cpe_mesh_gemm *g)
     }
     mesh_check_shapes(cpe, m);
     if (!cg->cost_only)
-        for (int i = 0; i < ST_CPE_COUNT; i++)
-            mesh_multiply(m, i);
+        for (int i = 0; i < cg->count; i++)
+            mesh_multiply(m, cg->cols, i);
     mesh_account(cg);
     m->arrived = 0;
     m->generation++;

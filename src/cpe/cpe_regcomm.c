@@ -24,14 +24,20 @@
 static st_cpe *line_peer(st_cpe *cpe, st_cpe_bus bus, int index)
 {
     st_cpe_cluster *cg = cpe->cg;
-    return bus == ST_CPE_ROW ? &cg->cpe[cpe->row * ST_CPE_COLS + index]
-                             : &cg->cpe[index * ST_CPE_COLS + cpe->col];
+    return bus == ST_CPE_ROW ? &cg->cpe[cpe->row * cg->cols + index]
+                             : &cg->cpe[index * cg->cols + cpe->col];
+}
+
+/* The CPEs on a bus: a row's columns or a column's rows. */
+static int line_length(const st_cpe *cpe, st_cpe_bus bus)
+{
+    return bus == ST_CPE_ROW ? cpe->cg->cols : cpe->cg->rows;
 }
 
 int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus)
 {
     int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
-    for (int i = 0; i < ST_CPE_COLS; i++)
+    for (int i = 0; i < line_length(cpe, bus); i++)
         if (i != self && line_peer((st_cpe *)cpe, bus, i)->in[bus].count >= ST_CPE_FIFO_DEPTH)
             return 0;
     return 1;
@@ -115,7 +121,7 @@ static void fifo_push(cpe_fifo *f, const double msg[ST_CPE_MSG_DOUBLES], double 
  * anything but another CPE of its row or column is illegal. */
 static cpe_fifo *p2p_fifo(st_cpe *cpe, int dst_row, int dst_col, st_cpe_bus *bus, int *dst_id)
 {
-    if (dst_row < 0 || dst_row >= ST_CPE_ROWS || dst_col < 0 || dst_col >= ST_CPE_COLS)
+    if (dst_row < 0 || dst_row >= cpe->cg->rows || dst_col < 0 || dst_col >= cpe->cg->cols)
         cpe_fault(cpe, "sent a register message to CPE (%d,%d), which does not exist", dst_row,
                   dst_col);
     if (dst_row == cpe->row && dst_col == cpe->col)
@@ -129,7 +135,7 @@ static cpe_fifo *p2p_fifo(st_cpe *cpe, int dst_row, int dst_col, st_cpe_bus *bus
                   "sent a register message to CPE (%d,%d), which is neither in its row nor in "
                   "its column",
                   dst_row, dst_col);
-    *dst_id = dst_row * ST_CPE_COLS + dst_col;
+    *dst_id = dst_row * cpe->cg->cols + dst_col;
     return &cpe->cg->cpe[*dst_id].in[*bus];
 }
 
@@ -163,13 +169,15 @@ static void send_messages(st_cpe *cpe, int dst_row, int dst_col, st_cpe_dtype ty
 }
 
 /* n values as ceil(n / 4) broadcasts along bus: each message goes into the
- * FIFO of the 7 other CPEs of the line, when all of them have room. */
+ * FIFO of the other CPEs of the line (7 on an 8 x 8 mesh), when all of
+ * them have room. */
 static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const void *src,
                            size_t n)
 {
     int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
-    cpe_fifo *peer[ST_CPE_COLS - 1];
-    for (int i = 0, p = 0; i < ST_CPE_COLS; i++)
+    int peers = line_length(cpe, bus) - 1;
+    cpe_fifo *peer[ST_CPE_MESH_MAX];
+    for (int i = 0, p = 0; i <= peers; i++)
         if (i != self)
             peer[p++] = &line_peer(cpe, bus, i)->in[bus];
     double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 1);
@@ -181,7 +189,7 @@ static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const
             cpe_block(cpe);
         }
         int fullest = 0;
-        for (int p = 0; p < ST_CPE_COLS - 1; p++)
+        for (int p = 0; p < peers; p++)
             if (peer[p]->count > fullest)
                 fullest = peer[p]->count;
         for (int room = ST_CPE_FIFO_DEPTH - fullest; i < n && room > 0;
@@ -189,13 +197,13 @@ static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const
             if (!cpe->cg->cost_only)
                 pack_message(msg, type, src, i, n);
             double slot_free = 0.0;
-            for (int p = 0; p < ST_CPE_COLS - 1; p++) {
+            for (int p = 0; p < peers; p++) {
                 double t = peer[p]->free_cycle[fifo_tail(peer[p])];
                 if (t > slot_free)
                     slot_free = t;
             }
             double arrival = send_clock(cpe, slot_free, send_cycles);
-            for (int p = 0; p < ST_CPE_COLS - 1; p++)
+            for (int p = 0; p < peers; p++)
                 fifo_push(peer[p], msg, arrival);
             cpe->counts.msgs_bcast++;
         }

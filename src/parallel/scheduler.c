@@ -95,6 +95,7 @@ st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z
                           .training = 1, .timing = o->timing,
                           .backend = {.intra_threads = o->intra, .worker = id,
                                       .conv_impl = planning && measures ? NULL : o->conv_impl,
+                                      .machine_path = o->machine_path,
                                       .precision = o->precision,
                                       .weights_bf16 = sched_bf16_shared(o),
                                       .choices = planning ? NULL : o->choices}};

@@ -162,7 +162,7 @@ static int weights_and_resume(const st_trainer *t, char *msg, size_t len)
     return 1;
 }
 
-/* --cpe-trace, --cpe-report, --cpe-cost-only and --cpe-model ask for a
+/* --cpe-trace, --cpe-report, --cpe-cost-only, --cpe-model and --cpe-machine ask for a
  * backend that predicts another machine (its run_begin and trace hooks). */
 static int prediction_without_backend(const st_trainer *t, char *msg, size_t len)
 {
@@ -171,6 +171,7 @@ static int prediction_without_backend(const st_trainer *t, char *msg, size_t len
                         : t->backend->run_begin                  ? NULL
                         : o->cpe_report                          ? "cpe-report"
                         : o->cpe_model                           ? "cpe-model"
+                        : o->cpe_machine                         ? "cpe-machine"
                         : o->cpe_cost_only                       ? "cpe-cost-only"
                                                                  : NULL;
     if (!asked)

@@ -117,6 +117,7 @@ st_status trainer_check_paths(const st_trainer *t, st_error *err)
         {"train=", d->train}, {"train_labels=", d->train_labels}, {"test=", d->test},
         {"test_labels=", d->test_labels}, {"names=", d->names},
         {"--kernel-choices", o->kernel_choices}, {"--cpe-model", o->cpe_model},
+        {"--cpe-machine", o->cpe_machine},
         {"--resume", o->resume}, {"--weights", o->weights}, /* STARTS, last */
     };
     enum { STARTS = 2 }; /* runs go on from them: a snapshot may replace them */

@@ -399,6 +399,7 @@ void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
         .subdivisions = t->subdivisions,
         .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
         .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
+        .machine_path = o->cpe_machine,
         .precision = o->precision, .bf16_per_kernel = o->bf16_per_kernel,
         .choices = t->choices,
         .train = t->train, .test_count = t->test ? t->test->count : 0,
@@ -476,8 +477,11 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
     if (st == ST_OK && o->pipeline && o->cluster) /* across nodes: --overlap's buckets */
         o->overlap = 1;
     st_sw26010_model model; /* read again by the backend: checked before any work */
+    st_cpe_machine machine;
     if (st == ST_OK && o->cpe_model)
         st = st_sw26010_model_load(&model, o->cpe_model, err);
+    if (st == ST_OK && o->cpe_machine)
+        st = st_cpe_machine_load(&machine, o->cpe_machine, err);
     if (st == ST_OK)
         st = st_net_load(cfg_path, o->hparams, &t->cfg, &t->hp, &t->net, &t->log, err);
     size_t settings_bytes;

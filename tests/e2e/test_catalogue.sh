@@ -109,6 +109,8 @@ onnx_bad() {
 cp "$fixtures/tiny.cfg" "$fx/tiny.cfg"
 # The SW26010 model file built into singletrain (--cpe-model's cases).
 cp "$fixtures/../../data/sw26010/model.conf" "$fx/model.conf"
+# The SW26010 machine description built in (--cpe-machine's cases).
+cp "$fixtures/../../data/sw26010/sw26010.machine" "$fx/sw26010.machine"
 cp "$fixtures/mnist-linear.cfg" "$fx/mnist.cfg"
 sed -e 's/^height=28/height=32/' -e 's/^width=28/width=32/' -e 's/^channels=1/channels=3/' \
     "$fx/mnist.cfg" >"$fx/cifar.cfg"

@@ -11,11 +11,15 @@
 #   - tests/fixtures/cpe-implicit.cfg at batch 128 (synthetic data): the
 #     losses follow the reference; every pass both strategies can run chose
 #     the faster trial, counting its layout transformations (from the
-#     --cpe-report CSV); the passes the implicit kernel cannot take name
-#     why; the transformations at the implicit run's edges are costed;
+#     --cpe-report CSV), each trial naming its dominant cost; the passes
+#     the implicit kernel cannot take name why; the transformations at the implicit run's edges are costed;
 #   - the same run in cost-only mode predicts exactly the same seconds for
 #     every kernel, pass and strategy (the emulated control flow, DMA and
 #     messages are the same; only the arithmetic is skipped);
+#   - the SW26010-Pro what-if (--cpe-machine) on the same network: a
+#     processor of 6 core groups, fewer DMA bytes per flop in the
+#     convolutions and faster transformations than clock and bandwidth
+#     alone give (256 KB of LDM: bigger blocks and tiles);
 #   - two workers with Adam (the gradient sum adds two arenas, each worker
 #     updates its slice on its own core group) follow the reference, and
 #     --cpe-trace has a row per kernel, transformation, host work and
@@ -87,6 +91,9 @@ awk -F, '$1 == "kernel" && $3 ~ /128->64/ && $7 == 1 { t[$5 "," $6] = $8 + $9; c
               if (n[q] != 2 || (c[q ",implicit"] == 1) != (i < e) || c[q ",implicit"] + c[q ",explicit"] != 1) bad = 1; m++ }
           exit bad || m != 3 }' "$tmp/full.csv"
 expect "conv 128->64: all three passes ran both strategies and kept the faster" [ $? -eq 0 ]
+expect "each convolution trial that ran names its dominant cost and its share (why one won)" \
+    awk -F, '$1 == "kernel" && $3 ~ /conv/ && $7 == 1 { n++; if ($11 !~ /^"(compute|DMA|register communication|barriers|launches|MPE|layout) [0-9]+%"$/) bad = 1 }
+             END { exit bad || n != 9 }' "$tmp/full.csv"
 expect "conv 64->128's backward-weights cannot run implicitly: its 64 input channels give each CPE row 8" \
     grep -q "kernel,0,\"conv 3x3/1 64->128 8x8\",CPEs,bwd_weights,implicit,0,,,0,\"64 input channels: each CPE row gets 8" "$tmp/full.csv"
 expect "the transformations at the implicit run's edges are costed" \
@@ -99,6 +106,35 @@ check "cpe backend, cost-only" out 0 "done: 4 iterations" "cost-only emulation" 
     "$bin" --backend cpe --cpe-cost-only --cpe-report "$tmp/cost.csv" $run
 expect "cost-only and full emulation predict identical times ($(wc -l <"$tmp/full.csv") rows)" \
     cmp -s "$tmp/full.csv" "$tmp/cost.csv"
+
+# The SW26010-Pro what-if (data/sw26010/sw26010-pro.machine: 6 core
+# groups, 256 KB of LDM, 2.25 GHz, 51.2 GB/s per core group; uncalibrated)
+# on the same network, cost-only, against the SW26010's cost-only run
+# above. What its mechanisms say, checked: a processor of 6 core groups;
+# the convolutions' kernels move fewer DMA bytes per flop (256 KB of LDM
+# gives the GEMM bigger blocks: each operand is fetched fewer times), and
+# the layout transformations get faster by more than the clock and the
+# bandwidth alone (x 0.644 and x 0.667) would make them: their tiles grow
+# with the LDM, so fewer and longer transfers.
+flops_per_byte() { awk '$1 == "cpe:" && $2 == "conv" { print $10 }' "$1"; }
+cp "$tmp/stdout" "$tmp/sw.out"
+check "cpe backend, the SW26010-Pro what-if" out 0 "done: 4 iterations" "one processor (6 core groups" -- \
+    "$bin" --backend cpe --cpe-cost-only --cpe-machine data/sw26010/sw26010-pro.machine \
+    --cpe-report "$tmp/pro.csv" $run
+cp "$tmp/stdout" "$tmp/pro.out"
+expect "the report names the machine" grep -q "the machine: data/sw26010/sw26010-pro.machine" "$tmp/pro.out"
+flops_per_byte "$tmp/sw.out" >"$tmp/sw.fpb"
+flops_per_byte "$tmp/pro.out" >"$tmp/pro.fpb"
+expect "each convolution moves no more DMA bytes per flop on the Pro, one strictly fewer ($(tr '\n' ' ' <"$tmp/sw.fpb")-> $(tr '\n' ' ' <"$tmp/pro.fpb"))" \
+    sh -c 'paste "$1" "$2" | awk "{ n++; if (\$2 < \$1) bad = 1; if (\$2 > \$1) more = 1 } END { exit !(n == 2 && !bad && more) }"' sh "$tmp/sw.fpb" "$tmp/pro.fpb"
+layout_seconds() { awk -F, '$1 == "kernel" && $7 == 1 && $10 == 1 { t += $9 } END { printf "%.9f", t }' "$1"; }
+sw_layout=$(layout_seconds "$tmp/cost.csv")
+pro_layout=$(layout_seconds "$tmp/pro.csv")
+expect "the transformations take less than 0.6 of the SW26010's time on the Pro ($pro_layout s vs $sw_layout s)" \
+    awk -v p="$pro_layout" -v s="$sw_layout" 'BEGIN { exit !(s > 0 && p < 0.6 * s) }'
+summary_value() { awk -F, -v n="$2" '$1 == "summary" && $3 == n { print $8 }' "$1"; }
+expect "the Pro's processor trains more images/s" \
+    awk -v p="$(summary_value "$tmp/pro.csv" processor_img_s)" -v s="$(summary_value "$tmp/cost.csv" processor_img_s)" 'BEGIN { exit !(p > s) }'
 
 # Two workers (the gradient sum adds two arenas; each worker updates its
 # slice on its own core group) with Adam (two state planes): the same

@@ -6,7 +6,8 @@
 # images/s) and scaling.csv against values worked out by hand from the
 # model in the script's header (the all-reduce's alpha-beta-gamma cost, its
 # contention, the slowest of P nodes, the I/O beyond the iteration), with
-# model files made for the test; and its option errors.
+# model files and machine descriptions made for the test; and its option
+# errors.
 # usage: sh tests/e2e/test_predict_sw26010.sh PATH_TO_SINGLETRAIN
 set -u
 . "$(dirname "$0")/../lib/check.sh"
@@ -43,8 +44,8 @@ cat >"$tmp/in/reports/vgg16-layers.csv" <<'CSV'
 section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note
 kernel,0,"conv 3x3/1 3->64 224x224",CPEs,fwd,explicit,1,0.75,0,1,""
 kernel,0,"conv 3x3/1 3->64 224x224",CPEs,fwd,implicit,0,,,0,"3 input channels do not split"
-kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,explicit,1,3,0,0,""
-kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,implicit,1,2,0.5,1,""
+kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,explicit,1,3,0,0,"DMA 61%"
+kernel,2,"conv 3x3/1 64->64 224x224",CPEs,fwd,implicit,1,2,0.5,1,"register communication 48%"
 kernel,3,"max pool 2x2/2 64x112x112",CPEs,fwd,-,1,0.3,0,1,
 kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,implicit,1,1.25,0,1,""
 kernel,4,"conv 3x3/1 64->128 112x112",CPEs,bwd_data,explicit,1,1.5,0.25,0,""
@@ -64,12 +65,14 @@ model() {
 model allreduce_contention 0 node_time_spread 0
 check "the CSVs from hand-made reports" out 0 "CSVs in" -- \
     sh "$script" --from-reports "$tmp/in" --csv "$tmp/out" --model "$tmp/model.conf"
-expect "layers.csv: a header and a row per layer, pass and runnable strategy" [ "$(cat "$tmp/out/layers.csv")" = "net,layer,ni,no,image,pass,strategy,seconds,chosen
-vgg16,conv1_1,3,64,224,fwd,explicit,0.750000,1
-vgg16,conv1_2,64,64,224,fwd,explicit,3.000000,0
-vgg16,conv1_2,64,64,224,fwd,implicit,2.500000,1
-vgg16,conv2_1,64,128,112,bwd_data,implicit,1.250000,1
-vgg16,conv2_1,64,128,112,bwd_data,explicit,1.750000,0" ]
+expect "layers.csv: a header and a row per layer, pass and runnable strategy, with its dominant cost" [ "$(cat "$tmp/out/layers.csv")" = "net,layer,ni,no,image,pass,strategy,seconds,chosen,dominant
+vgg16,conv1_1,3,64,224,fwd,explicit,0.750000,1,
+vgg16,conv1_2,64,64,224,fwd,explicit,3.000000,0,DMA 61%
+vgg16,conv1_2,64,64,224,fwd,implicit,2.500000,1,register communication 48%
+vgg16,conv2_1,64,128,112,bwd_data,implicit,1.250000,1,
+vgg16,conv2_1,64,128,112,bwd_data,explicit,1.750000,0," ]
+expect "the layers table says why each pass's strategy won" \
+    grep -q "conv1_2 .* fwd .* 3.000 .* 2.500  implicit  explicit DMA 61%, implicit register communication 48%" "$tmp/stdout"
 # Each network's band: its chosen convolution (0.3 s + 0.06 s of layout) is
 # 0.4 of the core group's 0.9 s, times the calibration's 0.1899: 0.0760
 # (the unchosen implicit trial not counted).
@@ -97,9 +100,11 @@ expect "scaling.csv: 11 node counts for each of 5 (net, batch), and a header" \
 # With the store at 1 GB/s, 128 nodes read 128 * 64 * 154,587 bytes in
 # 1.2664 s, 0.2664 s more than the iteration: comm 0.0645359 s, speed-up
 # 128 / (1 + 0.0645359 + 0.2663767) = 96.175.
-sed -i 's/^io_bandwidth .*/io_bandwidth 1e9 B\/s test/' "$tmp/model.conf"
+# (the store is the machine description's: a copy of the built-in one)
+sed 's/^io_bandwidth .*/io_bandwidth 1e9 B\/s test/' "$root/data/sw26010/sw26010.machine" >"$tmp/sw26010.machine"
 check "a slow store shows in the speed-up" out 0 "CSVs in" -- \
-    sh "$script" --from-reports "$tmp/in" --csv "$tmp/slow" --only scaling --model "$tmp/model.conf"
+    sh "$script" --from-reports "$tmp/in" --csv "$tmp/slow" --only scaling --model "$tmp/model.conf" \
+    --machine "$tmp/sw26010.machine"
 expect "128 nodes at 1 GB/s of I/O: 96.175 (worked out by hand)" \
     grep -q "^alexnet-bn,64,128,96.175,0.0485$" "$tmp/slow/scaling.csv"
 # Contention 1 (each step at 12 GB/s / (1 + log2 P)) and a spread of 0.1
@@ -119,9 +124,11 @@ check "--only with a bad part" err 2 "--only takes layers, networks or scaling, 
     sh "$script" --only all
 check "reports missing" err 2 "no reports to make the CSVs from" -- \
     sh "$script" --from-reports "$tmp/nothing"
-sed -i 's/^io_bandwidth .*/io_bandwidth fast B\/s test/' "$tmp/model.conf"
+sed -i 's/^io_bandwidth .*/io_bandwidth fast B\/s test/' "$tmp/sw26010.machine"
 check "a constant that is not a number" err 2 "io_bandwidth is missing or not a number ('fast')" -- \
-    sh "$script" --from-reports "$tmp/in" --model "$tmp/model.conf"
+    sh "$script" --from-reports "$tmp/in" --model "$tmp/model.conf" --machine "$tmp/sw26010.machine"
+check "a machine description that is not there" err 2 "$tmp/none.machine: no machine description to read" -- \
+    sh "$script" --from-reports "$tmp/in" --machine "$tmp/none.machine"
 check "a model file that is not there" err 2 "$tmp/none.conf: no model file to read" -- \
     sh "$script" --from-reports "$tmp/in" --model "$tmp/none.conf"
 

@@ -15,11 +15,31 @@
 #include "cpe/cpe.h"
 #include "cpe/kernels.h"
 
+/* The machine the tests' clusters emulate: the built-in SW26010
+ * (data/sw26010/sw26010.machine, which test_cpe_model checks against
+ * these): an 8 x 8 mesh, 64 KB of LDM per CPE. */
+#define SW_ROWS 8
+#define SW_COLS 8
+#define SW_CPES (SW_ROWS * SW_COLS)
+#define SW_LDM_BYTES 65536
+
+/* The built-in machine description, read once per test program. */
+static inline const st_cpe_machine *sw26010(void)
+{
+    static st_cpe_machine m;
+    static int loaded;
+    st_error err = {0};
+    if (!loaded && st_cpe_machine_load(&m, NULL, &err) != ST_OK)
+        fail_msg("st_cpe_machine_load: %s", err.msg);
+    loaded = 1;
+    return &m;
+}
+
 static inline st_cpe_cluster *cluster_new(void)
 {
     st_cpe_cluster *cg = NULL;
     st_error err = {0};
-    if (st_cpe_cluster_create(&cg, &err) != ST_OK)
+    if (st_cpe_cluster_create(&cg, NULL, &err) != ST_OK)
         fail_msg("st_cpe_cluster_create: %s", err.msg);
     return cg;
 }

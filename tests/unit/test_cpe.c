@@ -164,7 +164,7 @@ static void check_gemm(st_cpe_cluster *cg, const gemm_case *t, st_cpe_counters *
      * multiplies nothing. */
     const st_cpe_counters *n = counters;
     uint64_t products = t->alpha == 0.0 ? 0 : (uint64_t)items * t->m * t->n * t->k;
-    if (n->launches != 1 || n->ldm_peak > ST_CPE_LDM_BYTES || !(n->time.total_s > 0.0) ||
+    if (n->launches != 1 || n->ldm_peak > SW_LDM_BYTES || !(n->time.total_s > 0.0) ||
         n->dma_put_bytes != (uint64_t)c_items * t->m * t->n * elt || n->flops < 2 * products ||
         n->msgs_received != 7 * n->msgs_bcast || n->msgs_p2p != 0 ||
         n->mesh_msgs_bcast != n->msgs_bcast ||
@@ -318,9 +318,9 @@ enum { MESH_LEGAL, MESH_BAD_ROWS, MESH_BAD_POINTER, MESH_EXTRA_CALL };
 
 typedef struct mesh_args {
     st_cpe_dtype type;
-    size_t ni[ST_CPE_COLS];  /* C rows of column c */
-    size_t nj[ST_CPE_ROWS];  /* C columns of row r */
-    size_t nk[ST_CPE_COLS];  /* k of slice s */
+    size_t ni[SW_COLS];  /* C rows of column c */
+    size_t nj[SW_ROWS];  /* C columns of row r */
+    size_t nk[SW_COLS];  /* k of slice s */
     int col_trans, unroll, calls, fault;
     void *out;
 } mesh_args;
@@ -393,16 +393,16 @@ static st_status mesh_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out
  * colop(s, c) rowop(r, s), in double (exact: small integers). */
 static void check_mesh_values(const mesh_args *a)
 {
-    for (int r = 0; r < ST_CPE_ROWS; r++)
-        for (int c = 0; c < ST_CPE_COLS; c++) {
-            int id = r * ST_CPE_COLS + c;
+    for (int r = 0; r < SW_ROWS; r++)
+        for (int c = 0; c < SW_COLS; c++) {
+            int id = r * SW_COLS + c;
             for (size_t i = 0; i < a->ni[c]; i++)
                 for (size_t j = 0; j < a->nj[r]; j++) {
                     double want = 0.0;
-                    for (int s = 0; s < ST_CPE_COLS; s++)
+                    for (int s = 0; s < SW_COLS; s++)
                         for (size_t k = 0; k < a->nk[s]; k++)
-                            want += mesh_colop(s * ST_CPE_COLS + c, i, k) *
-                                    mesh_rowop(r * ST_CPE_COLS + s, k, j);
+                            want += mesh_colop(s * SW_COLS + c, i, k) *
+                                    mesh_rowop(r * SW_COLS + s, k, j);
                     want = mesh_c0(id, i, j) + a->calls * want;
                     double got = get_elem(a->out, a->type,
                                           (size_t)id * MESH_C_MAX + i * a->nj[r] + j);
@@ -458,11 +458,11 @@ static void test_mesh_gemm(void **state)
         memcpy(a.ni, ni, sizeof ni);
         memcpy(a.nj, nj, sizeof nj);
         memcpy(a.nk, nk, sizeof nk);
-        a.out = calloc(ST_CPE_COUNT * MESH_C_MAX, sizeof(double));
+        a.out = calloc(SW_CPES * MESH_C_MAX, sizeof(double));
         assert_non_null(a.out);
         st_cpe_counters n;
         run_and_check_cost_only(cg, mesh_launch, &a,
-                                &(cpe_test_output){a.out, ST_CPE_COUNT * MESH_C_MAX * sizeof(double)},
+                                &(cpe_test_output){a.out, SW_CPES * MESH_C_MAX * sizeof(double)},
                                 1, &n, "mesh GEMM");
         check_mesh_values(&a);
         uint64_t calls = (uint64_t)a.calls;
@@ -504,7 +504,7 @@ static void test_mesh_gemm_illegal(void **state)
         a.nj[i] = 4;
         a.nk[i] = 2;
     }
-    a.out = calloc(ST_CPE_COUNT * MESH_C_MAX, sizeof(double));
+    a.out = calloc(SW_CPES * MESH_C_MAX, sizeof(double));
     assert_non_null(a.out);
     /* The last CPE to arrive checks the shapes. */
     a.fault = MESH_BAD_ROWS;
@@ -729,7 +729,7 @@ static void test_im2col_col2im(void **state)
             plain_im2col(g, r.n, folded, 1, src, want);
             assert_floats_equal(r.col, want, cols, what);
             assert_int_equal(n.dma_put_bytes, cols * sizeof(float));
-            assert_true(n.ldm_peak <= ST_CPE_LDM_BYTES);
+            assert_true(n.ldm_peak <= SW_LDM_BYTES);
 
             /* col2im of other values, overwriting and accumulating: the
              * sum is order-dependent in float, so compare within a few
@@ -874,7 +874,7 @@ static void strided_add_id(st_cpe *cpe, void *args)
 static void test_dma_strided(void **state)
 {
     (void)state;
-    size_t count = (size_t)ST_CPE_COUNT * STRIDED_ROWS_PER_CPE * STRIDED_COLS;
+    size_t count = (size_t)SW_CPES * STRIDED_ROWS_PER_CPE * STRIDED_COLS;
     double *src = malloc(count * sizeof *src), *dst = malloc(count * sizeof *dst);
     assert_non_null(src);
     assert_non_null(dst);
@@ -1073,7 +1073,7 @@ static void test_cost_dma(void **state)
     assert_close(st_cpe_dma_cost(&p, 1, ST_CPE_DMA_STRIDED, 8192, 2).occupancy_cycles, 2 * 49872.1, REL_EXACT,
                  "put 2 x 8192");
 
-    char *mem = calloc(ST_CPE_COUNT, 1000);
+    char *mem = calloc(SW_CPES, 1000);
     assert_non_null(mem);
     st_cpe_cluster *cg = cluster_new();
     static const st_cpe_kernel kernels[] = {lone_get, lone_put, get_and_put};
@@ -1141,7 +1141,7 @@ static void stream_blocks(st_cpe *cpe, void *argp)
 static void test_cost_overlap(void **state)
 {
     (void)state;
-    char *src = calloc(ST_CPE_COUNT * STREAM_BLOCKS, STREAM_BLOCK_BYTES);
+    char *src = calloc(SW_CPES * STREAM_BLOCKS, STREAM_BLOCK_BYTES);
     assert_non_null(src);
     st_cpe_cluster *cg = cluster_new();
     st_cpe_counters single, twin;
@@ -1235,7 +1235,7 @@ static int bench(void)
     float *c = malloc(N * N * sizeof *c), *ref = malloc(N * N * sizeof *ref);
     st_cpe_cluster *cg = NULL;
     st_error err = {0};
-    if (!a || !b || !c || !ref || st_cpe_cluster_create(&cg, &err) != ST_OK) {
+    if (!a || !b || !c || !ref || st_cpe_cluster_create(&cg, NULL, &err) != ST_OK) {
         fprintf(stderr, "bench: setup failed: %s\n", err.msg);
         return 1;
     }

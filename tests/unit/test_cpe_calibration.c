@@ -259,15 +259,15 @@ static double stream_predict(st_cpe_cluster *cg, stream_op op, int strided, size
         .loop = stream_loop(op, strided, count * block / 8),
     };
     /* a, b and c may share memory: cost-only mode moves nothing. */
-    if (a.span * ST_CPE_COUNT > mem_bytes)
+    if (a.span * SW_CPES > mem_bytes)
         fail_msg("stream: %zu bytes per CPE, more than the %zu allocated", a.span,
-                 mem_bytes / ST_CPE_COUNT);
+                 mem_bytes / SW_CPES);
     st_cpe_counters n;
     st_error err = {0};
     if (st_cpe_launch(cg, "stream", stream_kernel, &a, &n, &err) != ST_OK)
         fail_msg("stream: %s", err.msg);
     double moved = (double)(a.inputs + 1) * (double)(a.block * a.count) * (double)a.chunks *
-                   ST_CPE_COUNT;
+                   SW_CPES;
     return moved / (n.time.total_s - n.time.launch_s) / 1e6;
 }
 
@@ -287,7 +287,7 @@ static void test_stream(void **state)
     st_cpe_cluster *cg = cluster_new();
     st_cpe_cluster_set_cost_only(cg, 1);
     /* The widest span: 24 KB in blocks with gaps of 4 blocks. */
-    size_t mem_bytes = ST_CPE_COUNT * (size_t)5 * STREAM_STEP_BYTES;
+    size_t mem_bytes = SW_CPES * (size_t)5 * STREAM_STEP_BYTES;
     double *mem = malloc(mem_bytes);
     assert_non_null(mem);
     double cont_large[CSV_MAX_ROWS * STREAM_OPS], cont_small[CSV_MAX_ROWS * STREAM_OPS];
@@ -476,7 +476,7 @@ static void test_dgemm(void **state)
         ST_OK)
         fail_msg("dgemm: %s", err.msg);
     const st_cpe_cost_params *p = st_cpe_cluster_cost_params(cg);
-    double peak = p->clock_hz * p->flops_per_cycle * ST_CPE_COUNT;
+    double peak = p->clock_hz * p->flops_per_cycle * SW_CPES;
     double efficiency = 2.0 * (double)n * n * n / counters.time.total_s / peak;
     printf("DGEMM %zu^3, one core group: predicted %.1f%% of the %.1f GFlop/s peak (compute "
            "%.3f s, DMA %.3f s, register communication %.3f s); published 88.7-95%%\n",

@@ -127,7 +127,7 @@ static void test_relayout(void **state)
             run_and_check_cost_only(cg, relayout_launch, &r,
                                     &(cpe_test_output){r.dst, total * sizeof(float)}, 1, &n, what);
             assert_floats_equal(r.dst, want, total, what);
-            if (n.launches != 1 || n.ldm_peak > ST_CPE_LDM_BYTES ||
+            if (n.launches != 1 || n.ldm_peak > SW_LDM_BYTES ||
                 n.dma_put_bytes != total * sizeof(float) ||
                 n.dma_get_bytes < total * sizeof(float))
                 fail_msg("%s: %llu launches, LDM peak %zu, %llu bytes put, %llu got (%zu data)",
@@ -365,7 +365,7 @@ typedef struct conv_case {
 static st_cpe_swdnn_conv case_problem(const conv_case *t, st_cpe_conv_pass pass, const void *in,
                                       const void *w, void *out)
 {
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&t->g, t->n, pass, in, w, out);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(sw26010(), &t->g, t->n, pass, in, w, out);
     p.type = t->type;
     if (t->design == ST_CPE_CONV_SWDNN) {
         p.design = ST_CPE_CONV_SWDNN;
@@ -379,9 +379,9 @@ static st_cpe_swdnn_conv case_problem(const conv_case *t, st_cpe_conv_pass pass,
 static int case_fits(const conv_case *t, st_cpe_conv_pass pass, char *why, size_t len)
 {
     if (t->design == ST_CPE_CONV_SWCAFFE_FLOAT)
-        return st_cpe_conv_implicit_fits(&t->g, t->n, pass, why, len);
+        return st_cpe_conv_implicit_fits(sw26010(), &t->g, t->n, pass, why, len);
     st_cpe_swdnn_conv p = case_problem(t, pass, &t->g, &t->g, (void *)&t->g);
-    return st_cpe_swdnn_conv_fits(&p, why, len);
+    return st_cpe_swdnn_conv_fits(sw26010(), &p, why, len);
 }
 
 #define ALL_PASSES 7u
@@ -519,7 +519,7 @@ static void check_pass(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass 
          * multiply-adds of the truth; each output put once (and fetched
          * once to accumulate). */
         uint64_t per_collective = (uint64_t)p.no * p.b * p.ni;
-        if (c.launches != 1 || c.ldm_peak > ST_CPE_LDM_BYTES || c.flops != 2 * truth->macs ||
+        if (c.launches != 1 || c.ldm_peak > SW_LDM_BYTES || c.flops != 2 * truth->macs ||
             c.mesh_gemms * per_collective != truth->macs ||
             c.dma_put_bytes != out_count * elt ||
             c.dma_get_bytes < (p.accumulate ? out_count * elt : 0) + (in_count + w_elems) * elt ||
@@ -694,7 +694,7 @@ static void test_implicit_refusals(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char why[256] = "";
-        if (st_cpe_conv_implicit_fits(&cases[i].g, cases[i].n, cases[i].pass, why, sizeof why))
+        if (st_cpe_conv_implicit_fits(sw26010(), &cases[i].g, cases[i].n, cases[i].pass, why, sizeof why))
             fail_msg("refusal case %zu (%s) fits", i, pass_names[cases[i].pass]);
         tl_assert_contains(why, cases[i].why);
     }
@@ -714,12 +714,12 @@ static void test_implicit_refusals(void **state)
     };
     for (size_t i = 0; i < sizeof swdnn / sizeof swdnn[0]; i++) {
         char why[256] = "";
-        st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&swdnn[i].g, 128, ST_CPE_CONV_FORWARD,
+        st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(sw26010(), &swdnn[i].g, 128, ST_CPE_CONV_FORWARD,
                                                        &swdnn[i].g, &swdnn[i].g,
                                                        (void *)&swdnn[i].g);
         p.design = ST_CPE_CONV_SWDNN;
         p.ldm_budget = 0;
-        if (st_cpe_swdnn_conv_fits(&p, why, sizeof why))
+        if (st_cpe_swdnn_conv_fits(sw26010(), &p, why, sizeof why))
             fail_msg("swDNN refusal case %zu fits", i);
         tl_assert_contains(why, swdnn[i].why);
     }
@@ -728,7 +728,7 @@ static void test_implicit_refusals(void **state)
     st_cpe_cluster *cg = cluster_new();
     float one = 1.0f, out = 0.0f;
     st_cpe_conv_geom g = {128, 6, 6, 6, 6, 3, 3, 1, 1, 1, 1, 32};
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&g, 64, ST_CPE_CONV_FORWARD, &one, &one, &out);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(sw26010(), &g, 64, ST_CPE_CONV_FORWARD, &one, &one, &out);
     st_cpe_counters c;
     st_error err = {0};
     assert_int_equal(st_cpe_swdnn_conv_run(cg, &p, "conv_fwd", &c, &err), ST_EINPUT);
@@ -736,7 +736,7 @@ static void test_implicit_refusals(void **state)
     assert_int_equal(c.launches, 0);
     assert_true(out == 0.0f);
     char why[256] = "";
-    assert_false(st_cpe_swdnn_conv_fits(&p, why, sizeof why));
+    assert_false(st_cpe_swdnn_conv_fits(sw26010(), &p, why, sizeof why));
     tl_assert_contains(why, "64 values of the SIMD dimension");
     p.b = 128;
     p.ri = 0;

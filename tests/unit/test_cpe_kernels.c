@@ -70,10 +70,10 @@ static void assert_floats_close(const float *got, const float *want, size_t n, c
 
 static void assert_counters_sane(const st_cpe_counters *n, const char *what)
 {
-    if (n->launches != 1 || n->ldm_peak > ST_CPE_LDM_BYTES || !(n->time.total_s > 0.0))
+    if (n->launches != 1 || n->ldm_peak > SW_LDM_BYTES || !(n->time.total_s > 0.0))
         fail_msg("%s: %llu launches, LDM peak %zu bytes, %g s predicted (expected 1, <= %d, > 0)",
                  what, (unsigned long long)n->launches, n->ldm_peak, n->time.total_s,
-                 ST_CPE_LDM_BYTES);
+                 SW_LDM_BYTES);
 }
 
 /* ---- pooling against the reference backend ---- */
@@ -153,9 +153,9 @@ static void expect_plan(const st_cpe_counters *n, pool_plan plan, size_t planes,
             if (mode == ST_CPE_DMA_STRIDED)
                 strided_gets += n->dma[ST_CPE_DMA_GET][mode][k].transfers;
         }
-    uint64_t whole = ST_CPE_COUNT + planes * unit_gets;
+    uint64_t whole = SW_CPES + planes * unit_gets;
     int ok = plan == PLAN_PLANES   ? gets == whole
-             : plan == PLAN_STREAM ? gets == ST_CPE_COUNT + planes * (uint64_t)stream_gets
+             : plan == PLAN_STREAM ? gets == SW_CPES + planes * (uint64_t)stream_gets
                                    : gets > whole;
     if (!ok || (strided_gets > 0) != (strided != 0))
         fail_msg("%s: %llu gets (%llu strided) for plan %d over %zu planes (whole planes: %llu, "
@@ -545,7 +545,7 @@ static void test_bias_grad(void **state)
             assert_floats_close(db, want, (size_t)t->c, what);
         assert_counters_sane(&n, what);
         /* One flop per value, plus at most one per partial sum combined. */
-        assert_true(n.flops >= count && n.flops <= count + 2 * ST_CPE_COUNT);
+        assert_true(n.flops >= count && n.flops <= count + 2 * SW_CPES);
         assert_true(n.dma_get_bytes >= count * sizeof(float));
         free(dy);
         free(want);
@@ -771,7 +771,7 @@ static void test_stream_counters(void **state)
      * served it, and nothing else is queued then), the argument fetch
      * (2264.1) and 5 us of launch: 604570.8 cycles + 5 us = 421.95 us. */
     st_cpe_cost_params p = st_cpe_cost_params_default();
-    double per_cpe = (double)count * sizeof(float) / ST_CPE_COUNT;
+    double per_cpe = (double)count * sizeof(float) / SW_CPES;
     double lower = per_cpe * (st_cpe_dma_cost(&p, 0, ST_CPE_DMA_STRIDED, 8192, 1).occupancy_cycles +
                               st_cpe_dma_cost(&p, 1, ST_CPE_DMA_STRIDED, 8192, 1).occupancy_cycles) / 8192 / p.clock_hz;
     assert_close(lower, 406.45e-6, 1e-3, "relu lower bound");

@@ -50,6 +50,31 @@ double cpe_account_seconds(const cpe_account *a)
     return a->cpe.time.total_s + a->mpe_s;
 }
 
+const char *const cpe_part_names[CPE_PARTS] = {"compute", "DMA", "register communication",
+                                               "barriers", "launches", "MPE", "layout"};
+
+cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout)
+{
+    const st_cpe_time *a = &after->cpe.time, *b = &before->cpe.time;
+    cpe_split split = {{a->compute_s - b->compute_s, a->dma_s - b->dma_s,
+                        a->regcomm_s - b->regcomm_s, a->sync_s - b->sync_s,
+                        a->launch_s - b->launch_s, after->mpe_s - before->mpe_s, layout}};
+    return split;
+}
+
+cpe_part cpe_split_dominant(const cpe_split *split, double *share)
+{
+    cpe_part top = CPE_PART_COMPUTE;
+    double sum = 0.0;
+    for (int p = 0; p < CPE_PARTS; p++) {
+        sum += split->s[p];
+        if (split->s[p] > split->s[top])
+            top = (cpe_part)p;
+    }
+    *share = sum > 0.0 ? split->s[top] / sum : 0.0;
+    return top;
+}
+
 static void account_add(cpe_account *dst, const cpe_account *src)
 {
     st_cpe_counters_add(&dst->cpe, &src->cpe);
@@ -106,14 +131,23 @@ static st_status cpe_ctx_create(const st_backend_opts *o, st_bctx **out, st_erro
         return ST_ENOMEM;
     c->worker = o->worker;
     st_sw26010_model model;
+    st_cpe_machine machine;
     st_status st = st_sw26010_model_load(&model, NULL, err);
     if (st == ST_OK)
-        st = st_cpe_cluster_create(&c->cg, err);
+        st = st_cpe_machine_load(&machine, o->machine_path, err);
+    if (st == ST_OK)
+        st = st_cpe_cluster_create(&c->cg, &machine, err);
+    if (st == ST_OK && o->machine_path &&
+        snprintf(c->machine_path, sizeof c->machine_path, "%s", o->machine_path) >=
+            (int)sizeof c->machine_path)
+        st = st_fail(err, ST_EUSAGE, "--cpe-machine %s: path too long", o->machine_path);
     if (st != ST_OK) {
+        st_cpe_cluster_destroy(c->cg);
         free(c);
         return st;
     }
-    st_cpe_cluster_set_cost_params(c->cg, &model.cg);
+    st_cpe_cost_params p = st_sw26010_cost_params(&model, &machine);
+    st_cpe_cluster_set_cost_params(c->cg, &p);
     *out = c;
     return ST_OK;
 }
@@ -141,7 +175,8 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_e
         st_status st = st_sw26010_model_load(&model, run->model_path, err);
         if (st != ST_OK)
             return st;
-        st_cpe_cluster_set_cost_params(ctx->cg, &model.cg);
+        st_cpe_cost_params p = st_sw26010_cost_params(&model, st_cpe_cluster_machine(ctx->cg));
+        st_cpe_cluster_set_cost_params(ctx->cg, &p);
         int len = snprintf(ctx->model_path, sizeof ctx->model_path, "%s", run->model_path);
         if (len < 0 || (size_t)len >= sizeof ctx->model_path)
             return st_fail(err, ST_EUSAGE, "--cpe-model %s: path too long", run->model_path);

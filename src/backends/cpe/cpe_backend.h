@@ -18,17 +18,21 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_e
 
 /* One line per kernel in layer order (where it runs, forward, backward-data
  * and backward-weights ms per iteration, flop per DMA byte, the convolution
- * strategy chosen per pass with both trials' ms, or why the implicit one
- * cannot run), a line for the layout transformations at a convolution's
- * edges, the slice's gradient sum and update, the core group's iteration,
- * and one processor's images/s: 4 core groups each with a shard of
+ * strategy chosen per pass with both trials' ms and each one's dominant
+ * cost, or why the implicit one cannot run), a line for the layout
+ * transformations at a convolution's edges, the slice's gradient sum and
+ * update, the core group's iteration, and one processor's images/s: the
+ * machine's core groups (4 on the SW26010) each with a shard of
  * images_per_iteration, core group 0 summing their gradients of params
  * floats and updating them (worker 0's update of its slice, one of
  * workers, scaled). With a report path, also the CSV
  *   section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note
  * section "kernel": one row per kernel and pass (per strategy for a
- * convolution: the seconds of its trial call, runs 0 and the reason in note
- * where the strategy cannot run; others the steady mean, strategy "-");
+ * convolution: the seconds of its trial call with its dominant cost in
+ * note ("DMA 61%": the largest of its compute, DMA wait, register
+ * communication, barriers, launches, MPE work and layout transformations,
+ * and its share), runs 0 and the reason in note where the strategy cannot
+ * run; others the steady mean, strategy "-");
  * section "host": work in plain C costed on the MPE (the data layer,
  * dropout, route, shortcut, the loss), kernel holding the layer (-1: data);
  * section "summary": name and seconds columns hold images_per_core_group,

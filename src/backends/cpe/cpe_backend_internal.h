@@ -36,6 +36,35 @@ typedef struct cpe_account {
 
 double cpe_account_seconds(const cpe_account *a);
 
+/* Where a convolution trial's predicted time went: its launches' compute,
+ * DMA wait, register communication, barriers and launch overhead, its MPE
+ * work and its layout transformations (seconds each). The largest is the
+ * trial's dominant cost, printed beside its time so that a choice between
+ * close strategies says which mechanism decided it. */
+typedef enum cpe_part {
+    CPE_PART_COMPUTE,
+    CPE_PART_DMA,
+    CPE_PART_REGCOMM,
+    CPE_PART_SYNC,
+    CPE_PART_LAUNCH,
+    CPE_PART_MPE,
+    CPE_PART_LAYOUT,
+    CPE_PARTS
+} cpe_part;
+
+extern const char *const cpe_part_names[CPE_PARTS];
+
+typedef struct cpe_split {
+    double s[CPE_PARTS];
+} cpe_split;
+
+/* The split of after - before (the same work's account at two times),
+ * with layout seconds of transformations. */
+cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout);
+
+/* The largest part of split, and its share of the sum (0 when empty). */
+cpe_part cpe_split_dominant(const cpe_split *split, double *share);
+
 /* A unit of accounted work: a kernel's passes, its layout transformations,
  * or the slice update. The first CONV_TRIALS iterations (where
  * convolutions try their strategies) are kept apart from the rest, which
@@ -79,6 +108,7 @@ typedef struct cpe_kernel {
     long calls[PASSES];      /* conv: training calls so far */
     double tried[CONV_STRATEGIES][PASSES];     /* conv: seconds of each trial's kernels */
     double tried_layout[CONV_STRATEGIES][PASSES]; /* and of its layout transformations */
+    cpe_split tried_split[CONV_STRATEGIES][PASSES]; /* where each trial's time went */
     int chosen[PASSES];      /* conv: the strategy after the trials */
     cpe_work work;           /* the kernel's own launches and MPE work */
     cpe_work layout;         /* the transformations it ran at its edges */
@@ -111,6 +141,7 @@ struct st_bctx {
     st_output trace;        /* --cpe-trace (fileio.h); trace.f NULL when none */
     char report_path[4096]; /* the report CSV, or "" */
     char model_path[4096];  /* the SW26010 model file, or "" for the built-in one */
+    char machine_path[4096]; /* the machine description, or "" for the built-in SW26010 */
     float *scratch[SCRATCHES];
     size_t scratch_floats[SCRATCHES];
 };

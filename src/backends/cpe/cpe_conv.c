@@ -45,8 +45,8 @@ static void conv_strategies(cpe_kernel *k, int n)
             k->runs[CONV_IMPLICIT][p] = 0;
         } else {
             k->runs[CONV_IMPLICIT][p] =
-                st_cpe_conv_implicit_fits(&k->geom, n, conv_pass_of[p], k->why_not[p],
-                                          sizeof k->why_not[p]);
+                st_cpe_conv_implicit_fits(st_cpe_cluster_machine(k->ctx->cg), &k->geom, n,
+                                          conv_pass_of[p], k->why_not[p], sizeof k->why_not[p]);
         }
     }
 }
@@ -64,15 +64,17 @@ static int conv_strategy(const cpe_kernel *k, int pass, int training)
 }
 
 /* After a training call that took seconds (its own launches) and layout
- * (its transformations) with strategy s: count it, and choose once the
- * trials are over, by the sum. */
-static void conv_called(cpe_kernel *k, int pass, int s, double seconds, double layout)
+ * (its transformations), split as split, with strategy s: count it, and
+ * choose once the trials are over, by the sum. */
+static void conv_called(cpe_kernel *k, int pass, int s, double seconds, double layout,
+                        const cpe_split *split)
 {
     if (k->calls[pass] >= CONV_TRIALS)
         return;
     if (k->runs[s][pass] && s == (int)k->calls[pass]) {
         k->tried[s][pass] = seconds;
         k->tried_layout[s][pass] = layout;
+        k->tried_split[s][pass] = *split;
     }
     if (++k->calls[pass] < CONV_TRIALS)
         return;
@@ -94,14 +96,18 @@ static st_status conv_run(cpe_kernel *k, int pass, const conv_pass_fn fn[CONV_ST
     /* The strategies were settled for the largest batch; a smaller one
      * (a last partial batch) may not suit swDNN's blocking. */
     if (s == CONV_IMPLICIT && a->n != k->base_n &&
-        !st_cpe_conv_implicit_fits(&k->geom, a->n, conv_pass_of[pass], why, sizeof why))
+        !st_cpe_conv_implicit_fits(st_cpe_cluster_machine(k->ctx->cg), &k->geom, a->n,
+                                   conv_pass_of[pass], why, sizeof why))
         s = CONV_EXPLICIT;
-    double before = cpe_account_seconds(&k->work.now[pass]);
+    cpe_account before = k->work.now[pass];
     double before_layout = cpe_account_seconds(&k->layout.now[pass]);
     st_status st = fn[s](k, a, err);
-    if (st == ST_OK && training && a->n == k->base_n)
-        conv_called(k, pass, s, cpe_account_seconds(&k->work.now[pass]) - before,
-                    cpe_account_seconds(&k->layout.now[pass]) - before_layout);
+    if (st == ST_OK && training && a->n == k->base_n) {
+        double layout = cpe_account_seconds(&k->layout.now[pass]) - before_layout;
+        cpe_split split = cpe_split_between(&before, &k->work.now[pass], layout);
+        conv_called(k, pass, s, cpe_account_seconds(&k->work.now[pass]) -
+                    cpe_account_seconds(&before), layout, &split);
+    }
     return st;
 }
 
@@ -322,7 +328,8 @@ static st_status swdnn_run(cpe_kernel *k, int pass, int training, st_cpe_conv_pa
                            const void *in, const void *w, void *out, int accumulate,
                            st_error *err)
 {
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(&k->geom, n, which, in, w, out);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(st_cpe_cluster_machine(k->ctx->cg), &k->geom,
+                                                   n, which, in, w, out);
     p.accumulate = accumulate;
     st_cpe_counters c;
     static const char *const names[PASSES] = {"swdnn_conv_forward", "swdnn_conv_backward_data",

@@ -56,7 +56,16 @@ static double work_intensity(const cpe_work *w)
     return bytes > 0 ? flops / bytes : 0.0;
 }
 
-/* The strategy column: what each pass chose, with its trials. */
+/* "DMA 61%": the dominant part of strategy s's trial of pass p. */
+static void dominant_text(const cpe_kernel *k, int s, int p, char *buf, size_t len)
+{
+    double share;
+    cpe_part top = cpe_split_dominant(&k->tried_split[s][p], &share);
+    snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
+}
+
+/* The strategy column: what each pass chose, with its trials and each
+ * trial's dominant cost. */
 static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
 {
     if (k->base.kind == ST_K_FC) {
@@ -76,12 +85,16 @@ static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
         if (!k->runs[CONV_IMPLICIT][p])
             used += (size_t)snprintf(buf + used, len - used, "%s%s explicit (implicit: %s)", sep,
                                      cpe_pass_names[p], k->why_not[p]);
-        else
+        else {
+            char ex[64], im[64];
+            dominant_text(k, CONV_EXPLICIT, p, ex, sizeof ex);
+            dominant_text(k, CONV_IMPLICIT, p, im, sizeof im);
             used += (size_t)snprintf(
-                buf + used, len - used, "%s%s %s (%.3f vs %.3f ms)", sep, cpe_pass_names[p],
-                cpe_conv_strategy_names[k->chosen[p]],
+                buf + used, len - used, "%s%s %s (%.3f vs %.3f ms; explicit: %s, implicit: %s)",
+                sep, cpe_pass_names[p], cpe_conv_strategy_names[k->chosen[p]],
                 1e3 * (k->tried[CONV_EXPLICIT][p] + k->tried_layout[CONV_EXPLICIT][p]),
-                1e3 * (k->tried[CONV_IMPLICIT][p] + k->tried_layout[CONV_IMPLICIT][p]));
+                1e3 * (k->tried[CONV_IMPLICIT][p] + k->tried_layout[CONV_IMPLICIT][p]), ex, im);
+        }
     }
     if (used == 0)
         snprintf(buf, len, "not chosen yet (explicit / implicit trials)");
@@ -120,7 +133,7 @@ static st_status sum_seconds(st_bctx *ctx, int sources, size_t floats, double *o
                                   "the gradient-sum probe", err);
     if (!buf)
         return ST_ENOMEM;
-    float *grads[4];
+    float *grads[64]; /* a source per core group: at most 64 (cpe/machine.h) */
     for (int i = 0; i < sources; i++)
         grads[i] = buf + (size_t)i * probe; /* each source its own copy */
     st_cpe_cluster_set_cost_only(ctx->cg, 1);
@@ -142,19 +155,20 @@ typedef struct processor {
 static st_status predict_processor(st_bctx *ctx, int images, int workers, size_t params,
                                    processor *p, st_error *err)
 {
-    double ms[PASSES], sum4 = 0.0, sum2 = 0.0;
+    double ms[PASSES], sum_all = 0.0, sum2 = 0.0;
+    int groups = st_cpe_cluster_machine(ctx->cg)->core_groups;
     memset(p, 0, sizeof *p);
-    st_status st = sum_seconds(ctx, 4, params, &sum4, err);
+    st_status st = sum_seconds(ctx, groups, params, &sum_all, err);
     if (st == ST_OK)
         st = sum_seconds(ctx, 2, params, &sum2, err);
     if (st != ST_OK)
         return st;
     cpe_work_ms(ctx, &ctx->reduce_update, ms);
     p->cg_ms = iteration_ms(ctx, 0);
-    p->sum_ms = 1e3 * sum4;
+    p->sum_ms = 1e3 * sum_all;
     p->update_ms = ms[WORK_UPDATE] * (double)workers;
     p->iteration_ms = p->cg_ms + p->sum_ms + p->update_ms;
-    p->img_s = p->iteration_ms > 0 ? 4.0 * images / (p->iteration_ms / 1e3) : 0.0;
+    p->img_s = p->iteration_ms > 0 ? (double)groups * images / (p->iteration_ms / 1e3) : 0.0;
     p->sum2_s_per_float = params ? sum2 / (double)params : 0.0;
     return ST_OK;
 }
@@ -196,12 +210,15 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
                 csv_text(f, k->what);
                 fprintf(f, ",%s,%s,%s,%d,", k->where, cpe_pass_names[pass],
                         cpe_conv_strategy_names[s], k->runs[s][pass]);
-                if (k->runs[s][pass])
+                char dominant[64] = "";
+                if (k->runs[s][pass]) {
                     fprintf(f, "%.9f,%.9f,%d,", k->tried[s][pass], k->tried_layout[s][pass],
                             k->chosen[pass] == s);
-                else
+                    dominant_text(k, s, pass, dominant, sizeof dominant);
+                } else {
                     fprintf(f, ",,0,");
-                csv_text(f, k->runs[s][pass] ? "" : k->why_not[pass]);
+                }
+                csv_text(f, k->runs[s][pass] ? dominant : k->why_not[pass]);
                 fputc('\n', f);
             }
         }
@@ -260,7 +277,7 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
                                 size_t params, void (*print)(void *pctx, const char *line),
                                 void *pctx, st_error *err)
 {
-    char line[768], strategy[512];
+    char line[1024], strategy[768];
     long steady = ctx->iterations - CONV_TRIALS;
     processor proc;
     st_status st = predict_processor(ctx, images_per_iteration, workers, params, &proc, err);
@@ -270,7 +287,11 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
     snprintf(model, sizeof model, "cpe: the SW26010 model: %s",
              ctx->model_path[0] ? ctx->model_path : "built in (data/sw26010/model.conf)");
     print(pctx, model);
-    snprintf(line, sizeof line, "cpe: predicted SW26010 core-group ms per iteration, worker "
+    snprintf(model, sizeof model, "cpe: the machine: %s",
+             ctx->machine_path[0] ? ctx->machine_path
+                                  : "built in (data/sw26010/sw26010.machine)");
+    print(pctx, model);
+    snprintf(line, sizeof line, "cpe: predicted core-group ms per iteration, worker "
              "%d's shard of %d images, %s%s:", ctx->worker, images_per_iteration,
              steady > 0 ? "after the strategy trials" : "during the strategy trials",
              ctx->cost_only ? " (cost-only emulation: the losses are not computed)" : "");
@@ -310,10 +331,12 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
              "%s", proc.cg_ms, ms[WORK_SUM] + ms[WORK_UPDATE],
              steady > 0 ? "after the trials" : trials ? "over the trials" : "no iteration");
     print(pctx, line);
-    snprintf(line, sizeof line, "cpe: one SW26010 (4 core groups of %d images; core group 0 "
-             "sums the 4 gradients of %zu parameters in %.3f ms and updates them in %.3f ms, "
-             "as swCaffe) would train %.0f img/s", images_per_iteration, params, proc.sum_ms,
-             proc.update_ms, proc.img_s);
+    int groups = st_cpe_cluster_machine(ctx->cg)->core_groups;
+    snprintf(line, sizeof line, "cpe: one %s (%d core groups of %d images; core group 0 "
+             "sums the %d gradients of %zu parameters in %.3f ms and updates them in %.3f ms, "
+             "as swCaffe) would train %.0f img/s",
+             ctx->machine_path[0] ? "processor" : "SW26010", groups, images_per_iteration,
+             groups, params, proc.sum_ms, proc.update_ms, proc.img_s);
     print(pctx, line);
     return report_file(ctx, &proc, images_per_iteration, err);
 }

@@ -74,21 +74,12 @@
 
 #include "kernel_common.h"
 
-/* swDNN's LDM budget for the blocks (test.c: 64 * 55 * 1024 bytes over the
- * cluster). */
-#define SWDNN_LDM_BUDGET (55 * 1024)
-
 typedef struct conv_args {
     st_cpe_swdnn_conv p;
     int cstride;  /* output columns per block */
     int wset;     /* weight blocks fetched together: Kc (a kernel row) or 1 */
     int bs, nis, nos; /* per-CPE slices of B, Ni, No */
 } conv_args;
-
-/* swCaffe's LDM budgets of its float kernels (sw_conv_layer_impl.c), in
- * bytes per CPE counted as doubles: 60 KB forward, 55 KB backward. */
-#define SWCAFFE_FORWARD_BUDGET (60 * 1024)
-#define SWCAFFE_BACKWARD_BUDGET (55 * 1024)
 
 /* A multiply of the loop: block of output columns, output row, kernel row,
  * input column, kernel column. */
@@ -418,8 +409,8 @@ static const conv_names core_names = {"values of the SIMD dimension", "output ch
 /* swCaffe's float design (p->b already checked): its assertions on the
  * channels, one weight block per multiply, CoStride = (budget in doubles -
  * input block - weight block) / output block. */
-static int swcaffe_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_args *a,
-                        char *why, size_t len)
+static int swcaffe_plan(const st_cpe_machine *machine, const st_cpe_swdnn_conv *p,
+                        const conv_names *names, conv_args *a, char *why, size_t len)
 {
     if (p->no % 32 != 0 || p->no < 64) {
         snprintf(why, len, "%d %s: swCaffe's float kernel needs a multiple of 32, at least 64",
@@ -431,10 +422,12 @@ static int swcaffe_plan(const st_cpe_swdnn_conv *p, const conv_names *names, con
                  p->ni, names->reduction);
         return 0;
     }
-    a->bs = p->b / 8;
-    a->nis = p->ni / 8;
-    a->nos = p->no / 8;
-    int budget = p->ldm_budget > 0 ? p->ldm_budget : SWCAFFE_BACKWARD_BUDGET;
+    int side = machine->mesh_cols;
+    a->bs = p->b / side;
+    a->nis = p->ni / side;
+    a->nos = p->no / side;
+    int budget = p->ldm_budget > 0 ? p->ldm_budget
+                                   : machine->ldm_bytes - ST_CPE_SWCAFFE_BACKWARD_LDM_RESERVE;
     long in = (long)a->nis * a->bs, w = (long)a->nos * a->nis, out = (long)a->nos * a->bs;
     long cstride = (budget / (long)sizeof(double) - in - w) / out;
     if (cstride < 1) {
@@ -450,33 +443,37 @@ static int swcaffe_plan(const st_cpe_swdnn_conv *p, const conv_names *names, con
 
 /* Plan a: slices, weight staging and CoStride; 0 with why (in the pass's
  * names) when the blocking cannot take the problem. */
-static int conv_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_args *a, char *why,
-                     size_t len)
+static int conv_plan(const st_cpe_machine *machine, const st_cpe_swdnn_conv *p,
+                     const conv_names *names, conv_args *a, char *why, size_t len)
 {
     memset(a, 0, sizeof *a);
     a->p = *p;
-    if (p->b % 128 != 0) {
+    int side = machine->mesh_cols;
+    if (p->b % (16 * side) != 0) {
         snprintf(why, len, "%d %s: each CPE row gets %d, not whole 4 x 4 register blocks of 16 "
-                 "(swDNN's blocking needs a multiple of 128)", p->b, names->simd, p->b / 8);
+                 "(swDNN's blocking needs a multiple of %d)", p->b, names->simd, p->b / side,
+                 16 * side);
         return 0;
     }
     if (p->design == ST_CPE_CONV_SWCAFFE_FLOAT)
-        return swcaffe_plan(p, names, a, why, len);
-    if (p->no % 32 != 0) {
+        return swcaffe_plan(machine, p, names, a, why, len);
+    if (p->no % (4 * side) != 0) {
         snprintf(why, len, "%d %s: each CPE column gets %d, not whole register blocks of 4 "
-                 "(swDNN's blocking needs a multiple of 32)", p->no, names->scalar, p->no / 8);
+                 "(swDNN's blocking needs a multiple of %d)", p->no, names->scalar,
+                 p->no / side, 4 * side);
         return 0;
     }
-    if (p->ni % 8 != 0 || p->ni < 16) {
-        snprintf(why, len, "%d %s do not split into 8 equal slices of at least 2 (swDNN's "
-                 "reduction loop is unrolled by two)", p->ni, names->reduction);
+    if (p->ni % side != 0 || p->ni < 2 * side) {
+        snprintf(why, len, "%d %s do not split into %d equal slices of at least 2 (swDNN's "
+                 "reduction loop is unrolled by two)", p->ni, names->reduction, side);
         return 0;
     }
-    a->bs = p->b / 8;
-    a->nis = p->ni / 8;
-    a->nos = p->no / 8;
+    a->bs = p->b / side;
+    a->nis = p->ni / side;
+    a->nos = p->no / side;
     size_t elt = st_cpe_dtype_size(p->type);
-    double budget = (double)SWDNN_LDM_BUDGET / (double)elt;
+    int swdnn_budget = machine->ldm_bytes - ST_CPE_SWDNN_LDM_RESERVE;
+    double budget = (double)swdnn_budget / (double)elt;
     double in = (double)a->nis * a->bs, w = (double)a->nos * a->nis;
     double out = (double)a->nos * a->bs;
     /* A kernel row of weights at a time (swCNNv12, which then keeps Kc - 1
@@ -494,14 +491,15 @@ static int conv_plan(const st_cpe_swdnn_conv *p, const conv_names *names, conv_a
     }
     snprintf(why, len, "the LDM cannot hold two input blocks (%d x %d), two weight blocks "
              "(%d x %d) and one output block (%d x %d) of %zu-byte values in swDNN's %d KB",
-             a->nis, a->bs, a->nos, a->nis, a->nos, a->bs, elt, SWDNN_LDM_BUDGET / 1024);
+             a->nis, a->bs, a->nos, a->nis, a->nos, a->bs, elt, swdnn_budget / 1024);
     return 0;
 }
 
-int st_cpe_swdnn_conv_fits(const st_cpe_swdnn_conv *p, char *why, size_t len)
+int st_cpe_swdnn_conv_fits(const st_cpe_machine *machine, const st_cpe_swdnn_conv *p, char *why,
+                           size_t len)
 {
     conv_args a;
-    return conv_plan(p, &core_names, &a, why, len);
+    return conv_plan(machine, p, &core_names, &a, why, len);
 }
 
 st_status st_cpe_swdnn_conv_run(st_cpe_cluster *cg, const st_cpe_swdnn_conv *p, const char *name,
@@ -516,7 +514,7 @@ st_status st_cpe_swdnn_conv_run(st_cpe_cluster *cg, const st_cpe_swdnn_conv *p, 
         return st_fail(err, ST_EINPUT, "%s: bad geometry or NULL tensors", name);
     conv_args a;
     char why[256];
-    if (!conv_plan(p, &core_names, &a, why, sizeof why))
+    if (!conv_plan(st_cpe_cluster_machine(cg), p, &core_names, &a, why, sizeof why))
         return st_fail(err, ST_EINPUT, "%s: %s", name, why);
     return st_cpe_launch(cg, name, conv_kernel, &a, out, err);
 }
@@ -533,12 +531,14 @@ static int pass_geometry_ok(const st_cpe_conv_geom *g, char *why, size_t len)
     return 1;
 }
 
-st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *g, int n, st_cpe_conv_pass pass,
+st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_machine *machine,
+                                           const st_cpe_conv_geom *g, int n, st_cpe_conv_pass pass,
                                            const void *in, const void *w, void *out)
 {
+    int reserve = pass == ST_CPE_CONV_FORWARD ? ST_CPE_SWCAFFE_FORWARD_LDM_RESERVE
+                                              : ST_CPE_SWCAFFE_BACKWARD_LDM_RESERVE;
     st_cpe_swdnn_conv p = {.design = ST_CPE_CONV_SWCAFFE_FLOAT,
-                           .ldm_budget = pass == ST_CPE_CONV_FORWARD ? SWCAFFE_FORWARD_BUDGET
-                                                                      : SWCAFFE_BACKWARD_BUDGET,
+                           .ldm_budget = machine->ldm_bytes - reserve,
                            .type = ST_CPE_F32, .in = in, .w = w, .out = out};
     switch (pass) {
     case ST_CPE_CONV_FORWARD:
@@ -562,8 +562,8 @@ st_cpe_swdnn_conv st_cpe_conv_pass_problem(const st_cpe_conv_geom *g, int n, st_
     return p;
 }
 
-int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *g, int n, st_cpe_conv_pass pass, char *why,
-                              size_t len)
+int st_cpe_conv_implicit_fits(const st_cpe_machine *machine, const st_cpe_conv_geom *g, int n,
+                              st_cpe_conv_pass pass, char *why, size_t len)
 {
     if (!pass_geometry_ok(g, why, len))
         return 0;
@@ -572,13 +572,13 @@ int st_cpe_conv_implicit_fits(const st_cpe_conv_geom *g, int n, st_cpe_conv_pass
         {"images", "input channels", "output channels"},
         {"input channels", "output channels", "images"},
     };
-    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(g, n, pass, g, g, (void *)g);
+    st_cpe_swdnn_conv p = st_cpe_conv_pass_problem(machine, g, n, pass, g, g, (void *)g);
     conv_args a;
-    if (!conv_plan(&p, &pass_names[pass], &a, why, len))
+    if (!conv_plan(machine, &p, &pass_names[pass], &a, why, len))
         return 0;
     char weights_why[256];
     if (pass == ST_CPE_CONV_BACKWARD_DATA &&
-        !st_cpe_conv_implicit_fits(g, n, ST_CPE_CONV_BACKWARD_WEIGHTS, weights_why,
+        !st_cpe_conv_implicit_fits(machine, g, n, ST_CPE_CONV_BACKWARD_WEIGHTS, weights_why,
                                    sizeof weights_why)) {
         snprintf(why, len, "swCaffe computes backward-data with backward-weights, which cannot "
                  "run implicitly: %s", weights_why);

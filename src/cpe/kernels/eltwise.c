@@ -141,7 +141,7 @@ static void elt_run(st_cpe *cpe, elt_cpe *e)
 {
     const elt_args *a = e->a;
     size_t lo, hi;
-    cpe_kernel_share(0, a->count, 16, st_cpe_id(cpe), &lo, &hi);
+    cpe_kernel_share(0, a->count, 16, st_cpe_id(cpe), st_cpe_count(cpe), &lo, &hi);
     size_t chunks = (hi - lo + ELT_CHUNK - 1) / ELT_CHUNK;
     if (chunks > 0)
         elt_issue(cpe, e, &e->slot[0], lo, cpe_min_size(ELT_CHUNK, hi - lo));
@@ -323,7 +323,7 @@ typedef struct bias_grad_args {
     float *db;
     size_t n, c, per_channel;
     bias_grad_split split;
-    double *partial; /* [ST_CPE_COUNT][2], main memory: by sequence, channels cut between CPEs */
+    double *partial; /* [CPEs][2], main memory: by sequence, channels cut between CPEs */
 } bias_grad_args;
 
 /* Elements [j0, j1) of a block of rows: rows of len floats, pitch floats
@@ -350,7 +350,7 @@ typedef struct bg_slot {
 
 typedef struct bg_cpe {
     const bias_grad_args *a;
-    int id;
+    int id, cpes;
     size_t lo, hi;         /* by sequence: the share of the channel-major sequence */
     size_t first_channel;  /* by channel range: c0; by sequence: the share's first channel */
     size_t segments;
@@ -369,7 +369,7 @@ static row_segment bg_segment(const bg_cpe *b, size_t g)
     row_segment s;
     if (a->split == SPLIT_BY_CHANNEL_RANGE) {
         size_t lo, hi;
-        cpe_kernel_share(0, a->c, 1, b->id, &lo, &hi);
+        cpe_kernel_share(0, a->c, 1, b->id, b->cpes, &lo, &hi);
         s = (row_segment){a->dy + lo * P, (hi - lo) * P, pitch, 0, a->n * (hi - lo) * P, lo,
                           hi - lo};
         return s;
@@ -483,13 +483,13 @@ static void bg_combine(st_cpe *cpe, bg_cpe *b)
     size_t last = (b->hi - 1) / span;
     if (b->hi % span == 0 || last * span < b->lo)
         return; /* the last channel ends here, or began on an earlier CPE */
-    double *parts = st_cpe_ldm_alloc(cpe, 2 * ST_CPE_COUNT * sizeof(double), "partial sums");
-    cpe_get_now(cpe, parts, a->partial, 2 * ST_CPE_COUNT * sizeof(double));
+    double *parts = st_cpe_ldm_alloc(cpe, 2 * (size_t)b->cpes * sizeof(double), "partial sums");
+    cpe_get_now(cpe, parts, a->partial, 2 * (size_t)b->cpes * sizeof(double));
     double sum = parts[2 * b->id + (b->segments == 1 ? 0 : 1)];
     uint64_t adds = 0;
-    for (int k = b->id + 1; k < ST_CPE_COUNT; k++) {
+    for (int k = b->id + 1; k < b->cpes; k++) {
         size_t lo, hi;
-        cpe_kernel_share(0, a->c * span, 1, k, &lo, &hi);
+        cpe_kernel_share(0, a->c * span, 1, k, b->cpes, &lo, &hi);
         if (lo >= (last + 1) * span)
             break;
         if (lo < hi) {
@@ -509,16 +509,17 @@ static void bias_grad_kernel(st_cpe *cpe, void *args)
     memset(&b, 0, sizeof b);
     b.a = cpe_kernel_args(cpe, args, sizeof(bias_grad_args));
     b.id = st_cpe_id(cpe);
+    b.cpes = st_cpe_count(cpe);
     const bias_grad_args *a = b.a;
     size_t span = a->n * a->per_channel, max_channels = 1;
     if (a->split == SPLIT_BY_CHANNEL_RANGE) {
         size_t lo, hi;
-        cpe_kernel_share(0, a->c, 1, b.id, &lo, &hi);
+        cpe_kernel_share(0, a->c, 1, b.id, b.cpes, &lo, &hi);
         b.segments = hi > lo ? 1 : 0;
         b.first_channel = lo;
-        max_channels = (a->c + ST_CPE_COUNT - 1) / ST_CPE_COUNT;
+        max_channels = (a->c + (size_t)b.cpes - 1) / (size_t)b.cpes;
     } else {
-        cpe_kernel_share(0, a->c * span, 1, b.id, &b.lo, &b.hi);
+        cpe_kernel_share(0, a->c * span, 1, b.id, b.cpes, &b.lo, &b.hi);
         b.first_channel = b.lo / span;
         b.segments = b.hi > b.lo ? (b.hi - 1) / span - b.first_channel + 1 : 0;
     }
@@ -572,10 +573,11 @@ st_status st_cpe_bias_grad(st_cpe_cluster *cg, int n, int c, size_t per_channel,
                        n, c, per_channel);
     if (!dy || !db)
         return st_fail(err, ST_EINPUT, "bias_grad: no %s given", !dy ? "dy" : "db");
-    size_t channels = (size_t)c, per_cpe = (channels + ST_CPE_COUNT - 1) / ST_CPE_COUNT;
-    int by_range = channels >= ST_CPE_COUNT && per_cpe <= BIAS_GRAD_RANGE_MAX &&
-                   (channels % ST_CPE_COUNT == 0 || per_channel < 64);
-    double partial[2 * ST_CPE_COUNT];
+    size_t cpes = (size_t)st_cpe_cluster_machine(cg)->cpes;
+    size_t channels = (size_t)c, per_cpe = (channels + cpes - 1) / cpes;
+    int by_range = channels >= cpes && per_cpe <= BIAS_GRAD_RANGE_MAX &&
+                   (channels % cpes == 0 || per_channel < 64);
+    double partial[2 * ST_CPE_MAX];
     memset(partial, 0, sizeof partial);
     bias_grad_args a = {.dy = dy, .db = db, .n = (size_t)n, .c = channels,
                         .per_channel = per_channel,

@@ -48,7 +48,7 @@ typedef struct gemm_args {
     st_cpe_gemm_desc d;
     size_t bm, bn, bk;     /* block sides: C bm x bn, A bm x bk, B bk x bn */
     size_t items;          /* products run one after another: batch, or 1 with reduce */
-    size_t k_panels;       /* panels of 8 bk per product */
+    size_t k_panels;       /* panels of side bk per product (side: the mesh's, 8 on the SW26010) */
 } gemm_args;
 
 /* One CPE's LDM buffers. */
@@ -96,11 +96,12 @@ static const unsigned char *at_item(const void *base, size_t item, size_t stride
 
 /* Panel q of a tile: which product and K slices (q runs over the products
  * first with reduce). */
-static gemm_panel panel_at(const gemm_args *g, size_t item, size_t q, size_t row, size_t col)
+static gemm_panel panel_at(const gemm_args *g, size_t side, size_t item, size_t q, size_t row,
+                           size_t col)
 {
     gemm_panel p;
     p.item = g->d.reduce ? q / g->k_panels : item;
-    size_t k0 = (q % g->k_panels) * ST_CPE_COLS * g->bk;
+    size_t k0 = (q % g->k_panels) * side * g->bk;
     p.ka0 = k0 + row * g->bk;
     p.ka = extent(g->d.k, p.ka0, g->bk);
     p.kb0 = k0 + col * g->bk;
@@ -199,6 +200,7 @@ static void gemm_tile(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, size_t
     const st_cpe_gemm_desc *d = &g->d;
     size_t elt = st_cpe_dtype_size(d->type);
     size_t row = (size_t)st_cpe_row(cpe), col = (size_t)st_cpe_col(cpe);
+    size_t side = (size_t)st_cpe_mesh_cols(cpe);
     unsigned char *c = (unsigned char *)d->c + (d->reduce ? 0 : item * d->stride_c * elt);
     /* The other C buffer's put (the tile before the last) is done. */
     buf->c_cur = !buf->c_cur;
@@ -207,14 +209,14 @@ static void gemm_tile(st_cpe *cpe, const gemm_args *g, gemm_buffers *buf, size_t
     gemm_load_c(cpe, g, buf, c, m0, mr, n0, nc);
     size_t panels = g->k_panels * (d->reduce ? d->batch : 1);
     if (panels > 0) {
-        gemm_panel p = panel_at(g, item, 0, row, col);
+        gemm_panel p = panel_at(g, side, item, 0, row, col);
         gemm_load_panel(cpe, g, buf, &p, m0, mr, n0, nc, 0);
     }
     for (size_t q = 0; q < panels; q++) {
         int pair = (int)(q & 1);
-        gemm_panel p = panel_at(g, item, q, row, col);
+        gemm_panel p = panel_at(g, side, item, q, row, col);
         if (q + 1 < panels) {
-            gemm_panel next = panel_at(g, item, q + 1, row, col);
+            gemm_panel next = panel_at(g, side, item, q + 1, row, col);
             gemm_load_panel(cpe, g, buf, &next, m0, mr, n0, nc, !pair);
         }
         st_cpe_dma_wait(cpe, &buf->reply[pair], buf->reply[pair].count);
@@ -260,7 +262,8 @@ static void gemm_kernel(st_cpe *cpe, void *args)
     buf.c_buf[0] = st_cpe_ldm_alloc(cpe, g->bm * g->bn * elt, "C block");
     buf.c_buf[1] = st_cpe_ldm_alloc(cpe, g->bm * g->bn * elt, "next C block");
     size_t row = (size_t)st_cpe_row(cpe), col = (size_t)st_cpe_col(cpe);
-    size_t tile_m = ST_CPE_COLS * g->bm, tile_n = ST_CPE_ROWS * g->bn;
+    size_t side = (size_t)st_cpe_mesh_cols(cpe);
+    size_t tile_m = side * g->bm, tile_n = side * g->bn;
     for (size_t item = 0; item < g->items; item++)
         for (size_t tm0 = 0; tm0 < d->m; tm0 += tile_m)
             for (size_t tn0 = 0; tn0 < d->n; tn0 += tile_n) {
@@ -293,14 +296,14 @@ static double rows_cycles(const st_cpe_cost_params *p, int put, size_t rows, siz
 }
 
 /* The cost model's estimate of a plan, in cycles. */
-static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_t bm, size_t bn,
-                          size_t bk)
+static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_t side, size_t bm,
+                          size_t bn, size_t bk)
 {
     const st_cpe_gemm_desc *d = &g->d;
     size_t elt = st_cpe_dtype_size(d->type);
     double fp;
-    double mesh = ST_CPE_COLS * st_cpe_mesh_step_cycles(p, 0, bm, div_up(bn, 4), bk, GEMM_UNROLL,
-                                                        &fp);
+    double mesh = (double)side * st_cpe_mesh_step_cycles(p, 0, bm, div_up(bn, 4), bk,
+                                                            GEMM_UNROLL, &fp);
     if (d->trans_b)
         mesh += p->loop_entry_cycles + (double)div_up(bk * bn, 4) * 2.0;
     double get_latency = st_cpe_dma_cost(p, 0, ST_CPE_DMA_CONTIGUOUS, 1, 0).latency_cycles;
@@ -313,22 +316,23 @@ static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_
     double c_get = d->beta != 0.0
                        ? rows_cycles(p, 0, bm, bn, d->ldc, elt) + get_latency
                        : 0.0;
-    double panels = (double)div_up(d->k, ST_CPE_COLS * bk) * (d->reduce ? (double)d->batch : 1.0);
+    double panels = (double)div_up(d->k, side * bk) * (d->reduce ? (double)d->batch : 1.0);
     double channel = panels * dma + rows_cycles(p, 1, bm, bn, d->ldc, elt);
     double compute = panels * mesh;
-    double tiles = (double)(div_up(d->m, ST_CPE_COLS * bm) * div_up(d->n, ST_CPE_ROWS * bn));
+    double tiles = (double)(div_up(d->m, side * bm) * div_up(d->n, side * bn));
     return (double)g->items * tiles * (c_get + dma + (channel > compute ? channel : compute));
 }
 
-/* The cheapest blocking that fits the LDM (see the header comment). */
-static void gemm_plan(const st_cpe_cost_params *p, gemm_args *g)
+/* The cheapest blocking that fits ldm_bytes of LDM on a mesh of side x
+ * side (see the header comment). */
+static void gemm_plan(const st_cpe_cost_params *p, size_t ldm_bytes, size_t side, gemm_args *g)
 {
     static const size_t mn_sides[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
     static const size_t k_sides[] = {4, 8, 16, 32, 64, 128, 256};
     const st_cpe_gemm_desc *d = &g->d;
     size_t elt = st_cpe_dtype_size(d->type);
-    size_t bm_max = div_up(d->m, ST_CPE_COLS), bn_max = div_up(d->n, ST_CPE_ROWS);
-    size_t bk_max = div_up(d->k ? d->k : 1, ST_CPE_COLS);
+    size_t bm_max = div_up(d->m, side), bn_max = div_up(d->n, side);
+    size_t bk_max = div_up(d->k ? d->k : 1, side);
     double best = -1.0;
     g->bm = g->bn = g->bk = 1;
     for (size_t i = 0; i < sizeof mn_sides / sizeof mn_sides[0]; i++)
@@ -337,9 +341,9 @@ static void gemm_plan(const st_cpe_cost_params *p, gemm_args *g)
                 size_t bm = mn_sides[i] < bm_max ? mn_sides[i] : bm_max;
                 size_t bn = mn_sides[j] < bn_max ? mn_sides[j] : bn_max;
                 size_t bk = k_sides[l] < bk_max ? k_sides[l] : bk_max;
-                if (gemm_ldm_bytes(elt, bm, bn, bk, d->trans_b) > ST_CPE_LDM_BYTES)
+                if (gemm_ldm_bytes(elt, bm, bn, bk, d->trans_b) > ldm_bytes)
                     continue;
-                double cycles = plan_cycles(p, g, bm, bn, bk);
+                double cycles = plan_cycles(p, g, side, bm, bn, bk);
                 if (best < 0.0 || cycles < best) {
                     best = cycles;
                     g->bm = bm;
@@ -378,8 +382,10 @@ st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
      * mesh would otherwise add the products unscaled. */
     if (g.d.alpha == 0.0)
         g.d.k = 0;
-    gemm_plan(st_cpe_cluster_cost_params(cg), &g);
-    g.k_panels = div_up(g.d.k, ST_CPE_COLS * g.bk);
+    const st_cpe_machine *machine = st_cpe_cluster_machine(cg);
+    size_t side = (size_t)machine->mesh_cols;
+    gemm_plan(st_cpe_cluster_cost_params(cg), (size_t)machine->ldm_bytes, side, &g);
+    g.k_panels = div_up(g.d.k, side * g.bk);
     return st_cpe_launch(cg, "gemm", gemm_kernel, &g, out, err);
 }
 

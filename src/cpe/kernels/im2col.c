@@ -40,8 +40,14 @@
 
 #include "kernel_common.h"
 
-/* Floats of LDM a unit's buffers may take. */
-#define IM2COL_LDM_FLOATS ((ST_CPE_LDM_BYTES - 4096) / sizeof(float))
+/* LDM a unit's buffers leave for the arguments and alignment. */
+#define IM2COL_LDM_RESERVE 4096
+
+/* Floats of LDM a unit's buffers may take on cg. */
+static size_t im2col_ldm_floats(const st_cpe_cluster *cg)
+{
+    return ((size_t)st_cpe_cluster_machine(cg)->ldm_bytes - IM2COL_LDM_RESERVE) / sizeof(float);
+}
 
 typedef struct im2col_args {
     st_cpe_conv_geom g;
@@ -138,7 +144,7 @@ static void im2col_kernel(st_cpe *cpe, void *args)
     float *out = st_cpe_ldm_alloc(cpe, (size_t)a->segment * sizeof(float), "col segment");
     size_t units = (size_t)a->n * g->c * (size_t)(g->ih + 2 * g->ph) * (size_t)a->segments;
     size_t lo, hi;
-    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), &lo, &hi);
+    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), st_cpe_count(cpe), &lo, &hi);
     for (size_t u = lo; u < hi; u++)
         im2col_unit(cpe, a, row, out, u);
 }
@@ -200,7 +206,7 @@ static void col2im_kernel(st_cpe *cpe, void *args)
                                           sizeof(float), "col segment");
     size_t units = (size_t)a->n * g->c * (size_t)g->ih * (size_t)a->segments;
     size_t lo, hi;
-    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), &lo, &hi);
+    cpe_kernel_share(0, units, 1, st_cpe_id(cpe), st_cpe_count(cpe), &lo, &hi);
     for (size_t u = lo; u < hi; u++)
         col2im_unit(cpe, a, row, in, u);
 }
@@ -240,10 +246,11 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     im2col_args a = {.g = *geom, .n = n, .src = src, .dst = col, .segment = geom->ow};
     col_layout(&a, folded);
     /* A unit needs its input span and its output segment. */
+    size_t ldm_floats = im2col_ldm_floats(cg);
     for (;;) {
         int x0, span;
         in_span(geom, 0, a.segment, &x0, &span);
-        if ((size_t)span + (size_t)a.segment <= IM2COL_LDM_FLOATS)
+        if ((size_t)span + (size_t)a.segment <= ldm_floats)
             break;
         a.segment = (a.segment + 1) / 2;
     }
@@ -263,8 +270,8 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     im2col_args a = {.g = *geom, .n = n, .src = dcol, .dst = dsrc, .accumulate = accumulate != 0,
                      .segment = geom->iw};
     col_layout(&a, folded);
-    while ((size_t)a.segment + (size_t)(a.segment + geom->kw) / (size_t)geom->sw + 1 >
-           IM2COL_LDM_FLOATS)
+    size_t ldm_floats = im2col_ldm_floats(cg);
+    while ((size_t)a.segment + (size_t)(a.segment + geom->kw) / (size_t)geom->sw + 1 > ldm_floats)
         a.segment = (a.segment + 1) / 2;
     a.segments = (geom->iw + a.segment - 1) / a.segment;
     return st_cpe_launch(cg, "col2im", col2im_kernel, &a, out, err);

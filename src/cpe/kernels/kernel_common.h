@@ -41,26 +41,28 @@ static inline void cpe_reply_reset(st_cpe_reply *reply)
     reply->done_cycle = 0.0;
 }
 
-/* Share `part` of ST_CPE_COUNT of [begin, end): [*lo, *hi), cut at
+/* Share `part` of `parts` (the CPEs) of [begin, end): [*lo, *hi), cut at
  * multiples of grain elements from begin, as equal as that allows (later
  * shares may be empty when there are fewer grains than CPEs). */
-static inline void cpe_kernel_share(size_t begin, size_t end, size_t grain, int part, size_t *lo,
-                                    size_t *hi)
+static inline void cpe_kernel_share(size_t begin, size_t end, size_t grain, int part, int parts,
+                                    size_t *lo, size_t *hi)
 {
     size_t grains = (end - begin + grain - 1) / grain;
-    size_t a = begin + grains * (size_t)part / ST_CPE_COUNT * grain;
-    size_t b = begin + grains * (size_t)(part + 1) / ST_CPE_COUNT * grain;
+    size_t a = begin + grains * (size_t)part / (size_t)parts * grain;
+    size_t b = begin + grains * (size_t)(part + 1) / (size_t)parts * grain;
     *lo = a < end ? a : end;
     *hi = b < end ? b : end;
 }
 
-/* Declare a vectorised loop over n values, 4 per iteration, with fp vector
- * floating-point instructions and mem LDM loads and stores per vector of 4
- * (see st_cpe_loop); flops_per_value floating-point operations per value. */
+/* Declare a vectorised loop over n values, a vector register's
+ * (st_cpe_vector_doubles: 4 on the SW26010) per iteration, with fp vector
+ * floating-point instructions and mem LDM loads and stores per vector (see
+ * st_cpe_loop); flops_per_value floating-point operations per value. */
 static inline void cpe_vector_loop(st_cpe *cpe, size_t n, double fp, double mem,
                                    double flops_per_value)
 {
-    st_cpe_loop loop = {.iterations = (double)((n + 3) / 4), .fp = fp, .mem = mem,
+    size_t lanes = (size_t)st_cpe_vector_doubles(cpe);
+    st_cpe_loop loop = {.iterations = (double)((n + lanes - 1) / lanes), .fp = fp, .mem = mem,
                         .flops = (uint64_t)(flops_per_value * (double)n)};
     st_cpe_loop_run(cpe, &loop);
 }

@@ -24,9 +24,17 @@
 
 #include "kernel_common.h"
 
-/* Floats per tile buffer: in and out for two tiles, 48 KB. */
-#define LAYOUT_TILE_FLOATS 3072
+/* LDM the four tile buffers (in and out for two tiles) leave for the
+ * arguments and the stack: on the SW26010's 64 KB, 48 KB of buffers,
+ * tiles of 3072 floats. */
+#define LAYOUT_LDM_RESERVE (16 * 1024)
 #define LAYOUT_TILE_SIDE 48
+
+/* Floats per tile buffer in ldm_bytes of LDM. */
+static size_t layout_tile_floats(size_t ldm_bytes)
+{
+    return (ldm_bytes - LAYOUT_LDM_RESERVE) / (4 * sizeof(float));
+}
 
 typedef struct layout_args {
     st_cpe_transpose t;
@@ -69,17 +77,19 @@ static void layout_kernel(st_cpe *cpe, void *args)
     const layout_args *a = cpe_kernel_args(cpe, args, sizeof(layout_args));
     layout_slot slot[2];
     memset(slot, 0, sizeof slot);
+    size_t tile_floats = layout_tile_floats(st_cpe_ldm_bytes(cpe));
     for (int s = 0; s < 2; s++) {
-        slot[s].in = st_cpe_ldm_alloc(cpe, LAYOUT_TILE_FLOATS * sizeof(float), "tile");
-        slot[s].out = st_cpe_ldm_alloc(cpe, LAYOUT_TILE_FLOATS * sizeof(float), "transposed tile");
+        slot[s].in = st_cpe_ldm_alloc(cpe, tile_floats * sizeof(float), "tile");
+        slot[s].out = st_cpe_ldm_alloc(cpe, tile_floats * sizeof(float), "transposed tile");
     }
     size_t tiles = a->tiles_down * a->tiles_across * a->t.count, first = (size_t)st_cpe_id(cpe);
     if (first < tiles)
         layout_issue(cpe, a, &slot[0], first);
-    for (size_t t = first, k = 0; t < tiles; t += ST_CPE_COUNT, k++) {
+    size_t cpes = (size_t)st_cpe_count(cpe);
+    for (size_t t = first, k = 0; t < tiles; t += cpes, k++) {
         layout_slot *cur = &slot[k % 2];
-        if (t + ST_CPE_COUNT < tiles)
-            layout_issue(cpe, a, &slot[(k + 1) % 2], t + ST_CPE_COUNT);
+        if (t + cpes < tiles)
+            layout_issue(cpe, a, &slot[(k + 1) % 2], t + cpes);
         st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
         if (!st_cpe_cost_only(cpe))
             for (size_t i = 0; i < cur->h; i++)
@@ -103,16 +113,17 @@ static size_t ceil_div(size_t a, size_t b)
 
 /* Tile sides: short sides whole, then both near LAYOUT_TILE_SIDE within
  * the buffer, the long one cut further until the CPEs all have work. */
-static void layout_tiles(layout_args *a)
+static void layout_tiles(layout_args *a, const st_cpe_machine *machine)
 {
+    size_t cpes = (size_t)machine->cpes, tile_floats = layout_tile_floats((size_t)machine->ldm_bytes);
     size_t rows = a->t.rows, cols = a->t.cols;
     size_t th = rows <= LAYOUT_TILE_SIDE ? rows : LAYOUT_TILE_SIDE;
-    size_t tw = cpe_min_size(cols, LAYOUT_TILE_FLOATS / th);
+    size_t tw = cpe_min_size(cols, tile_floats / th);
     if (tw < cols && th < rows)
         tw = cpe_min_size(tw, LAYOUT_TILE_SIDE);
     if (tw == cols && th < rows)
-        th = cpe_min_size(rows, LAYOUT_TILE_FLOATS / tw);
-    while (a->t.count * ceil_div(rows, th) * ceil_div(cols, tw) < ST_CPE_COUNT &&
+        th = cpe_min_size(rows, tile_floats / tw);
+    while (a->t.count * ceil_div(rows, th) * ceil_div(cols, tw) < cpes &&
            (th > 1 || tw > 1)) {
         if (tw >= th)
             tw = ceil_div(tw, 2);
@@ -141,7 +152,7 @@ st_status st_cpe_transpose_batched(st_cpe_cluster *cg, const st_cpe_transpose *t
         return st_fail(err, ST_EINPUT, "%s: row pitches %zu and %zu are smaller than the %zu x "
                        "%zu matrices", name, t->src_ld, t->dst_ld, t->rows, t->cols);
     layout_args a = {.t = *t};
-    layout_tiles(&a);
+    layout_tiles(&a, st_cpe_cluster_machine(cg));
     return st_cpe_launch(cg, name, layout_kernel, &a, out, err);
 }
 
@@ -190,10 +201,11 @@ static void swap_kernel(st_cpe *cpe, void *args)
     size_t first = (size_t)st_cpe_id(cpe);
     if (first < units)
         swap_issue(cpe, a, &slot[0], first);
-    for (size_t u = first, k = 0; u < units; u += ST_CPE_COUNT, k++) {
+    size_t cpes = (size_t)st_cpe_count(cpe);
+    for (size_t u = first, k = 0; u < units; u += cpes, k++) {
         swap_slot *cur = &slot[k % 2];
-        if (u + ST_CPE_COUNT < units)
-            swap_issue(cpe, a, &slot[(k + 1) % 2], u + ST_CPE_COUNT);
+        if (u + cpes < units)
+            swap_issue(cpe, a, &slot[(k + 1) % 2], u + cpes);
         st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
         cpe_reply_reset(&cur->put);
         cpe_put_rows(cpe, a->dst + (cur->b0 * a->A + cur->a) * a->P + cur->p0, cur->buf,
@@ -206,8 +218,9 @@ static void swap_kernel(st_cpe *cpe, void *args)
 static st_status swap_outer(st_cpe_cluster *cg, const char *name, size_t A, size_t B, size_t P,
                             const float *src, float *dst, st_cpe_counters *out, st_error *err)
 {
-    swap_args a = {src, dst, A, B, P, 0, cpe_min_size(P, LAYOUT_TILE_FLOATS)};
-    a.br = cpe_min_size(B, LAYOUT_TILE_FLOATS / a.pr);
+    size_t tile_floats = layout_tile_floats((size_t)st_cpe_cluster_machine(cg)->ldm_bytes);
+    swap_args a = {src, dst, A, B, P, 0, cpe_min_size(P, tile_floats)};
+    a.br = cpe_min_size(B, tile_floats / a.pr);
     return st_cpe_launch(cg, name, swap_kernel, &a, out, err);
 }
 

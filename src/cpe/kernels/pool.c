@@ -33,8 +33,9 @@
 
 #include "kernel_common.h"
 
-/* LDM for a unit's buffers: swCaffe's 48 KB. */
-#define POOL_LDM_BYTES (48 * 1024)
+/* LDM a unit's buffers leave: swCaffe's pooling gives them 48 of the
+ * SW26010's 64 KB. */
+#define POOL_LDM_RESERVE (16 * 1024)
 
 typedef struct pool_args {
     st_pool_alg alg;
@@ -318,7 +319,7 @@ static void pool_kernel(st_cpe *cpe, void *args, int backward)
                                   backward ? "output-gradient rows" : "output rows");
     int *am = a->argmax_words ? st_cpe_ldm_alloc(cpe, a->argmax_words * 4, "argmax rows") : NULL;
     size_t per_plane = units_per_plane(a, backward);
-    for (size_t plane = (size_t)st_cpe_id(cpe); plane < a->planes; plane += ST_CPE_COUNT)
+    for (size_t plane = (size_t)st_cpe_id(cpe); plane < a->planes; plane += (size_t)st_cpe_count(cpe))
         for (size_t k = 0; k < per_plane; k++) {
             pool_unit u = unit_at(a, plane, k, backward);
             if (backward)
@@ -370,17 +371,17 @@ static size_t unit_bytes(const pool_args *a)
 /* The largest unit that fits: whole planes' rows, else fewer rows, else
  * one row's columns, else (forward) one output with its window streamed.
  * 0 if not even that fits. */
-static int pool_plan(pool_args *a, int backward)
+static int pool_plan(pool_args *a, int backward, size_t budget)
 {
     int rows = backward ? a->ih : a->oh, cols = backward ? a->iw : a->ow;
     for (int r = rows; r >= 1; r /= 2) {
         unit_words(a, backward, r, cols);
-        if (unit_bytes(a) <= POOL_LDM_BYTES)
+        if (unit_bytes(a) <= budget)
             return 1;
     }
     for (int c = cols; c >= 1; c /= 2) {
         unit_words(a, backward, 1, c);
-        if (unit_bytes(a) <= POOL_LDM_BYTES)
+        if (unit_bytes(a) <= budget)
             return 1;
     }
     if (backward)
@@ -388,7 +389,7 @@ static int pool_plan(pool_args *a, int backward)
     /* One output; its window's rows, or one row's pieces, through the input
      * buffer. */
     unit_words(a, 0, 1, 1);
-    size_t words = POOL_LDM_BYTES / 4 - a->out_words - a->argmax_words;
+    size_t words = budget / 4 - a->out_words - a->argmax_words;
     a->stream = 1;
     a->stream_rows = (size_t)a->kw <= words ? (int)(words / (size_t)a->kw) : 0;
     if (a->stream_rows > a->kh)
@@ -433,10 +434,11 @@ static st_status pool_launch(st_cpe_cluster *cg, const char *name, const st_pool
                    .ph = d->ph, .pw = d->pw, .planes = (size_t)n * (size_t)d->c, .src = src,
                    .dst = dst, .argmax = d->alg == ST_POOL_MAX ? argmax : NULL,
                    .accumulate = accumulate != 0};
-    if (!pool_plan(&a, backward))
+    size_t budget = (size_t)st_cpe_cluster_machine(cg)->ldm_bytes - POOL_LDM_RESERVE;
+    if (!pool_plan(&a, backward, budget))
         return st_fail(err, ST_EINPUT,
-                       "%s: one %dx%d window (and the outputs it reaches) does not fit the %d KB "
-                       "of LDM a unit may take", name, d->kh, d->kw, POOL_LDM_BYTES / 1024);
+                       "%s: one %dx%d window (and the outputs it reaches) does not fit the %zu KB "
+                       "of LDM a unit may take", name, d->kh, d->kw, budget / 1024);
     return st_cpe_launch(cg, name, kernel, &a, out, err);
 }
 

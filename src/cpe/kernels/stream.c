@@ -91,7 +91,7 @@ static void grad_sum_kernel(st_cpe *cpe, void *args)
         s.acc[b] = st_cpe_ldm_alloc(cpe, GRAD_SUM_CHUNK * sizeof(float), "accumulator");
         s.in[b] = st_cpe_ldm_alloc(cpe, GRAD_SUM_CHUNK * sizeof(float), "input chunk");
     }
-    cpe_kernel_share(a->begin, a->end, 16, st_cpe_id(cpe), &s.lo, &s.hi);
+    cpe_kernel_share(a->begin, a->end, 16, st_cpe_id(cpe), st_cpe_count(cpe), &s.lo, &s.hi);
     size_t chunks = (s.hi - s.lo + GRAD_SUM_CHUNK - 1) / GRAD_SUM_CHUNK, loads = chunks * T;
     if (loads > 0)
         grad_sum_issue(cpe, &s, 0);
@@ -177,8 +177,17 @@ typedef struct solver_args {
     size_t begin, end, stride;
     float *w, *state;
     const float *g;
-    int first_param[ST_CPE_COUNT]; /* per CPE: the first tensor ending after its share starts */
+    /* per CPE: the first tensor ending after its share starts; last, so
+     * that the CPEs fetch only the machine's CPEs' entries */
+    int first_param[ST_CPE_MAX];
 } solver_args;
+
+/* The bytes of a solver_args block the CPEs of a cpes-CPE core group
+ * fetch. */
+static size_t solver_args_bytes(int cpes)
+{
+    return offsetof(solver_args, first_param) + (size_t)cpes * sizeof(int);
+}
 
 /* Flops per float of the rule (header comment). */
 static uint64_t solver_flops_per_float(const st_solver_cfg *c, st_param_kind kind)
@@ -257,10 +266,10 @@ static void solver_issue(st_cpe *cpe, const solver_args *a, solver_slot *slot, s
 
 static void solver_kernel(st_cpe *cpe, void *args)
 {
-    const solver_args *a = cpe_kernel_args(cpe, args, sizeof(solver_args));
+    const solver_args *a = cpe_kernel_args(cpe, args, solver_args_bytes(st_cpe_count(cpe)));
     int id = st_cpe_id(cpe);
     size_t lo, hi;
-    cpe_kernel_share(a->begin, a->end, ST_PARAM_ALIGN, id, &lo, &hi);
+    cpe_kernel_share(a->begin, a->end, ST_PARAM_ALIGN, id, st_cpe_count(cpe), &lo, &hi);
     if (lo >= hi)
         return;
     param_window win = {
@@ -359,9 +368,10 @@ st_status st_cpe_solver_update(st_cpe_cluster *cg, const st_solver_step *step, s
     solver_args a = {.cfg = *c, .params = t->p, .n_params = t->n, .planes = planes,
                      .lr = step->lr, .iter = step->iter, .begin = begin, .end = end, .stride = stride, .w = w,
                      .state = state, .g = g};
-    for (int k = 0; k < ST_CPE_COUNT; k++) {
+    int cpes = st_cpe_cluster_machine(cg)->cpes;
+    for (int k = 0; k < cpes; k++) {
         size_t lo, hi;
-        cpe_kernel_share(begin, end, ST_PARAM_ALIGN, k, &lo, &hi);
+        cpe_kernel_share(begin, end, ST_PARAM_ALIGN, k, cpes, &lo, &hi);
         a.first_param[k] = first_param_after(t, lo);
     }
     return st_cpe_launch(cg, "solver_update", solver_kernel, &a, out, err);
