@@ -8,6 +8,8 @@
 #                       are the least disturbed on a shared machine;
 #   throughput_NET.png  images/s against the batch size, one line per thread
 #                       count, the bars from the slowest to the fastest run;
+#                       (in these two, a point with runs sweep.sh marked busy
+#                       is greyed out: a grey disc over it, in the key once)
 #   split_NET.png       where an iteration's time goes, stacked bars per point
 #                       (compute, barrier, aggregation, communication, update,
 #                       data), in ms and as shares;
@@ -38,6 +40,8 @@
 #   LOGDIR: the runs' logs (default: the sweep's, CSV without .csv plus -logs)
 # environment: FIGURES  which figures ("speedup throughput split curves", or
 #                       "ratio scaling" for a preset's CSV)
+#              PLOT_SCRIPTS  a folder to keep each figure's gnuplot script
+#                       in (NAME.png's as NAME.png.gp)
 # Exit status: 0 done, 2 bad usage or input, 1 gnuplot failed.
 set -u
 here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
@@ -218,8 +222,12 @@ awk -F'\t' 'BEGIN { printf "%-22s %-16s %6s %7s %4s %10s %10s %10s %8s %8s %6s %
         $4, $5, $6, $7, $8, $9, $10, $19, ($18 < 0 ? "-" : sprintf("%.1f", $18)), $20 }' "$work/points.tsv"
 awk -F'\t' '$20 ~ /^[1-9]/ { n++ } END { if (n) printf "plot.sh: warning: %d point%s had runs on a busy machine (the busy column): their figures are slower than the machine'"'"'s\n", n, (n > 1 ? "s" : "") > "/dev/stderr" }' "$work/points.tsv"
 
-# gp_figure NAME SCRIPT: run the gnuplot SCRIPT, which writes OUTDIR/NAME.
+# gp_figure NAME SCRIPT: run the gnuplot SCRIPT, which writes OUTDIR/NAME
+# (and keep SCRIPT as $PLOT_SCRIPTS/NAME.gp when that folder is given).
 gp_figure() {
+    if [ -n "${PLOT_SCRIPTS:-}" ]; then
+        cp "$2" "$PLOT_SCRIPTS/$1.gp" || exit 1
+    fi
     if ! gnuplot "$2" 2>"$work/gnuplot.err"; then
         echo "plot.sh: gnuplot failed on $1:" >&2
         sed 's/^/    /' "$work/gnuplot.err" >&2
@@ -240,6 +248,7 @@ $1 != net { next }
     if (!((c, $4) in has_b)) { has_b[c, $4] = 1; border[c, ++nb[c]] = $4 }
     if (!((c, $5) in has_t)) { has_t[c, $5] = 1; torder[c, ++nt[c]] = $5 }
     point[c, $4, $5] = nr
+    if ($20 ~ /^[1-9]/) anybusy = 1
     if ($15 + 0 > 0) has_comm = 1
     if ($9 + 0 > ipsmax) ipsmax = $9 + 0
     if ($5 + 0 > tmax) tmax = $5 + 0
@@ -255,6 +264,16 @@ function panels_start(w, h,    cols, rows) {
     printf "set multiplot layout %d,%d title '%s'\n", rows, cols, title
 }
 function panel_title(c) { return clabel[c] == "" ? net : net ", " clabel[c] }
+# 1 when a point had runs sweep.sh marked busy (the busy column "B/N", B > 0)
+function busy_point(b) { return b ~ /^[1-9]/ ? 1 : 0 }
+# the busy points of data block d greyed out: a grey disc over them (x and y
+# the block's columns, flag the busy_point column), titled once a figure
+function grey_points(d, x, y, flag,    t) {
+    if (!anybusy) return ""
+    t = grey_titled ? "notitle" : "title 'busy: measured while other programs wanted the cores'"
+    grey_titled = 1
+    return sprintf("%s using %s:($%d > 0 ? $%s : 1/0) with points pt 7 ps 2.2 lc 'grey70' %s, ", d, x, flag, y, t)
+}
 END {
     printf "set datafile separator whitespace\nset key top left\nset grid\n"
     if (kind == "speedup") {
@@ -269,11 +288,12 @@ END {
                 for (t = 1; t <= nt[c]; t++)
                     if ((c, border[c, b], torder[c, t]) in point) {
                         split(row[point[c, border[c, b], torder[c, t]]], f, "\t")
-                        print f[5], f[10], f[19]
+                        print f[5], f[10], f[19], busy_point(f[20])
                     }
                 print "EOD"
                 plot = plot sprintf("$sp_%d_%d using 1:2 with linespoints lw 2 pt 7 lc %d title 'batch %s', ", i, b, b, border[c, b])
                 plot = plot sprintf("$sp_%d_%d using 1:3 with linespoints lw 1 dt 3 pt 6 lc %d notitle, ", i, b, b)
+                plot = plot grey_points(sprintf("$sp_%d_%d", i, b), "1", "2", 4)
             }
             printf "set title '%s'\nset xlabel 'worker threads'\nset ylabel 'speed-up'\n", panel_title(c)
             printf "set xrange [%g:%g]\nset yrange [0:*]\nset xtics 1\n", tmin, (tmax > tmin ? tmax : tmin + 1)
@@ -290,10 +310,12 @@ END {
                 for (b = 1; b <= nb[c]; b++)
                     if ((c, border[c, b], torder[c, t]) in point) {
                         split(row[point[c, border[c, b], torder[c, t]]], f, "\t")
-                        print f[4], f[7], f[8], f[9]
+                        print f[4], f[7], f[8], f[9], busy_point(f[20])
                     }
                 print "EOD"
                 plot = plot (plot == "" ? "" : ", ") sprintf("$tp_%d_%d using 1:2:3:4 with yerrorlines lw 2 pt 7 title '%s thread%s'", i, t, torder[c, t], torder[c, t] == 1 ? "" : "s")
+                plot = plot ", " grey_points(sprintf("$tp_%d_%d", i, t), "1", "2", 5)
+                sub(/, $/, "", plot)
             }
             xt = ""
             for (b = 1; b <= nb[c]; b++) xt = xt (xt == "" ? "" : ", ") border[c, b]

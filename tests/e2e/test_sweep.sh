@@ -404,8 +404,9 @@ table_has() {
 }
 have_gnuplot() { command -v gnuplot >/dev/null 2>&1; }
 expect "gnuplot is installed (scripts/deps.sh --test installs gnuplot-nox)" have_gnuplot
+mkdir gp-hand
 check "plot.sh on the hand-made runs" out 0 "wrote figs-hand/split_hand.png" -- \
-    "$plot" hand.csv figs-hand
+    env PLOT_SCRIPTS=gp-hand "$plot" hand.csv figs-hand
 cp "$tmp/stdout" hand.out
 expect "batch 64, 1 thread: median 200 of 3 runs" table_has hand 64 1 3 200.0 1.00 1.00
 expect "batch 64, 2 threads: median 350 of 3 (the failed run left out), x1.75, fastest x0.74" \
@@ -421,6 +422,20 @@ expect "plot.sh warns of the point with busy runs" grep -q "warning: 1 point had
 for f in speedup throughput split; do
     expect "$f""_hand.png is a PNG" is_png "figs-hand/${f}_hand.png"
 done
+# the busy point greyed out: its data row flagged (batch 64, 1 thread; the
+# speed-up block's rows are "threads speed-up fastest busy", the
+# throughput's "batch img/s min max busy"), no other, and a grey layer
+expect "speedup_hand.png: the busy point flagged, and only it" awk '
+    /^\$sp_/ { blk = $1 } /^EOD/ { blk = "" }
+    blk != "" && NF == 4 { if ($4 == 1) busy = busy " " $1; else if ($4 != 0) bad = 1 }
+    END { exit !(busy == " 1" && !bad) }' gp-hand/speedup_hand.png.gp
+expect "speedup_hand.png: drawn over in grey, titled once" \
+    [ "$(grep -o "lc 'grey70' title 'busy" gp-hand/speedup_hand.png.gp | wc -l)" -eq 1 ]
+expect "throughput_hand.png: the busy point (batch 64) flagged in its 1-thread block" awk '
+    /^\$tp_/ { blk = $1 } /^EOD/ { blk = "" }
+    blk != "" && NF == 5 && $5 == 1 { n++; b = $1 } END { exit !(n == 1 && b == 64) }' \
+    gp-hand/throughput_hand.png.gp
+expect "throughput_hand.png: drawn over in grey" grep -q "lc 'grey70'" gp-hand/throughput_hand.png.gp
 check "plot.sh draws the curves from the sweep's logs" out 0 "wrote figs/curves_tiny.png" -- \
     "$plot" a.csv figs
 for f in speedup throughput split curves; do
