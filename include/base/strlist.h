@@ -1,7 +1,7 @@
 /* Names listed in a message ("ref, dnnl or cpe"), built from the table
  * that holds them, so that no list is written out by hand beside it;
- * names read from a file made safe to print; and the lines of a text held
- * in memory. */
+ * names read from a file made safe to print; text appended to a buffer;
+ * and the lines of a text held in memory. */
 #ifndef ST_STRLIST_H
 #define ST_STRLIST_H
 
@@ -20,6 +20,11 @@ void st_strlist_append(char *buf, size_t size, const char *name, size_t i, size_
  * file (an ONNX node's) cannot send the terminal escape sequences or forge
  * lines. Printable ASCII and other UTF-8 are kept. */
 void st_str_printable(char *dst, size_t size, const char *src);
+
+/* printf's output appended to the string buf [size] at *len (its length):
+ * what does not fit is cut, buf staying terminated, *len its new length. */
+void st_str_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* The next line of the text [*p, end): its start (NULL at the end), its
  * length without the newline in *len; *p moves past the newline. */

@@ -1,7 +1,8 @@
-/* Names listed in messages, names made safe to print, and the lines of a
- * text; see strlist.h. */
+/* Names listed in messages, names made safe to print, text appended to a
+ * buffer, and the lines of a text; see strlist.h. */
 #include "base/strlist.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,4 +62,16 @@ const char *st_next_line(const char **p, const char *end, size_t *len)
     *len = eol ? (size_t)(eol - line) : (size_t)(end - line);
     *p = eol ? eol + 1 : end;
     return line;
+}
+
+void st_str_appendf(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
 }

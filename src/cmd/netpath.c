@@ -4,9 +4,10 @@
  * --list-networks. */
 #include "netpath.h"
 
+#include "base/strlist.h"
+
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -153,20 +154,6 @@ static void free_names(struct dirent **names, int n)
     free(names);
 }
 
-/* Text appended to buf [size] at *len; what does not fit is cut, the
- * buffer staying NUL-ended. */
-static void append(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    if (*len + 1 >= size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
-}
-
 /* The networks a message names per folder: at most this many, then a count. */
 #define NAMES_SHOWN 12
 
@@ -180,20 +167,20 @@ static st_status not_found(const netdirs *d, const char *arg, st_error *err)
         struct dirent **names;
         char why[128];
         int n = folder_networks(d, i, &names, why, sizeof why);
-        append(text, sizeof text, &len, "%s%s (%s): ", i ? "; " : "", d->dir[i], d->from[i]);
+        st_str_appendf(text, sizeof text, &len, "%s%s (%s): ", i ? "; " : "", d->dir[i], d->from[i]);
         if (n < 0)
-            append(text, sizeof text, &len, "%s", why);
+            st_str_appendf(text, sizeof text, &len, "%s", why);
         else if (n == 0)
-            append(text, sizeof text, &len, "no networks");
+            st_str_appendf(text, sizeof text, &len, "no networks");
         for (int k = 0; k < n && k < NAMES_SHOWN; k++)
-            append(text, sizeof text, &len, "%s%s", k ? " " : "", names[k]->d_name);
+            st_str_appendf(text, sizeof text, &len, "%s%s", k ? " " : "", names[k]->d_name);
         if (n > NAMES_SHOWN)
-            append(text, sizeof text, &len, " and %d more", n - NAMES_SHOWN);
+            st_str_appendf(text, sizeof text, &len, " and %d more", n - NAMES_SHOWN);
         if (n >= 0)
             free_names(names, n);
     }
     if (!d->installed[0])
-        append(text, sizeof text, &len, "; the installed networks: unknown (/proc/self/exe "
+        st_str_appendf(text, sizeof text, &len, "; the installed networks: unknown (/proc/self/exe "
                "cannot be read)");
     return st_fail(err, ST_EINPUT, "network %s: no such file in the folders searched, in "
                    "order: %s. Give its path, or add its folder to SINGLETRAIN_PATH "

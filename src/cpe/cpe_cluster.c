@@ -47,6 +47,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/strlist.h"
 #include "cpe/model.h"
 #include "cpe_internal.h"
 
@@ -236,21 +237,6 @@ _Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...)
 
 /* ---- deadlock report ---- */
 
-static void text_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void text_append(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    if (*len + 1 >= size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *len, size - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
-}
-
 /* The groups a deadlock report lists, in order. */
 enum { WAIT_GROUP_RECV_ROW, WAIT_GROUP_RECV_COL, WAIT_GROUP_SEND, WAIT_GROUP_BCAST_ROW,
        WAIT_GROUP_BCAST_COL, WAIT_GROUP_MESH, WAIT_GROUP_BARRIER, WAIT_GROUPS };
@@ -291,11 +277,11 @@ static void cluster_report_deadlock(st_cpe_cluster *cg)
             if (cpe->state != CPE_BLOCKED || wait_group(&cpe->wait) != g)
                 continue;
             if (!listed)
-                text_append(text, sizeof text, &len, "%s%s:", len ? "; " : "", wait_group_name[g]);
-            text_append(text, sizeof text, &len, " (%d,%d)", cpe->row, cpe->col);
+                st_str_appendf(text, sizeof text, &len, "%s%s:", len ? "; " : "", wait_group_name[g]);
+            st_str_appendf(text, sizeof text, &len, " (%d,%d)", cpe->row, cpe->col);
             if (g == WAIT_GROUP_SEND) {
                 const st_cpe *peer = &cg->cpe[cpe->wait.peer];
-                text_append(text, sizeof text, &len, "->(%d,%d)", peer->row, peer->col);
+                st_str_appendf(text, sizeof text, &len, "->(%d,%d)", peer->row, peer->col);
             }
             listed++;
         }
@@ -303,7 +289,7 @@ static void cluster_report_deadlock(st_cpe_cluster *cg)
     int finished = 0;
     for (int i = 0; i < cg->count; i++)
         finished += cg->cpe[i].state == CPE_DONE;
-    text_append(text, sizeof text, &len, "; %d CPE%s finished", finished, finished == 1 ? "" : "s");
+    st_str_appendf(text, sizeof text, &len, "; %d CPE%s finished", finished, finished == 1 ? "" : "s");
     st_fail(&cg->fault, ST_EINTERNAL,
             "kernel '%s': deadlock: every CPE that has not finished is blocked: %s",
             cg->kernel_name, text);
