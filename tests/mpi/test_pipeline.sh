@@ -4,7 +4,7 @@
 # the next forward waiting per layer. Its weights are --overlap's with the
 # same buckets byte for byte (the same bucket order, the same sums, the
 # same update), for LeNet-5 and a residual network with batch norm
-# (fixtures/resnet-bn.cfg), -np 2 and 3, -t 1 and 2, every all-reduce
+# (fixtures/resnet-bn.cfg), -np 2 and 3 (and 4: rhd, onesided), -t 1 and 2, every all-reduce
 # algorithm --help lists; with two ranks also the plain run's (two floats
 # sum alike in any order). SIGTERM to mpirun stops every rank at the same
 # iteration with a snapshot, and the resumed run ends on the uninterrupted
@@ -50,6 +50,8 @@ for a in $algos; do
     same "resnet-np3-t1-$a" 3 1 "$resnet" 6 "$a"
 done
 same "lenet-np3-t2-rhd" 3 2 "$lenet" 4 rhd
+same "resnet-np4-t1-rhd" 4 1 "$resnet" 4 rhd
+same "lenet-np4-t1-onesided" 4 1 "$lenet" 3 onesided
 same "resnet-np2-t2-ring" 2 2 "$resnet" 6 ring
 same "lenet-np2-t1-ring-plain" 2 1 "$lenet" 4 ring plain
 same "resnet-np2-t2-rhd-plain" 2 2 "$resnet" 6 rhd plain
