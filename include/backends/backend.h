@@ -20,7 +20,9 @@
  *   the kernel is created, never during training);
  * - forward applies the descriptor's activation (fused where the backend can);
  * - backward_* receive diff_dst already multiplied by the activation's
- *   derivative (the layer runs an ST_K_ACT kernel backward first);
+ *   derivative (the layer runs an ST_K_ACT kernel backward first), unless
+ *   the kernel sets act_in_backward (a batch norm whose library fuses its
+ *   ReLU, forward and backward);
  * - a backward_data that follows backward_weights with the same diff_dst
  *   pointer and workspace gets diff_dst unchanged (a backend may convert
  *   it once for both);
@@ -89,6 +91,10 @@ struct st_kernel {
     size_t scratch_bytes;
     const void *dst_layout; /* NULL: plain; owned by the kernel */
     size_t dst_bytes;       /* dst (and diff_dst) of n samples */
+    /* backward_data applies the descriptor's activation derivative itself
+     * (from what its forward kept in the workspace): it takes diff_dst
+     * before that derivative, and the layer runs no ST_K_ACT kernel */
+    int act_in_backward;
 };
 
 typedef struct st_bctx st_bctx; /* a backend's per-worker context */

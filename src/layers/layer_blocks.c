@@ -172,7 +172,10 @@ st_status st_wl_setup(st_setup *s, const st_layer *l, const st_wl_params *wp, st
     }
     s->out_layout = last->dst_layout;
     s->out_bytes = last->dst_bytes;
-    return act_setup(s, l, wp->act, st_shape_count(l->out), last->dst_layout, &ws->act, err);
+    /* a batch norm that applies the activation's derivative itself leaves
+     * no activation kernel to run backward */
+    st_act act = last->act_in_backward ? ST_ACT_LINEAR : wp->act;
+    return act_setup(s, l, act, st_shape_count(l->out), last->dst_layout, &ws->act, err);
 }
 
 st_status st_wl_forward(const st_wl_params *wp, st_wl_state *ws, const st_pass *p, st_error *err)

@@ -1331,6 +1331,16 @@ static int kern_pass(kern_ctx *t, int ns, uint64_t seed, char *msg, size_t size)
         check_compare(&t->chk, K_STAT, "batch variance", t->s[0].var, t->s[1].var, t->z.stats);
     }
 
+    /* A kernel that applies its ReLU's derivative itself (act_in_backward)
+     * takes diff_dst before it, the reference's after it: both are given
+     * diff_dst masked by the reference's dst > 0, on which a second mask
+     * changes nothing (a ReLU's derivative is 0 or 1). */
+    if (t->s[1].k->act_in_backward) {
+        assert_int_equal(c->k.base.kind, ST_K_BNORM);
+        assert_int_equal(c->k.bnorm.act, ST_ACT_RELU);
+        st_act_backward(ST_ACT_RELU, t->s[0].dst, t->diff_dst, t->diff_dst, n_dst);
+    }
+
     /* backward, as the layers call it: weights first, then data (each
      * side's own src and dst, and the statistics its forward left) */
     const int has_bwd_data = c->k.base.kind != ST_K_SOFTMAX;

@@ -1,12 +1,13 @@
 /* oneDNN batch normalization: training (batch statistics) and inference
- * (the running ones) forwards, the activation after it, and one backward
- * pass for the data, scale and shift gradients. */
+ * (the running ones) forwards, the activation after it (a ReLU fused into
+ * both passes), and one backward pass for the data, scale and shift
+ * gradients. */
 #include "dnnl_internal.h"
 
 static const int BN_ARGS[] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
                               DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_DST,
                               DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT,
-                              DNNL_ARG_SCRATCHPAD};
+                              DNNL_ARG_WORKSPACE, DNNL_ARG_SCRATCHPAD};
 
 static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
@@ -16,7 +17,11 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     st_status st = dn_user_src_md(k, v->n, &usrc, err);
     if (st != ST_OK)
         return st;
-    unsigned flags = dnnl_use_scale | dnnl_use_shift;
+    /* A ReLU after it is fused (dnnl_fuse_norm_relu): applied in forward,
+     * its mask kept in the workspace and applied by backward, so that the
+     * activation costs no passes of its own (kernel.act_in_backward) */
+    int fuse_relu = d->act == ST_ACT_RELU;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | (fuse_relu ? dnnl_fuse_norm_relu : 0);
     dnnl_batch_normalization_desc_t fd, id, bd;
     DN(dnnl_batch_normalization_forward_desc_init(&fd, dnnl_forward_training, &usrc, d->eps,
                                                   flags), "batch norm forward descriptor");
@@ -32,9 +37,13 @@ static st_status bn_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
     if (st == ST_OK)
         st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "batch norm backward", err);
     float alpha;
-    dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
+    dnnl_alg_kind_t post = fuse_relu ? dnnl_alg_kind_undef : dn_act_alg(d->act, &alpha, 0);
     if (st == ST_OK && post != dnnl_alg_kind_undef)
         st = dn_post_build(k, v, post, alpha, &usrc, "batch norm activation", err);
+    if (st == ST_OK && fuse_relu) {
+        st = dn_take_prim_workspace(k, fpd, first, err);
+        k->base.act_in_backward = 1;
+    }
     if (st == ST_OK)
         st = dn_finish_exec(k, &v->fwd, fpd, BN_ARGS, N_OF(BN_ARGS), err);
     if (st == ST_OK)
@@ -60,7 +69,8 @@ static st_status bn_forward(st_kernel *base, const st_kargs *a, st_error *err)
     void *dst = dn_fwd_dst(k, a);
     const dn_arg args[] = {{DNNL_ARG_SRC, a->src},      {DNNL_ARG_DST, dst},
                            {DNNL_ARG_SCALE, a->weights}, {DNNL_ARG_SHIFT, a->bias},
-                           {DNNL_ARG_MEAN, a->mean},     {DNNL_ARG_VARIANCE, a->var}};
+                           {DNNL_ARG_MEAN, a->mean},     {DNNL_ARG_VARIANCE, a->var},
+                           {DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim)}};
     st_status st = dn_exec_call(k->ctx, e, args, N_OF(args), a->scratch, err);
     if (st == ST_OK)
         st = dn_post_run(k, v, dst, dst, a->scratch, err);
@@ -92,7 +102,8 @@ static st_status bn_backward(st_kernel *base, const st_kargs *a, st_error *err)
                            {DNNL_ARG_VARIANCE, args.var},
                            {DNNL_ARG_DIFF_SRC, dn_bwd_dsrc(k, &args)},
                            {DNNL_ARG_DIFF_SCALE, args.diff_weights},
-                           {DNNL_ARG_DIFF_SHIFT, args.diff_bias}};
+                           {DNNL_ARG_DIFF_SHIFT, args.diff_bias},
+                           {DNNL_ARG_WORKSPACE, dn_at(args.workspace, k->ws_prim)}};
     if (st == ST_OK)
         st = dn_exec_call(k->ctx, &v->bwd_data, bind, N_OF(bind), args.scratch, err);
     if (st != ST_OK || !a->diff_src)
