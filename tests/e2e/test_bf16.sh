@@ -53,21 +53,30 @@ check "fp32 training" err 0 "" -- \
 loss() { # FILE first|last
     awk -F, -v which="$2" '$1 == "train" { if (!n++ || which == "last") v = $5 } END { print v }' "$1"
 }
-first=$(loss "$tmp/a.csv" first) last=$(loss "$tmp/a.csv" last) fp32=$(loss "$tmp/f.csv" last)
-echo "     bf16 loss $first at iteration 25, $last at 300; fp32 $fp32 at 300"
-expect "the bf16 loss falls by a third or more (iteration 25 to 300)" \
-    awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
-expect "the bf16 loss ends within 0.15 of fp32's" \
-    awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
-expect "the same bf16 command gives the same bytes" \
-    cmp -s "$tmp/a/lenet_final.snap" "$tmp/b/lenet_final.snap"
-expect "resumed in bf16: the same bytes as uninterrupted" \
-    cmp -s "$tmp/a/lenet_final.snap" "$tmp/c/lenet_final.snap"
-"$snapdiff" "$net" "$tmp/f/lenet_final.snap" "$tmp/a/lenet_final.snap" 1e-4 >"$tmp/diff" 2>&1
-rc=$?
-sed 's/^/     /' "$tmp/diff"
-expect "bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
-    [ "$rc" -eq 1 ]
+# verdict LABEL P: the checks of one backend's runs, in $tmp/Pa (bf16),
+# Pb (the same command again), Pc (resumed at 150) and Pf (fp32), with
+# their metrics in $tmp/Pa.csv and $tmp/Pf.csv; LABEL opens each name
+verdict() {
+    _l=$1 _p=$2
+    first=$(loss "$tmp/${_p}a.csv" first) last=$(loss "$tmp/${_p}a.csv" last)
+    fp32=$(loss "$tmp/${_p}f.csv" last)
+    echo "     ${_l}bf16 loss $first at iteration 25, $last at 300; fp32 $fp32 at 300"
+    expect "${_l}the bf16 loss falls by a third or more (iteration 25 to 300)" \
+        awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
+    expect "${_l}the bf16 loss ends within 0.15 of fp32's" \
+        awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
+    expect "${_l}the same bf16 command gives the same bytes" \
+        cmp -s "$tmp/${_p}a/lenet_final.snap" "$tmp/${_p}b/lenet_final.snap"
+    expect "${_l}resumed in bf16: the same bytes as uninterrupted" \
+        cmp -s "$tmp/${_p}a/lenet_final.snap" "$tmp/${_p}c/lenet_final.snap"
+    "$snapdiff" "$net" "$tmp/${_p}f/lenet_final.snap" "$tmp/${_p}a/lenet_final.snap" 1e-4 \
+        >"$tmp/diff" 2>&1
+    rc=$?
+    sed 's/^/     /' "$tmp/diff"
+    expect "${_l}bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
+        [ "$rc" -eq 1 ]
+}
+verdict "" ""
 
 # ---- the oneDNN backend, where its ISA has bf16
 "$bin" --dry-run --backend dnnl --precision bf16 "$net" >/dev/null 2>"$tmp/caps"
@@ -96,23 +105,7 @@ else
         $dnnl --precision bf16 --resume "$tmp/db/lenet_150.snap" --snapshot-dir "$tmp/dc" "$net"
     check "dnnl fp32 training" err 0 "" -- \
         $dnnl --precision fp32 --metrics "$tmp/df.csv" --snapshot-dir "$tmp/df" "$net"
-    first=$(loss "$tmp/da.csv" first) last=$(loss "$tmp/da.csv" last)
-    fp32=$(loss "$tmp/df.csv" last)
-    echo "     dnnl bf16 loss $first at iteration 25, $last at 300; fp32 $fp32 at 300"
-    expect "dnnl: the bf16 loss falls by a third or more (iteration 25 to 300)" \
-        awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 0 && b < a * 2 / 3) }'
-    expect "dnnl: the bf16 loss ends within 0.15 of fp32's" \
-        awk -v a="$last" -v b="$fp32" 'BEGIN { d = a - b; exit !(b > 0 && d < 0.15 && d > -0.15) }'
-    expect "dnnl: the same bf16 command gives the same bytes" \
-        cmp -s "$tmp/da/lenet_final.snap" "$tmp/db/lenet_final.snap"
-    expect "dnnl: resumed in bf16, the same bytes as uninterrupted" \
-        cmp -s "$tmp/da/lenet_final.snap" "$tmp/dc/lenet_final.snap"
-    "$snapdiff" "$net" "$tmp/df/lenet_final.snap" "$tmp/da/lenet_final.snap" 1e-4 \
-        >"$tmp/diff" 2>&1
-    rc=$?
-    sed 's/^/     /' "$tmp/diff"
-    expect "dnnl: bf16's weights differ from fp32's by more than 1e-4 of a tensor's largest value" \
-        [ "$rc" -eq 1 ]
+    verdict "dnnl: " d
     # hybrid: the inner products split by neurons over the workers, whose
     # data-parallel kernel runs backward-data only (no forward of its own
     # before it): the same arithmetic, summed in other orders
