@@ -236,11 +236,12 @@ void st_comm_free(st_comm *c)
 {
     if (!c || !c->rma)
         return;
-    if (c->rma->win != MPI_WIN_NULL) {
+    if (c->rma->win != MPI_WIN_NULL && !c->rma->abandoned) {
         MPI_Win_unlock_all(c->rma->win);
         MPI_Win_free(&c->rma->win);
     }
-    free(c->rma->staging);
+    if (!c->rma->abandoned) /* else a fetch in flight may still write into it */
+        free(c->rma->staging);
     free(c->rma);
     c->rma = NULL;
 }

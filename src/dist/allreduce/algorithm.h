@@ -48,6 +48,9 @@ struct st_comm_rma {
                          tickets + s + 1 (the same count on every rank) */
     int64_t notice[AR_RMA_EDGES][2]; /* each edge's notification in flight: the value
                                         sent and the one it replaced */
+    int abandoned;    /* a call failed with one-sided requests in flight: MPICH can
+                         neither free nor cancel them, so the window stays as it is
+                         (its unlock and free would wait on them, and a lost peer) */
 };
 
 /* What one look of an ar_poll_fn found. */

@@ -339,8 +339,13 @@ static int look(void *ctx, ar_poll_state *state)
 }
 
 /* The failure rc (ST_COMM_TIMEOUT or an MPI error) of run o, naming what
- * it waited for; its requests in flight are let go (they complete by
- * st_comm_free at the latest, into buffers that live until then). */
+ * it waited for. Its requests in flight are left as they are: MPICH
+ * refuses MPI_Request_free on an RMA request (a fatal "invalid request
+ * (kind=12)" under MPI_ERRORS_ARE_FATAL, which ended a timed-out rank
+ * without its message) and MPI-3.1 does not define MPI_Cancel for them.
+ * The window is marked abandoned: later calls fail at once, st_comm_free
+ * leaves it; the run ends (st_cluster_abort) with the staging and the
+ * caller's buffer still allocated. */
 static st_status run_failed(onesided_run *o, int rc)
 {
     const st_comm *c = o->call->c;
@@ -358,12 +363,9 @@ static st_status run_failed(onesided_run *o, int rc)
     else
         snprintf(what, sizeof what, "all-reduce onesided: rank %d waiting for its neighbours "
                  "in the tree to take its last notifications", r);
-    for (int e = 0; e < AR_RMA_EDGES; e++) {
-        if (o->fetch[e] != MPI_REQUEST_NULL)
-            MPI_Request_free(&o->fetch[e]);
-        if (o->notify[e] != MPI_REQUEST_NULL)
-            MPI_Request_free(&o->notify[e]);
-    }
+    for (int e = 0; e < AR_RMA_EDGES; e++)
+        if (o->fetch[e] != MPI_REQUEST_NULL || o->notify[e] != MPI_REQUEST_NULL)
+            o->rma->abandoned = 1;
     return ar_mpi_failed(c, o->call->err, rc, what);
 }
 
@@ -428,6 +430,11 @@ st_status st_allreduce_onesided(float *buf, size_t n, const st_comm *c,
     if (!c->rma) {
         st = st_fail(err, ST_EINTERNAL, "all-reduce onesided: the communicator has no window "
                      "state (st_comm_init makes it)");
+        goto done;
+    }
+    if (c->rma->abandoned) {
+        st = st_fail(err, ST_EIO, "all-reduce onesided: an earlier call failed with one-sided "
+                     "operations in flight; the window cannot be used again");
         goto done;
     }
     onesided_run o;
