@@ -49,7 +49,9 @@ MAIN_SRC := src/cmd/main.c
 # The cluster (dist/cluster.h) twice: over MPICH for the binary that mpirun
 # starts, and for one node without MPI for the tests and tools, which so
 # link no MPI library (as libuv's stubs where a platform lacks a feature).
-CLUSTER_MPI_SRC := src/dist/cluster_mpi.c
+# Over MPICH it is a file per job (src/dist/cluster_mpi.h lists them).
+CLUSTER_MPI_SRC := $(addprefix src/dist/,cluster_mpi.c cluster_agree.c cluster_allreduce.c \
+                   cluster_probe.c cluster_parts.c cluster_report.c)
 CLUSTER_SINGLE_SRC := src/dist/cluster_single.c
 # The all-reduce algorithms, compiled with mpicc (mk/mpi.mk); their names
 # (names.c) and costs (cost.c) are MPI-free and in the library.
@@ -70,6 +72,7 @@ ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 ONNX_GEN := $(BUILD)/gen/onnx.pb-c.c
 ONNX_USERS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/net/onnx*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(MODEL_GEN:.c=.o) $(MACHINE_GEN:.c=.o) $(ONNX_GEN:.c=.o)
+CLUSTER_MPI_OBJ := $(CLUSTER_MPI_SRC:%.c=$(BUILD)/%.o)
 CLUSTER_SINGLE_OBJ := $(CLUSTER_SINGLE_SRC:%.c=$(BUILD)/%.o)
 # Only pattern rules need it: kept, not removed as an intermediate file.
 .SECONDARY: $(CLUSTER_SINGLE_OBJ)
@@ -92,7 +95,7 @@ PORTABLE_TESTS := $(call tests_tagged,portable)
 TOOLS := $(BUILD)/tools/make_images $(BUILD)/tools/snapdiff $(BUILD)/tools/lrsched
 
 # MPI (MPICH): the all-reduce module and its tests are built with mpicc
-# (mk/mpi.mk); cluster_mpi.c takes MPICH's flags.
+# (mk/mpi.mk); the cluster's files (CLUSTER_MPI_SRC) take MPICH's flags.
 MPI_CFLAGS = $(shell pkg-config --cflags mpich 2>/dev/null)
 MPI_LIBS = $(shell pkg-config --libs mpich 2>/dev/null)
 include mk/mpi.mk
@@ -146,10 +149,10 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/$(CLUSTER_MPI_SRC:.c=.o): CFLAGS += $(MPI_CFLAGS)
+$(CLUSTER_MPI_OBJ): CFLAGS += $(MPI_CFLAGS)
 
 # The all-reduce library before libsingletrain.a: it calls into it.
-$(BIN): $(BUILD)/$(MAIN_SRC:.c=.o) $(BUILD)/$(CLUSTER_MPI_SRC:.c=.o) $(ALLREDUCE_LIB) $(LIB)
+$(BIN): $(BUILD)/$(MAIN_SRC:.c=.o) $(CLUSTER_MPI_OBJ) $(ALLREDUCE_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/lib/*.h) $(CLUSTER_SINGLE_OBJ) $(LIB)

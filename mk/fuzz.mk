@@ -12,7 +12,7 @@
 # The library sources are compiled again with -fsanitize=fuzzer-no-link
 # (coverage for the fuzzer) plus AddressSanitizer and UBSan: those of the
 # folders in FUZZ_DIRS, where the readers and everything they call live (not
-# the compute backends, the CPE emulator, MPI's cluster_mpi.c and
+# the compute backends, the CPE emulator, the cluster over MPI and its
 # all-reduce algorithms or the parameter server's OpenMP ps.c and the
 # gradient accumulation's accumulate.c, which no reader reaches). stb_image is
 # compiled in from Debian's header (fuzz/stb_image.c) instead of linking
@@ -27,7 +27,7 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                $(WERROR) -MMD -MP -Iinclude -fno-omit-frame-pointer
-FUZZ_LIB_SRC := $(filter-out src/cmd/main.c src/dist/cluster_mpi.c src/parallel/ps.c \
+FUZZ_LIB_SRC := $(filter-out src/cmd/main.c $(CLUSTER_MPI_SRC) src/parallel/ps.c \
                 src/parallel/accumulate.c,\
                 $(wildcard $(FUZZ_DIRS:%=src/%/*.c)))
 # The ONNX schema's protoc-c code (the Makefile's ONNX_GEN) generated here

@@ -1,4 +1,4 @@
-/* What the two implementations of cluster.h (cluster_mpi.c over MPICH,
+/* What the two implementations of cluster.h (cluster_mpi.h's files over MPICH,
  * cluster_single.c for one node without MPI) share. */
 #ifndef ST_CLUSTER_INTERNAL_H
 #define ST_CLUSTER_INTERNAL_H

@@ -2,7 +2,8 @@
  * platform lacks a feature: the trainer, the scheduler and their tests link
  * this file and no MPI library. There is never a cluster object (st_cluster
  * NULL is one node), so the calls that move data have nothing to move; the
- * options are checked as in cluster_mpi.c. The binary links cluster_mpi.c. */
+ * options are checked as in cluster_mpi.c. The binary links cluster_mpi.c
+ * and the files beside it that cluster_mpi.h lists. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,7 @@ st_status st_cluster_outcome(st_cluster *c, st_status local, int *signal, st_err
 }
 
 /* One rank: the data calls below leave their buffers as they are (the sum
- * and the broadcast over one rank), as cluster_mpi.c does for c NULL. */
+ * and the broadcast over one rank), as cluster_agree.c does for c NULL. */
 st_status st_cluster_start_workers(st_cluster *c, int workers, st_error *err)
 {
     return ST_OK;
