@@ -13,7 +13,7 @@
  * receiver are in different supernodes; the algorithms count crossing bytes,
  * and with sim_cross_bandwidth F in (0,1) they pace crossing messages so
  * that their bytes take 1/F times as long as inside a supernode (latency
- * is not paced; see src/dist/allreduce/algorithm.c for the model).
+ * is not paced; see src/dist/allreduce/comm.c for the model).
  *
  * Calls on one communicator must not overlap (they all use one message
  * tag). To reduce slices concurrently, give each its own communicator

@@ -16,7 +16,7 @@
  *     2 ceil(log2 P) alpha + 2 ceil(log2 P) n beta + ceil(log2 P) n gamma.
  * Whole buffers on every step: good for short messages, log2(P) times the
  * traffic of ring or rhd for long ones. Scratch: n floats. */
-#include "algorithm.h"
+#include "comm.h"
 
 st_status st_allreduce_binomial(float *buf, size_t n, const st_comm *c,
                                 st_allreduce_stats *stats, st_error *err)

@@ -34,7 +34,7 @@
  * dividing P, both powers of two) the steps at distance d >= Q cross, the
  * last log2(P/Q): each rank sends log2(P/Q) n bytes across of its
  * log2(P) n (rhd: 2 (P-Q)/P n). Scratch: n floats. */
-#include "algorithm.h"
+#include "comm.h"
 
 #include <string.h>
 

@@ -20,7 +20,7 @@
  *     2 log2(P) alpha + 2 (P-1)/P n beta + (P-1)/P n gamma,
  * with P ranks, n bytes, latency alpha, per-byte transfer beta and per-byte
  * reduction gamma. */
-#include "algorithm.h"
+#include "comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

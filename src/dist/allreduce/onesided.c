@@ -82,7 +82,7 @@
  * still D / (2 (P-1)/P) times the ring's. With supernodes of Q ranks the
  * levels of mask >= Q cross, as binomial's. Memory: the window, 2 (2 D +
  * 2) 128 KB a rank, and a segment of staging a child. */
-#include "algorithm.h"
+#include "comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

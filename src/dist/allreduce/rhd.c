@@ -44,7 +44,7 @@
  * messages) and the last doubling steps cross, so each rank sends
  * 2 (P-Q)/P n bytes across. Scratch: n floats for the fold (n/2 rounded up
  * without it); the all-gather needs none. */
-#include "algorithm.h"
+#include "comm.h"
 
 /* Where this rank stands in the algorithm. */
 typedef struct rhd_plan {

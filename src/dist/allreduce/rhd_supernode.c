@@ -33,7 +33,7 @@
  * their own add alpha + n/P beta each for the move to and from physical
  * order (across a supernode boundary for most ranks). Scratch: as rhd,
  * plus P ints for the order. */
-#include "algorithm.h"
+#include "comm.h"
 
 #include <stdlib.h>
 

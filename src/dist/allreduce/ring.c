@@ -22,7 +22,7 @@
  * with P. With supernodes of Q consecutive ranks, only the ranks at the end
  * of a supernode send across, 2 (P-1)/P n bytes each. Scratch: one block
  * (the reduce-scatter; the all-gather needs none). */
-#include "algorithm.h"
+#include "comm.h"
 
 /* Block b of P, b taken mod P. */
 static ar_range ring_block(size_t n, int p, int b)

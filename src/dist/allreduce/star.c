@@ -13,7 +13,7 @@
  * Linear in P in every term. With supernodes, the P - Q ranks outside rank
  * 0's supernode send n bytes across and get n back. Scratch: n floats on
  * rank 0. */
-#include "algorithm.h"
+#include "comm.h"
 
 st_status st_allreduce_star(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                           st_error *err)

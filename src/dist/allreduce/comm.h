@@ -1,8 +1,10 @@
-/* Pieces every all-reduce algorithm uses: the per-call state (stats,
- * scratch, timing), counted and paced point-to-point exchanges, the sum
- * hook, and the split of n floats into blocks. */
-#ifndef ST_ALLREDUCE_ALGORITHM_H
-#define ST_ALLREDUCE_ALGORITHM_H
+/* The communication layer the all-reduce algorithms share (comm.c; its
+ * public half, st_comm and its waits, is in allreduce.h): the per-call
+ * state (stats, scratch, timing: ar_begin, ar_end), counted and paced
+ * point-to-point exchanges, waits polled with a timeout, the sum hook,
+ * and the split of n floats into blocks. */
+#ifndef ST_ALLREDUCE_COMM_H
+#define ST_ALLREDUCE_COMM_H
 
 #include "dist/allreduce.h"
 
@@ -72,7 +74,7 @@ int ar_poll(const st_comm *c, double timeout, ar_poll_fn poll, void *ctx);
 /* Count the bytes of a transfer that ar_exchange (or a one-sided put)
  * made: send_n floats sent to physical rank dst, recv_n received from
  * src (0: none), those crossing supernodes, and pace the crossing ones
- * (the model at the top of algorithm.c). */
+ * (the model at the top of comm.c). */
 void ar_account(ar_call *call, size_t send_n, int dst, size_t recv_n, int src);
 
 /* st_comm_wait with the communicator's timeout. */

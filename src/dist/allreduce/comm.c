@@ -1,6 +1,9 @@
-/* Shared by the all-reduce algorithms: st_comm set-up, the per-call state,
- * counted point-to-point exchanges with simulated slow links between
- * supernodes, the default sum, and block boundaries.
+/* The communication layer the all-reduce algorithms share (comm.h), and
+ * the cluster with them (allreduce.h's st_comm): st_comm set-up, the
+ * network's alpha, beta and gamma measured between two ranks, waits
+ * polled with a timeout, the per-call state, counted point-to-point
+ * exchanges with simulated slow links between supernodes, the default
+ * sum, and block boundaries.
  *
  * Pacing model. The design's cost model gives a message of b bytes the time
  * alpha + beta * b inside a supernode and alpha + (beta / F) * b across
@@ -36,7 +39,7 @@
  * (sched_yield), so that a peer sharing it runs: the one-sided algorithm,
  * always polled, hands many segments along its trees, and spinning without
  * yielding made it 13 times slower with 8 ranks on 2 cores. */
-#include "algorithm.h"
+#include "comm.h"
 
 #include <errno.h>
 #include <limits.h>
