@@ -123,45 +123,19 @@ size_t st_allreduce_scratch_count(size_t n);
 
 /* buf[n]: in, this rank's values; out, the sum over ranks. stats may be
  * NULL. n may be 0 and must not exceed INT_MAX. The reduce-scatter and
- * all-gather halves have the same signature (see the top of this file). */
-typedef st_status (*st_allreduce_fn)(float *buf, size_t n, const st_comm *c,
-                                     st_allreduce_stats *stats, st_error *err);
+ * all-gather halves have the same signature (see the top of this file):
+ * a function type, so that the list declares them. */
+typedef st_status st_allreduce_call(float *buf, size_t n, const st_comm *c,
+                                    st_allreduce_stats *stats, st_error *err);
+typedef st_allreduce_call *st_allreduce_fn;
 
-st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                           st_error *err);
-st_status st_allreduce_ring(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                            st_error *err);
-st_status st_allreduce_rhd(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                           st_error *err);
-st_status st_allreduce_rhd_supernode(float *buf, size_t n, const st_comm *c,
-                                     st_allreduce_stats *stats, st_error *err);
-st_status st_allreduce_binomial(float *buf, size_t n, const st_comm *c,
-                                st_allreduce_stats *stats, st_error *err);
-st_status st_allreduce_star(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                           st_error *err);
-st_status st_allreduce_butterfly(float *buf, size_t n, const st_comm *c,
-                                 st_allreduce_stats *stats, st_error *err);
-st_status st_allreduce_onesided(float *buf, size_t n, const st_comm *c,
-                                st_allreduce_stats *stats, st_error *err);
-
-/* The halves of the algorithms that have them (allreduce_algos.h says
- * which halves every algorithm uses). */
-st_status st_reduce_scatter_mpi(float *buf, size_t n, const st_comm *c,
-                                st_allreduce_stats *stats, st_error *err);
-st_status st_allgather_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                           st_error *err);
-st_status st_reduce_scatter_ring(float *buf, size_t n, const st_comm *c,
-                                 st_allreduce_stats *stats, st_error *err);
-st_status st_allgather_ring(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                            st_error *err);
-st_status st_reduce_scatter_rhd(float *buf, size_t n, const st_comm *c,
-                                st_allreduce_stats *stats, st_error *err);
-st_status st_allgather_rhd(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
-                           st_error *err);
-st_status st_reduce_scatter_rhd_supernode(float *buf, size_t n, const st_comm *c,
-                                          st_allreduce_stats *stats, st_error *err);
-st_status st_allgather_rhd_supernode(float *buf, size_t n, const st_comm *c,
-                                     st_allreduce_stats *stats, st_error *err);
+/* The prototypes, from the list (allreduce_algos.h): each row's all-reduce
+ * st_allreduce_<fn> and the halves it names, which rows may share (a
+ * function declared again, as C allows). */
+#define ST_ALLREDUCE_PROTOTYPES(fn, name, reduce_scatter, allgather, summary)                  \
+    st_allreduce_call st_allreduce_##fn, reduce_scatter, allgather;
+ST_ALLREDUCE_ALGOS(ST_ALLREDUCE_PROTOTYPES)
+#undef ST_ALLREDUCE_PROTOTYPES
 
 typedef struct st_allreduce_algo {
     const char *name;    /* as given to --allreduce */

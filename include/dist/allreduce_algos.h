@@ -21,13 +21,13 @@
  * is their whole all-reduce (each rank then keeps its part) and their
  * all-gather the ring's.
  *
- * Adding an algorithm touches four files: its row here; its file
- * src/dist/allreduce/<name>.c with its halves; their prototypes in
- * include/dist/allreduce.h; its header's cost formula, a case of
- * src/dist/allreduce/cost.c (plan's; a row without one aborts there, and
- * test_allreduce_cost runs every row). --allreduce, --help, auto's probe
- * and tests/mpi/test_allreduce.c (every row against MPI_Allreduce) follow
- * from the row. */
+ * Adding an algorithm touches three files: its row here; its file
+ * src/dist/allreduce/<name>.c with st_allreduce_<fn> and its halves; its
+ * header's cost formula, a case of src/dist/allreduce/cost.c (plan's; a
+ * row without one aborts there, and test_allreduce_cost runs every row).
+ * The prototypes (include/dist/allreduce.h), --allreduce, --help, auto's
+ * probe and tests/mpi/test_allreduce.c (every row against MPI_Allreduce)
+ * follow from the row. */
 #define ST_ALLREDUCE_ALGOS(X)                                                                  \
     X(mpi, "mpi", st_reduce_scatter_mpi, st_allgather_mpi,                                     \
       "the MPI library's MPI_Allreduce (baseline)")                                            \
