@@ -26,113 +26,89 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Complete the library's call that returned rc: polled (its request
+ * started nonblocking) or already done; an MPI failure of fn on n floats
+ * recorded in the call's error. */
+static st_status library_done(ar_call *call, int rc, MPI_Request *request, const char *fn,
+                              size_t n)
+{
+    if (rc == MPI_SUCCESS && ar_polled(call->c))
+        rc = ar_wait(call->c, 1, request);
+    if (rc == MPI_SUCCESS)
+        return ST_OK;
+    char what[96];
+    snprintf(what, sizeof what, "all-reduce mpi: %s of %zu floats", fn, n);
+    return ar_mpi_failed(call->c, call->err, rc, what);
+}
+
 st_status st_allreduce_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                            st_error *err)
 {
     ar_call call;
     st_status st = ar_begin(&call, "mpi", n, 0, c, stats, err);
     if (st != ST_OK || n == 0 || c->size == 1)
-        goto done;
-    int rc;
-    if (ar_polled(c)) {
-        MPI_Request request;
-        rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm, &request);
-        if (rc == MPI_SUCCESS)
-            rc = ar_wait(c, 1, &request);
-    } else {
-        rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
-    }
-    if (rc != MPI_SUCCESS) {
-        char what[96];
-        snprintf(what, sizeof what, "all-reduce mpi: MPI_Allreduce of %zu floats", n);
-        st = ar_mpi_failed(c, err, rc, what);
-    }
-done:
-    return ar_end(&call, st);
+        return ar_end(&call, st);
+    MPI_Request request;
+    int rc = ar_polled(c) ? MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                           c->comm, &request)
+                          : MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+    return ar_end(&call, library_done(&call, rc, &request, "MPI_Allreduce", n));
 }
 
-/* counts[P] and displs[P]: every rank's part of n floats. */
-static st_status part_table(ar_call *call, size_t n, int **counts, int **displs)
+/* One half: counts[P] and displs[P], every rank's part of n floats, and
+ * the library's reduce-scatter (gather 0) or all-gather (gather 1) of
+ * them. */
+static st_status library_half(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
+                              st_error *err, int gather)
 {
-    int p = call->c->size;
-    *counts = st_calloc((size_t)p, sizeof **counts, "the ranks' parts", call->err);
-    *displs = st_calloc((size_t)p, sizeof **displs, "the ranks' parts", call->err);
-    if (!*counts || !*displs)
-        return ST_ENOMEM;
+    int *counts = NULL, *displs = NULL;
+    ar_call call;
+    st_status st = ar_begin(&call, gather ? "mpi (all-gather)" : "mpi (reduce-scatter)", n, 0,
+                            c, stats, err);
+    if (st != ST_OK || n == 0 || c->size == 1)
+        goto done;
+    int p = c->size;
+    counts = st_calloc((size_t)p, sizeof *counts, "the ranks' parts", err);
+    displs = st_calloc((size_t)p, sizeof *displs, "the ranks' parts", err);
+    if (!counts || !displs) {
+        st = ST_ENOMEM;
+        goto done;
+    }
     for (int q = 0; q < p; q++) {
         ar_range part = ar_blocks(n, p, q, 1);
-        (*counts)[q] = (int)part.count;
-        (*displs)[q] = (int)part.start;
+        counts[q] = (int)part.count;
+        displs[q] = (int)part.start;
     }
-    return ST_OK;
+    MPI_Request request;
+    int polled = ar_polled(c), rc;
+    if (gather)
+        rc = polled ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                      MPI_FLOAT, c->comm, &request)
+                    : MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                     MPI_FLOAT, c->comm);
+    else /* in place, the input is the whole buffer and this rank's part lands at its start */
+        rc = polled ? MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm,
+                                          &request)
+                    : MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm);
+    st = library_done(&call, rc, &request, gather ? "MPI_Allgatherv" : "MPI_Reduce_scatter", n);
+    if (st == ST_OK && !gather) {
+        ar_range part = ar_part(&call, n);
+        memmove(buf + part.start, buf, part.count * sizeof *buf);
+    }
+done:
+    free(counts);
+    free(displs);
+    return ar_end(&call, st);
 }
 
 st_status st_reduce_scatter_mpi(float *buf, size_t n, const st_comm *c,
                                 st_allreduce_stats *stats, st_error *err)
 {
-    int *counts = NULL, *displs = NULL;
-    ar_call call;
-    st_status st = ar_begin(&call, "mpi (reduce-scatter)", n, 0, c, stats, err);
-    if (st != ST_OK || n == 0 || c->size == 1)
-        goto done;
-    st = part_table(&call, n, &counts, &displs);
-    if (st != ST_OK)
-        goto done;
-    /* In place, the input is the whole buffer and this rank's part lands
-     * at its start. */
-    int rc;
-    if (ar_polled(c)) {
-        MPI_Request request;
-        rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm,
-                                 &request);
-        if (rc == MPI_SUCCESS)
-            rc = ar_wait(c, 1, &request);
-    } else {
-        rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->comm);
-    }
-    if (rc != MPI_SUCCESS) {
-        char what[96];
-        snprintf(what, sizeof what, "all-reduce mpi: MPI_Reduce_scatter of %zu floats", n);
-        st = ar_mpi_failed(c, err, rc, what);
-        goto done;
-    }
-    ar_range part = ar_part(&call, n);
-    memmove(buf + part.start, buf, part.count * sizeof *buf);
-done:
-    free(counts);
-    free(displs);
-    return ar_end(&call, st);
+    return library_half(buf, n, c, stats, err, 0);
 }
 
 st_status st_allgather_mpi(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
                            st_error *err)
 {
-    int *counts = NULL, *displs = NULL;
-    ar_call call;
-    st_status st = ar_begin(&call, "mpi (all-gather)", n, 0, c, stats, err);
-    if (st != ST_OK || n == 0 || c->size == 1)
-        goto done;
-    st = part_table(&call, n, &counts, &displs);
-    if (st != ST_OK)
-        goto done;
-    int rc;
-    if (ar_polled(c)) {
-        MPI_Request request;
-        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
-                             c->comm, &request);
-        if (rc == MPI_SUCCESS)
-            rc = ar_wait(c, 1, &request);
-    } else {
-        rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
-                            c->comm);
-    }
-    if (rc != MPI_SUCCESS) {
-        char what[96];
-        snprintf(what, sizeof what, "all-reduce mpi: MPI_Allgatherv of %zu floats", n);
-        st = ar_mpi_failed(c, err, rc, what);
-    }
-done:
-    free(counts);
-    free(displs);
-    return ar_end(&call, st);
+    return library_half(buf, n, c, stats, err, 1);
 }

@@ -192,49 +192,45 @@ static st_status permute_blocks(ar_call *call, const rhd_plan *pl, float *buf, s
                        held.count, pl->me);
 }
 
+/* What the all-reduce and the reduce-scatter share: the plan, the extra
+ * ranks folded in, recursive halving (each rank then holds its block's
+ * sum). */
+static st_status fold_and_halve(ar_call *call, const int *order, rhd_plan *pl, float *buf,
+                                size_t n)
+{
+    st_status st;
+    if ((st = plan(call, order, pl)) || (st = fold(call, pl, buf, n)))
+        return st;
+    return halve(call, pl, buf, n);
+}
+
 st_status ar_rhd_allreduce(ar_call *call, float *buf, size_t n, const int *order)
 {
     rhd_plan pl;
-    st_status st = plan(call, order, &pl);
-    if (st == ST_OK)
-        st = fold(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = halve(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = double_up(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = unfold(call, &pl, buf, n);
-    return st;
+    st_status st;
+    if ((st = fold_and_halve(call, order, &pl, buf, n)) || (st = double_up(call, &pl, buf, n)))
+        return st;
+    return unfold(call, &pl, buf, n);
 }
 
 st_status ar_rhd_reduce_scatter(ar_call *call, float *buf, size_t n, const int *order)
 {
     rhd_plan pl;
-    st_status st = plan(call, order, &pl);
-    if (st == ST_OK)
-        st = fold(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = halve(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = pass_folded_block(call, &pl, buf, n, 1);
-    if (st == ST_OK)
-        st = permute_blocks(call, &pl, buf, n, 1);
-    return st;
+    st_status st;
+    if ((st = fold_and_halve(call, order, &pl, buf, n)) ||
+        (st = pass_folded_block(call, &pl, buf, n, 1)))
+        return st;
+    return permute_blocks(call, &pl, buf, n, 1);
 }
 
 st_status ar_rhd_allgather(ar_call *call, float *buf, size_t n, const int *order)
 {
     rhd_plan pl;
-    st_status st = plan(call, order, &pl);
-    if (st == ST_OK)
-        st = permute_blocks(call, &pl, buf, n, -1);
-    if (st == ST_OK)
-        st = pass_folded_block(call, &pl, buf, n, -1);
-    if (st == ST_OK)
-        st = double_up(call, &pl, buf, n);
-    if (st == ST_OK)
-        st = unfold(call, &pl, buf, n);
-    return st;
+    st_status st;
+    if ((st = plan(call, order, &pl)) || (st = permute_blocks(call, &pl, buf, n, -1)) ||
+        (st = pass_folded_block(call, &pl, buf, n, -1)) || (st = double_up(call, &pl, buf, n)))
+        return st;
+    return unfold(call, &pl, buf, n);
 }
 
 st_status st_allreduce_rhd(float *buf, size_t n, const st_comm *c, st_allreduce_stats *stats,
