@@ -10,9 +10,8 @@
  *   cluster_parts.c      data split over the ranks: the partitioned solver
  *                        state's parts, the model-parallel group's collectives
  *   cluster_report.c     the report: the channels' algorithms, bytes, probe
- * Calls go down this list's dependencies only: cluster_allreduce.c calls
- * cluster_probe.c; every file but the report calls cluster_mpi.c's waits
- * and abort; nothing calls up. */
+ * Calls go one way: cluster_allreduce.c calls cluster_probe.c; the others
+ * call only cluster_mpi.c (its waits, its abort), and the report nothing. */
 #ifndef ST_CLUSTER_MPI_H
 #define ST_CLUSTER_MPI_H
 
