@@ -1,5 +1,5 @@
 #!/bin/sh
-# SIGINT, SIGTERM and broken output on one node (test_multinode.sh has
+# SIGINT, SIGTERM and broken output on one node (test_multinode_faults.sh has
 # them under mpirun). A signal during the set-up of a large network stops
 # it at once with 128 + the signal and leaves no file (the run is frozen
 # with SIGSTOP at its layer table, so that the signal surely lands in the
