@@ -94,6 +94,11 @@ void st_net_hybrid_split(const st_net *net, int *first_layer, size_t *shared_fro
  * parts' ranges of a tensor follow each other in the arena. */
 int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], int max);
 
+/* --mp-group: the layers of st_net_hybrid_split that run model-parallel,
+ * in order: how many; each one's input and output values per sample into
+ * in[k] and out[k] ([n_layers] each). */
+int st_net_mp_layers(const st_net *net, size_t *in, size_t *out);
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;

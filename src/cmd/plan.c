@@ -30,7 +30,7 @@
  * layers is all-reduced over the N nodes, each block of the split layers'
  * (1/G of their gradient) over the N / G nodes holding it, and each split
  * layer's input, output and their gradients move within the group
- * (st_mp_exchange_cost); the compute is taken as measured (a split layer
+ * (parallel/mp_cost.h); the compute is taken as measured (a split layer
  * does the same work on G B images and 1/G of its neurons). No overlap.
  *
  * The network: --net-params FILE (key=value lines), or, run under mpirun
@@ -55,6 +55,7 @@
 #include "net/net.h"
 #include "netpath.h"
 #include "options.h"
+#include "parallel/mp_cost.h"
 #include "train/train.h"
 
 #define MAX_NODES 64          /* entries of --nodes */
@@ -148,11 +149,7 @@ typedef struct plan {
     double *layer_bytes;    /* [n_layers] gradient bytes of each layer */
     double *ready;          /* [n_layers] scratch: when each layer's bucket is updated */
     double grad_bytes;
-    /* --mp-group: the split layers' gradient bytes, and each split layer's
-     * input and output bytes per image */
-    double mp_bytes;
-    int n_mp;
-    double *mp_in, *mp_out; /* [n_mp] */
+    st_mp_cost *mp;         /* --mp-group: hybrid across nodes' communication, or NULL */
     plan_measure m;
     plan_row rows[MAX_NODES];
 } plan;
@@ -163,7 +160,7 @@ static void plan_free(plan *p)
     free(p->m.forward_s);
     free(p->layer_bytes);
     free(p->ready);
-    free(p->mp_in);
+    st_mp_cost_free(p->mp);
 }
 
 /* --nodes: positive integers separated by commas, at most MAX_NODE_COUNT. */
@@ -254,31 +251,9 @@ static st_status network(plan *p, st_cluster *cluster, st_error *err)
     return st;
 }
 
-/* --mp-group: the layers split over a group (those of hybrid
- * parallelism), their gradient bytes and their inputs and outputs. */
-static st_status split_layers(plan *p, const st_net *net, st_error *err)
-{
-    int first;
-    size_t shared_from;
-    st_net_hybrid_split(net, &first, &shared_from);
-    p->mp_bytes = (double)((net->params.count - shared_from) * sizeof(float));
-    p->mp_in = st_calloc(2 * (size_t)net->n_layers + 1, sizeof *p->mp_in,
-                         "the split layers' sizes", err);
-    if (!p->mp_in)
-        return ST_ENOMEM;
-    p->mp_out = p->mp_in + net->n_layers;
-    for (int i = first; i < net->n_layers; i++) {
-        const st_layer *l = net->layers[i];
-        if (!l->ops->model_parallel || !l->ops->model_parallel(l))
-            continue;
-        p->mp_in[p->n_mp] = (double)(st_shape_count(l->in) * sizeof(float));
-        p->mp_out[p->n_mp++] = (double)(st_shape_count(l->out) * sizeof(float));
-    }
-    return ST_OK;
-}
-
 /* The bytes of each layer's gradient (its parameters, the unit the
- * buckets of --overlap gather) and their sum. */
+ * buckets of --overlap gather) and their sum; with --mp-group, the layers
+ * split over a group. */
 static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
 {
     p->n_layers = net->n_layers;
@@ -293,7 +268,7 @@ static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
         p->layer_bytes[net->params.p[k].layer] += bytes;
         p->grad_bytes += bytes;
     }
-    return p->o->mp_group > 1 ? split_layers(p, net, err) : ST_OK;
+    return st_mp_cost_create(&p->mp, net, p->o->mp_group, err);
 }
 
 /* Train `images` per node for a few iterations: t and the layers'
@@ -395,24 +370,6 @@ static double pipelined(const plan *p, const plan_measure *m, int n)
     return waited;
 }
 
-/* --mp-group G: r's all-reduce instead the other layers' over n nodes and
- * each block's over n / G, plus the group's exchange (r->algorithm: the
- * former's; -1 when it has no bytes). */
-static void hybrid_comm(const plan *p, const plan_measure *m, int n, plan_row *r)
-{
-    int G = p->o->mp_group;
-    double head = p->grad_bytes - p->mp_bytes, s = 0.0;
-    r->allreduce_s = 0.0;
-    r->algorithm = head > 0 ? st_allreduce_cheapest(n, head, &p->np, &r->allreduce_s) : -1;
-    if (n / G > 1) {
-        st_allreduce_cheapest(n / G, p->mp_bytes / G, &p->np, &s);
-        r->allreduce_s += s;
-    }
-    for (int k = 0; k < p->n_mp; k++)
-        r->allreduce_s += st_mp_exchange_cost(G, m->images * p->mp_in[k],
-                                              m->images * p->mp_out[k], &p->np);
-}
-
 static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r)
 {
     r->nodes = n;
@@ -421,10 +378,10 @@ static void predict_row(const plan *p, const plan_measure *m, int n, plan_row *r
     r->allreduce_s = 0.0;
     r->algorithm = n > 1 ? st_allreduce_cheapest(n, p->grad_bytes, &p->np, &r->allreduce_s)
                          : -1;
-    if (p->o->mp_group > 1)
-        hybrid_comm(p, m, n, r);
+    if (p->mp) /* instead the other layers', each block's and the group's exchange */
+        r->algorithm = st_mp_cost_iteration(p->mp, n, m->images, &p->np, &r->allreduce_s);
     /* hybrid runs without overlap: nothing hides */
-    r->overlapped_s = p->o->mp_group > 1 ? r->allreduce_s : overlapped(p, m, n);
+    r->overlapped_s = p->mp ? r->allreduce_s : overlapped(p, m, n);
     r->pipelined_s = n > 1 && p->pipeline ? pipelined(p, m, n) : 0.0;
     double exposed = p->pipeline ? r->pipelined_s
                      : p->o->overlap ? r->overlapped_s : r->allreduce_s;
@@ -463,12 +420,13 @@ static void print_table(const plan *p, const st_net *net)
     printf("network (%s): alpha %.4g s, beta %.4g s/byte, gamma %.4g s/byte, supernode %d, "
            "cross beta %.4g s/byte\n", p->np_source, np->alpha, np->beta, np->gamma,
            np->supernode, np->cross_beta);
-    if (p->o->mp_group > 1)
+    double mp_bytes = 0.0;
+    int mp_layers = 0, G = p->mp ? st_mp_cost_split(p->mp, &mp_bytes, &mp_layers) : 0;
+    if (G)
         printf("hybrid across nodes (--mp-group %d): the fully connected layers' %.0f bytes of "
                "gradient in blocks of 1/%d all-reduced over N / %d nodes, the rest over N, and "
                "the groups' exchange of %d layer%s: all in the allreduce column\n",
-               p->o->mp_group, p->mp_bytes, p->o->mp_group, p->o->mp_group, p->n_mp,
-               p->n_mp == 1 ? "" : "s");
+               G, mp_bytes, G, G, mp_layers, mp_layers == 1 ? "" : "s");
     if (p->pipeline)
         printf("--pipeline layer: each bucket's sum and update (%.5f ms of compute) after its "
                "all-reduce on the communication thread; pipelined: what the next forward "

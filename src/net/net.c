@@ -245,6 +245,19 @@ int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], in
     return n;
 }
 
+int st_net_mp_layers(const st_net *net, size_t *in, size_t *out)
+{
+    int first, n = 0;
+    size_t shared_from;
+    st_net_hybrid_split(net, &first, &shared_from);
+    for (int i = first; i < net->n_layers; i++)
+        if (layer_model_parallel(net->layers[i])) {
+            in[n] = st_shape_count(net->layers[i]->in);
+            out[n++] = st_shape_count(net->layers[i]->out);
+        }
+    return n;
+}
+
 /* ---- replicas ---- */
 
 void st_replica_free(st_replica *r)

@@ -2,7 +2,9 @@
  * scheduler.h's "Bulk-synchronous" paragraph. A BSP run is one command: the
  * workers loop over its iterations on their own, meeting at `mid` (after
  * backward) and `iter_end` (after the update) only among themselves, and
- * leave a record per iteration in a ring the scheduler thread reads. */
+ * leave a record per iteration in a ring the scheduler thread reads. How
+ * each worker sums and applies its slice between the two is the run's
+ * aggregation strategy (sched_aggregate.c). */
 #include "parallel/scheduler.h"
 
 #include <math.h>
@@ -22,14 +24,11 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
                              int *images)
 {
     st_sched *s = w->s;
-    int first, count, hybrid = s->o.hybrid;
+    int first, count, hybrid = s->mp != NULL;
     st_shard_of(b->n, s->T, w->id, &first, &count);
     *loss = 0.0;
     *images = count;
-    w->mp_it = it;
-    w->mp_scale = 1.0f / (float)b->n;
-    w->mp_bad = 0;
-    w->mp_total = b->n_total;
+    sched_mp_begin(s->mp, w->id, it, b->n, b->n_total);
     if (count == 0)
         memset(s->ps->grads[w->id], 0, st_ps_grad_floats(s->ps->table, w->id,
                                                          s->ps->shared_from,
@@ -53,151 +52,6 @@ static st_status bsp_compute(st_worker *w, const st_batch_slot *b, long it, doub
             st = bst;
     }
     return st;
-}
-
-/* Worker w's slice of the sliced aggregation and of the solver update: on
- * the backend's device when it has one for them (the cpe backend's core
- * group), else on the host's intra-op threads. */
-static st_status slice_reduce(st_worker *w, float scale)
-{
-    st_sched *s = w->s;
-    const st_backend *be = w->replica.backend;
-    if (!be->slice_reduce) {
-        st_ps_reduce(s->ps, w->id, scale, s->o.intra);
-        return ST_OK;
-    }
-    /* the head every worker has, then the model-parallel tail only grads[0] has */
-    size_t b = s->ps->slice[w->id], e = s->ps->slice[w->id + 1], mid = s->ps->shared_from;
-    mid = mid < b ? b : mid > e ? e : mid;
-    st_status st = ST_OK;
-    if (mid > b)
-        st = be->slice_reduce(w->replica.bctx, s->ps->grads, s->ps->n_workers, b, mid, scale,
-                              &w->err);
-    if (st == ST_OK && e > mid)
-        st = be->slice_reduce(w->replica.bctx, s->ps->grads, 1, mid, e, scale, &w->err);
-    return st;
-}
-
-/* Hybrid across nodes (one worker, its slice the whole arena): the update
- * of the head and of this rank's parts of the model-parallel tail alone;
- * the rest of the tail is other ranks' to keep (its weights and state here
- * are stale, and read by nobody: the trainer gathers the parts where the
- * whole network is needed). */
-static void mp_apply_parts(st_worker *w, float lr, long it)
-{
-    st_sched *s = w->s;
-    st_ps *ps = s->ps;
-    for (int k = -1; k < s->n_mp_ranges; k++) {
-        size_t b = k < 0 ? 0 : s->mp_ranges[k][0], e = k < 0 ? ps->shared_from
-                                                              : s->mp_ranges[k][1];
-        if (e > b)
-            st_ps_apply_range(ps, b, e, ps->state + b, ps->count, s->o.solver, lr, it,
-                              s->o.intra);
-    }
-}
-
-/* The update of worker w's slice, or with --rank-update partitioned of
- * this node's part of it, always on the host (a backend's device update
- * takes the solver state of the whole arena). */
-static st_status slice_apply(st_worker *w, long it)
-{
-    st_sched *s = w->s;
-    const st_backend *be = w->replica.backend;
-    float lr = st_lr_at(&s->o.solver->lr, it);
-    if (s->mp_ranges) {
-        mp_apply_parts(w, lr, it);
-        return ST_OK;
-    }
-    if (s->o.part) {
-        st_ps_part_apply(s->o.part, s->ps, w->id, s->o.solver, lr, it, s->o.intra);
-        return ST_OK;
-    }
-    if (!be->slice_apply) {
-        st_ps_apply(s->ps, w->id, s->o.solver, lr, it, s->o.intra);
-        return ST_OK;
-    }
-    st_solver_step step = {s->o.solver, s->ps->table, lr, it};
-    return be->slice_apply(w->replica.bctx, &step, s->ps->slice[w->id], s->ps->slice[w->id + 1],
-                           s->ps->weights, s->ps->state, s->ps->count, s->ps->grads[0], &w->err);
-}
-
-/* Multi-node: slice r's gradient summed over the nodes, all-reduced, or
- * with --rank-update partitioned reduce-scattered (this node's part alone
- * summed). A failure leaves the others waiting: it ends every rank. */
-static void sum_slice_over_nodes(st_worker *w, long it, float *slice, size_t len)
-{
-    st_sched *s = w->s;
-    double t0 = st_now();
-    st_status st = s->o.part ? st_cluster_reduce_scatter(s->o.cluster, w->id, it, slice, len,
-                                                         &w->err)
-                             : st_cluster_allreduce(s->o.cluster, w->id, it, slice, len,
-                                                    &w->err);
-    if (st != ST_OK)
-        st_cluster_abort(s->o.cluster, &w->err);
-    st_trace_track *tr = st_trace_at(w->trace, it);
-    if (tr) {
-        st_trace_event e = {.name = s->o.part ? "reduce-scatter" : "all-reduce", .index = -1,
-                            .cat = "comm", .iteration = it, .text_key = "algorithm",
-                            .text = st_cluster_algorithm(s->o.cluster, w->id),
-                            .key = {"bytes"}, .value = {(double)len * sizeof(float)},
-                            .t0 = t0, .t1 = st_now()};
-        st_trace_add(tr, &e);
-    }
-}
-
-/* Hybrid across nodes (one worker, its slice the whole arena): the
- * model-parallel tail's gradient exists only in this rank's parts of it,
- * which are summed over the ranks holding the same parts (its block); the
- * rest of the tail is never written and stays zero (mp_apply_parts leaves
- * it out). The head is all-reduced over every rank. */
-static void sum_mp_slice_over_nodes(st_worker *w, long it, float *slice)
-{
-    st_sched *s = w->s;
-    size_t head = s->ps->shared_from, at = 0;
-    if (head > 0)
-        sum_slice_over_nodes(w, it, slice, head);
-    for (int k = 0; k < s->n_mp_ranges; k++) {
-        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
-        memcpy(s->mp_pack + at, slice + b, n * sizeof(float));
-        at += n;
-    }
-    if (st_cluster_mp_block_allreduce(s->o.cluster, s->mp_pack, at, &w->err) != ST_OK)
-        st_cluster_abort(s->o.cluster, &w->err);
-    at = 0;
-    for (int k = 0; k < s->n_mp_ranges; k++) {
-        size_t b = s->mp_ranges[k][0], n = s->mp_ranges[k][1] - b;
-        memcpy(slice + b, s->mp_pack + at, n * sizeof(float));
-        at += n;
-    }
-}
-
-/* Whether slice r's reduced gradient is finite: the whole slice, or with
- * --rank-update partitioned this node's part, the only one summed here. */
-static int reduced_finite(const st_worker *w, const float *slice, size_t len)
-{
-    const st_sched *s = w->s;
-    if (!s->o.part)
-        return st_all_finite(slice, len);
-    size_t b, e;
-    st_ps_part_range(s->o.part, w->id, &b, &e);
-    return st_all_finite(s->ps->grads[0] + b, e - b);
-}
-
-/* --rank-update partitioned, after this node updated its part of slice r:
- * every node's new weights of the slice to every node. *bad: in, whether
- * this node's part was not applied (its gradient was not finite, or the
- * reduction failed); out, whether any node's was, so that every node stops
- * at this iteration. Returns the seconds it took; a failure ends every
- * rank. */
-static double gather_slice_over_nodes(st_worker *w, int *bad)
-{
-    st_sched *s = w->s;
-    int r = w->id;
-    double t0 = st_now();
-    if (st_cluster_allgather(s->o.cluster, r, s->ps->weights + s->ps->slice[r],
-                             s->ps->slice[r + 1] - s->ps->slice[r], bad, &w->err) != ST_OK)
-        st_cluster_abort(s->o.cluster, &w->err);
-    return st_now() - t0;
 }
 
 /* Multi-node: sum this node's view of iteration it over the nodes, on
@@ -250,127 +104,22 @@ static void stop_workers(st_sched *s, int r, long it, st_status why, int reason)
     st_batchq_close(s->q);
 }
 
-/* ---- the aggregation strategies ----
- *
- * After the workers agree, worker r sums slice r of every worker's gradient
- * (reduce) and updates the weights of slice r (apply). How is fixed for the
- * run, chosen once at the scheduler's creation (sched_bsp_aggregation):
- *   fused    one node, on the host: sum, check and update in one pass over
- *            memory (st_ps_reduce_apply; its time counts as aggregation)
- *   slice    one node, a backend device's hooks for either (slice_reduce,
- *            slice_apply: the cpe backend's core group), the host for the
- *            other
- *   cluster  several nodes: the node's slice summed, then over the nodes
- *            (all-reduce; with --rank-update partitioned, reduce-scatter and
- *            an all-gather of the new weights, each node updating its part)
- *   overlap  several nodes with --overlap: the buckets were all-reduced
- *            during backward; the slice is only checked and applied
- * A slice whose reduced gradient is not finite is not applied; with
- * model-parallel layers that applied their tail in backward, a non-finite
- * one there (w->mp_bad) counts the same. Both return whether the slice is
- * bad (a device failure sets w->status too). */
-typedef struct bsp_slice {
-    float *grad;      /* slice r of the summed gradient */
-    size_t len;
-    double comm;      /* seconds spent on the other nodes, so far */
-    double gathered;  /* of them, the partitioned update's all-gather */
-} bsp_slice;
+/* ---- the iteration's phases ---- */
 
-struct sched_aggregation {
-    const char *name;
-    int (*reduce)(st_worker *w, long it, float scale, bsp_slice *sl);
-    int (*apply)(st_worker *w, long it, int bad, bsp_slice *sl);
-};
-
-/* A device's failure: the worker's status, and the slice counts as bad. */
-static int device_failed(st_worker *w, st_status st)
-{
-    if (st == ST_OK)
-        return 0;
-    w->status = st;
-    return 1;
-}
-
-static int fused_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
-{
-    st_sched *s = w->s;
-    (void)sl;
-    return !st_ps_reduce_apply(s->ps, w->id, scale, s->o.solver, st_lr_at(&s->o.solver->lr, it),
-                               it, s->o.intra) ||
-           w->mp_bad;
-}
-
-static int fused_apply(st_worker *w, long it, int bad, bsp_slice *sl)
-{
-    (void)w;
-    (void)it;
-    (void)sl;
-    return bad; /* done by fused_reduce */
-}
-
-static int slice_reduce_checked(st_worker *w, long it, float scale, bsp_slice *sl)
-{
-    (void)it;
-    st_status st = slice_reduce(w, scale);
-    return device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
-}
-
-static int slice_apply_checked(st_worker *w, long it, int bad, bsp_slice *sl)
-{
-    (void)sl;
-    return bad || device_failed(w, slice_apply(w, it));
-}
-
-/* Hybrid across nodes: whether any rank's slice is bad. A rank sees only
- * its own parts of the model-parallel gradient, so the verdicts are summed
- * over the ranks (as partitioned's all-gather carries them), and every
- * rank stops at the same iteration. */
-static int mp_agree_bad(st_worker *w, int bad)
-{
-    st_sched *s = w->s;
-    double v = bad;
-    if (st_cluster_control(s->o.cluster, w->id, &v, 1, 0, &w->err) != ST_OK)
-        st_cluster_abort(s->o.cluster, &w->err);
-    return v > 0;
-}
-
-static int cluster_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
-{
-    st_status st = slice_reduce(w, scale);
-    double c0 = st_now();
-    if (w->s->mp_ranges)
-        sum_mp_slice_over_nodes(w, it, sl->grad);
-    else
-        sum_slice_over_nodes(w, it, sl->grad, sl->len);
-    int bad = device_failed(w, st) || !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
-    if (w->s->mp_ranges)
-        bad = mp_agree_bad(w, bad);
-    sl->comm += st_now() - c0;
-    return bad;
-}
-
-static int cluster_apply(st_worker *w, long it, int bad, bsp_slice *sl)
-{
-    bad = slice_apply_checked(w, it, bad, sl);
-    if (w->s->o.part) {
-        sl->gathered = gather_slice_over_nodes(w, &bad);
-        sl->comm += sl->gathered;
-    }
-    return bad;
-}
-
-static int overlap_reduce(st_worker *w, long it, float scale, bsp_slice *sl)
-{
-    (void)it;
-    (void)scale;
-    return !reduced_finite(w, sl->grad, sl->len) || w->mp_bad;
-}
+/* What the workers agreed on after computing: the batch's loss and images
+ * (over every node), whether a worker (or a node) failed, and whether to
+ * stop now (stop) or after applying this iteration (stop_after). */
+typedef struct bsp_agreement {
+    double loss;
+    int images, failed, failed_here, stop, stop_after;
+    double comm; /* seconds spent on the other nodes */
+} bsp_agreement;
 
 /* After the update: worker r's slice of the weights, and with the
  * model-parallel tail applied in backward (which every worker finished
  * before `mid`) its part of the tail, converted into the bf16 copy
- * (bf16_weights.h). Returns whether the slice is bad: a failure counts as
- * a device's. */
+ * (bf16_weights.h). Returns whether the slice is bad: a failure is the
+ * worker's status, as a device's. */
 static int refresh_bf16(st_worker *w, int bad)
 {
     st_sched *s = w->s;
@@ -382,36 +131,11 @@ static int refresh_bf16(st_worker *w, int bad)
     st_status st = sched_bf16_refresh(w, ps->slice[w->id], ps->slice[w->id + 1]);
     if (st == ST_OK && ps->tail_applied)
         st = sched_bf16_refresh(w, tb, te);
-    return device_failed(w, st) || bad;
+    if (st == ST_OK)
+        return bad;
+    w->status = st;
+    return 1;
 }
-
-static const sched_aggregation aggregation_fused = {"fused", fused_reduce, fused_apply};
-static const sched_aggregation aggregation_slice = {"slice", slice_reduce_checked,
-                                                    slice_apply_checked};
-static const sched_aggregation aggregation_cluster = {"cluster", cluster_reduce, cluster_apply};
-static const sched_aggregation aggregation_overlap = {"overlap", overlap_reduce, cluster_apply};
-
-const sched_aggregation *sched_bsp_aggregation(const st_sched_opts *o, int overlap)
-{
-    if (overlap)
-        return &aggregation_overlap;
-    if (o->cluster)
-        return &aggregation_cluster;
-    if (!o->backend->slice_reduce && !o->backend->slice_apply)
-        return &aggregation_fused;
-    return &aggregation_slice;
-}
-
-/* ---- the iteration's phases ---- */
-
-/* What the workers agreed on after computing: the batch's loss and images
- * (over every node), whether a worker (or a node) failed, and whether to
- * stop now (stop) or after applying this iteration (stop_after). */
-typedef struct bsp_agreement {
-    double loss;
-    int images, failed, failed_here, stop, stop_after;
-    double comm; /* seconds spent on the other nodes */
-} bsp_agreement;
 
 /* --pipeline layer: until iteration it's buckets are all applied (or
  * skipped), whatever the verdict. */
@@ -430,7 +154,7 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
     st_sched *s = w->s;
     int r = w->id;
     if (r == 0) /* before the model-parallel layers' first barrier of it */
-        rec->mp_decided = 0;
+        sched_mp_undecide(s->mp, it);
     if (s->overlap && r == 0)
         st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
     int first, count;
@@ -487,9 +211,12 @@ static bsp_agreement agree(st_worker *w, int stop_batch, long it, iter_record *r
     if (tr && s->overlap && !s->pipeline)
         st_trace_span(tr, "wait", "wait: buckets", it, t1, st_now());
     a.comm = s->o.cluster ? st_now() - t0 : 0.0;
-    if (rec->mp_decided && rec->mp_stop && !a.stop)
-        a.stop = rec->mp_stop;
-    else if (rec->mp_decided && !rec->mp_stop && a.stop && !a.failed && isfinite(a.loss)) {
+    int mp_stop = 0;
+    if (!sched_mp_decided(s->mp, it, &mp_stop))
+        return a;
+    if (mp_stop && !a.stop)
+        a.stop = mp_stop;
+    else if (!mp_stop && a.stop && !a.failed && isfinite(a.loss)) {
         a.stop_after = a.stop;
         a.stop = 0;
     }

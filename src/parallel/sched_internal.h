@@ -1,6 +1,9 @@
-/* What the scheduler's three files share: scheduler.c (creating and
- * freeing the scheduler, the worker threads' main loop, the test phase),
- * sched_bsp.c (bulk-synchronous runs) and sched_async.c (SSP and ASP runs).
+/* What the scheduler's files share: scheduler.c (creating and freeing the
+ * scheduler, the worker threads' main loop, the test phase), sched_bsp.c
+ * (bulk-synchronous runs) and its aggregation strategies
+ * (sched_aggregate.c), sched_async.c (SSP and ASP runs), and the features
+ * behind a handle of their own: hybrid parallelism (sched_mp.c) and
+ * gradient accumulation (accumulate.c).
  * The run modes are split by file but not by data: one struct holds the
  * scheduler's state and one each worker's, and a worker thread created in
  * scheduler.c runs whichever command the scheduler thread hands it.
@@ -50,18 +53,6 @@ int sched_bf16_shared(const st_sched_opts *o);
 st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
                                    int planning);
 
-/* Hybrid: the samples of this process's batches, a whole one and the last
- * of an epoch (its part of it, across nodes), into sizes; returns how many
- * (scheduler.c). */
-int sched_mp_sizes(const st_sched_opts *o, int sizes[2]);
-
-/* Hybrid across nodes (o->mp_group > 1): whether, this rank's place in its
- * group, and the collectives its model-parallel layers use (scheduler.c;
- * planning passes them too, unused). */
-int sched_mp_nodes(const st_sched_opts *o);
-int sched_mp_place(const st_sched_opts *o);
-extern const st_mp_nodes sched_mp_nodes_ops;
-
 /* The bytes of what a worker of capacity cap allocates besides its replica
  * (scheduler.c, whose worker_init allocates them so). x, pixels and the
  * order are touched only by test phases and SSP / ASP runs. */
@@ -89,14 +80,8 @@ typedef struct st_worker {
     st_time_split time;
     st_status status;
     st_error err;
-    st_mp_group mp;        /* --parallel hybrid: its place among the workers */
-    long mp_it;            /* with ps->tail_applied: the iteration in backward, */
-    float mp_scale;        /* 1 / its images, */
     long patient_at;       /* across nodes: the iteration whose control sum waits
                               for rank 0 without a timeout (-1: none) */
-    int mp_bad;            /* whether a gradient it was to apply was not finite */
-    size_t mp_bad_at;      /* (the first one's arena offset) */
-    int mp_total;          /* across nodes: the iteration's samples over every rank */
     st_trace_track *trace; /* --trace: its track (its replica's too), or NULL */
     double pipe_wait;      /* --pipeline layer: seconds its forward waited for buckets, in
                               the iteration it computes */
@@ -105,18 +90,6 @@ typedef struct st_worker {
     double clock_loss;
     long clock_images;
 } st_worker;
-
-/* A buffer the workers of a model-parallel layer share (st_mp_group). */
-typedef struct mp_buffer {
-    int layer, slot;
-    size_t bytes;
-    void *p;
-} mp_buffer;
-
-/* The buffer (layer, slot) of bytes in the table *bufs [*n]: the one there,
- * or a new one, zeroed, added (scheduler.c); NULL when out of memory. */
-void *sched_mp_buffer(mp_buffer **bufs, int *n, int layer, int slot, size_t bytes,
-                      st_error *err);
 
 /* One BSP iteration as each worker saw it: written before the barriers
  * that order it with its readers. */
@@ -127,9 +100,6 @@ typedef struct iter_record {
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
     int stop_request;      /* sched_stop_flag as worker 0 saw it before `mid` */
-    int mp_decided;        /* with ps->tail_applied, under mp_lock: whether the */
-    int mp_stop;           /* first update in backward came, and the stop flag it saw
-                              (0: the model-parallel layers apply the iteration) */
     double nodes_loss;     /* multi-node: loss and images over every node */
     double nodes_images;
 } iter_record;
@@ -148,10 +118,98 @@ st_status sched_accum_compute(sched_accum *a, st_worker *w, const float *weights
                               float *grads, const st_shard *shard, const st_step_info *info,
                               double *loss);
 
-/* How a BSP run sums and applies each worker's slice (sched_bsp.c: fused on
- * the host, on a backend's device, across nodes, after an overlapped
- * all-reduce): chosen once, at the scheduler's creation. */
-typedef struct sched_aggregation sched_aggregation;
+/* Hybrid parallelism (--parallel hybrid, --mp-group; sched_mp.c): the
+ * model-parallel layers' barrier, buffers and updates in backward, and
+ * across nodes this rank's blocks of their parameters, behind one handle;
+ * NULL in a data-parallel run, where every function taking it does
+ * nothing (or answers 0). */
+typedef struct sched_mp sched_mp;
+
+/* s's handle, NULL unless s->o.hybrid (which is BSP, without --overlap or
+ * --pipeline); called once s's options, net, ps and T are set. */
+st_status sched_mp_create(sched_mp **out, st_sched *s, st_error *err);
+void sched_mp_free(sched_mp *m);
+
+/* Across nodes (o->mp_group > 1, hybrid): the layers split over groups of
+ * ranks, one worker each. */
+int sched_mp_nodes(const st_sched_opts *o);
+
+/* The samples of this process's batches, a whole one and the last of an
+ * epoch (its part of it; across nodes, its group's), into sizes; returns
+ * how many. */
+int sched_mp_sizes(const st_sched_opts *o, int sizes[2]);
+
+/* Worker id of T's group, its callbacks and ctx unset: its place among the
+ * workers, or across nodes its rank's place in its group and the group's
+ * collectives (which planning passes too, unused). */
+st_mp_group sched_mp_group(const st_sched_opts *o, int T, int id);
+
+/* A buffer the workers of a model-parallel layer share (st_mp_group). */
+typedef struct mp_buffer {
+    int layer, slot;
+    size_t bytes;
+    void *p;
+} mp_buffer;
+
+/* The buffer (layer, slot) of bytes in the table *bufs [*n]: the one there,
+ * or a new one, zeroed, added; NULL when out of memory. */
+void *sched_mp_buffer(mp_buffer **bufs, int *n, int layer, int slot, size_t bytes,
+                      st_error *err);
+
+/* Worker id's group and the batches' sample counts into its replica's
+ * options (the group lives as long as m); called on the worker's thread. */
+void sched_mp_replica(sched_mp *m, int id, st_replica_opts *ro);
+
+/* Worker id computes iteration it: n samples in the node's batch, n_total
+ * over every rank. */
+void sched_mp_begin(sched_mp *m, int id, long it, int n, int n_total);
+
+/* With ps->tail_applied, whether the model-parallel layers apply iteration
+ * it is decided at their first update in backward: worker 0 undoes the
+ * decision of the record's slot before their first barrier of it; after
+ * `mid`, sched_mp_decided says whether it was taken and the stop flag it
+ * saw (*stop; 0: they apply the iteration). */
+void sched_mp_undecide(sched_mp *m, long it);
+int sched_mp_decided(const sched_mp *m, long it, int *stop);
+
+/* Whether a gradient worker id was to apply in backward (tail_applied) was
+ * not finite in this iteration; *at (NULL: not wanted) the first one's
+ * arena offset. */
+int sched_mp_bad(const sched_mp *m, int id, size_t *at);
+
+/* Across nodes (one worker, its slice the whole arena): slice's gradient
+ * of this rank's blocks of the model-parallel tail summed over the ranks
+ * holding the same blocks (the rest of the tail is never written and
+ * stays zero); whether any rank's slice is bad (each sees only its blocks,
+ * so the verdicts are summed over the ranks and every rank stops at the
+ * same iteration); the update of the head and of this rank's blocks alone
+ * (the rest of the tail is other ranks' to keep: its weights and state
+ * here are stale and read by nobody, the trainer gathers the blocks where
+ * the whole network is needed). A failing collective ends every rank. */
+void sched_mp_sum_blocks(sched_mp *m, float *slice, st_error *err);
+int sched_mp_agree_bad(sched_mp *m, int id, int bad, st_error *err);
+void sched_mp_apply_parts(sched_mp *m, float lr, long it);
+
+/* How a BSP run sums and applies each worker's slice (sched_aggregate.c:
+ * fused on the host, on a backend's device, across nodes, after an
+ * overlapped all-reduce, hybrid's): chosen once, at the scheduler's
+ * creation. After the workers agree, worker r sums slice r of every
+ * worker's gradient (reduce) and updates the weights of slice r (apply);
+ * both return whether the slice is bad (not finite, or a device failed:
+ * then w->status too), which leaves it unapplied. */
+typedef struct bsp_slice {
+    float *grad;      /* slice r of the summed gradient */
+    size_t len;
+    double comm;      /* seconds spent on the other nodes, so far */
+    double gathered;  /* of them, the partitioned update's all-gather */
+} bsp_slice;
+
+typedef struct sched_aggregation {
+    const char *name; /* the trace's */
+    int (*reduce)(st_worker *w, long it, float scale, bsp_slice *sl);
+    int (*apply)(st_worker *w, long it, int bad, bsp_slice *sl);
+} sched_aggregation;
+
 const sched_aggregation *sched_bsp_aggregation(const st_sched_opts *o, int overlap);
 
 struct st_sched {
@@ -170,20 +228,7 @@ struct st_sched {
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
     st_bf16_weights *bf16;          /* the weights' bf16 copy (sched_bf16_shared), or NULL */
     sched_accum *accum;             /* subdivisions > 1, or NULL */
-    /* --parallel hybrid: the model-parallel layers' barrier and buffers */
-    st_barrier mp_barrier;
-    pthread_mutex_t mp_lock;
-    mp_buffer *mp_buf;              /* [n_mp_buf], under mp_lock during set-up */
-    int n_mp_buf;
-    int mp_sizes[2], n_mp_sizes;    /* samples of this process's batches (across nodes,
-                                       its group's) */
-    /* across nodes: this rank's parts of the model-parallel layers'
-     * parameters ([n_mp_ranges] arena ranges, st_net_mp_ranges) and a buffer
-     * [mp_floats] for their gradients, all-reduced over the rank's block */
-    size_t (*mp_ranges)[2];
-    int n_mp_ranges;
-    float *mp_pack;
-    size_t mp_floats;
+    sched_mp *mp;                   /* --parallel hybrid, or NULL */
     /* the command; written by the scheduler before `start` */
     int cmd;
     st_batchq *q;
@@ -211,7 +256,13 @@ struct st_sched {
 
 /* Whether to stop now: the stop flag's signal, else ST_SCHED_STOP_REQUESTED
  * after st_sched_request_stop, else 0. */
-int sched_stop_flag(const st_sched *s);
+static inline int sched_stop_flag(const st_sched *s)
+{
+    int sig = s->o.stop ? atomic_load(s->o.stop) : 0;
+    if (sig)
+        return sig;
+    return atomic_load(&s->stop_requested) ? ST_SCHED_STOP_REQUESTED : 0;
+}
 
 /* The first worker failure, copied to err. */
 st_status sched_collect_status(st_sched *s, st_error *err);

@@ -108,13 +108,11 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
         st_replica_opts ro = sched_replica_opts(o, &z[w], w, !measure);
         if (o->hybrid) {
             st_mp_group *mp = &groups[w < 2 ? w : 2]; /* as long as the replica */
-            *mp = (st_mp_group){w, T, NULL, applied ? plan_apply : NULL, plan_barrier,
-                                plan_shared_buffer, &shared, NULL};
-            if (sched_mp_nodes(o)) {
-                mp->rank = sched_mp_place(o);
-                mp->size = o->mp_group;
-                mp->nodes = &sched_mp_nodes_ops;
-            }
+            *mp = sched_mp_group(o, T, w);
+            mp->apply = applied ? plan_apply : NULL;
+            mp->barrier = plan_barrier;
+            mp->shared = plan_shared_buffer;
+            mp->ctx = &shared;
             ro.mp = mp;
             ro.mp_batch_sizes = mp_sizes;
             ro.n_mp_batch_sizes = n_mp_sizes;

@@ -4,7 +4,8 @@
  * helpers both training modes use, and the workers' sizes, options and
  * buffers, which sched_plan.c also plans before the workers exist. The
  * training runs themselves are in sched_bsp.c (bulk-synchronous) and
- * sched_async.c (SSP and ASP), so each mode's protocol reads in one file. */
+ * sched_async.c (SSP and ASP), so each mode's protocol reads in one file;
+ * hybrid parallelism's state is sched_mp.c's, behind its handle. */
 #include "parallel/scheduler.h"
 
 #include <errno.h>
@@ -115,149 +116,6 @@ worker_buffers sched_worker_buffers(const st_sched_opts *o, const st_net *net, i
     return b;
 }
 
-static void mp_barrier_wait(void *ctx)
-{
-    st_worker *w = ctx;
-    st_barrier_wait(&w->s->mp_barrier);
-}
-
-void *sched_mp_buffer(mp_buffer **bufs, int *n, int layer, int slot, size_t bytes,
-                      st_error *err)
-{
-    for (int k = 0; k < *n; k++)
-        if ((*bufs)[k].layer == layer && (*bufs)[k].slot == slot && (*bufs)[k].bytes == bytes)
-            return (*bufs)[k].p;
-    mp_buffer *grown = realloc(*bufs, (size_t)(*n + 1) * sizeof *grown);
-    if (!grown) {
-        st_fail(err, ST_ENOMEM, "out of memory for the model-parallel buffers' table");
-        return NULL;
-    }
-    *bufs = grown;
-    void *p = st_alloc_aligned(bytes, "model-parallel layer buffer", err);
-    if (p)
-        grown[(*n)++] = (mp_buffer){layer, slot, bytes, p};
-    return p;
-}
-
-static void *mp_shared(void *ctx, int layer, int slot, size_t bytes, st_error *err)
-{
-    st_sched *s = ((st_worker *)ctx)->s;
-    pthread_mutex_lock(&s->mp_lock);
-    void *p = sched_mp_buffer(&s->mp_buf, &s->n_mp_buf, layer, slot, bytes, err);
-    pthread_mutex_unlock(&s->mp_lock);
-    return p;
-}
-
-/* st_mp_group.apply with ps->tail_applied: the first call of an iteration
- * decides, for every worker, whether the model-parallel layers apply it
- * (no stop asked yet; see scheduler.h). */
-static void mp_apply(void *ctx, size_t offset, float *g, size_t count)
-{
-    st_worker *w = ctx;
-    st_sched *s = w->s;
-    iter_record *rec = &s->rec[w->mp_it % RECORDS];
-    pthread_mutex_lock(&s->mp_lock);
-    if (!rec->mp_decided) {
-        rec->mp_stop = sched_stop_flag(s);
-        rec->mp_decided = 1;
-    }
-    int apply = !rec->mp_stop;
-    pthread_mutex_unlock(&s->mp_lock);
-    if (apply && !st_ps_apply_given(s->ps, offset, offset + count, g, w->mp_scale, s->o.solver,
-                                    st_lr_at(&s->o.solver->lr, w->mp_it), w->mp_it,
-                                    s->o.intra) &&
-        !w->mp_bad) {
-        w->mp_bad = 1;
-        w->mp_bad_at = offset;
-    }
-}
-
-int st_sched_tail_applied(const st_sched_opts *o)
-{
-    return o->hybrid && o->sync == ST_SYNC_BSP && !o->overlap && !o->cluster &&
-           !o->backend->slice_reduce && !o->backend->slice_apply;
-}
-
-int sched_mp_nodes(const st_sched_opts *o)
-{
-    return o->hybrid && o->cluster && o->mp_group > 1;
-}
-
-int sched_mp_place(const st_sched_opts *o)
-{
-    return st_cluster_rank(o->cluster) % o->mp_group;
-}
-
-/* Across nodes: the samples of batch n_total of the G ranks of this rank's
- * group, rank k's count[k] from first[k] (from the group's first), and
- * their sum (prefetch.c splits a batch over the ranks with st_shard_of). */
-static int group_shards(const st_sched_opts *o, int n_total, int *first, int *count)
-{
-    int G = o->mp_group, P = st_cluster_size(o->cluster);
-    int g0 = st_cluster_rank(o->cluster) / G * G, f0 = 0, sum = 0;
-    for (int k = 0; k < G; k++) {
-        int f, c;
-        st_shard_of(n_total, P, g0 + k, &f, &c);
-        if (k == 0)
-            f0 = f;
-        if (first)
-            first[k] = f - f0;
-        if (count)
-            count[k] = c;
-        sum += c;
-    }
-    return sum;
-}
-
-int sched_mp_sizes(const st_sched_opts *o, int sizes[2])
-{
-    int n = 0, node = node_last_batch(o);
-    if (sched_mp_nodes(o)) { /* the group's: a whole batch, and its part of the last */
-        int P = st_cluster_size(o->cluster);
-        long last = o->train->count % ((long)o->batch * P);
-        sizes[n++] = o->batch * o->mp_group;
-        node = last ? group_shards(o, (int)last, NULL, NULL) : 0;
-        if (node > 0 && node != sizes[0])
-            sizes[n++] = node;
-        return n;
-    }
-    sizes[n++] = o->batch;
-    if (node > 0 && node != o->batch)
-        sizes[n++] = node;
-    return n;
-}
-
-static int mp_shard(void *ctx, int *first, int *count)
-{
-    st_worker *w = ctx;
-    return group_shards(&w->s->o, w->mp_total, first, count);
-}
-
-static st_status mp_allgather(void *ctx, const float *mine, float *all, const int *counts,
-                              const int *displs, st_error *err)
-{
-    return st_cluster_mp_allgather(((st_worker *)ctx)->s->o.cluster, mine, all, counts, displs,
-                                   err);
-}
-
-static st_status mp_alltoall(void *ctx, const float *send, const int *scounts,
-                             const int *sdispls, float *recv, const int *rcounts,
-                             const int *rdispls, st_error *err)
-{
-    return st_cluster_mp_alltoall(((st_worker *)ctx)->s->o.cluster, send, scounts, sdispls,
-                                  recv, rcounts, rdispls, err);
-}
-
-static st_status mp_reduce_scatter(void *ctx, const float *all, float *mine, const int *counts,
-                                   st_error *err)
-{
-    return st_cluster_mp_reduce_scatter(((st_worker *)ctx)->s->o.cluster, all, mine, counts,
-                                        err);
-}
-
-const st_mp_nodes sched_mp_nodes_ops = {mp_shard, mp_allgather, mp_alltoall,
-                                        mp_reduce_scatter};
-
 static void layer_done(void *ctx, int layer)
 {
     st_worker *w = ctx;
@@ -275,19 +133,7 @@ static st_status worker_init(st_worker *w)
     st_sched *s = w->s;
     sched_worker_sizes(&s->o, s->T, w->id, &w->sz);
     st_replica_opts ro = sched_replica_opts(&s->o, &w->sz, w->id, 0);
-    if (s->o.hybrid) {
-        int applied = s->ps->tail_applied;
-        w->mp = (st_mp_group){w->id, s->T, applied ? NULL : s->ps->grads[0],
-                              applied ? mp_apply : NULL, mp_barrier_wait, mp_shared, w, NULL};
-        if (sched_mp_nodes(&s->o)) { /* one worker: its rank's place in the group */
-            w->mp.rank = sched_mp_place(&s->o);
-            w->mp.size = s->o.mp_group;
-            w->mp.nodes = &sched_mp_nodes_ops;
-        }
-        ro.mp = &w->mp;
-        ro.mp_batch_sizes = s->mp_sizes;
-        ro.n_mp_batch_sizes = s->n_mp_sizes;
-    }
+    sched_mp_replica(s->mp, w->id, &ro);
     st_status st = st_replica_init(&w->replica, s->net, s->o.backend, &ro, &w->err);
     if (st != ST_OK) {
         st_error_prefix(&w->err, "worker %d: ", w->id);
@@ -337,8 +183,9 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
             const st_param *p = &t->p[k];
             for (int r = r0; r < r1 && p->layer == i; r++) {
                 size_t held = st_ps_grad_floats(t, r, s->ps->shared_from, s->ps->tail_applied);
-                int applied_bad = s->w[r].mp_bad && s->w[r].mp_bad_at >= p->offset &&
-                                  s->w[r].mp_bad_at < p->offset + p->count;
+                size_t at = 0;
+                int applied_bad = sched_mp_bad(s->mp, r, &at) && at >= p->offset &&
+                                  at < p->offset + p->count;
                 if ((p->offset < held && !st_all_finite(s->ps->grads[r] + p->offset, p->count)) ||
                     applied_bad) {
                     snprintf(buf, len, "the gradient of %s, %s, is not finite", p->name,
@@ -348,14 +195,6 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
             }
         }
     snprintf(buf, len, "the loss is not finite");
-}
-
-int sched_stop_flag(const st_sched *s)
-{
-    int sig = s->o.stop ? atomic_load(s->o.stop) : 0;
-    if (sig)
-        return sig;
-    return atomic_load(&s->stop_requested) ? ST_SCHED_STOP_REQUESTED : 0;
 }
 
 void st_sched_request_stop(st_sched *s)
@@ -491,8 +330,6 @@ void st_sched_free(st_sched *s)
         st_barrier_destroy(&s->end);
         st_barrier_destroy(&s->mid);
         st_barrier_destroy(&s->iter_end);
-        st_barrier_destroy(&s->mp_barrier);
-        pthread_mutex_destroy(&s->mp_lock);
         pthread_mutex_destroy(&s->clock_lock);
         pthread_cond_destroy(&s->clock_moved);
     }
@@ -502,33 +339,9 @@ void st_sched_free(st_sched *s)
         st_overlap_free(s->overlap);
     sched_accum_free(s->accum);
     st_bf16_weights_free(s->bf16);
-    for (int k = 0; k < s->n_mp_buf; k++)
-        st_free_aligned(s->mp_buf[k].p);
-    free(s->mp_buf);
-    free(s->mp_ranges);
-    st_free_aligned(s->mp_pack);
+    sched_mp_free(s->mp);
     free(s->w);
     free(s);
-}
-
-/* Across nodes: this rank's parts of the model-parallel parameters and the
- * buffer their gradients are all-reduced in (one worker per rank). */
-static st_status mp_nodes_init(st_sched *s, st_error *err)
-{
-    if (s->T != 1)
-        return st_fail(err, ST_EINTERNAL, "--mp-group %d with %d workers: one worker per rank",
-                       s->o.mp_group, s->T);
-    int max = 4 * s->net->n_layers;
-    s->mp_ranges = st_calloc((size_t)max, sizeof *s->mp_ranges, "model-parallel ranges", err);
-    if (!s->mp_ranges)
-        return ST_ENOMEM;
-    s->n_mp_ranges = st_net_mp_ranges(s->net, sched_mp_place(&s->o), s->o.mp_group,
-                                      s->mp_ranges, max);
-    for (int k = 0; k < s->n_mp_ranges; k++)
-        s->mp_floats += s->mp_ranges[k][1] - s->mp_ranges[k][0];
-    s->mp_pack = st_alloc_aligned((s->mp_floats ? s->mp_floats : 1) * sizeof(float),
-                                  "model-parallel gradients", err);
-    return s->mp_pack ? ST_OK : ST_ENOMEM;
 }
 
 st_status sched_check_threads(const st_sched_opts *o, st_error *err)
@@ -588,29 +401,21 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     if (st_barrier_init(&s->start, s->T + 1) || st_barrier_init(&s->end, s->T + 1) ||
         st_barrier_init(&s->mid, s->T) || st_barrier_init(&s->iter_end, s->T) ||
-        st_barrier_init(&s->mp_barrier, s->T) || pthread_mutex_init(&s->mp_lock, NULL) ||
         pthread_mutex_init(&s->clock_lock, NULL) || pthread_cond_init(&s->clock_moved, NULL)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "cannot create the scheduler's barriers");
     }
     s->barriers_ready = 1;
-    if (o->hybrid && (o->sync != ST_SYNC_BSP || o->overlap || o->pipeline)) {
+    st_status mst = sched_mp_create(&s->mp, s, err);
+    if (mst != ST_OK) {
         st_sched_free(s);
-        return st_fail(err, ST_EINTERNAL, "hybrid parallelism is bulk-synchronous and "
-                       "without --overlap or --pipeline");
+        return mst;
     }
     if (o->pipeline && (o->sync != ST_SYNC_BSP || o->part || o->backend->slice_reduce ||
                         o->backend->slice_apply || sched_bf16_shared(o))) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "--pipeline layer: bulk-synchronous, the whole "
                        "update on every rank, on the host, without the weights' bf16 copy");
-    }
-    if (o->hybrid)
-        s->n_mp_sizes = sched_mp_sizes(o, s->mp_sizes);
-    st_status mst = sched_mp_nodes(o) ? mp_nodes_init(s, err) : ST_OK;
-    if (mst != ST_OK) {
-        st_sched_free(s);
-        return mst;
     }
     st_status tst = add_tracks(s, err);
     if (tst != ST_OK) {
