@@ -17,6 +17,12 @@
  * on one node, and --overlap's across nodes (the run whose buckets these
  * are).
  *
+ * After a bucket's update, the same thread calls the creator's hook with
+ * its range (the scheduler's: the range converted into the weights' bf16
+ * copy, bf16_weights.h, before the counter lets a forward read it). A
+ * hook that fails stops the run as a non-finite bucket does, with its
+ * message.
+ *
  * A bucket whose reduced gradient is not finite is not applied (every rank
  * sees the same sum, so every rank skips it) and the iteration is bad: the
  * workers learn it at the next iteration's agreement (st_pipeline_wait)
@@ -39,14 +45,21 @@
 
 typedef struct st_pipeline st_pipeline;
 
+/* What follows a bucket's update, on the thread that applied it: worker
+ * (or -1: the communication thread), the bucket's arena range [lo, hi). */
+typedef st_status (*st_pipeline_applied_fn)(void *ctx, int worker, size_t lo, size_t hi,
+                                            st_error *err);
+
 /* Buckets of at least bucket_bytes over net's parameters in ps, reduced
  * over `workers` workers and, with a cluster c, all-reduced on its channels
  * from `channel` (st_overlap_create's); the solver's update of a bucket on
  * `threads` threads of the thread that applies it (one node: the worker's
- * intra-op threads; across nodes the communication thread applies alone). */
+ * intra-op threads; across nodes the communication thread applies alone),
+ * then applied(applied_ctx, ...) if not NULL. */
 st_status st_pipeline_create(st_pipeline **out, const st_net *net, st_ps *ps, st_cluster *c,
                              int channel, int workers, size_t bucket_bytes, st_trace *trace,
-                             const st_solver_cfg *solver, int threads, st_error *err);
+                             const st_solver_cfg *solver, int threads,
+                             st_pipeline_applied_fn applied, void *applied_ctx, st_error *err);
 void st_pipeline_free(st_pipeline *p);
 
 /* Its buckets, for the workers' reports (owned by the pipeline). */
@@ -65,11 +78,13 @@ double st_pipeline_layer_wait(st_pipeline *p, int layer, long it);
 void st_pipeline_computed(st_pipeline *p, long it, double t);
 
 /* Until every bucket of iteration it is applied (or skipped). Returns
- * whether all were finite since the run's start up to it (the same answer
- * for every caller: buckets come in order); if not, *bad_it gets the first
- * bad iteration and what (a text of len bytes) names the first non-finite
- * gradient found. */
-int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, char *what, size_t len);
+ * whether all were finite and their hooks succeeded since the run's start
+ * up to it (the same answer for every caller: buckets come in order); if
+ * not, *bad_it gets the first bad iteration, *why ST_EDIVERGED with what
+ * (a text of len bytes) naming the first non-finite gradient found, or
+ * the hook's failure and its message. */
+int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, st_status *why, char *what,
+                     size_t len);
 
 /* After st_pipeline_wait(it): iteration it's buckets' reduction,
  * all-reduce and update, in seconds: *busy in all, *behind_backward of it

@@ -28,6 +28,8 @@ struct st_pipeline {
     st_ps *ps;
     const st_solver_cfg *solver;
     int threads, workers;
+    st_pipeline_applied_fn applied_fn;
+    void *applied_ctx;
     st_overlap *ov;          /* owned */
     int n_buckets;
     atomic_long *applied;    /* [n_buckets] the last iteration applied (or skipped) */
@@ -35,8 +37,9 @@ struct st_pipeline {
     pthread_cond_t moved;
     /* under lock */
     pipe_split split[SPLITS];
-    long bad_it;             /* the first iteration with a non-finite bucket, or -1 */
-    char bad_what[192];
+    long bad_it;             /* the first iteration with a bad bucket, or -1: */
+    st_status bad_status;    /* ST_EDIVERGED (not finite) or the hook's failure, */
+    char bad_what[192];      /* and what it was */
 };
 
 /* Iteration it's split record, begun afresh if it holds an older one
@@ -68,25 +71,35 @@ static void name_bad(st_pipeline *p, size_t lo, size_t hi)
 }
 
 /* overlap.h's hook: bucket b of iteration it reduced; checked, applied,
- * published. Buckets come one at a time, in order (a worker reports the
- * next bucket's layers only after it reduced the one it completed). */
+ * handed to the creator's hook, published. Buckets come one at a time, in
+ * order (a worker reports the next bucket's layers only after it reduced
+ * the one it completed). */
 static void bucket_reduced(void *ctx, int b, long it, int worker, double t0, double t1)
 {
     st_pipeline *p = ctx;
     st_ps *ps = p->ps;
     size_t lo, hi;
-    (void)worker;
+    st_error err = {0};
     (void)t1;
     st_overlap_bucket_range(p->ov, b, &lo, &hi);
     int finite = st_all_finite(ps->grads[0] + lo, hi - lo);
-    if (finite)
+    st_status st = ST_OK;
+    if (finite) {
         st_ps_apply_range(ps, lo, hi, ps->state + lo, ps->count, p->solver,
                           st_lr_at(&p->solver->lr, it), it, p->threads);
+        if (p->applied_fn)
+            st = p->applied_fn(p->applied_ctx, worker, lo, hi, &err);
+    }
     double t2 = st_now();
     pthread_mutex_lock(&p->lock);
-    if (!finite && p->bad_it < 0) {
+    if ((!finite || st != ST_OK) && p->bad_it < 0) {
         p->bad_it = it;
-        name_bad(p, lo, hi);
+        p->bad_status = finite ? st : ST_EDIVERGED;
+        if (finite)
+            snprintf(p->bad_what, sizeof p->bad_what, "%.*s", (int)sizeof p->bad_what - 1,
+                     err.msg);
+        else
+            name_bad(p, lo, hi);
     }
     pipe_split *sp = split_of(p, it);
     sp->applied += finite;
@@ -111,7 +124,8 @@ void st_pipeline_free(st_pipeline *p)
 
 st_status st_pipeline_create(st_pipeline **out, const st_net *net, st_ps *ps, st_cluster *c,
                              int channel, int workers, size_t bucket_bytes, st_trace *trace,
-                             const st_solver_cfg *solver, int threads, st_error *err)
+                             const st_solver_cfg *solver, int threads,
+                             st_pipeline_applied_fn applied, void *applied_ctx, st_error *err)
 {
     *out = NULL;
     st_pipeline *p = st_calloc(1, sizeof *p, "pipeline", err);
@@ -122,6 +136,8 @@ st_status st_pipeline_create(st_pipeline **out, const st_net *net, st_ps *ps, st
     p->solver = solver;
     p->threads = threads;
     p->workers = workers;
+    p->applied_fn = applied;
+    p->applied_ctx = applied_ctx;
     p->bad_it = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->moved, NULL);
@@ -187,7 +203,8 @@ void st_pipeline_computed(st_pipeline *p, long it, double t)
     pthread_mutex_unlock(&p->lock);
 }
 
-int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, char *what, size_t len)
+int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, st_status *why, char *what,
+                     size_t len)
 {
     for (int b = 0; b < p->n_buckets; b++)
         wait_bucket(p, b, it);
@@ -195,6 +212,7 @@ int st_pipeline_wait(st_pipeline *p, long it, long *bad_it, char *what, size_t l
     int good = p->bad_it < 0 || p->bad_it > it; /* a later one's buckets may be under way */
     if (!good) {
         *bad_it = p->bad_it;
+        *why = p->bad_status;
         snprintf(what, len, "%s", p->bad_what);
     }
     pthread_mutex_unlock(&p->lock);

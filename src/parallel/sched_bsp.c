@@ -142,9 +142,10 @@ static int refresh_bf16(st_worker *w, int bad)
 static void pipeline_settle(st_sched *s, long it)
 {
     long bad_it;
+    st_status why;
     char what[8];
     if (it >= s->first)
-        st_pipeline_wait(s->pipeline, it, &bad_it, what, sizeof what);
+        st_pipeline_wait(s->pipeline, it, &bad_it, &why, what, sizeof what);
 }
 
 /* Compute: forward and backward of the worker's shard (nothing for a stop
@@ -279,15 +280,15 @@ static const sched_phase pipe_phases[] = {
 
 /* Iteration it's buckets all applied or skipped: this worker's share of
  * its time split (exposed: what the next forward waited for them).
- * Returns st_pipeline_split's 1 (all applied), 0 (none) or -1; a
- * non-finite bucket since the run began makes it -1, naming it in what. */
-static int pipeline_settled(st_worker *w, long it, double exposed, long *bad_it, char *what,
-                            size_t len)
+ * Returns st_pipeline_split's 1 (all applied), 0 (none) or -1; a bad
+ * bucket since the run began makes it -1, with why and what. */
+static int pipeline_settled(st_worker *w, long it, double exposed, long *bad_it,
+                            st_status *why, char *what, size_t len)
 {
     st_sched *s = w->s;
     st_time_split *ts = &s->rec[it % RECORDS].time[w->id];
     double busy, behind;
-    int good = st_pipeline_wait(s->pipeline, it, bad_it, what, len);
+    int good = st_pipeline_wait(s->pipeline, it, bad_it, why, what, len);
     int applied = st_pipeline_split(s->pipeline, it, &busy, &behind);
     double rest = busy - behind - exposed;
     ts->hidden_backward = behind;
@@ -296,12 +297,16 @@ static int pipeline_settled(st_worker *w, long it, double exposed, long *bad_it,
     return good || applied == 0 ? applied : -1;
 }
 
-/* Stop: iteration it diverged (a non-finite bucket, named in what). */
-static void pipeline_diverged(st_worker *w, long it, const char *what)
+/* Stop at iteration it's bad bucket: diverged (why ST_EDIVERGED, the
+ * non-finite gradient named in what), or its hook failed (worker 0's
+ * failure, what its message). */
+static void pipeline_diverged(st_worker *w, long it, st_status why, const char *what)
 {
-    if (w->id == 0)
+    if (w->id == 0 && why == ST_EDIVERGED)
         snprintf(w->s->diverged, sizeof w->s->diverged, "%s", what);
-    stop_workers(w->s, w->id, it, ST_EDIVERGED, 0);
+    else if (w->id == 0)
+        w->status = st_fail(&w->err, why, "iteration %ld: %s", it, what);
+    stop_workers(w->s, w->id, it, why, 0);
 }
 
 /* The loop up to its last iteration's agreement; returns the iteration to
@@ -311,6 +316,7 @@ static long pipeline_iterations(st_worker *w, int *stop_after)
     st_sched *s = w->s;
     int r = w->id;
     long bad_it = -1;
+    st_status why = ST_EDIVERGED; /* also when no bucket was applied */
     char what[192];
     for (long it = s->first; it < s->last; it++) {
         iter_record *rec = &s->rec[it % RECORDS];
@@ -323,8 +329,8 @@ static long pipeline_iterations(st_worker *w, int *stop_after)
         int stop_batch = b->stop;
         t[2] = st_now();
         st_pipeline_computed(s->pipeline, it, t[2]);
-        int prev = it == s->first ? 1 : pipeline_settled(w, it - 1, w->pipe_wait, &bad_it, what,
-                                                         sizeof what);
+        int prev = it == s->first ? 1 : pipeline_settled(w, it - 1, w->pipe_wait, &bad_it, &why,
+                                                         what, sizeof what);
         t[3] = st_now();
         st_barrier_wait(&s->mid);
         t[4] = st_now();
@@ -340,7 +346,7 @@ static long pipeline_iterations(st_worker *w, int *stop_after)
         sched_trace_iteration(tr, it, pipe_phases, 5, t, "aggregation", "pipeline");
         if (prev != 1) {
             pipeline_settle(s, it);
-            pipeline_diverged(w, bad_it, what);
+            pipeline_diverged(w, bad_it, why, what);
             return -1;
         }
         if (r == 0 && it > s->first)
@@ -367,11 +373,12 @@ static void pipeline_worker(st_worker *w)
     long last = pipeline_iterations(w, &stop_after), bad_it = -1;
     if (last < s->first)
         return;
+    st_status why = ST_EDIVERGED; /* also when no bucket was applied */
     char what[192];
-    int applied = pipeline_settled(w, last, 0.0, &bad_it, what, sizeof what);
+    int applied = pipeline_settled(w, last, 0.0, &bad_it, &why, what, sizeof what);
     st_barrier_wait(&s->iter_end); /* every worker's share of its split written */
     if (applied < 0 || (applied == 0 && !stop_after)) {
-        pipeline_diverged(w, bad_it, what);
+        pipeline_diverged(w, bad_it, why, what);
         return;
     }
     if (applied && w->id == 0)

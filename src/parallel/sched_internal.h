@@ -227,6 +227,8 @@ struct st_sched {
     st_trace_track *trace;          /* --trace: the scheduler thread's track, or NULL */
     const sched_aggregation *agg;   /* BSP: the slices' sum and update */
     st_bf16_weights *bf16;          /* the weights' bf16 copy (sched_bf16_shared), or NULL */
+    st_bctx *comm_bctx;             /* the pipeline's communication thread's backend context
+                                       for that copy, made on its first bucket, or NULL */
     sched_accum *accum;             /* subdivisions > 1, or NULL */
     sched_mp *mp;                   /* --parallel hybrid, or NULL */
     /* the command; written by the scheduler before `start` */

@@ -88,6 +88,27 @@ st_status sched_bf16_refresh(st_worker *w, size_t b, size_t e)
                                    s->ps->weights, b, e, &w->err);
 }
 
+/* --pipeline layer's hook after a bucket's update (pipeline.h): its range
+ * of the weights converted into the bf16 copy by the thread that applied
+ * it, in that thread's backend context (a worker's own; the communication
+ * thread's, across nodes, made on its first bucket), as the BSP workers
+ * convert their slices: the same bits. */
+static st_status pipeline_bf16(void *ctx, int worker, size_t lo, size_t hi, st_error *err)
+{
+    st_sched *s = ctx;
+    const st_backend *be = s->o.backend;
+    st_bctx *bctx = worker >= 0 ? s->w[worker].replica.bctx : s->comm_bctx;
+    if (worker < 0 && !bctx && be->bf16_convert) {
+        worker_sizes z = {0};
+        st_replica_opts ro = sched_replica_opts(&s->o, &z, -1, 0);
+        st_status st = be->ctx_create(&ro.backend, &s->comm_bctx, err);
+        if (st != ST_OK)
+            return st;
+        bctx = s->comm_bctx;
+    }
+    return st_bf16_weights_refresh(s->bf16, be, bctx, s->ps->weights, lo, hi, err);
+}
+
 st_replica_opts sched_replica_opts(const st_sched_opts *o, const worker_sizes *z, int id,
                                    int planning)
 {
@@ -339,6 +360,8 @@ void st_sched_free(st_sched *s)
         st_overlap_free(s->overlap);
     sched_accum_free(s->accum);
     st_bf16_weights_free(s->bf16);
+    if (s->comm_bctx) /* the pipeline's thread is joined */
+        s->o.backend->ctx_destroy(s->comm_bctx);
     sched_mp_free(s->mp);
     free(s->w);
     free(s);
@@ -412,10 +435,10 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
         return mst;
     }
     if (o->pipeline && (o->sync != ST_SYNC_BSP || o->part || o->backend->slice_reduce ||
-                        o->backend->slice_apply || sched_bf16_shared(o))) {
+                        o->backend->slice_apply)) {
         st_sched_free(s);
         return st_fail(err, ST_EINTERNAL, "--pipeline layer: bulk-synchronous, the whole "
-                       "update on every rank, on the host, without the weights' bf16 copy");
+                       "update on every rank, on the host");
     }
     st_status tst = add_tracks(s, err);
     if (tst != ST_OK) {
@@ -431,7 +454,8 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     if (o->pipeline) { /* across nodes, the overlap's buckets and thread */
         st_status st = st_pipeline_create(&s->pipeline, net, ps, o->cluster, s->T, s->T,
                                           o->bucket_bytes, o->trace, o->solver,
-                                          o->cluster ? 1 : o->intra, err);
+                                          o->cluster ? 1 : o->intra,
+                                          sched_bf16_shared(o) ? pipeline_bf16 : NULL, s, err);
         if (st != ST_OK) {
             st_sched_free(s);
             return st;

@@ -131,10 +131,6 @@ static int pipeline_rules(const st_trainer *t, char *msg, size_t len)
                  "pipeline updates each whole bucket on every rank as soon as it is "
                  "all-reduced; the partitioned update reduce-scatters each slice and "
                  "all-gathers the new weights)");
-    else if (o->precision == ST_PRECISION_BF16 && !o->bf16_per_kernel)
-        snprintf(msg, len, "--pipeline layer with --precision bf16: the weights' bf16 copy is "
-                 "made by each worker after its slice's update, and the pipeline updates "
-                 "buckets instead (not yet supported); leave out one of the two");
     else if (t->backend->slice_reduce || t->backend->slice_apply)
         snprintf(msg, len, "--pipeline layer with --backend %s: this backend sums and "
                  "updates the slices on its device; the pipeline updates each bucket on the "

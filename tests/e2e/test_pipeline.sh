@@ -4,7 +4,8 @@
 # forward waiting per layer, no barrier after the update. Its snapshots
 # are the plain run's byte for byte: LeNet-5 and a residual network with
 # batch norm (fixtures/resnet-bn.cfg) at -t 1, 2 and 3, one bucket or a
-# bucket per layer; every update rule; subdivisions; test phases and
+# bucket per layer; every update rule; subdivisions; bf16 (the ref
+# backend; oneDNN where the CPU has bf16); test phases and
 # periodic snapshots (each one too); --patience's stop; a divergence
 # stops with the plain run's exit code; SIGTERM stops after the iteration
 # in flight, and the resumed run ends on the uninterrupted run's bytes.
@@ -43,6 +44,18 @@ for rule in sgd nesterov adagrad rmsprop adadelta adam; do
     same "resnet-$rule" "$tmp/resnet-$rule.cfg" -t 2 --iters 6 --bucket-size 256
 done
 same "lenet-subdivisions" "$lenet" -t 2 --iters 5 --bucket-size 256 --subdivisions 2
+# --precision bf16: each bucket's weights converted into the bf16 copy
+# right after its update, by the thread that applied it, before a forward
+# may read it: the plain run's bytes (the plain run converts slices). The
+# reference backend on every host; oneDNN where the CPU has bf16.
+same "resnet-bf16-ref" "$resnet" -t 2 --iters 6 --bucket-size 256 --backend ref --precision bf16
+if "$bin" --dry-run --precision bf16 "$resnet" >/dev/null 2>"$tmp/caps"; then
+    same "resnet-bf16-dnnl" "$resnet" -t 2 --iters 6 --bucket-size 256 --precision bf16 \
+        --conv-impl nhwc
+    same "lenet-bf16-dnnl" "$lenet" -t 3 --iters 5 --precision bf16 --conv-impl nhwc
+else
+    echo "SKIP: the dnnl bf16 runs: $(cat "$tmp/caps") (the ref one above ran)"
+fi
 inputs="--data synthetic --train-images 600 -q"
 same "lenet-test-phases-snapshots" "$lenet" -t 2 --iters 7 --bucket-size 256 \
     --test-interval 3 --snapshot-every 2

@@ -6,7 +6,8 @@
 # same update), for LeNet-5 and a residual network with batch norm
 # (fixtures/resnet-bn.cfg), -np 2 and 3 (and 4: rhd, onesided), -t 1 and 2, every all-reduce
 # algorithm --help lists; with two ranks also the plain run's (two floats
-# sum alike in any order). SIGTERM to mpirun stops every rank at the same
+# sum alike in any order); in bf16 too (oneDNN where the CPU has it, the
+# ref backend everywhere). SIGTERM to mpirun stops every rank at the same
 # iteration with a snapshot, and the resumed run ends on the uninterrupted
 # one's bytes. The refusals across nodes (--rank-update partitioned,
 # subdivisions) exit 2 naming the option. plan --pipeline layer prints
@@ -29,17 +30,17 @@ expect "--help lists the all-reduce algorithms ($algos)" [ -n "$algos" ]
 
 # same NAME NP T CFG ITERS ALGO [REF]: --pipeline layer against REF
 # (--overlap, the default; "plain": no option) with 256-byte buckets (a
-# bucket a layer or so)
+# bucket a layer or so), both with $more's options
 same() {
     _n=$1 _np=$2 _t=$3 _cfg=$4 _it=$5 _a=$6 _ref=${7:---overlap}
     _b=$(basename "$_cfg" .cfg)
     mkdir -p "$tmp/$_n/pipe" "$tmp/$_n/ref"
     [ "$_ref" = plain ] && _ref=
     check "$_n: --pipeline layer" err 0 "" -- \
-        mpirun -np "$_np" "$bin" -t "$_t" -b 12 $inputs --iters "$_it" --allreduce "$_a" \
+        mpirun -np "$_np" "$bin" -t "$_t" -b 12 $inputs ${more:-} --iters "$_it" --allreduce "$_a" \
         --supernode-size 1 --bucket-size 256 --pipeline layer --snapshot-dir "$tmp/$_n/pipe" "$_cfg"
     check "$_n: ${_ref:-without it}" err 0 "" -- \
-        mpirun -np "$_np" "$bin" -t "$_t" -b 12 $inputs --iters "$_it" --allreduce "$_a" \
+        mpirun -np "$_np" "$bin" -t "$_t" -b 12 $inputs ${more:-} --iters "$_it" --allreduce "$_a" \
         --supernode-size 1 --bucket-size 256 $_ref --snapshot-dir "$tmp/$_n/ref" "$_cfg"
     expect "$_n: byte-identical snapshots" \
         cmp -s "$tmp/$_n/pipe/${_b}_final.snap" "$tmp/$_n/ref/${_b}_final.snap"
@@ -55,6 +56,20 @@ same "lenet-np4-t1-onesided" 4 1 "$lenet" 3 onesided
 same "resnet-np2-t2-ring" 2 2 "$resnet" 6 ring
 same "lenet-np2-t1-ring-plain" 2 1 "$lenet" 4 ring plain
 same "resnet-np2-t2-rhd-plain" 2 2 "$resnet" 6 rhd plain
+# --precision bf16: each bucket's weights converted into the bf16 copy
+# after its update on the communication thread, in a backend context of
+# its own (oneDNN's conversion, where the CPU has bf16; the ref backend's
+# on every host): --overlap's bytes.
+if "$bin" --dry-run --precision bf16 "$resnet" >/dev/null 2>"$tmp/caps"; then
+    more="--precision bf16"
+    same "resnet-np2-t2-rhd-bf16" 2 2 "$resnet" 6 rhd
+else
+    echo "SKIP: the dnnl bf16 run: $(cat "$tmp/caps") (the ref one below runs)"
+fi
+dnnl_inputs=$inputs
+inputs="--data synthetic --train-images 600 --no-test -q" more="--backend ref --precision bf16"
+same "resnet-np2-t1-ring-bf16-ref" 2 1 "$resnet" 4 ring
+inputs=$dnnl_inputs more=
 mkdir "$tmp/log"
 check "the log says the buckets are updated as soon as all-reduced" out 0 \
     "updated as soon as its gradient is all-reduced" -- \
