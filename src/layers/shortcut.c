@@ -98,19 +98,43 @@ static st_status shortcut_forward(const st_layer *base, void *state, const st_pa
 /* The identity shortcut's backward with alpha = 1 and a linear or ReLU
  * activation, in one pass over the gradient: g = act'(y) dy, diff_src[0] = g
  * and diff_src[1] = beta * g, each added to what is there when the pass
- * accumulates: the general path's sums, element by element in its order (so
- * also when both are one buffer), without its passes over memory (diff_dst
- * is left as it came). y, dy: [count] */
-static void fused_backward(const shortcut_layer *l, const st_pass *p, size_t count)
+ * accumulates: the general path's sums, element by element in its order,
+ * without its passes over memory (diff_dst is left as it came). Written
+ * for gcc to vectorize: restrict pointers (the caller makes sure the four
+ * buffers are distinct), the ReLU a select of a value loaded either way,
+ * and a function of its own (noinline: it unswitches the loop on the flags
+ * and vectorizes each version; inlined into its caller the loop stayed
+ * scalar, a branch on each ReLU sign, a tenth of a ResNet's iteration).
+ * y, dy, dprev, dfrom: [count] */
+static __attribute__((noinline)) void
+fused_backward(const float *restrict y, const float *restrict dy, float *restrict dprev,
+               float *restrict dfrom, float beta, size_t count, int relu, int acc_prev,
+               int acc_from)
 {
-    const float *y = p->dst, *dy = p->diff_dst;
-    float *dprev = p->diff_src[0], *dfrom = p->diff_src[1], beta = l->beta;
-    int acc_prev = p->accumulate[0], acc_from = p->accumulate[1], relu = l->act == ST_ACT_RELU;
     for (size_t i = 0; i < count; i++) {
-        float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        float d = dy[i], g = relu ? (y[i] > 0.0f ? d : 0.0f) : d;
         dprev[i] = acc_prev ? dprev[i] + g : g;
         dfrom[i] = acc_from ? dfrom[i] + beta * g : 0.0f + beta * g;
     }
+}
+
+/* Whether [a, a + n) and [b, b + n) overlap. */
+static int overlap(const float *a, const float *b, size_t n)
+{
+    return a < b + n && b < a + n;
+}
+
+/* Whether pass p of an identity shortcut (alpha = 1, a linear or ReLU
+ * activation) may take fused_backward: both gradients wanted, in buffers
+ * apart from each other and from dst and diff_dst (a layer added to itself
+ * takes the general path). */
+static int fusable(const shortcut_layer *l, const st_pass *p, size_t count)
+{
+    const float *a = p->diff_src[0], *b = p->diff_src[1];
+    return one_to_one(l) && l->alpha == 1.0f && a && b &&
+           (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU) && !overlap(a, b, count) &&
+           !overlap(a, p->dst, count) && !overlap(a, p->diff_dst, count) &&
+           !overlap(b, p->dst, count) && !overlap(b, p->diff_dst, count);
 }
 
 static st_status shortcut_backward(const st_layer *base, void *state, const st_pass *p,
@@ -120,9 +144,10 @@ static st_status shortcut_backward(const st_layer *base, void *state, const st_p
     (void)err;
     const shortcut_layer *l = (const shortcut_layer *)base;
     size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
-    if (one_to_one(l) && l->alpha == 1.0f && p->diff_src[0] && p->diff_src[1] &&
-        (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU)) {
-        fused_backward(l, p, (size_t)p->n * out_n);
+    if (fusable(l, p, (size_t)p->n * out_n)) {
+        fused_backward(p->dst, p->diff_dst, p->diff_src[0], p->diff_src[1], l->beta,
+                       (size_t)p->n * out_n, l->act == ST_ACT_RELU, p->accumulate[0],
+                       p->accumulate[1]);
         return ST_OK;
     }
     st_act_backward(l->act, p->dst, p->diff_dst, p->diff_dst, (size_t)p->n * out_n);

@@ -327,6 +327,9 @@ static uint64_t gc_choose_inputs(gc_net *t, const gc_case *c)
         gc_open(&twin, c->name, twin_cfg, c->n);
         assert_int_equal(twin.net.params.count, t->net.params.count);
         assert_memory_equal(twin.w, t->w, t->net.params.count * sizeof(float));
+        if (c->kink_layer >= twin.net.n_layers)
+            fail_msg("%s: test design: kink layer %d, the network has %d layers", c->name,
+                     c->kink_layer, twin.net.n_layers);
     }
     for (uint64_t seed = 1; seed <= GC_SEED_TRIES; seed++) {
         gc_fill_inputs(t, seed);
@@ -650,6 +653,12 @@ GC_CASE(shortcut_more_channels, 2, 0, -1, 0,
 GC_CASE(shortcut_from_previous, 2, 0, -1, 0,
         NET(4, 3, 2) "[convolutional]\nfilters=3\nsize=3\npad=1\nactivation=tanh\n"
                      "[shortcut]\nfrom=-1\nalpha=0.4\nbeta=0.9\nactivation=tanh\n")
+/* both inputs the same layer, ResNet's identity and ReLU otherwise: one
+ * buffer for both gradients, which the fused backward leaves to the
+ * general path */
+GC_CASE(shortcut_identity_from_previous, 2, 0, 1, 0,
+        NET(4, 3, 2) "[convolutional]\nfilters=3\nsize=3\npad=1\nactivation=tanh\n"
+                     "[shortcut]\nfrom=-1\nactivation=relu\n")
 
 /* ---- [route] ---- */
 
@@ -1098,6 +1107,7 @@ int main(void)
         cmocka_unit_test(shortcut_from_smaller_sample2),
         cmocka_unit_test(shortcut_more_channels),
         cmocka_unit_test(shortcut_from_previous),
+        cmocka_unit_test(shortcut_identity_from_previous),
         cmocka_unit_test(route_two_inputs),
         cmocka_unit_test(route_three_inputs_one_twice),
         cmocka_unit_test(route_layer_in_two_routes),
