@@ -156,6 +156,11 @@ typedef struct st_backend {
      * is made by it, so that reading it gives the bits converting would. */
     st_status (*bf16_convert)(st_bctx *ctx, const float *src, uint16_t *dst, size_t count,
                               st_error *err);
+    /* Optional (NULL: layouts are never compared, and an elementwise layer
+     * over several inputs takes them plain): whether two of its kernels'
+     * dst_layouts (non-NULL) place every value of one logical tensor at
+     * the same byte, so that a layer may add them element by element. */
+    int (*layouts_equal)(const void *a, const void *b);
     st_status (*ctx_create)(const st_backend_opts *o, st_bctx **ctx, st_error *err);
     void (*ctx_destroy)(st_bctx *ctx);
     st_status (*kernel_create)(st_bctx *ctx, const st_kdesc *d, st_kernel **k, st_error *err);

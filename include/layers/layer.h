@@ -140,6 +140,9 @@ typedef struct st_setup {
     /* Set by the layer's setup; the network presets plain, n x out values. */
     const void *out_layout;
     size_t out_bytes;
+    /* Set by a shares_layout layer whose inputs came in layouts it cannot
+     * add: set the replica up again with them plain. */
+    int plain_inputs;
 } st_setup;
 
 /* Seconds spent in one layer, when a replica is asked to time its layers. */
@@ -248,6 +251,11 @@ struct st_layer_ops {
     const char *const *ignored_keys;  /* Darknet keys accepted with a warning */
     int plain_input;                  /* computes in plain C on plain NCHW input */
     int keeps_layout;                 /* output in its input's layout (elementwise) */
+    /* Elementwise over inputs of one shape: computes in any layout its
+     * inputs share (st_backend.layouts_equal) and gives its output in it;
+     * when they differ, or the backend cannot say, it asks for them plain
+     * (st_setup.plain_inputs) and the replica is set up again so. */
+    int shares_layout;
     /* Bytes per output value the layer reads and writes in plain C in each
      * training pass (forward, and backward), beyond its kernels: the work a
      * backend is told of (st_backend.host_work); 0 for none. */

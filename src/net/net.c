@@ -301,11 +301,15 @@ static void replica_plan_accumulation(st_replica *r)
 
 /* Whether each layer's output must be plain, into plain [n_layers]: a
  * consumer computes in plain C or runs model-parallel (mp, or NULL), or
- * keeps its input's layout and must itself be plain, or it is the last
- * layer or the class scores (read by the trainer), or it runs
- * model-parallel. One pass from the last layer down: a layer's consumers
- * come after it, so they are settled when it is reached. */
-static void plan_plain_outputs(const st_net *net, const unsigned char *mp, unsigned char *plain)
+ * keeps its input's layout and must itself be plain, or shares its
+ * inputs' layout and must itself be plain, was asked for plain inputs
+ * (plain_in [n_layers]) or has a backend that cannot compare layouts, or
+ * it is the last layer or the class scores (read by the trainer), or it
+ * runs model-parallel. One pass from the last layer down: a layer's
+ * consumers come after it, so they are settled when it is reached. */
+static void plan_plain_outputs(const st_net *net, const st_backend *backend,
+                               const unsigned char *mp, const unsigned char *plain_in,
+                               unsigned char *plain)
 {
     int nl = net->n_layers;
     memset(plain, 0, (size_t)nl);
@@ -314,16 +318,18 @@ static void plan_plain_outputs(const st_net *net, const unsigned char *mp, unsig
         int mp_j = mp && mp[j];
         if (j == nl - 1 || j == net->output_layer || mp_j)
             plain[j] = 1;
+        int shares = l->ops->shares_layout && !plain_in[j] && backend->layouts_equal;
+        int follows = l->ops->keeps_layout || shares;
         for (int k = 0; k < l->n_src; k++)
-            if (l->src[k] >= 0 &&
-                (l->ops->plain_input || mp_j || (l->ops->keeps_layout && plain[j])))
+            if (l->src[k] >= 0 && (((l->ops->plain_input || l->ops->shares_layout) && !shares) ||
+                                   mp_j || (follows && plain[j])))
                 plain[l->src[k]] = 1;
     }
 }
 
 static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts *o,
                                      const int *batch_sizes, int n_batch_sizes, int dst_plain,
-                                     st_error *err)
+                                     int *plain_inputs, st_error *err)
 {
     const st_net *net = r->net;
     const st_layer *l = net->layers[i];
@@ -348,6 +354,7 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
         .out_bytes = (size_t)r->n * st_shape_count(l->out) * sizeof(float),
     };
     st_status st = l->ops->setup ? l->ops->setup(l, &s, &r->state[i], err) : ST_OK;
+    *plain_inputs = s.plain_inputs;
     if (st == ST_OK && s.dst_plain && s.out_layout)
         st = st_fail(err, ST_EINTERNAL, "the backend did not give the plain output asked for");
     if (st != ST_OK)
@@ -433,10 +440,14 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
 }
 
 /* Everything of st_replica_init but the arena's memory: the kernels and
- * the arena's plan. On failure r is freed. */
-static st_status replica_build(st_replica *r, const st_net *net, const st_backend *backend,
-                               const st_replica_opts *o, st_error *err)
+ * the arena's plan, the layers of plain_in [n_layers] given plain inputs.
+ * A layer that asks for plain inputs ends it early: *asked is its index
+ * (else -1), and r is to be freed. On failure r is freed. */
+static st_status replica_build_once(st_replica *r, const st_net *net, const st_backend *backend,
+                                    const st_replica_opts *o, const unsigned char *plain_in,
+                                    int *asked, st_error *err)
 {
+    *asked = -1;
     memset(r, 0, sizeof *r);
     r->net = net;
     r->backend = backend;
@@ -478,13 +489,18 @@ static st_status replica_build(st_replica *r, const st_net *net, const st_backen
         st = plain ? ST_OK : ST_ENOMEM;
     }
     if (st == ST_OK)
-        plan_plain_outputs(net, r->mp, plain);
-    for (int i = 0; i < nl && st == ST_OK; i++) {
-        st = replica_setup_layer(r, i, o, sizes, n_sizes, plain[i], err);
+        plan_plain_outputs(net, backend, r->mp, plain_in, plain);
+    for (int i = 0; i < nl && st == ST_OK && *asked < 0; i++) {
+        int wants_plain = 0;
+        st = replica_setup_layer(r, i, o, sizes, n_sizes, plain[i], &wants_plain, err);
         if (st != ST_OK)
             st_error_prefix(err, "layer %d [%s]: ", i, net->layers[i]->ops->type);
+        else if (wants_plain)
+            *asked = i;
     }
     free(plain);
+    if (*asked >= 0)
+        return st;
     if (st == ST_OK && r->training)
         st = replica_plan_deltas(r, err);
     if (st == ST_OK && r->input_delta)
@@ -493,6 +509,29 @@ static st_status replica_build(st_replica *r, const st_net *net, const st_backen
                               &r->input_delta_off, err);
     if (st != ST_OK)
         st_replica_free(r);
+    return st;
+}
+
+/* replica_build_once until no layer asks for plain inputs: each asking
+ * layer's inputs made plain in turn (at most once each). */
+static st_status replica_build(st_replica *r, const st_net *net, const st_backend *backend,
+                               const st_replica_opts *o, st_error *err)
+{
+    unsigned char *plain_in = st_calloc((size_t)net->n_layers, 1, "replica layouts", err);
+    if (!plain_in)
+        return ST_ENOMEM;
+    int asked;
+    st_status st;
+    while ((st = replica_build_once(r, net, backend, o, plain_in, &asked, err)) == ST_OK &&
+           asked >= 0) {
+        st_replica_free(r);
+        if (plain_in[asked]) {
+            st = st_fail(err, ST_EINTERNAL, "layer %d asked for plain inputs twice", asked);
+            break;
+        }
+        plain_in[asked] = 1;
+    }
+    free(plain_in);
     return st;
 }
 

@@ -293,6 +293,13 @@ static st_status dnnl_bf16_convert(st_bctx *c, const float *src, uint16_t *dst, 
     return st;
 }
 
+/* st_backend.layouts_equal: the kernels' dst_layouts are oneDNN memory
+ * descriptors. */
+static int dnnl_layouts_equal(const void *a, const void *b)
+{
+    return dnnl_memory_desc_equal(a, b);
+}
+
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
     .conv_impls = dn_conv_impls,
@@ -300,6 +307,7 @@ const st_backend st_backend_dnnl = {
     .choice_context = dnnl_choice_context,
     .precision_supported = dnnl_precision_supported,
     .bf16_convert = dnnl_bf16_convert,
+    .layouts_equal = dnnl_layouts_equal,
     .ctx_create = dnnl_ctx_create,
     .ctx_destroy = dnnl_ctx_destroy,
     .kernel_create = dnnl_kernel_create,
