@@ -4,8 +4,8 @@
  * the memory the run will take against what the process may take
  * (memory_estimate.c), the starting point (--resume, --weights) and the
  * workers. Also st_trainer_dry_run (all of that but the allocations),
- * st_train_defaults, st_trainer_free and the accessors. The run is
- * loop.c's. */
+ * st_trainer_free. The run is loop.c's; what follows from the options,
+ * trainer.c's. */
 #include "trainer_internal.h"
 
 #include <limits.h>
@@ -27,42 +27,6 @@
 /* Synthetic data when no files are given: records per split by default. */
 #define SYNTHETIC_TRAIN 1024
 #define SYNTHETIC_TEST 256
-
-const char *const trainer_sync_names[] = {"bsp", "ssp", "asp"};
-
-st_train_opts st_train_defaults(void)
-{
-    st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .hybrid = -1, .seed = 1,
-                       .backend = "dnnl", .log_every = 100, .io_threads = 1,
-                       .allreduce = "rhd", .bucket_bytes = 512u << 10,
-                       .peer_timeout = 600, .trace_first = -1, .trace_last = -1};
-    return o;
-}
-
-int trainer_partitioned(const st_trainer *t)
-{
-    return t->o.rank_update == ST_RANK_UPDATE_PARTITIONED;
-}
-
-int trainer_state_planes(const st_trainer *t)
-{
-    return st_solver_state_per_param(&t->hp.solver);
-}
-
-void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
-{
-    t->log.progress = progress;
-}
-
-const st_net *st_trainer_net(const st_trainer *t)
-{
-    return &t->net;
-}
-
-const float *st_trainer_weights(const st_trainer *t)
-{
-    return t->ps.weights;
-}
 
 void st_trainer_free(st_trainer *t)
 {
@@ -388,30 +352,6 @@ static void warn_oversubscribed(const st_trainer *t)
             "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
             t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
             cores > 1 ? "s" : "", fits);
-}
-
-void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
-{
-    const st_train_opts *o = &t->o;
-    *so = (st_sched_opts){
-        .threads = o->threads, .intra = o->intra, .sync = o->sync,
-        .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
-        .subdivisions = t->subdivisions,
-        .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
-        .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
-        .machine_path = o->cpe_machine,
-        .precision = o->precision, .bf16_per_kernel = o->bf16_per_kernel,
-        .choices = t->choices,
-        .train = t->train, .test_count = t->test ? t->test->count : 0,
-        .transform = &t->transform,
-        .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
-                            ? st_record_bytes(t->test) : st_record_bytes(t->train),
-        .cluster = o->cluster, .overlap = o->overlap, .pipeline = o->pipeline,
-        .bucket_bytes = o->bucket_bytes,
-        .part = trainer_partitioned(t) ? &t->part : NULL,
-        .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
-        .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0, .trace = t->trace,
-    };
 }
 
 /* ---- the stages of set-up, in order; each runs only after the ones
