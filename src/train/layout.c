@@ -1,11 +1,12 @@
 /* -t auto and --intra auto: the split of this process's cores between
  * workers and intra-op threads, chosen by measurement as the kernels' are.
  * Each split W x I with W x I = the cores (W at most the batch) trains a
- * few iterations in a trial run of its own (the same options, no test, no
- * output), and the fastest in images per second is kept, in the run and
- * in the choice cache, whose context says what it holds for (the backend's
- * library and CPU, the cores, the batch, the layers), so that the next run
- * of the command takes it without measuring. */
+ * few iterations in a trial run of its own (st_trainer_trial: the same
+ * options, no test, no output), and the fastest in images per second is
+ * kept, in the run and in the choice cache, whose context says what it
+ * holds for (the backend's library and CPU, the cores, the batch, the
+ * layers), so that the next run of the command takes it without
+ * measuring. */
 #include "trainer_internal.h"
 
 #include <stdio.h>
@@ -50,33 +51,16 @@ static int candidates(const st_trainer *t, int cores, int w[], int in[])
     return n;
 }
 
-/* One trial: the run's options at workers x intra, a few iterations, no
- * test phase, snapshot or output; its speed in *ips. */
+/* One trial: the run's options at workers x intra, a few iterations
+ * (st_trainer_trial); its speed in *ips. */
 static st_status trial(const st_trainer *t, int workers, int intra, int measured, double *ips,
                        st_error *err)
 {
     st_train_opts o = t->o;
+    st_log quiet = t->log;
     o.threads = workers;
     o.intra = intra;
-    o.iters = LAYOUT_WARMUP + measured;
-    o.epochs = 0;
-    o.warmup = LAYOUT_WARMUP;
-    o.no_test = 1;
-    o.stop_accuracy = 0.0;
-    o.patience = 0;
-    o.snapshot_dir = NULL;
-    o.snapshot_every = 0;
-    o.resume = NULL;
-    o.metrics = NULL;
-    o.trace = NULL;
-    o.save_kernel_choices = NULL;
-    o.cpe_trace = o.cpe_report = NULL;
-    o.loss_trace = NULL;
-    o.profile = 0;
-    o.log_every = o.iters;
-    st_log quiet = t->log;
-    quiet.level = ST_LOG_QUIET;
-    quiet.progress = NULL;
+    st_trainer_trial(&o, &quiet, LAYOUT_WARMUP, measured);
     st_trainer *run;
     st_train_result res;
     st_status st = st_trainer_create(&run, t->cfg_path, &o, &quiet, err);

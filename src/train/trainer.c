@@ -1,5 +1,6 @@
 /* What follows from a trainer's options, asked by every stage of its
- * set-up and of its run: the defaults, the ranks and whether the state is partitioned or
+ * set-up and of its run: the defaults, a trial run's options
+ * (st_trainer_trial), the ranks and whether the state is partitioned or
  * the model-parallel layers split over nodes, the solver's state planes,
  * the scheduler's and the prefetcher's options, what a snapshot records
  * besides the arenas, and the handle's accessors. The bottom of train/:
@@ -18,6 +19,28 @@ st_train_opts st_train_defaults(void)
                        .allreduce = "rhd", .bucket_bytes = 512u << 10,
                        .peer_timeout = 600, .trace_first = -1, .trace_last = -1};
     return o;
+}
+
+void st_trainer_trial(st_train_opts *o, st_log *log, long warmup, long timed)
+{
+    o->iters = warmup + timed;
+    o->epochs = 0;
+    o->warmup = warmup;
+    o->no_test = 1;
+    o->stop_accuracy = 0.0;
+    o->patience = 0;
+    o->snapshot_dir = NULL;
+    o->snapshot_every = 0;
+    o->resume = NULL;
+    o->metrics = NULL;
+    o->trace = NULL;
+    o->save_kernel_choices = NULL;
+    o->cpe_trace = o->cpe_report = NULL;
+    o->loss_trace = NULL;
+    o->profile = 0;
+    o->log_every = o->iters;
+    log->level = ST_LOG_QUIET;
+    log->progress = NULL;
 }
 
 int trainer_ranks(const st_trainer *t)
