@@ -4,8 +4,9 @@
  * the memory the run will take against what the process may take
  * (memory_estimate.c), the starting point (--resume, --weights) and the
  * workers. Also st_trainer_dry_run (all of that but the allocations),
- * st_trainer_free. The run is loop.c's; what follows from the options,
- * trainer.c's. */
+ * st_trainer_free, and the nested runs -t auto measures (layout.c), made
+ * here and run by loop.c. The run is loop.c's; what follows from the
+ * options, trainer.c's. */
 #include "trainer_internal.h"
 
 #include <limits.h>
@@ -405,6 +406,20 @@ static st_status check_subdivisions(st_trainer *t, st_error *err)
     return ST_OK;
 }
 
+/* A trainer set up, run and freed: -t auto's trials (layout.c, which
+ * set-up calls, so it is given this rather than calling back). */
+static st_status run_nested(const char *cfg_path, const st_train_opts *o, const st_log *log,
+                            st_train_result *res, st_error *err)
+{
+    st_trainer *t;
+    st_status st = st_trainer_create(&t, cfg_path, o, log, err);
+    if (st == ST_OK) {
+        st = st_trainer_run(t, res, err);
+        st_trainer_free(t);
+    }
+    return st;
+}
+
 /* The backend, the option rules, the network and its snapshots' names,
  * the batch and threads. *made: the snapshot directory's parts created. */
 static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made,
@@ -451,7 +466,7 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
         return st;
     t->batch = o->batch ? o->batch : t->hp.batch;
     t->subdivisions = o->subdivisions ? o->subdivisions : t->hp.subdivisions;
-    st = trainer_choose_layout(t, err);
+    st = trainer_choose_layout(t, run_nested, err);
     if (st == ST_OK && t->batch < o->threads)
         st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images (the "
                      "batch is %d%s)", o->threads, o->threads, t->batch,

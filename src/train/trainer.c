@@ -4,7 +4,8 @@
  * the model-parallel layers split over nodes, the solver's state planes,
  * the scheduler's and the prefetcher's options, what a snapshot records
  * besides the arenas, and the handle's accessors. The bottom of train/:
- * it calls no other file of it. */
+ * it calls no other file of it, so that the others, which all ask it,
+ * call each other one way (scripts/check-cycles.sh). */
 #include "trainer_internal.h"
 
 #include <stdio.h>

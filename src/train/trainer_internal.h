@@ -1,10 +1,13 @@
 /* What the trainer's files share: the st_trainer struct behind train.h's
  * handle, and the functions one of them gives the others, grouped by the
- * file that defines them. trainer.c, first, says what follows from the
- * options and calls none of the others; loop.c runs a trainer (train.h's
+ * file that defines them, from the bottom up: a file calls only files
+ * listed before it or memory_estimate.h (whose file calls trainer.c
+ * alone), so that no two call each other, directly or through others
+ * (scripts/check-cycles.sh). trainer.c, first, says what follows from the
+ * options; above the files listed, loop.c runs a trainer (train.h's
  * st_trainer_run: the iterations, test phases, snapshots and stopping)
- * and setup.c builds one (st_trainer_create: what it checks, opens and
- * allocates, in stages). */
+ * and setup.c, the top, builds one (st_trainer_create: what it checks,
+ * opens and allocates, in stages). */
 #ifndef ST_TRAINER_INTERNAL_H
 #define ST_TRAINER_INTERNAL_H
 
@@ -200,8 +203,15 @@ st_status trainer_place_memory(st_trainer *t, st_error *err);
 st_status trainer_resume(st_trainer *t, st_error *err);
 st_status trainer_start_from(st_trainer *t, const char *path, st_error *err);
 
-/* -t auto / --intra auto: the split measured (or the cache's), into t->o
- * (layout.c); nothing when neither is auto. */
-st_status trainer_choose_layout(st_trainer *t, st_error *err);
+/* A nested run: a trainer of cfg_path made with o and log, run into *res
+ * and freed. Set-up's (setup.c), which makes trainers; handed to
+ * layout.c, below it. */
+typedef st_status (*trainer_run_fn)(const char *cfg_path, const st_train_opts *o,
+                                    const st_log *log, st_train_result *res, st_error *err);
+
+/* -t auto / --intra auto: the split measured by trials that `run` makes
+ * and runs (or the cache's), into t->o (layout.c); nothing when neither
+ * is auto. */
+st_status trainer_choose_layout(st_trainer *t, trainer_run_fn run, st_error *err);
 
 #endif
