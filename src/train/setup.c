@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/cores.h"
 #include "base/fileio.h"
 #include "base/memory.h"
 #include "base/signals.h"
@@ -176,46 +175,6 @@ static st_status check_trainable(const st_trainer *t, st_error *err)
                    last->ops->type);
 }
 
-/* Above this many parameters one worker with intra-op threads replaces
- * several workers: measured on 2 cores, AlexNet (62M) trains as fast with
- * -t 1 --intra 2 as with -t 2 and saves a 250 MB gradient buffer; LeNet-5
- * and cifar-alexnet (5.9M) are as fast either way. */
-#define MANY_PARAMETERS (16u << 20)
-
-/* Fill in -t / --intra left at 0 (see train.h). */
-static void choose_threads(st_trainer *t)
-{
-    int cores = st_usable_cores();
-    const char *why = NULL;
-    if (t->o.threads == 0 && t->o.mp_group && t->o.mp_group != 1) {
-        int ranks = st_cluster_local_ranks(); /* the rank's share of the host's cores */
-        t->o.threads = 1;                     /* the option rules allow no other */
-        if (t->o.intra == 0)
-            t->o.intra = cores / ranks > 0 ? cores / ranks : 1;
-        why = "one worker a rank: --mp-group";
-    } else if (t->o.threads == 0 && t->o.intra == 0) {
-        if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
-            t->o.threads = 1;
-            t->o.intra = cores;
-            why = "one worker using every core: the network has more than 16M parameters";
-        } else {
-            t->o.threads = cores < t->batch ? cores : t->batch;
-            t->o.intra = 1;
-            why = "one worker per core";
-        }
-    } else if (t->o.threads == 0) {
-        t->o.threads = cores / t->o.intra > 0 ? cores / t->o.intra : 1;
-        if (t->o.threads > t->batch)
-            t->o.threads = t->batch;
-        why = "cores / --intra workers";
-    } else if (t->o.intra == 0) {
-        t->o.intra = 1;
-    }
-    if (why)
-        st_info(&t->log, "threads: %d worker%s x %d (%s; -t and --intra choose)", t->o.threads,
-                t->o.threads > 1 ? "s" : "", t->o.intra, why);
-}
-
 /* The parameters of the model-parallel layer (from first_mp on) that has
  * the most. */
 static size_t largest_mp_layer(const st_trainer *t, int first_mp)
@@ -235,7 +194,7 @@ static size_t largest_mp_layer(const st_trainer *t, int first_mp)
 
 /* --parallel: resolve auto (-1) into hybrid where it runs bulk-synchronously,
  * with several workers, without --overlap, and its model-parallel layers
- * hold over MANY_PARAMETERS: there their gradients dominate each extra
+ * hold over TRAINER_MANY_PARAMETERS: there their gradients dominate each extra
  * worker's memory (AlexNet: 58.6M of 61M parameters, 234 MB a worker),
  * and data-parallel otherwise (LeNet-5 and the 32x32 AlexNets: their fully
  * connected layers' gradients are small, and the layers' meetings cost
@@ -249,7 +208,7 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
     size_t mp_params = t->net.params.count - *shared_from;
     if (o->hybrid < 0)
         o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && !o->pipeline && o->threads > 1 &&
-                    t->subdivisions == 1 && mp_params > MANY_PARAMETERS;
+                    t->subdivisions == 1 && mp_params > TRAINER_MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
         trainer_choose_mp_group(t);
         st_sched_opts so;
@@ -322,37 +281,6 @@ static st_status check_memory(st_trainer *t, st_error *err)
                      "measures the kernels only for a run that fits in memory (see above); "
                      "give --force to measure them anyway", t->o.save_kernel_choices);
     return st;
-}
-
-/* Warn once when the threads of this host's ranks outnumber its cores: they
- * would take turns on them. Each rank runs workers x intra-op threads; the
- * ranks on this host share its cores unless each is bound to its own (a
- * process whose affinity is smaller than the machine: mpirun's binding,
- * taskset), when its own cores are the ones to count. */
-static void warn_oversubscribed(const st_trainer *t)
-{
-    int cores = st_usable_cores();
-    int ranks = cores < st_online_cores() ? 1 : st_cluster_local_ranks();
-    long threads = (long)t->o.threads * t->o.intra * ranks;
-    if (threads <= cores)
-        return;
-    char of_ranks[64] = "", fits[160];
-    if (ranks > 1)
-        snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
-    long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
-    if (workers > 0)
-        snprintf(fits, sizeof fits, "-t %ld gives each thread a core of its own", workers);
-    else if (intra > 0)
-        snprintf(fits, sizeof fits, "-t 1 --intra %ld gives each thread a core of its own",
-                 intra);
-    else /* -t 1 --intra 1 is too many already: the ranks are */
-        snprintf(fits, sizeof fits, "more ranks than cores: even one thread a rank is too "
-                 "many; start at most %d rank%s on this host for a core each", cores,
-                 cores > 1 ? "s" : "");
-    st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
-            "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
-            t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
-            cores > 1 ? "s" : "", fits);
 }
 
 /* ---- the stages of set-up, in order; each runs only after the ones
@@ -471,11 +399,9 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
         st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images (the "
                      "batch is %d%s)", o->threads, o->threads, t->batch,
                      o->batch ? "" : ", batch= in [net]; see -b");
-    choose_threads(t);
+    trainer_choose_threads(t);
     if (st == ST_OK)
         st = check_subdivisions(t, err);
-    if (st == ST_OK)
-        warn_oversubscribed(t);
     if (st == ST_OK)
         st = trainer_place_threads(t, err);
     return st;

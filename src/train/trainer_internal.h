@@ -82,6 +82,13 @@ struct st_trainer {
 /* Batches read ahead of the workers (the ring of st_batchq). */
 #define TRAINER_BATCH_RING 2
 
+/* Above this many parameters one worker with intra-op threads replaces
+ * several workers (node.c) and --parallel auto is hybrid (setup.c):
+ * measured on 2 cores, AlexNet (62M) trains as fast with -t 1 --intra 2
+ * as with -t 2 and saves a 250 MB gradient buffer; LeNet-5 and
+ * cifar-alexnet (5.9M) are as fast either way. */
+#define TRAINER_MANY_PARAMETERS (16u << 20)
+
 /* What follows from the options (trainer.c): the ranks (the cluster's, or
  * a dry run's under mpirun); whether the model-parallel layers are split
  * over groups of ranks (--mp-group G > 1, resolved); whether the ranks
@@ -147,24 +154,20 @@ st_status trainer_name_snapshots(st_trainer *t, st_error *err);
 void trainer_remove_killed_snapshot_writes(const st_trainer *t);
 st_status trainer_check_paths(const st_trainer *t, st_error *err);
 
-/* The time split of n iterations: a progress line ("  split,", plain text
- * progress only) or a summary line ("time split,") (report.c). */
+/* How the run went (report.c): the time split of n iterations, a
+ * progress line ("  split,", plain text progress only) or a summary line
+ * ("time split,"); an st_info line of ctx, an st_log (the line callback of
+ * the cluster's and the backend's reports); a rate of images_per_s as the
+ * log prints it ("N img/s", and under mpirun, where every rank's images
+ * are counted, "N img/s global (M per rank, R ranks)"); the report of a
+ * run that finished every iteration (or that a test phase stopped), after
+ * res is filled in: the "done:" line, the time split, the test accuracy,
+ * why it stopped and the summary, then --profile's tables and the
+ * backend's run_report. */
 void trainer_log_split(const st_trainer *t, int progress, const char *what,
                        const st_time_split *s, double n);
-
-/* An st_info line of ctx, an st_log: the line callback of the cluster's and
- * the backend's reports (report.c). */
 void trainer_log_line(void *ctx, const char *line);
-
-/* A rate of images_per_s as the log prints it: "N img/s", and under mpirun,
- * where every rank's images are counted, "N img/s global (M per rank, R
- * ranks)" (report.c). */
 void trainer_rate_text(const st_trainer *t, double images_per_s, char *buf, size_t size);
-
-/* The report of a run that finished every iteration (or that a test phase
- * stopped), after res is filled in: the "done:" line, the time split, the
- * test accuracy, why it stopped and the summary, then --profile's tables
- * and the backend's run_report (report.c). */
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err);
 
 /* The rules between the run's options (option_rules.c): ST_EUSAGE with the
@@ -173,12 +176,12 @@ st_status trainer_check_option_rules(const st_trainer *t, st_error *err);
 
 /* The kernel choices (kernel_choices.c): --conv-impl checked against the
  * backend's names, the table the workers share, the choices
- * --kernel-choices gives, then the cache's (setup); after the workers'
- * set-up, what was measured stored and logged (finish); multi-node, rank
- * 0's choices to every rank, after local (share). */
+ * --kernel-choices gives, then the cache's (setup); whether the kernels
+ * take their implementations from that table (measured or given), not
+ * from --conv-impl NAME (used); after the workers' set-up, what was
+ * measured stored and logged (finish); multi-node, rank 0's choices to
+ * every rank, after local (share). */
 st_status trainer_setup_choices(st_trainer *t, st_error *err);
-/* Whether the kernels take their implementations from the choice table
- * (measured or given), not from --conv-impl NAME. */
 int trainer_kernel_choices_used(const st_trainer *t);
 st_status trainer_finish_choices(st_trainer *t, st_error *err);
 st_status trainer_share_choices(st_trainer *t, st_status local, st_error *err);
@@ -191,11 +194,13 @@ st_status trainer_share_choices(st_trainer *t, st_status local, st_error *err);
 void trainer_choose_mp_group(st_trainer *t);
 st_status trainer_gather_mp_blocks(st_trainer *t, st_error *err);
 
-/* Where the threads run (--bind), said once; the topology and the
- * placement into t (node.c). */
+/* The node (node.c): -t / --intra left at 0 filled in (see train.h);
+ * where the threads run (--bind), said once (after a warning if the
+ * ranks' threads outnumber the cores), the topology and the placement
+ * into t; the workers' slices and gradients on their NUMA nodes, when
+ * pinned on several. */
+void trainer_choose_threads(st_trainer *t);
 st_status trainer_place_threads(st_trainer *t, st_error *err);
-/* The workers' slices and gradients on their NUMA nodes, when pinned on
- * several (node.c). */
 st_status trainer_place_memory(st_trainer *t, st_error *err);
 
 /* Where the run starts (resume.c): --resume's snapshot, or the weights of
@@ -203,15 +208,12 @@ st_status trainer_place_memory(st_trainer *t, st_error *err);
 st_status trainer_resume(st_trainer *t, st_error *err);
 st_status trainer_start_from(st_trainer *t, const char *path, st_error *err);
 
-/* A nested run: a trainer of cfg_path made with o and log, run into *res
- * and freed. Set-up's (setup.c), which makes trainers; handed to
- * layout.c, below it. */
+/* -t auto / --intra auto (layout.c): the split measured by trials that
+ * `run` makes and runs (or the cache's), into t->o; nothing when neither
+ * is auto. `run`, a nested run (a trainer of cfg_path made with o and
+ * log, run into *res and freed), is set-up's, which makes trainers. */
 typedef st_status (*trainer_run_fn)(const char *cfg_path, const st_train_opts *o,
                                     const st_log *log, st_train_result *res, st_error *err);
-
-/* -t auto / --intra auto: the split measured by trials that `run` makes
- * and runs (or the cache's), into t->o (layout.c); nothing when neither
- * is auto. */
 st_status trainer_choose_layout(st_trainer *t, trainer_run_fn run, st_error *err);
 
 #endif
