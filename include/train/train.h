@@ -124,6 +124,17 @@ typedef struct st_train_opts {
 /* The defaults the CLI starts from. */
 st_train_opts st_train_defaults(void);
 
+/* A trial run's options and log, made from a run's in place: the same
+ * computation (network, data, backend, threads, kernels, seed) for
+ * warmup + timed iterations, the speed taken over the timed ones, and
+ * nothing else: no test phase and no stopping on one, no snapshot, no
+ * resume, no output file (--metrics, --trace, --save-kernel-choices,
+ * --cpe-trace, --cpe-report), no loss trace, no --profile, no progress, a
+ * quiet log. The one list of what a nested run leaves out, for whatever
+ * measures by training quietly (-t auto's splits, `singletrain plan`;
+ * the latter sets o->profile again for the layer times). */
+void st_trainer_trial(st_train_opts *o, st_log *log, long warmup, long timed);
+
 typedef struct st_train_result {
     long iterations;
     double seconds;          /* training time after warm-up, test phases excluded */

@@ -271,8 +271,9 @@ static st_status layer_bytes(plan *p, const st_net *net, st_error *err)
     return st_mp_cost_create(&p->mp, net, p->o->mp_group, err);
 }
 
-/* Train `images` per node for a few iterations: t and the layers'
- * backward times into m. */
+/* Train `images` per node for a few iterations, a quiet trial run
+ * (st_trainer_trial) with the layers timed: t and the layers' backward
+ * times into m. */
 static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
 {
     const plan_cli *o = p->o;
@@ -284,11 +285,8 @@ static st_status measure(plan *p, int images, plan_measure *m, st_error *err)
     to.intra = o->intra;
     to.backend = o->backend ? o->backend : "dnnl";
     to.data = "synthetic";
-    to.no_test = 1;
-    to.iters = WARMUP_ITERS + iters;
-    to.warmup = WARMUP_ITERS;
-    to.log_every = to.iters;
-    to.profile = 1;
+    st_trainer_trial(&to, &log, WARMUP_ITERS, iters);
+    to.profile = 1; /* the layers' times, which a trial leaves out */
     m->images = images;
     m->backward_s = st_calloc((size_t)p->n_layers + 1, sizeof *m->backward_s,
                               "the layers' backward times", err);

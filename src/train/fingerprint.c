@@ -1,7 +1,7 @@
 /* Multi-node: what every rank must agree on before training together
  * (st_trainer_fingerprint, compared by st_cluster_agree) and the
  * communication channels its run needs; the cfg's hash, which the
- * kernel-choice cache's context also takes (setup.c). */
+ * kernel-choice cache's context also takes (kernel_choices.c, layout.c). */
 #include "trainer_internal.h"
 
 #include <stdint.h>

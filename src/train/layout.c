@@ -1,11 +1,14 @@
 /* -t auto and --intra auto: the split of this process's cores between
  * workers and intra-op threads, chosen by measurement as the kernels' are.
  * Each split W x I with W x I = the cores (W at most the batch) trains a
- * few iterations in a trial run of its own (the same options, no test, no
- * output), and the fastest in images per second is kept, in the run and
- * in the choice cache, whose context says what it holds for (the backend's
- * library and CPU, the cores, the batch, the layers), so that the next run
- * of the command takes it without measuring. */
+ * few iterations in a trial run of its own (st_trainer_trial: the same
+ * options, no test, no output), and the fastest in images per second is
+ * kept, in the run and in the choice cache, whose context says what it
+ * holds for (the backend's library and CPU, the cores, the batch, the
+ * layers), so that the next run of the command takes it without
+ * measuring. The trials are trainers: set-up, which makes them, hands in
+ * the function that makes and runs one (trainer_run_fn), so that set-up
+ * calls this file and not the other way round. */
 #include "trainer_internal.h"
 
 #include <stdio.h>
@@ -50,40 +53,18 @@ static int candidates(const st_trainer *t, int cores, int w[], int in[])
     return n;
 }
 
-/* One trial: the run's options at workers x intra, a few iterations, no
- * test phase, snapshot or output; its speed in *ips. */
-static st_status trial(const st_trainer *t, int workers, int intra, int measured, double *ips,
-                       st_error *err)
+/* One trial: the run's options at workers x intra, a few iterations
+ * (st_trainer_trial), made and run by `run`; its speed in *ips. */
+static st_status trial(const st_trainer *t, trainer_run_fn run, int workers, int intra,
+                       int measured, double *ips, st_error *err)
 {
     st_train_opts o = t->o;
+    st_log quiet = t->log;
     o.threads = workers;
     o.intra = intra;
-    o.iters = LAYOUT_WARMUP + measured;
-    o.epochs = 0;
-    o.warmup = LAYOUT_WARMUP;
-    o.no_test = 1;
-    o.stop_accuracy = 0.0;
-    o.patience = 0;
-    o.snapshot_dir = NULL;
-    o.snapshot_every = 0;
-    o.resume = NULL;
-    o.metrics = NULL;
-    o.trace = NULL;
-    o.save_kernel_choices = NULL;
-    o.cpe_trace = o.cpe_report = NULL;
-    o.loss_trace = NULL;
-    o.profile = 0;
-    o.log_every = o.iters;
-    st_log quiet = t->log;
-    quiet.level = ST_LOG_QUIET;
-    quiet.progress = NULL;
-    st_trainer *run;
+    st_trainer_trial(&o, &quiet, LAYOUT_WARMUP, measured);
     st_train_result res;
-    st_status st = st_trainer_create(&run, t->cfg_path, &o, &quiet, err);
-    if (st == ST_OK) {
-        st = st_trainer_run(run, &res, err);
-        st_trainer_free(run);
-    }
+    st_status st = run(t->cfg_path, &o, &quiet, &res, err);
     *ips = st == ST_OK ? res.images_per_s : 0.0;
     return st;
 }
@@ -100,8 +81,9 @@ static int measured_for(const st_trainer *t, double ips)
  * the others (and is run again when it timed too little). trials [size]:
  * what each gave, for the log and the cache's comment; asked: the options
  * that asked for it, for messages. */
-static st_status measure(st_trainer *t, const char *asked, const int *w, const int *in, int n,
-                         int *best, char *trials, size_t size, st_error *err)
+static st_status measure(st_trainer *t, trainer_run_fn run, const char *asked, const int *w,
+                         const int *in, int n, int *best, char *trials, size_t size,
+                         st_error *err)
 {
     double fastest = -1.0;
     st_status first_failure = ST_OK;
@@ -109,10 +91,10 @@ static st_status measure(st_trainer *t, const char *asked, const int *w, const i
     for (int k = 0; k < n; k++) {
         double ips;
         st_error terr = {0};
-        st_status st = trial(t, w[k], in[k], measured, &ips, &terr);
+        st_status st = trial(t, run, w[k], in[k], measured, &ips, &terr);
         if (st == ST_OK && k == 0 && measured_for(t, ips) > measured) {
             measured = measured_for(t, ips);
-            st = trial(t, w[k], in[k], measured, &ips, &terr);
+            st = trial(t, run, w[k], in[k], measured, &ips, &terr);
         }
         size_t len = strlen(trials);
         if (st != ST_OK) {
@@ -156,7 +138,8 @@ static void layout_context(const st_trainer *t, int cores, char *buf, size_t siz
 
 /* Measure the splits (or take the cache's) and set o.threads, o.intra;
  * asked: the options that asked for it ("-t auto", "--intra auto"). */
-static st_status choose_measured(st_trainer *t, const char *asked, int cores, st_error *err)
+static st_status choose_measured(st_trainer *t, trainer_run_fn run, const char *asked, int cores,
+                                 st_error *err)
 {
     int w[LAYOUT_MAX], in[LAYOUT_MAX];
     int n = candidates(t, cores, w, in);
@@ -182,7 +165,7 @@ static st_status choose_measured(st_trainer *t, const char *asked, int cores, st
         sscanf(value, "%dx%d", &w[0], &in[0]);
         snprintf(how, sizeof how, "from the cache %s", st_choice_cache_file(cache));
     } else if (st == ST_OK && n > 1) {
-        st = measure(t, asked, w, in, n, &best, trials, sizeof trials, err);
+        st = measure(t, run, asked, w, in, n, &best, trials, sizeof trials, err);
         if (st == ST_OK) {
             snprintf(value, sizeof value, "%dx%d", w[best], in[best]);
             st_choices_record(table, LAYOUT_KEY, value, trials);
@@ -209,7 +192,7 @@ static st_status choose_measured(st_trainer *t, const char *asked, int cores, st
     return st;
 }
 
-st_status trainer_choose_layout(st_trainer *t, st_error *err)
+st_status trainer_choose_layout(st_trainer *t, trainer_run_fn run, st_error *err)
 {
     const st_train_opts *o = &t->o;
     if (o->threads != ST_THREADS_AUTO && o->intra != ST_THREADS_AUTO)
@@ -227,5 +210,5 @@ st_status trainer_choose_layout(st_trainer *t, st_error *err)
                 "starts; planned here with the default one", asked, cores);
         return ST_OK;
     }
-    return choose_measured(t, asked, cores, err);
+    return choose_measured(t, run, asked, cores, err);
 }

@@ -53,23 +53,6 @@ static st_status check_weights(const st_trainer *t, long done, st_error *err)
                    "finite: %s (try a lower learning_rate)", done, where);
 }
 
-void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->iteration = iteration;
-    m->seed = t->o.seed;
-    m->batch = t->batch;
-    m->workers = t->o.threads;
-    m->state_planes = trainer_state_planes(t);
-    snprintf(m->solver, sizeof m->solver, "%s", st_solver_rule_names[t->hp.solver.rule]);
-    m->settings = t->settings;
-    m->choices = t->choices_text && *t->choices_text ? t->choices_text : NULL;
-    m->tests = t->tests;
-    m->ranks = st_cluster_size(t->o.cluster);
-    m->mp_group = trainer_mp_nodes(t) ? t->o.mp_group : 1;
-    m->precision = t->o.precision;
-}
-
 /* The snapshots a run writes, DIR/NAME_TAG.snap: periodic ones and the one
  * a signal leaves (TAG: the iteration), the one at the end (final), and,
  * with test-driven stopping, the best test phase's so far (best). */
@@ -375,16 +358,6 @@ static st_status run_segments(st_trainer *t, st_train_result *res, st_error *err
     return ST_OK;
 }
 
-st_prefetch_opts trainer_prefetch_opts(st_trainer *t)
-{
-    st_prefetch_opts po = {.source = t->train, .transform = &t->transform, .batch = t->batch,
-                           .rank = st_cluster_rank(t->o.cluster),
-                           .ranks = st_cluster_size(t->o.cluster), .seed = t->o.seed,
-                           .io_threads = t->o.io_threads, .q = &t->batches,
-                           .trace = t->trace};
-    return po;
-}
-
 static st_status run_bsp(st_trainer *t, st_train_result *res, st_error *err)
 {
     st_prefetch_opts po = trainer_prefetch_opts(t);
@@ -487,7 +460,7 @@ st_status st_trainer_run(st_trainer *t, st_train_result *res, st_error *err)
                                        : ST_OK;
     if (st == ST_OK && t->o.cluster) /* every rank starts from rank 0's weights */
         st = st_cluster_broadcast(t->o.cluster, t->ps.weights, t->ps.count, err);
-    /* Partitioned and resumed: rank 0 read the whole solver state (setup.c)
+    /* Partitioned and resumed: rank 0 read the whole solver state (resume.c)
      * and hands each rank its parts. A run from iteration 0 starts from
      * zero state everywhere. */
     if (st == ST_OK && trainer_partitioned(t) && t->start > 0)

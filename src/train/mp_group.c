@@ -27,17 +27,6 @@
 
 #define MB 1e-6
 
-int trainer_ranks(const st_trainer *t)
-{
-    return t->o.cluster ? st_cluster_size(t->o.cluster)
-                        : t->dry_run ? st_cluster_launched_ranks() : 1;
-}
-
-int trainer_mp_nodes(const st_trainer *t)
-{
-    return trainer_ranks(t) > 1 && t->o.hybrid == 1 && t->o.mp_group > 1;
-}
-
 /* The bytes of group size G, per rank and iteration (the header's). */
 static void mp_bytes(const st_trainer *t, int G, double *reduced, double *exchanged)
 {

@@ -1,13 +1,78 @@
-/* Where a run sits on its node (train.h's set-up): its threads, from the
- * node's topology (--bind, parallel/placement.h), and, with the workers
- * pinned on several NUMA nodes, the parameter server's memory beside the
- * workers that use it. */
+/* Where a run sits on its node (train.h's set-up): how many threads, -t
+ * and --intra where left to choose, a warning when the ranks' threads
+ * outnumber the cores; where they run, from the node's topology (--bind,
+ * parallel/placement.h); and, with the workers pinned on several NUMA
+ * nodes, the parameter server's memory beside the workers that use it. */
 #include "trainer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/cores.h"
+
+void trainer_choose_threads(st_trainer *t)
+{
+    int cores = st_usable_cores();
+    const char *why = NULL;
+    if (t->o.threads == 0 && t->o.mp_group && t->o.mp_group != 1) {
+        int ranks = st_cluster_local_ranks(); /* the rank's share of the host's cores */
+        t->o.threads = 1;                     /* the option rules allow no other */
+        if (t->o.intra == 0)
+            t->o.intra = cores / ranks > 0 ? cores / ranks : 1;
+        why = "one worker a rank: --mp-group";
+    } else if (t->o.threads == 0 && t->o.intra == 0) {
+        if (st_params_learned(&t->net.params) > TRAINER_MANY_PARAMETERS) {
+            t->o.threads = 1;
+            t->o.intra = cores;
+            why = "one worker using every core: the network has more than 16M parameters";
+        } else {
+            t->o.threads = cores < t->batch ? cores : t->batch;
+            t->o.intra = 1;
+            why = "one worker per core";
+        }
+    } else if (t->o.threads == 0) {
+        t->o.threads = cores / t->o.intra > 0 ? cores / t->o.intra : 1;
+        if (t->o.threads > t->batch)
+            t->o.threads = t->batch;
+        why = "cores / --intra workers";
+    } else if (t->o.intra == 0) {
+        t->o.intra = 1;
+    }
+    if (why)
+        st_info(&t->log, "threads: %d worker%s x %d (%s; -t and --intra choose)", t->o.threads,
+                t->o.threads > 1 ? "s" : "", t->o.intra, why);
+}
+
+/* Warn once when the threads of this host's ranks outnumber its cores: they
+ * would take turns on them. Each rank runs workers x intra-op threads; the
+ * ranks on this host share its cores unless each is bound to its own (a
+ * process whose affinity is smaller than the machine: mpirun's binding,
+ * taskset), when its own cores are the ones to count. */
+static void warn_oversubscribed(const st_trainer *t)
+{
+    int cores = st_usable_cores();
+    int ranks = cores < st_online_cores() ? 1 : st_cluster_local_ranks();
+    long threads = (long)t->o.threads * t->o.intra * ranks;
+    if (threads <= cores)
+        return;
+    char of_ranks[64] = "", fits[160];
+    if (ranks > 1)
+        snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
+    long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
+    if (workers > 0)
+        snprintf(fits, sizeof fits, "-t %ld gives each thread a core of its own", workers);
+    else if (intra > 0)
+        snprintf(fits, sizeof fits, "-t 1 --intra %ld gives each thread a core of its own",
+                 intra);
+    else /* -t 1 --intra 1 is too many already: the ranks are */
+        snprintf(fits, sizeof fits, "more ranks than cores: even one thread a rank is too "
+                 "many; start at most %d rank%s on this host for a core each", cores,
+                 cores > 1 ? "s" : "");
+    st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
+            "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
+            t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
+            cores > 1 ? "s" : "", fits);
+}
 
 /* Where the workers run (--bind), from this node's topology, said once;
  * --bind none reads no topology (hwloc's environment may be broken, or
@@ -18,6 +83,7 @@
  * than stack the ranks on the same cores. */
 st_status trainer_place_threads(st_trainer *t, st_error *err)
 {
+    warn_oversubscribed(t);
     st_topology *topo = &t->topology;
     st_status st = t->o.bind == ST_BIND_NONE ? ST_OK : st_topology_load(topo, NULL, NULL, err);
     if (st != ST_OK)

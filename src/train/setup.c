@@ -4,8 +4,9 @@
  * the memory the run will take against what the process may take
  * (memory_estimate.c), the starting point (--resume, --weights) and the
  * workers. Also st_trainer_dry_run (all of that but the allocations),
- * st_train_defaults, st_trainer_free and the accessors. The run is
- * loop.c's. */
+ * st_trainer_free, and the nested runs -t auto measures (layout.c), made
+ * here and run by loop.c. The run is loop.c's; what follows from the
+ * options, trainer.c's. */
 #include "trainer_internal.h"
 
 #include <limits.h>
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/cores.h"
 #include "base/fileio.h"
 #include "base/memory.h"
 #include "base/signals.h"
@@ -27,42 +27,6 @@
 /* Synthetic data when no files are given: records per split by default. */
 #define SYNTHETIC_TRAIN 1024
 #define SYNTHETIC_TEST 256
-
-const char *const trainer_sync_names[] = {"bsp", "ssp", "asp"};
-
-st_train_opts st_train_defaults(void)
-{
-    st_train_opts o = {.threads = 0, .intra = 0, .sync = ST_SYNC_BSP, .hybrid = -1, .seed = 1,
-                       .backend = "dnnl", .log_every = 100, .io_threads = 1,
-                       .allreduce = "rhd", .bucket_bytes = 512u << 10,
-                       .peer_timeout = 600, .trace_first = -1, .trace_last = -1};
-    return o;
-}
-
-int trainer_partitioned(const st_trainer *t)
-{
-    return t->o.rank_update == ST_RANK_UPDATE_PARTITIONED;
-}
-
-int trainer_state_planes(const st_trainer *t)
-{
-    return st_solver_state_per_param(&t->hp.solver);
-}
-
-void st_trainer_attach_progress(st_trainer *t, st_progress *progress)
-{
-    t->log.progress = progress;
-}
-
-const st_net *st_trainer_net(const st_trainer *t)
-{
-    return &t->net;
-}
-
-const float *st_trainer_weights(const st_trainer *t)
-{
-    return t->ps.weights;
-}
 
 void st_trainer_free(st_trainer *t)
 {
@@ -211,46 +175,6 @@ static st_status check_trainable(const st_trainer *t, st_error *err)
                    last->ops->type);
 }
 
-/* Above this many parameters one worker with intra-op threads replaces
- * several workers: measured on 2 cores, AlexNet (62M) trains as fast with
- * -t 1 --intra 2 as with -t 2 and saves a 250 MB gradient buffer; LeNet-5
- * and cifar-alexnet (5.9M) are as fast either way. */
-#define MANY_PARAMETERS (16u << 20)
-
-/* Fill in -t / --intra left at 0 (see train.h). */
-static void choose_threads(st_trainer *t)
-{
-    int cores = st_usable_cores();
-    const char *why = NULL;
-    if (t->o.threads == 0 && t->o.mp_group && t->o.mp_group != 1) {
-        int ranks = st_cluster_local_ranks(); /* the rank's share of the host's cores */
-        t->o.threads = 1;                     /* the option rules allow no other */
-        if (t->o.intra == 0)
-            t->o.intra = cores / ranks > 0 ? cores / ranks : 1;
-        why = "one worker a rank: --mp-group";
-    } else if (t->o.threads == 0 && t->o.intra == 0) {
-        if (st_params_learned(&t->net.params) > MANY_PARAMETERS) {
-            t->o.threads = 1;
-            t->o.intra = cores;
-            why = "one worker using every core: the network has more than 16M parameters";
-        } else {
-            t->o.threads = cores < t->batch ? cores : t->batch;
-            t->o.intra = 1;
-            why = "one worker per core";
-        }
-    } else if (t->o.threads == 0) {
-        t->o.threads = cores / t->o.intra > 0 ? cores / t->o.intra : 1;
-        if (t->o.threads > t->batch)
-            t->o.threads = t->batch;
-        why = "cores / --intra workers";
-    } else if (t->o.intra == 0) {
-        t->o.intra = 1;
-    }
-    if (why)
-        st_info(&t->log, "threads: %d worker%s x %d (%s; -t and --intra choose)", t->o.threads,
-                t->o.threads > 1 ? "s" : "", t->o.intra, why);
-}
-
 /* The parameters of the model-parallel layer (from first_mp on) that has
  * the most. */
 static size_t largest_mp_layer(const st_trainer *t, int first_mp)
@@ -270,7 +194,7 @@ static size_t largest_mp_layer(const st_trainer *t, int first_mp)
 
 /* --parallel: resolve auto (-1) into hybrid where it runs bulk-synchronously,
  * with several workers, without --overlap, and its model-parallel layers
- * hold over MANY_PARAMETERS: there their gradients dominate each extra
+ * hold over TRAINER_MANY_PARAMETERS: there their gradients dominate each extra
  * worker's memory (AlexNet: 58.6M of 61M parameters, 234 MB a worker),
  * and data-parallel otherwise (LeNet-5 and the 32x32 AlexNets: their fully
  * connected layers' gradients are small, and the layers' meetings cost
@@ -284,7 +208,7 @@ static void choose_parallel(st_trainer *t, size_t *shared_from)
     size_t mp_params = t->net.params.count - *shared_from;
     if (o->hybrid < 0)
         o->hybrid = o->sync == ST_SYNC_BSP && !o->overlap && !o->pipeline && o->threads > 1 &&
-                    t->subdivisions == 1 && mp_params > MANY_PARAMETERS;
+                    t->subdivisions == 1 && mp_params > TRAINER_MANY_PARAMETERS;
     if (o->hybrid && first_mp < t->net.n_layers) {
         trainer_choose_mp_group(t);
         st_sched_opts so;
@@ -359,61 +283,6 @@ static st_status check_memory(st_trainer *t, st_error *err)
     return st;
 }
 
-/* Warn once when the threads of this host's ranks outnumber its cores: they
- * would take turns on them. Each rank runs workers x intra-op threads; the
- * ranks on this host share its cores unless each is bound to its own (a
- * process whose affinity is smaller than the machine: mpirun's binding,
- * taskset), when its own cores are the ones to count. */
-static void warn_oversubscribed(const st_trainer *t)
-{
-    int cores = st_usable_cores();
-    int ranks = cores < st_online_cores() ? 1 : st_cluster_local_ranks();
-    long threads = (long)t->o.threads * t->o.intra * ranks;
-    if (threads <= cores)
-        return;
-    char of_ranks[64] = "", fits[160];
-    if (ranks > 1)
-        snprintf(of_ranks, sizeof of_ranks, " x %d ranks on this host", ranks);
-    long workers = cores / ((long)t->o.intra * ranks), intra = cores / ranks;
-    if (workers > 0)
-        snprintf(fits, sizeof fits, "-t %ld gives each thread a core of its own", workers);
-    else if (intra > 0)
-        snprintf(fits, sizeof fits, "-t 1 --intra %ld gives each thread a core of its own",
-                 intra);
-    else /* -t 1 --intra 1 is too many already: the ranks are */
-        snprintf(fits, sizeof fits, "more ranks than cores: even one thread a rank is too "
-                 "many; start at most %d rank%s on this host for a core each", cores,
-                 cores > 1 ? "s" : "");
-    st_warn(&t->log, "%d worker%s x %d intra-op thread%s%s = %ld threads on %d usable core%s: "
-            "they will take turns on the cores (%s)", t->o.threads, t->o.threads > 1 ? "s" : "",
-            t->o.intra, t->o.intra > 1 ? "s" : "", of_ranks, threads, cores,
-            cores > 1 ? "s" : "", fits);
-}
-
-void trainer_sched_opts(const st_trainer *t, st_sched_opts *so)
-{
-    const st_train_opts *o = &t->o;
-    *so = (st_sched_opts){
-        .threads = o->threads, .intra = o->intra, .sync = o->sync,
-        .staleness = o->staleness, .batch = t->batch, .timing = o->profile,
-        .subdivisions = t->subdivisions,
-        .backend = t->backend, .solver = &t->hp.solver, .seed = o->seed,
-        .conv_impl = t->backend->conv_impls && !o->conv_impl ? "auto" : o->conv_impl,
-        .machine_path = o->cpe_machine,
-        .precision = o->precision, .bf16_per_kernel = o->bf16_per_kernel,
-        .choices = t->choices,
-        .train = t->train, .test_count = t->test ? t->test->count : 0,
-        .transform = &t->transform,
-        .record_bytes = t->test && st_record_bytes(t->test) > st_record_bytes(t->train)
-                            ? st_record_bytes(t->test) : st_record_bytes(t->train),
-        .cluster = o->cluster, .overlap = o->overlap, .pipeline = o->pipeline,
-        .bucket_bytes = o->bucket_bytes,
-        .part = trainer_partitioned(t) ? &t->part : NULL,
-        .stop = o->stop, .hybrid = o->hybrid, .placement = &t->placement,
-        .mp_group = trainer_mp_nodes(t) ? o->mp_group : 0, .trace = t->trace,
-    };
-}
-
 /* ---- the stages of set-up, in order; each runs only after the ones
  * before it succeeded, but for the workers' (see there) ---- */
 
@@ -465,6 +334,20 @@ static st_status check_subdivisions(st_trainer *t, st_error *err)
     return ST_OK;
 }
 
+/* A trainer set up, run and freed: -t auto's trials (layout.c, which
+ * set-up calls, so it is given this rather than calling back). */
+static st_status run_nested(const char *cfg_path, const st_train_opts *o, const st_log *log,
+                            st_train_result *res, st_error *err)
+{
+    st_trainer *t;
+    st_status st = st_trainer_create(&t, cfg_path, o, log, err);
+    if (st == ST_OK) {
+        st = st_trainer_run(t, res, err);
+        st_trainer_free(t);
+    }
+    return st;
+}
+
 /* The backend, the option rules, the network and its snapshots' names,
  * the batch and threads. *made: the snapshot directory's parts created. */
 static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made,
@@ -511,16 +394,14 @@ static st_status setup_network(st_trainer *t, const char *cfg_path, size_t *made
         return st;
     t->batch = o->batch ? o->batch : t->hp.batch;
     t->subdivisions = o->subdivisions ? o->subdivisions : t->hp.subdivisions;
-    st = trainer_choose_layout(t, err);
+    st = trainer_choose_layout(t, run_nested, err);
     if (st == ST_OK && t->batch < o->threads)
         st = st_fail(err, ST_EUSAGE, "-t %d workers need a batch of at least %d images (the "
                      "batch is %d%s)", o->threads, o->threads, t->batch,
                      o->batch ? "" : ", batch= in [net]; see -b");
-    choose_threads(t);
+    trainer_choose_threads(t);
     if (st == ST_OK)
         st = check_subdivisions(t, err);
-    if (st == ST_OK)
-        warn_oversubscribed(t);
     if (st == ST_OK)
         st = trainer_place_threads(t, err);
     return st;

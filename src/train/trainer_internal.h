@@ -1,11 +1,13 @@
 /* What the trainer's files share: the st_trainer struct behind train.h's
- * handle, and the functions one of them gives the others. setup.c builds a
- * trainer (st_trainer_create and what it checks, opens and allocates);
- * loop.c runs it (st_trainer_run: the iterations, test phases, snapshots and
- * stopping); stopping.c decides when a test phase ends the run
- * (--stop-at-accuracy, --patience); memory_estimate.c says what it will
- * take before it allocates; report.c says how the run went at its end;
- * fingerprint.c says what the nodes of a multi-node run must agree on. */
+ * handle, and the functions one of them gives the others, grouped by the
+ * file that defines them, from the bottom up: a file calls only files
+ * listed before it or memory_estimate.h (whose file calls trainer.c
+ * alone), so that no two call each other, directly or through others
+ * (scripts/check-cycles.sh). trainer.c, first, says what follows from the
+ * options; above the files listed, loop.c runs a trainer (train.h's
+ * st_trainer_run: the iterations, test phases, snapshots and stopping)
+ * and setup.c, the top, builds one (st_trainer_create: what it checks,
+ * opens and allocates, in stages). */
 #ifndef ST_TRAINER_INTERNAL_H
 #define ST_TRAINER_INTERNAL_H
 
@@ -77,42 +79,53 @@ struct st_trainer {
     st_affinity main_affinity; /* the calling thread's, before set-up pinned it */
 };
 
-/* Whether the ranks hold the solver state in parts (--rank-update
- * partitioned): the snapshots gather it on rank 0, which hands it out on
- * --resume (setup.c). */
-int trainer_partitioned(const st_trainer *t);
-
-/* mp_group.c: whether the model-parallel layers are split over groups of
- * ranks (--mp-group G > 1, resolved); resolve --mp-group auto and log the
- * bytes per rank (in set-up, once hybrid is); before rank 0 tests or
- * writes a snapshot, group 0's ranks send it their blocks of the
- * model-parallel weights and solver state (every rank of group 0 calls it
- * at the same points; a no-op elsewhere). */
-int trainer_ranks(const st_trainer *t); /* the cluster's, or a dry run's under mpirun */
-int trainer_mp_nodes(const st_trainer *t);
-void trainer_choose_mp_group(st_trainer *t);
-st_status trainer_gather_mp_blocks(st_trainer *t, st_error *err);
-
-/* Planes of solver state the update rule keeps (of params.count floats in
- * a snapshot) (setup.c). */
-int trainer_state_planes(const st_trainer *t);
-
 /* Batches read ahead of the workers (the ring of st_batchq). */
 #define TRAINER_BATCH_RING 2
 
-/* Where the threads run (--bind), said once; the topology and the
- * placement into t (node.c). */
-st_status trainer_place_threads(st_trainer *t, st_error *err);
-/* The workers' slices and gradients on their NUMA nodes, when pinned on
- * several (node.c). */
-st_status trainer_place_memory(st_trainer *t, st_error *err);
+/* Above this many parameters one worker with intra-op threads replaces
+ * several workers (node.c) and --parallel auto is hybrid (setup.c):
+ * measured on 2 cores, AlexNet (62M) trains as fast with -t 1 --intra 2
+ * as with -t 2 and saves a 250 MB gradient buffer; LeNet-5 and
+ * cifar-alexnet (5.9M) are as fast either way. */
+#define TRAINER_MANY_PARAMETERS (16u << 20)
 
-/* -t auto / --intra auto: the split measured (or the cache's), into t->o
- * (layout.c); nothing when neither is auto. */
-st_status trainer_choose_layout(st_trainer *t, st_error *err);
-
-/* The scheduler's options for t (setup.c). */
+/* What follows from the options (trainer.c): the ranks (the cluster's, or
+ * a dry run's under mpirun); whether the model-parallel layers are split
+ * over groups of ranks (--mp-group G > 1, resolved); whether the ranks
+ * hold the solver state in parts (--rank-update partitioned: the
+ * snapshots gather it on rank 0, which hands it out on --resume); the
+ * planes of solver state the update rule keeps (of params.count floats
+ * in a snapshot); the --sync modes' names, indexed by st_sync_mode; the
+ * scheduler's and the prefetcher's options (filling t->batches); what a
+ * snapshot of the state after `iteration` iterations records besides the
+ * arenas (m->settings and m->choices point into t). */
+int trainer_ranks(const st_trainer *t);
+int trainer_mp_nodes(const st_trainer *t);
+int trainer_partitioned(const st_trainer *t);
+int trainer_state_planes(const st_trainer *t);
+extern const char *const trainer_sync_names[];
 void trainer_sched_opts(const st_trainer *t, st_sched_opts *so);
+st_prefetch_opts trainer_prefetch_opts(st_trainer *t);
+void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m);
+
+/* A hash of every section, key and value of the cfg but the data keys of
+ * [net] (with_net), or of its layer sections alone (fingerprint.c). */
+uint64_t trainer_cfg_hash(const st_cfg *cfg, int with_net);
+
+/* Test-driven stopping (stopping.c): whether --stop-at-accuracy or
+ * --patience was given; at set-up, those options against the others and
+ * the data, after the schedule is planned (they need test phases: a test
+ * set, no --no-test, BSP; and one before the run's end); after rank 0's
+ * test phase at iteration `it`, the record updated (returns whether the
+ * accuracy is a new best), then whether a stopping option ends the run
+ * there (never at its last iteration, which ends it anyway: if so
+ * t->stop_at and t->stop_why say so, and "stopping at iteration ..." is
+ * logged); the summary's line on the options, if given. */
+int trainer_stopping(const st_trainer *t);
+st_status trainer_check_stopping(const st_trainer *t, st_error *err);
+int trainer_record_test(st_trainer *t, long it, double accuracy);
+int trainer_decide_stop(st_trainer *t, long it, double accuracy);
+void trainer_log_stopping(const st_trainer *t, const st_train_result *res);
 
 /* --trace (timeline.c): the path this rank writes (rank 0's alone), or
  * NULL; at set-up, the window (ST_EUSAGE when the one given is not in the
@@ -129,53 +142,33 @@ st_status trainer_trace_finish(st_trainer *t, st_error *err);
  * written over time (--metrics, --cpe-trace, --cpe-report, --trace), each
  * followed by its temporary (partials [TRAINER_PARTIALS], malloc'd or
  * NULL; freed by trainer_outputs_free), then --save-kernel-choices; a
- * path not given is NULL. Returns how many. */
+ * path not given is NULL. Returns how many. Then the snapshots' name from
+ * the cfg's, checked against the directory's name limit; the temporaries
+ * of killed snapshot writes removed; every output path checked against
+ * the inputs. */
 #define TRAINER_PARTIALS 4
 #define TRAINER_OUTPUTS (2 * TRAINER_PARTIALS + 1)
 int trainer_outputs(const st_trainer *t, st_named_path *out, char **partials);
 void trainer_outputs_free(char **partials);
+st_status trainer_name_snapshots(st_trainer *t, st_error *err);
+void trainer_remove_killed_snapshot_writes(const st_trainer *t);
+st_status trainer_check_paths(const st_trainer *t, st_error *err);
 
-/* The prefetcher's options for t, filling t->batches (loop.c). */
-st_prefetch_opts trainer_prefetch_opts(st_trainer *t);
-
-/* The --sync modes' names, indexed by st_sync_mode (setup.c). */
-extern const char *const trainer_sync_names[];
-
-/* What a snapshot of the state after `iteration` iterations records
- * besides the arenas (loop.c); m->settings and m->choices point into t. */
-void trainer_snapshot_meta(const st_trainer *t, long iteration, st_snapshot_meta *m);
-
-/* The time split of n iterations: a progress line ("  split,", plain text
- * progress only) or a summary line ("time split,") (report.c). */
+/* How the run went (report.c): the time split of n iterations, a
+ * progress line ("  split,", plain text progress only) or a summary line
+ * ("time split,"); an st_info line of ctx, an st_log (the line callback of
+ * the cluster's and the backend's reports); a rate of images_per_s as the
+ * log prints it ("N img/s", and under mpirun, where every rank's images
+ * are counted, "N img/s global (M per rank, R ranks)"); the report of a
+ * run that finished every iteration (or that a test phase stopped), after
+ * res is filled in: the "done:" line, the time split, the test accuracy,
+ * why it stopped and the summary, then --profile's tables and the
+ * backend's run_report. */
 void trainer_log_split(const st_trainer *t, int progress, const char *what,
                        const st_time_split *s, double n);
-
-/* An st_info line of ctx, an st_log: the line callback of the cluster's and
- * the backend's reports (report.c). */
 void trainer_log_line(void *ctx, const char *line);
-
-/* A rate of images_per_s as the log prints it: "N img/s", and under mpirun,
- * where every rank's images are counted, "N img/s global (M per rank, R
- * ranks)". */
 void trainer_rate_text(const st_trainer *t, double images_per_s, char *buf, size_t size);
-
-/* The report of a run that finished every iteration (or that a test phase
- * stopped), after res is filled in: the "done:" line, the time split, the
- * test accuracy, why it stopped and the summary, then --profile's tables
- * and the backend's run_report (report.c). */
 st_status trainer_report(st_trainer *t, const st_train_result *res, st_error *err);
-
-/* A hash of every section, key and value of the cfg but the data keys of
- * [net] (with_net), or of its layer sections alone (fingerprint.c). */
-uint64_t trainer_cfg_hash(const st_cfg *cfg, int with_net);
-
-/* Whether --stop-at-accuracy or --patience was given (stopping.c). */
-int trainer_stopping(const st_trainer *t);
-
-/* Set-up: the stopping options against the others and the data, after the
- * schedule is planned: they need test phases (a test set, no --no-test,
- * BSP) and one before the run's end (stopping.c). */
-st_status trainer_check_stopping(const st_trainer *t, st_error *err);
 
 /* The rules between the run's options (option_rules.c): ST_EUSAGE with the
  * first one broken, checked once the backend is known. */
@@ -183,38 +176,44 @@ st_status trainer_check_option_rules(const st_trainer *t, st_error *err);
 
 /* The kernel choices (kernel_choices.c): --conv-impl checked against the
  * backend's names, the table the workers share, the choices
- * --kernel-choices gives, then the cache's (setup); after the workers'
- * set-up, what was measured stored and logged (finish); multi-node,
- * rank 0's choices to every rank, after local (share). */
+ * --kernel-choices gives, then the cache's (setup); whether the kernels
+ * take their implementations from that table (measured or given), not
+ * from --conv-impl NAME (used); after the workers' set-up, what was
+ * measured stored and logged (finish); multi-node, rank 0's choices to
+ * every rank, after local (share). */
 st_status trainer_setup_choices(st_trainer *t, st_error *err);
-/* Whether the kernels take their implementations from the choice table
- * (measured or given), not from --conv-impl NAME. */
 int trainer_kernel_choices_used(const st_trainer *t);
 st_status trainer_finish_choices(st_trainer *t, st_error *err);
 st_status trainer_share_choices(st_trainer *t, st_status local, st_error *err);
 
-/* The outputs (outputs.c): the snapshots' name from the cfg's, checked
- * against the directory's name limit; the temporaries of killed snapshot
- * writes removed; every output path checked against the inputs. */
-st_status trainer_name_snapshots(st_trainer *t, st_error *err);
-void trainer_remove_killed_snapshot_writes(const st_trainer *t);
-st_status trainer_check_paths(const st_trainer *t, st_error *err);
+/* Hybrid across nodes (mp_group.c): resolve --mp-group auto and log the
+ * bytes per rank (in set-up, once hybrid is); before rank 0 tests or
+ * writes a snapshot, group 0's ranks send it their blocks of the
+ * model-parallel weights and solver state (every rank of group 0 calls it
+ * at the same points; a no-op elsewhere). */
+void trainer_choose_mp_group(st_trainer *t);
+st_status trainer_gather_mp_blocks(st_trainer *t, st_error *err);
+
+/* The node (node.c): -t / --intra left at 0 filled in (see train.h);
+ * where the threads run (--bind), said once (after a warning if the
+ * ranks' threads outnumber the cores), the topology and the placement
+ * into t; the workers' slices and gradients on their NUMA nodes, when
+ * pinned on several. */
+void trainer_choose_threads(st_trainer *t);
+st_status trainer_place_threads(st_trainer *t, st_error *err);
+st_status trainer_place_memory(st_trainer *t, st_error *err);
 
 /* Where the run starts (resume.c): --resume's snapshot, or the weights of
  * path (--weights). */
 st_status trainer_resume(st_trainer *t, st_error *err);
 st_status trainer_start_from(st_trainer *t, const char *path, st_error *err);
 
-/* After rank 0's test phase at iteration `it` with `accuracy`: the record
- * updated; returns whether the accuracy is a new best (stopping.c). */
-int trainer_record_test(st_trainer *t, long it, double accuracy);
-
-/* Then whether a stopping option ends the run there (never at its last
- * iteration, which ends it anyway): if so t->stop_at and t->stop_why say
- * so, and "stopping at iteration ..." is logged (stopping.c). */
-int trainer_decide_stop(st_trainer *t, long it, double accuracy);
-
-/* The summary's line on the stopping options, if given (stopping.c). */
-void trainer_log_stopping(const st_trainer *t, const st_train_result *res);
+/* -t auto / --intra auto (layout.c): the split measured by trials that
+ * `run` makes and runs (or the cache's), into t->o; nothing when neither
+ * is auto. `run`, a nested run (a trainer of cfg_path made with o and
+ * log, run into *res and freed), is set-up's, which makes trainers. */
+typedef st_status (*trainer_run_fn)(const char *cfg_path, const st_train_opts *o,
+                                    const st_log *log, st_train_result *res, st_error *err);
+st_status trainer_choose_layout(st_trainer *t, trainer_run_fn run, st_error *err);
 
 #endif
