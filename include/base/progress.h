@@ -45,8 +45,8 @@ typedef enum st_progress_format {
     ST_PROGRESS_CSV,
 } st_progress_format;
 
-/* "text", "live", "csv" by st_progress_format */
-extern const char *const st_progress_format_names[3];
+/* "text", "live", "csv" by st_progress_format, then NULL */
+extern const char *const st_progress_format_names[];
 
 typedef struct st_progress_opts {
     st_progress_format format;

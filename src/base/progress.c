@@ -16,7 +16,7 @@
 /* Seconds between two drawings of the live line. */
 #define REDRAW_SECONDS 0.25
 
-const char *const st_progress_format_names[3] = {"text", "live", "csv"};
+const char *const st_progress_format_names[] = {"text", "live", "csv", NULL};
 
 static const char csv_header[] =
     "phase,iteration,epoch,wall_s,loss,lr,images_per_s,test_accuracy,test_loss,"

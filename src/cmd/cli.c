@@ -279,83 +279,36 @@ static st_status parse_sync(st_cli *cli, st_error *err)
                    "staleness from 0 to 1048576, got '%s'", v);
 }
 
-/* --bind auto | cores | none */
-static st_status parse_bind(st_cli *cli, st_error *err)
+/* The options that name one of a list, in the order the table gives them:
+ * --parallel data | hybrid | auto, --bind auto | cores | none,
+ * --rank-update replicated | partitioned, --pipeline none | layer,
+ * --precision fp32 | bf16; each absent one the trainer's default. */
+static st_status parse_choices(st_cli *cli, st_error *err)
 {
-    const char *v = cli->bind;
-    for (int m = 0; st_bind_names[m]; m++)
-        if (!v || strcmp(v, st_bind_names[m]) == 0) {
-            cli->train.bind = v ? (st_bind)m : ST_BIND_AUTO;
-            return ST_OK;
-        }
-    return st_fail(err, ST_EUSAGE, "option --bind: expected auto, cores or none, got '%s'", v);
-}
-
-/* --parallel data | hybrid | auto */
-static st_status parse_parallel(st_cli *cli, st_error *err)
-{
-    const char *v = cli->parallel;
-    static const char *const modes[] = {"auto", "data", "hybrid"};
-    for (int m = 0; m < 3; m++)
-        if (!v || strcmp(v, modes[m]) == 0) {
-            cli->train.hybrid = v ? m - 1 : -1;
-            return ST_OK;
-        }
-    return st_fail(err, ST_EUSAGE, "option --parallel: expected data, hybrid or auto, got '%s'",
-                   v);
-}
-
-/* --rank-update replicated | partitioned */
-static st_status parse_rank_update(st_cli *cli, st_error *err)
-{
-    const char *v = cli->rank_update;
-    if (!v || strcmp(v, "replicated") == 0)
-        return ST_OK;
-    if (strcmp(v, "partitioned") == 0) {
-        cli->train.rank_update = ST_RANK_UPDATE_PARTITIONED;
-        return ST_OK;
-    }
-    return st_fail(err, ST_EUSAGE, "option --rank-update: expected replicated or partitioned, "
-                   "got '%s'", v);
-}
-
-/* --pipeline none | layer */
-static st_status parse_pipeline(st_cli *cli, st_error *err)
-{
-    const char *v = cli->pipeline;
-    if (!v || strcmp(v, "none") == 0)
-        return ST_OK;
-    if (strcmp(v, "layer") == 0) {
-        cli->train.pipeline = 1;
-        return ST_OK;
-    }
-    return st_fail(err, ST_EUSAGE, "option --pipeline: expected none or layer, got '%s'", v);
-}
-
-/* --precision fp32 | bf16 */
-static st_status parse_precision(st_cli *cli, st_error *err)
-{
-    const char *v = cli->precision;
-    for (int p = 0; st_precision_names[p]; p++)
-        if (!v || strcmp(v, st_precision_names[p]) == 0) {
-            cli->train.precision = v ? (st_precision)p : ST_PRECISION_FP32;
-            return ST_OK;
-        }
-    return st_fail(err, ST_EUSAGE, "option --precision: expected fp32 or bf16, got '%s'", v);
-}
-
-/* --log-format live | text | csv */
-static st_status parse_log_format(st_cli *cli, st_error *err)
-{
-    if (!cli->log_format)
-        return ST_OK;
-    for (int f = 0; f < 3; f++)
-        if (strcmp(cli->log_format, st_progress_format_names[f]) == 0) {
-            cli->format = (st_progress_format)f;
-            return ST_OK;
-        }
-    return st_fail(err, ST_EUSAGE, "option --log-format: expected live, text or csv, got '%s'",
-                   cli->log_format);
+    static const char *const parallel_names[] = {"auto", "data", "hybrid", NULL};
+    static const char *const rank_update_names[] = {"replicated", "partitioned", NULL};
+    static const char *const pipeline_names[] = {"none", "layer", NULL};
+    st_train_opts *o = &cli->train;
+    int parallel = o->hybrid + 1, bind = (int)o->bind, update = (int)o->rank_update,
+        pipeline = o->pipeline, precision = (int)o->precision;
+    st_status st;
+    if ((st = st_option_choice("parallel", cli->parallel, parallel_names,
+                               "data, hybrid or auto", &parallel, err)) ||
+        (st = st_option_choice("bind", cli->bind, st_bind_names, "auto, cores or none", &bind,
+                               err)) ||
+        (st = st_option_choice("rank-update", cli->rank_update, rank_update_names,
+                               "replicated or partitioned", &update, err)) ||
+        (st = st_option_choice("pipeline", cli->pipeline, pipeline_names, "none or layer",
+                               &pipeline, err)) ||
+        (st = st_option_choice("precision", cli->precision, st_precision_names,
+                               "fp32 or bf16", &precision, err)))
+        return st;
+    o->hybrid = parallel - 1;
+    o->bind = (st_bind)bind;
+    o->rank_update = (st_rank_update)update;
+    o->pipeline = pipeline;
+    o->precision = (st_precision)precision;
+    return ST_OK;
 }
 
 /* --kernel-choices measure (a file of that name is ./measure), and the
@@ -430,15 +383,7 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     if (st == ST_OK)
         st = parse_sync(cli, err);
     if (st == ST_OK)
-        st = parse_parallel(cli, err);
-    if (st == ST_OK)
-        st = parse_bind(cli, err);
-    if (st == ST_OK)
-        st = parse_rank_update(cli, err);
-    if (st == ST_OK)
-        st = parse_pipeline(cli, err);
-    if (st == ST_OK)
-        st = parse_precision(cli, err);
+        st = parse_choices(cli, err);
     if (st == ST_OK)
         st = st_option_real("sim-cross-bandwidth", cli->sim_cross_bandwidth, 1.0,
                             "a fraction F with 0 < F <= 1", &cli->train.sim_cross_bandwidth,
@@ -446,8 +391,11 @@ st_status st_cli_parse(st_cli *cli, int argc, char **argv, st_error *err)
     if (st == ST_OK)
         st = st_option_real("fma-peak", cli->fma_peak, 1e6, "GFLOP/s per core, above 0",
                             &cli->train.fma_peak, err);
+    int format = (int)cli->format;
     if (st == ST_OK)
-        st = parse_log_format(cli, err);
+        st = st_option_choice("log-format", cli->log_format, st_progress_format_names,
+                              "live, text or csv", &format, err);
+    cli->format = (st_progress_format)format;
     if (st == ST_OK)
         st = parse_accuracy(cli, err);
     if (st == ST_OK)

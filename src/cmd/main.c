@@ -195,22 +195,19 @@ static int train_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } commands[] = {{"pack", st_cmd_pack},       {"read", st_cmd_read},
+                    {"predict", st_cmd_predict}, {"eval", st_cmd_eval},
+                    {"export", st_cmd_export},   {"plan", st_cmd_plan}};
     st_error err = {0};
     if (st_signals_start(&err) != ST_OK) {
         fprintf(stderr, "singletrain: %s\n", err.msg);
         return 1;
     }
-    if (argc > 1 && strcmp(argv[1], "pack") == 0)
-        return output_checked(st_cmd_pack(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "read") == 0)
-        return output_checked(st_cmd_read(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "predict") == 0)
-        return output_checked(st_cmd_predict(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "eval") == 0)
-        return output_checked(st_cmd_eval(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "export") == 0)
-        return output_checked(st_cmd_export(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "plan") == 0)
-        return output_checked(st_cmd_plan(argc - 1, argv + 1));
+    for (size_t i = 0; argc > 1 && i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return output_checked(commands[i].run(argc - 1, argv + 1));
     return output_checked(train_command(argc, argv));
 }

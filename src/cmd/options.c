@@ -262,3 +262,16 @@ st_status st_option_real(const char *name, const char *v, double max, const char
     *out = f;
     return ST_OK;
 }
+
+st_status st_option_choice(const char *name, const char *v, const char *const *names,
+                           const char *expected, int *out, st_error *err)
+{
+    if (!v)
+        return ST_OK;
+    for (int i = 0; names[i]; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i;
+            return ST_OK;
+        }
+    return st_fail(err, ST_EUSAGE, "option --%s: expected %s, got '%s'", name, expected, v);
+}

@@ -51,4 +51,10 @@ void st_options_help(FILE *out, const char *usage, const st_option *opts, int n_
 st_status st_option_real(const char *name, const char *v, double max, const char *expected,
                          double *out, st_error *err);
 
+/* An option naming one of names (NULL-ended): v (NULL: not given, nothing
+ * done) as its index into *out; otherwise ST_EUSAGE: "option --NAME:
+ * expected EXPECTED, got 'v'". */
+st_status st_option_choice(const char *name, const char *v, const char *const *names,
+                           const char *expected, int *out, st_error *err);
+
 #endif

@@ -593,6 +593,28 @@ static void replica_trace_layer(const st_replica *r, st_trace_track *tr, int i, 
     st_trace_add(tr, &e);
 }
 
+/* Layer i's pass (0 forward, 1 backward) on p, between st_now()'s t[0] and
+ * t[1] when timed. Returns 1 when it is the replica's first failure (*st
+ * ST_OK until then): *st its status, err its message prefixed with the
+ * layer, p->n 0 (no samples left: only the model-parallel layers' meetings
+ * go on); a later failure's message is dropped. */
+static int replica_layer_pass(const st_replica *r, int i, int pass, int timed, st_pass *p,
+                              st_status *st, double t[2], st_error *err)
+{
+    const st_layer *l = r->net->layers[i];
+    st_error ignored;
+    t[0] = timed ? st_now() : 0.0;
+    st_status lst = (pass ? l->ops->backward : l->ops->forward)(l, r->state[i], p,
+                                                                *st == ST_OK ? err : &ignored);
+    t[1] = timed ? st_now() : 0.0;
+    if (lst == ST_OK || *st != ST_OK)
+        return 0;
+    st_error_prefix(err, "layer %d [%s] %s: ", i, l->ops->type, pass ? "backward" : "forward");
+    *st = lst;
+    p->n = 0;
+    return 1;
+}
+
 static st_pass replica_pass(const st_replica *r, const float *weights, const st_shard *s,
                             const st_step_info *info)
 {
@@ -637,21 +659,13 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
         p.dst = st_replica_output(r, i);
         if (r->layer_ready && info->training)
             r->layer_ready(r->layer_done_ctx, i, info->iteration);
-        double t0 = r->time || tr ? st_now() : 0.0;
-        st_error ignored;
-        st_status lst = l->ops->forward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
-        double t1 = r->time || tr ? st_now() : 0.0;
-        if (lst != ST_OK && st == ST_OK) {
-            st_error_prefix(err, "layer %d [%s] forward: ", i, l->ops->type);
-            st = lst;
-            if (!mp)
-                return st;
-            p.n = 0;
-        }
+        double t[2];
+        if (replica_layer_pass(r, i, 0, r->time || tr, &p, &st, t, err) && !mp)
+            return st;
         if (r->time)
-            r->time[i].forward += t1 - t0;
+            r->time[i].forward += t[1] - t[0];
         if (tr)
-            replica_trace_layer(r, tr, i, 0, p.n, info->iteration, t0, t1);
+            replica_trace_layer(r, tr, i, 0, p.n, info->iteration, t[0], t[1]);
         replica_host_work(r, i, 0, p.n, info->training);
     }
     if (loss)
@@ -697,22 +711,14 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         p.dst = st_replica_output(r, i);
         p.diff_dst = st_arena_at(&r->arena, r->delta_off[i]);
         p.time = r->time ? &r->time[i] : NULL;
-        double t0 = r->time || tr ? st_now() : 0.0;
-        double weights_before = r->time ? r->time[i].backward_weights : 0.0;
-        st_error ignored;
-        st_status lst = l->ops->backward(l, r->state[i], &p, st == ST_OK ? err : &ignored);
-        double t1 = r->time || tr ? st_now() : 0.0;
-        if (lst != ST_OK && st == ST_OK) {
-            st_error_prefix(err, "layer %d [%s] backward: ", i, l->ops->type);
-            st = lst;
-            if (!r->mp)
-                return st;
-            p.n = 0;
-        }
+        double weights_before = r->time ? r->time[i].backward_weights : 0.0, t[2];
+        if (replica_layer_pass(r, i, 1, r->time || tr, &p, &st, t, err) && !r->mp)
+            return st;
         if (r->time)
-            r->time[i].backward_data += t1 - t0 - (r->time[i].backward_weights - weights_before);
+            r->time[i].backward_data +=
+                t[1] - t[0] - (r->time[i].backward_weights - weights_before);
         if (tr)
-            replica_trace_layer(r, tr, i, 1, p.n, info->iteration, t0, t1);
+            replica_trace_layer(r, tr, i, 1, p.n, info->iteration, t[0], t[1]);
         replica_host_work(r, i, 1, p.n, 1);
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);

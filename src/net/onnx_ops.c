@@ -12,19 +12,46 @@
 
 /* ---- the ops ---- */
 
+/* A weighted node's operands: its data (input 0), its weight (1) and,
+ * where it may have one and has, its bias (2; else b NULL, bc 0). */
+typedef struct ox_weighted {
+    ox_value *in;
+    const Onnx__TensorProto *wt, *bt;
+    const float *w, *b;
+    size_t wc, bc;
+} ox_weighted;
+
+static st_status ox_read_weighted(ox *x, int node, int may_have_bias, ox_weighted *v)
+{
+    memset(v, 0, sizeof *v);
+    st_status st;
+    if ((st = ox_read(x, node, 0, &v->in)) ||
+        (st = ox_floats(x, node, 1, &v->wt, &v->w, &v->wc)))
+        return st;
+    if (may_have_bias && ox_input(x->g->node[node], 2))
+        return ox_floats(x, node, 2, &v->bt, &v->b, &v->bc);
+    return ST_OK;
+}
+
+/* The layer's tensors from v: the weights (rows: ox_tensor_add's) and the
+ * bias if any. */
+static void ox_add_weighted(ox *x, int node, ox_layer *c, const ox_weighted *v, size_t rows)
+{
+    const Onnx__NodeProto *n = x->g->node[node];
+    ox_tensor_add(c, "weights", node, n->input[1], v->w, v->wc, rows);
+    if (v->b)
+        ox_tensor_add(c, "biases", node, n->input[2], v->b, v->bc, 0);
+}
+
 static st_status op_conv(ox *x, int node, int arg)
 {
     const Onnx__NodeProto *n = x->g->node[node];
-    ox_value *in;
-    const Onnx__TensorProto *wt, *bt;
-    const float *w, *b = NULL;
-    size_t wc, bc = 0;
+    ox_weighted v;
     long ks[2], strides[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, group;
     int has_k, has_s, has_p, has_d, l = 0;
     st_status st;
     if ((st = ox_known_attrs(x, node, "kernel_shape,strides,pads,dilations,group,auto_pad")) ||
-        (st = ox_read(x, node, 0, &in)) || (st = ox_floats(x, node, 1, &wt, &w, &wc)) ||
-        (ox_input(n, 2) && (st = ox_floats(x, node, 2, &bt, &b, &bc))) ||
+        (st = ox_read_weighted(x, node, 1, &v)) ||
         (st = ox_ints_attr(x, node, "kernel_shape", 2, ks, &has_k)) ||
         (st = ox_ints_attr(x, node, "strides", 2, strides, &has_s)) ||
         (st = ox_ints_attr(x, node, "pads", 4, pads, &has_p)) ||
@@ -33,14 +60,14 @@ static st_status op_conv(ox *x, int node, int arg)
         (st = ox_string_attr(x, node, "auto_pad", "NOTSET")))
         return st;
     char dims[96];
-    if (wt->n_dims != 4)
+    if (v.wt->n_dims != 4)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 4 (OIHW) of 2-D "
-                            "convolution", n->input[1], wt->n_dims);
-    if (wt->dims[0] < 1 || wt->dims[1] < 1 || wt->dims[2] < 1 || wt->dims[3] < 1)
+                            "convolution", n->input[1], v.wt->n_dims);
+    if (v.wt->dims[0] < 1 || v.wt->dims[1] < 1 || v.wt->dims[2] < 1 || v.wt->dims[3] < 1)
         return ox_node_fail(x, node, "weight '%s' has dims %s: a size of 0 (expected filters, "
                             "channels, height and width of at least 1)", n->input[1],
-                            ox_dims_text(wt, dims, sizeof dims));
-    long o = (long)wt->dims[0], kh = (long)wt->dims[2], kw = (long)wt->dims[3];
+                            ox_dims_text(v.wt, dims, sizeof dims));
+    long o = (long)v.wt->dims[0], kh = (long)v.wt->dims[2], kw = (long)v.wt->dims[3];
     if (kh != kw || (has_k && (ks[0] != kh || ks[1] != kw)))
         return ox_node_fail(x, node, "kernel %ldx%ld: singletrain's convolutions are square, "
                             "with kernel_shape the weight's", kh, kw);
@@ -53,10 +80,10 @@ static st_status op_conv(ox *x, int node, int arg)
     if (dil[0] != 1 || dil[1] != 1)
         return ox_node_fail(x, node, "dilations %ld,%ld: the backends have dilation 1 only",
                             dil[0], dil[1]);
-    if (b && bc != (size_t)o)
+    if (v.b && v.bc != (size_t)o)
         return ox_node_fail(x, node, "bias '%s' has %zu values for %ld filters", n->input[2],
-                            bc, o);
-    if ((st = ox_take(x, node, in)) ||
+                            v.bc, o);
+    if ((st = ox_take(x, node, v.in)) ||
         (st = ox_new_layer(x, node, "convolutional", OX_CONV, &l)))
         return st;
     ox_layer *c = &x->layers[l];
@@ -65,9 +92,7 @@ static st_status op_conv(ox *x, int node, int arg)
     ox_opt(c, "stride", "%ld", strides[0]);
     ox_opt(c, "padding", "%ld", pads[0]);
     ox_opt(c, "groups", "%ld", group);
-    ox_tensor_add(c, "weights", node, n->input[1], w, wc, 0);
-    if (b)
-        ox_tensor_add(c, "biases", node, n->input[2], b, bc, 0);
+    ox_add_weighted(x, node, c, &v, 0);
     return ox_output(x, node, l, 0);
 }
 
@@ -75,10 +100,7 @@ static st_status op_conv(ox *x, int node, int arg)
 static st_status op_fc(ox *x, int node, int gemm)
 {
     const Onnx__NodeProto *n = x->g->node[node];
-    ox_value *in;
-    const Onnx__TensorProto *wt, *bt;
-    const float *w, *b = NULL;
-    size_t wc, bc = 0;
+    ox_weighted v;
     long trans_a = 0, trans_b = 0;
     float alpha = 1, beta = 1;
     int l = 0;
@@ -88,38 +110,36 @@ static st_status op_fc(ox *x, int node, int gemm)
         (st = ox_int_attr(x, node, "transB", 0, 0, 1, &trans_b)) ||
         (st = ox_float_attr(x, node, "alpha", 1, &alpha)) ||
         (st = ox_float_attr(x, node, "beta", 1, &beta)) ||
-        (st = ox_read(x, node, 0, &in)) || (st = ox_floats(x, node, 1, &wt, &w, &wc)) ||
-        (gemm && ox_input(n, 2) && (st = ox_floats(x, node, 2, &bt, &b, &bc))))
+        (st = ox_read_weighted(x, node, gemm, &v)))
         return st;
     if (alpha != 1 || beta != 1)
         return ox_node_fail(x, node, "alpha=%g beta=%g: only 1 and 1 are supported", alpha,
                             beta);
-    if (!in->flat) /* Gemm takes [N, K]; MatMul of [N, C, H, W] multiplies each row of W */
+    if (!v.in->flat) /* Gemm takes [N, K]; MatMul of [N, C, H, W] multiplies each row of W */
         return ox_node_fail(x, node, "input '%s' is [N, C, H, W]: expected [N, K] (flatten it "
-                            "first: Flatten with axis 1)", in->name);
-    if (wt->n_dims != 2)
+                            "first: Flatten with axis 1)", v.in->name);
+    if (v.wt->n_dims != 2)
         return ox_node_fail(x, node, "weight '%s' has %zu dims: expected 2", n->input[1],
-                            wt->n_dims);
+                            v.wt->n_dims);
     /* its inputs, the other dim, are checked against the layer it reads
      * after the build: 0 there is that layer's fault (a window larger than
      * its input), said by the build, or a count that does not fit */
-    long out = (long)(trans_b ? wt->dims[0] : wt->dims[1]);
+    long out = (long)(trans_b ? v.wt->dims[0] : v.wt->dims[1]);
     char dims[64];
     if (out < 1)
         return ox_node_fail(x, node, "weight '%s' has dims %s%s: no outputs (expected at least "
-                            "one)", n->input[1], ox_dims_text(wt, dims, sizeof dims),
+                            "one)", n->input[1], ox_dims_text(v.wt, dims, sizeof dims),
                             trans_b ? " with transB=1" : "");
-    if (b && (bc != (size_t)out || bt->n_dims > 2 || (bt->n_dims == 2 && bt->dims[0] != 1)))
+    if (v.b && (v.bc != (size_t)out || v.bt->n_dims > 2 ||
+                (v.bt->n_dims == 2 && v.bt->dims[0] != 1)))
         return ox_node_fail(x, node, "bias '%s' has %zu values in %zu dims for %ld outputs: "
-                            "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], bc,
-                            bt->n_dims, out, out, out);
-    if ((st = ox_take(x, node, in)) || (st = ox_new_layer(x, node, "connected", OX_FC, &l)))
+                            "expected [%ld] or [1, %ld] (no other broadcast)", n->input[2], v.bc,
+                            v.bt->n_dims, out, out, out);
+    if ((st = ox_take(x, node, v.in)) || (st = ox_new_layer(x, node, "connected", OX_FC, &l)))
         return st;
     ox_layer *c = &x->layers[l];
     ox_opt(c, "output", "%ld", out);
-    ox_tensor_add(c, "weights", node, n->input[1], w, wc, trans_b ? 0 : (size_t)wt->dims[0]);
-    if (b)
-        ox_tensor_add(c, "biases", node, n->input[2], b, bc, 0);
+    ox_add_weighted(x, node, c, &v, trans_b ? 0 : (size_t)v.wt->dims[0]);
     return ox_output(x, node, l, 1);
 }
 
