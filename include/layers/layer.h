@@ -296,6 +296,8 @@ struct st_layer_ops {
 const st_layer_ops *st_layer_find(const char *section_type);
 /* A layer's name in tables, reports and buffer names. */
 const char *st_layer_short_name(const st_layer *l);
+/* Whether the layer can run model-parallel (its ops' model_parallel). */
+int st_layer_model_parallel(const st_layer *l);
 void st_layer_type_list(char *buf, size_t size);
 
 /* A kernel and the workspace it keeps in the worker's arena. */

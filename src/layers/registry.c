@@ -36,6 +36,11 @@ const char *st_layer_short_name(const st_layer *l)
     return l->ops->short_name ? l->ops->short_name : l->ops->type;
 }
 
+int st_layer_model_parallel(const st_layer *l)
+{
+    return l->ops->model_parallel && l->ops->model_parallel(l);
+}
+
 const st_layer_ops *st_layer_find(const char *section_type)
 {
     for (size_t i = 0; i < N_TYPES; i++)
