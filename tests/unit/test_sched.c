@@ -494,7 +494,9 @@ static void test_bf16_shared_copy(void **state)
                                     {"-t 2 --subdivisions 2", 2, 0, 2, ST_SYNC_BSP},
                                     {"-t 1 --sync ssp:1", 1, 0, 0, ST_SYNC_SSP},
                                     {"-t 1 --sync asp", 1, 0, 0, ST_SYNC_ASP}};
-    /* under TSan: the threaded BSP modes, a few iterations (no SSP / ASP) */
+    /* under TSan: the threaded BSP modes, a few iterations (no SSP / ASP);
+     * under ASan every mode, a few iterations (ref's bf16 LeNet-5 runs 5x
+     * slower there: 36 s of the suite at 10) */
     int n_modes = UNDER_TSAN ? 3 : (int)(sizeof modes / sizeof modes[0]);
     for (int i = 0; backends(i); i++) {
         const st_backend *be;
@@ -507,7 +509,8 @@ static void test_bf16_shared_copy(void **state)
             continue;
         }
         for (int m = 0; m < n_modes; m++) {
-            run_spec r = {LENET, backends(i), modes[m].threads, 24, UNDER_TSAN ? 3 : 10,
+            run_spec r = {LENET, backends(i), modes[m].threads, 24,
+                          UNDER_TSAN || UNDER_ASAN ? 3 : 10,
                           BSP_IMAGES, modes[m].sync, 1, NULL, 0, i == 1 ? "nhwc" : NULL,
                           modes[m].subdivisions};
             st_train_opts o = run_opts(&r);
