@@ -52,12 +52,6 @@ int st_file_head(const char *path, unsigned char *buf, int len, char *why, size_
     return got;
 }
 
-const char *st_zlib_message(const char *msg)
-{
-    const char *end = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
-    return end ? end + 3 : msg;
-}
-
 static int ends_with(const char *s, size_t len, const char *suffix)
 {
     size_t n = strlen(suffix);

@@ -12,6 +12,14 @@
 #include "data/data.h"
 #include "base/fileio.h"
 
+/* zlib's messages are for the readers of compressed files, this one and
+ * data.c's sniffing of a file's head (which calls here, never back). */
+const char *st_zlib_message(const char *msg)
+{
+    const char *end = strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ">: ") : NULL;
+    return end ? end + 3 : msg;
+}
+
 typedef struct idx_source {
     st_source base;
     unsigned char *pixels; /* [count, H, W] */
