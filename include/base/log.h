@@ -7,10 +7,8 @@
  * message first clears the live progress line, so that messages and the
  * line never share a row of the terminal.
  *
- * A stream whose write fails (stdout a pipe whose reader left, SIGPIPE
- * being ignored; a full disk) is said so once on stderr and written no
- * more, and the run goes on; its error flag stays set, so that main can
- * end with a failure (st_log_streams_failed). */
+ * A stream whose write fails is said so once and written no more
+ * (stream.h). */
 #ifndef ST_LOG_H
 #define ST_LOG_H
 
@@ -32,16 +30,6 @@ typedef struct st_log {
     st_progress *progress; /* NULL: plain lines only; owned by whoever created it (main) */
 } st_log;
 
-/* Whether f (stdout or stderr) may still be written: not NULL, and no write
- * to it has failed. Every writer of the log's streams checks first. */
-int st_log_stream_ok(FILE *f);
-
-/* Flush f after writing to it; when the writes failed, say so on stderr
- * (once: the writers skip f from then on). */
-void st_log_flush(FILE *f);
-
-/* At the end: flush stdout; whether a write to stdout or stderr failed. */
-int st_log_streams_failed(void);
 
 /* A logger writing info to stdout and warnings to stderr. */
 st_log st_log_default(st_log_level level);

@@ -2,11 +2,10 @@
  * progress line (progress.h) before each message. */
 #include "base/log.h"
 
-#include <errno.h>
 #include <stdarg.h>
-#include <string.h>
 
 #include "base/progress.h"
+#include "base/stream.h"
 
 st_log st_log_default(st_log_level level)
 {
@@ -14,39 +13,17 @@ st_log st_log_default(st_log_level level)
     return log;
 }
 
-int st_log_stream_ok(FILE *f)
-{
-    return f && !ferror(f);
-}
-
-void st_log_flush(FILE *f)
-{
-    if (fflush(f) == 0 && !ferror(f))
-        return;
-    int e = errno;
-    if (f != stderr && !ferror(stderr))
-        fprintf(stderr, "singletrain: warning: writing to standard %s failed: %s: nothing more "
-                "is written there, the run goes on\n", f == stdout ? "output" : "error",
-                strerror(e));
-}
-
-int st_log_streams_failed(void)
-{
-    fflush(stdout);
-    return ferror(stdout) || ferror(stderr);
-}
-
 static void log_vprint(const st_log *log, FILE *f, const char *prefix, const char *fmt,
                        va_list ap)
 {
-    if (!st_log_stream_ok(f))
+    if (!st_stream_ok(f))
         return;
     st_progress_hold(log->progress);
     if (prefix)
         fputs(prefix, f);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
-    st_log_flush(f);
+    st_stream_flush(f);
     st_progress_release(log->progress);
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/fileio.h"
+#include "base/stream.h"
 
 /* Seconds between two drawings of the live line. */
 #define REDRAW_SECONDS 0.25
@@ -81,13 +82,13 @@ static void clear_line(st_progress *p)
 {
     int shown = p->shown;
     p->shown = 0;
-    if (!shown || !st_log_stream_ok(p->out))
+    if (!shown || !st_stream_ok(p->out))
         return;
     if (p->dumb)
         fprintf(p->out, "\r%*s\r", shown, "");
     else
         fputs("\r\033[K", p->out);
-    st_log_flush(p->out);
+    st_stream_flush(p->out);
 }
 
 void st_progress_hold(st_progress *p)
@@ -132,7 +133,7 @@ static void draw(st_progress *p, long done, double loss, double images_per_s, do
 {
     int last = done >= p->iterations;
     char duration[24], when[32], line[256];
-    if (!st_log_stream_ok(p->out))
+    if (!st_stream_ok(p->out))
         return;
     if (last) {
         format_duration(duration, sizeof duration, now - p->begin);
@@ -164,15 +165,15 @@ static void draw(st_progress *p, long done, double loss, double images_per_s, do
     } else {
         p->shown = n > 0 ? n : 1;
     }
-    st_log_flush(p->out);
+    st_stream_flush(p->out);
 }
 
 /* A CSV row (or the header) for both destinations. */
 static void write_rows(st_progress *p, const char *row)
 {
-    if (p->format == ST_PROGRESS_CSV && st_log_stream_ok(p->out)) {
+    if (p->format == ST_PROGRESS_CSV && st_stream_ok(p->out)) {
         fputs(row, p->out);
-        st_log_flush(p->out);
+        st_stream_flush(p->out);
     }
     if (p->metrics.f) {
         fputs(row, p->metrics.f);

@@ -13,6 +13,7 @@
 #include "net/net.h"
 #include "base/progress.h"
 #include "base/signals.h"
+#include "base/stream.h"
 #include "train/train.h"
 
 #ifndef ST_VERSION
@@ -151,7 +152,7 @@ static st_status train(st_cli *cli, st_log *log, int *signal, int *quiet, st_err
  * but whose stdout or stderr lost lines (a closed pipe, a full disk) fails. */
 static int output_checked(int code)
 {
-    if (!st_log_streams_failed() || code != 0)
+    if (!st_streams_failed() || code != 0)
         return code;
     if (!ferror(stderr))
         fprintf(stderr, "singletrain: standard output: a write failed: the output is "
