@@ -1,7 +1,8 @@
 /* What the scheduler's files share: scheduler.c (creating and freeing the
  * scheduler, the worker threads' main loop, the test phase), sched_bsp.c
  * (bulk-synchronous runs) and its aggregation strategies
- * (sched_aggregate.c), sched_async.c (SSP and ASP runs), and the features
+ * (sched_aggregate.c), sched_async.c (SSP and ASP runs), what those three
+ * share below them (sched_shared.c: they call one way), and the features
  * behind a handle of their own: hybrid parallelism (sched_mp.c) and
  * gradient accumulation (accumulate.c).
  * The run modes are split by file but not by data: one struct holds the
@@ -44,7 +45,7 @@ st_status sched_check_threads(const st_sched_opts *o, st_error *err);
 void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z);
 
 /* Whether o's workers share one bf16 copy of the weights (bf16_weights.h):
- * in bf16, unless every kernel is to round its own (scheduler.c). */
+ * in bf16, unless every kernel is to round its own (sched_shared.c). */
 int sched_bf16_shared(const st_sched_opts *o);
 
 /* Worker id's replica options; planning: for a replica only planned
@@ -266,7 +267,7 @@ static inline int sched_stop_flag(const st_sched *s)
     return atomic_load(&s->stop_requested) ? ST_SCHED_STOP_REQUESTED : 0;
 }
 
-/* The first worker failure, copied to err. */
+/* The first worker failure, copied to err (sched_shared.c). */
 st_status sched_collect_status(st_sched *s, st_error *err);
 
 /* Which layer went non-finite first among workers r0 .. r1 - 1 (images[k]
@@ -282,7 +283,7 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
 /* --trace: iteration it of a worker's track tr (NULL: nothing recorded),
  * from t[0] to t[n]: the event "iteration IT" (args: text_key's text, or
  * none) and its n phases, phase k from t[k] to t[k + 1], so that the
- * phases cover the iteration (scheduler.c). */
+ * phases cover the iteration (sched_shared.c, as the three above). */
 typedef struct sched_phase {
     const char *name, *cat;
 } sched_phase;
@@ -291,7 +292,7 @@ void sched_trace_iteration(st_trace_track *tr, long it, const sched_phase *phase
 
 /* Arena floats [b, e) of the weights converted into the bf16 copy by
  * worker w's backend (bf16_weights.h; nothing without a copy); a failure
- * is in w->err (scheduler.c). */
+ * is in w->err (sched_shared.c). */
 st_status sched_bf16_refresh(st_worker *w, size_t b, size_t e);
 
 /* The commands' loops, run by worker w's thread between `start` and `end`:

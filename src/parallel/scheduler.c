@@ -1,11 +1,11 @@
 /* The scheduler and its worker threads (scheduler.h): creating and freeing
  * them, the worker threads' main loop, which runs the commands the
- * scheduler thread hands out (sched_internal.h), the test phase, the
- * helpers both training modes use, and the workers' sizes, options and
- * buffers, which sched_plan.c also plans before the workers exist. The
+ * scheduler thread hands out (sched_internal.h), the test phase, and the
+ * workers' sizes, options and buffers, which sched_plan.c also plans before the workers exist. The
  * training runs themselves are in sched_bsp.c (bulk-synchronous) and
- * sched_async.c (SSP and ASP), so each mode's protocol reads in one file;
- * hybrid parallelism's state is sched_mp.c's, behind its handle. */
+ * sched_async.c (SSP and ASP), so each mode's protocol reads in one file,
+ * and what they share with this file is sched_shared.c's, below all
+ * three; hybrid parallelism's state is sched_mp.c's, behind its handle. */
 #include "parallel/scheduler.h"
 
 #include <errno.h>
@@ -74,18 +74,6 @@ void sched_worker_sizes(const st_sched_opts *o, int T, int id, worker_sizes *z)
     long tb = o->test_count * id / T, te = o->test_count * (id + 1) / T;
     if (te > tb && (te - tb) % cap)
         add_size(z, (int)((te - tb) % cap));
-}
-
-int sched_bf16_shared(const st_sched_opts *o)
-{
-    return o->precision == ST_PRECISION_BF16 && !o->bf16_per_kernel;
-}
-
-st_status sched_bf16_refresh(st_worker *w, size_t b, size_t e)
-{
-    st_sched *s = w->s;
-    return st_bf16_weights_refresh(s->bf16, w->replica.backend, w->replica.bctx,
-                                   s->ps->weights, b, e, &w->err);
 }
 
 /* --pipeline layer's hook after a bucket's update (pipeline.h): its range
@@ -183,41 +171,6 @@ static st_status worker_init(st_worker *w)
     return ST_OK;
 }
 
-void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images, char *buf,
-                           size_t len)
-{
-    const st_net *net = s->net;
-    char layer[128];
-    for (int i = 0; i < net->n_layers; i++)
-        for (int r = r0; r < r1; r++) {
-            const st_replica *rep = &s->w[r].replica;
-            size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
-            if (!st_all_finite(st_replica_output(rep, i), per * (size_t)images[r - r0])) {
-                snprintf(buf, len, "the output of %s is not finite",
-                         st_net_layer_label(net, i, layer, sizeof layer));
-                return;
-            }
-        }
-    const st_param_table *t = &net->params;
-    for (int i = net->n_layers - 1; i >= 0; i--)
-        for (int k = 0; k < t->n; k++) {
-            const st_param *p = &t->p[k];
-            for (int r = r0; r < r1 && p->layer == i; r++) {
-                size_t held = st_ps_grad_floats(t, r, s->ps->shared_from, s->ps->tail_applied);
-                size_t at = 0;
-                int applied_bad = sched_mp_bad(s->mp, r, &at) && at >= p->offset &&
-                                  at < p->offset + p->count;
-                if ((p->offset < held && !st_all_finite(s->ps->grads[r] + p->offset, p->count)) ||
-                    applied_bad) {
-                    snprintf(buf, len, "the gradient of %s, %s, is not finite", p->name,
-                             st_net_layer_label(net, i, layer, sizeof layer));
-                    return;
-                }
-            }
-        }
-    snprintf(buf, len, "the loss is not finite");
-}
-
 void st_sched_request_stop(st_sched *s)
 {
     atomic_store(&s->stop_requested, 1);
@@ -308,16 +261,6 @@ static void *worker_main(void *arg)
         st_barrier_wait(&s->end);
     }
     return NULL;
-}
-
-st_status sched_collect_status(st_sched *s, st_error *err)
-{
-    for (int r = 0; r < s->T; r++)
-        if (s->w[r].status != ST_OK) {
-            st_fail(err, s->w[r].status, "%s", s->w[r].err.msg);
-            return s->w[r].status;
-        }
-    return ST_OK;
 }
 
 void st_sched_free(st_sched *s)
@@ -507,19 +450,6 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     }
     *out = s;
     return ST_OK;
-}
-
-void sched_trace_iteration(st_trace_track *tr, long it, const sched_phase *phases, int n,
-                           const double *t, const char *text_key, const char *text)
-{
-    if (!tr)
-        return;
-    st_trace_event e = {.name = "iteration", .index = (int)it, .cat = "iteration",
-                        .iteration = it, .text_key = text_key, .text = text, .t0 = t[0],
-                        .t1 = t[n]};
-    st_trace_add(tr, &e);
-    for (int k = 0; k < n; k++)
-        st_trace_span(tr, phases[k].cat, phases[k].name, it, t[k], t[k + 1]);
 }
 
 st_trace_track *st_sched_trace(const st_sched *s)
