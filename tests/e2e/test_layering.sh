@@ -48,10 +48,10 @@ check "two files calling each other are caught" out 1 \
 obj train b 'int c(void); int b(void) { return c(); }'
 obj train c 'int a(void); int c_data = 1; int c(void) { return a() + c_data; }'
 check "three in a ring are caught" out 1 "src/train: a cycle of 3 files" -- $cycles
-obj net d 'int e(void); int d(void) { return e(); }'
-obj net e 'int d(void); int e(void) { return d(); }'
+obj cpe d 'int e(void); int d(void) { return e(); }'
+obj cpe e 'int d(void); int e(void) { return d(); }'
 check "a known folder's cycle is reported, not failed (train's still fails)" out 1 \
-    "src/net: a cycle of 2 files (known, not failed): src/net/d.c src/net/e.c" -- $cycles
+    "src/cpe: a cycle of 2 files (known, not failed): src/cpe/d.c src/cpe/e.c" -- $cycles
 rm "$tmp/cyc/src/train/c.c"
 check "a stale object (its source removed) is left out" out 0 "(known, not failed)" -- $cycles
 
