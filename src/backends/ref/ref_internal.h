@@ -38,7 +38,8 @@ void ref_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
 
 /* dst [count]: the weights of a bf16 pass rounded to bf16, widened from
  * the copy a->weights_bf16 when it is given (the same values: it was made
- * by st_bf16_convert), else rounded from a->weights (ref_backend.c). */
+ * by st_bf16_convert), else rounded from a->weights (ref_kernel.c, as the
+ * other kernels' helpers). */
 void ref_bf16_weights(float *dst, const st_kargs *a, size_t count);
 
 /* A kernel with no backward pass of the given kind fails with this. */
