@@ -1,7 +1,8 @@
-/* What the oneDNN convolution's two files share: dnnl_conv.c (the
- * geometry and descriptors, oneDNN's implementations of a pass, plans and
- * their primitives, the decision) and dnnl_conv_measure.c (the measured
- * choice of a plan). Private to src/backends/dnnl/. */
+/* What the oneDNN convolution's three files share: dnnl_conv_desc.c (the
+ * geometry and descriptors, oneDNN's implementations of a pass), below
+ * dnnl_conv_measure.c (the measured choice of a plan), below dnnl_conv.c
+ * (plans and their primitives, the decision): they call one way. Private
+ * to src/backends/dnnl/. */
 #ifndef ST_DNNL_CONV_H
 #define ST_DNNL_CONV_H
 
@@ -35,6 +36,8 @@ st_status dn_md_tag(dnnl_memory_desc_t *md, const dnnl_dims_t dims, dnnl_format_
  * sgemm ("gemm:jit" and its ISA variants, not the brgemm ones). */
 int dn_impl_is_ref(const char *name);
 int dn_impl_is_gemm(const char *name);
+/* The name oneDNN gives pd's implementation ("?" when it gives none). */
+const char *dn_pd_impl_name(const_dnnl_primitive_desc_t pd);
 
 /* A visitor of op's implementations says what happens to pd next. */
 enum { DN_VISIT_DROP, DN_VISIT_KEEP, DN_VISIT_KEEP_STOP };
