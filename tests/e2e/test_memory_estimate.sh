@@ -1,6 +1,7 @@
 #!/bin/sh
 # The memory estimate is honest. Each network of data/ that fits this
-# machine runs at small settings on synthetic data at -t 1, 2 and 4, and
+# machine runs at small settings on synthetic data at -t 1, 2 and 4 (the
+# ImageNet networks at -t 1 and 4), and
 # the estimate it logs before allocating ("memory: ...; N MB in all") and
 # the one --dry-run prints must both be within 20% of the peak resident
 # memory the run reports (VmHWM, "done: ... peak memory N MB"). LeNet-5 and
@@ -28,7 +29,7 @@ unset MPI_LOCALNRANKS
 estimate() {
     net=$1 b=$2 iters=$3
     shift 3
-    for t in 1 2 4; do
+    for t in $threads; do
         args="-t $t -b $b --data synthetic --train-images $((2 * b)) --force $*"
         name="$net -t $t -b $b${*:+ $*}"
         $limit "$bin" $args --iters "$iters" "$data/$net.cfg" >"$tmp/run" 2>&1
@@ -50,10 +51,12 @@ estimate() {
     done
 }
 
+threads="1 2 4"
 estimate lenet 16 2 --test-images 16
 estimate cifar-alexnet 8 2 --test-images 8
 estimate cifar-alexnet-bn 8 2 --test-images 8
 estimate cifar-alexnet-sigmoid 8 2 --test-images 8
+threads="1 4" # the ImageNet networks: the two ends (a run of VGG-16 takes seconds)
 estimate alexnet 4 1 --no-test --conv-impl blocked
 estimate alexnet-bn 4 1 --no-test --conv-impl blocked
 estimate googlenet 4 1 --no-test --conv-impl blocked
