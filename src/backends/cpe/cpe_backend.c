@@ -24,12 +24,14 @@
  * roofline st_cpe_mpe_seconds): batch norm, LRN and softmax
  * (cpe_kernels.c); and the work the worker does in plain C (host_work).
  *
- * This file holds the backend's state: the context and its scratch, the
- * kernels' creation, and the accounting. Every kernel keeps the predicted
- * time of the iteration in progress per pass (forward, backward-data,
- * backward-weights; test-phase forwards are left out); iteration_end moves
- * it into the run's totals and the per-iteration trace; cpe_report.c
- * prints and writes them. */
+ * This file is the backend's dispatch, on top of its other files: the
+ * context, the kernels' creation by kind, the slice and host work, and
+ * each iteration's end. Every kernel keeps the predicted time of the
+ * iteration in progress per pass (forward, backward-data, backward-weights;
+ * test-phase forwards are left out; the accounting: cpe_account.c);
+ * iteration_end moves it into the run's totals and the per-iteration
+ * trace; cpe_report.c prints and writes them. What the kernel kinds share
+ * (scratch, input shape, release) is in cpe_kernel_common.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,61 +42,7 @@
 #include "backends/ref.h"
 #include "cpe/model.h"
 
-const char *const cpe_conv_strategy_names[CONV_STRATEGIES] = {"explicit", "implicit"};
-const char *const cpe_pass_names[PASSES] = {"fwd", "bwd_data", "bwd_weights"};
-
-/* ---- accounting ---- */
-
-double cpe_account_seconds(const cpe_account *a)
-{
-    return a->cpe.time.total_s + a->mpe_s;
-}
-
-const char *const cpe_part_names[CPE_PARTS] = {"compute", "DMA", "register communication",
-                                               "barriers", "launches", "MPE", "layout"};
-
-cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout)
-{
-    const st_cpe_time *a = &after->cpe.time, *b = &before->cpe.time;
-    cpe_split split = {{a->compute_s - b->compute_s, a->dma_s - b->dma_s,
-                        a->regcomm_s - b->regcomm_s, a->sync_s - b->sync_s,
-                        a->launch_s - b->launch_s, after->mpe_s - before->mpe_s, layout}};
-    return split;
-}
-
-cpe_part cpe_split_dominant(const cpe_split *split, double *share)
-{
-    cpe_part top = CPE_PART_COMPUTE;
-    double sum = 0.0;
-    for (int p = 0; p < CPE_PARTS; p++) {
-        sum += split->s[p];
-        if (split->s[p] > split->s[top])
-            top = (cpe_part)p;
-    }
-    *share = sum > 0.0 ? split->s[top] / sum : 0.0;
-    return top;
-}
-
-static void account_add(cpe_account *dst, const cpe_account *src)
-{
-    st_cpe_counters_add(&dst->cpe, &src->cpe);
-    dst->mpe_s += src->mpe_s;
-}
-
-st_status cpe_charge(cpe_work *w, int pass, const st_cpe_counters *c, int training, st_status st)
-{
-    if (st == ST_OK && training)
-        st_cpe_counters_add(&w->now[pass].cpe, c);
-    return st;
-}
-
-void cpe_work_close(cpe_work *w, long iteration)
-{
-    for (int p = 0; p < PASSES; p++) {
-        account_add(iteration < CONV_TRIALS ? &w->trials[p] : &w->steady[p], &w->now[p]);
-        memset(&w->now[p], 0, sizeof w->now[p]);
-    }
-}
+/* ---- an iteration's end ---- */
 
 static void cpe_iteration_end(st_bctx *ctx, long iter)
 {
@@ -190,21 +138,6 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_e
     return ST_OK;
 }
 
-st_status cpe_scratch(st_bctx *ctx, int which, size_t floats, float **out, st_error *err)
-{
-    if (ctx->scratch_floats[which] < floats) {
-        st_free_aligned(ctx->scratch[which]);
-        ctx->scratch[which] = NULL;
-        ctx->scratch_floats[which] = 0;
-        ctx->scratch[which] = st_alloc_aligned(floats * sizeof(float), "cpe backend scratch", err);
-        if (!ctx->scratch[which])
-            return ST_ENOMEM;
-        ctx->scratch_floats[which] = floats;
-    }
-    *out = ctx->scratch[which];
-    return ST_OK;
-}
-
 /* ---- the slice's gradient sum and update on the CPEs ---- */
 
 static st_status cpe_slice_reduce(st_bctx *ctx, float *const *grads, int n_grads, size_t b,
@@ -255,14 +188,6 @@ static void cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, d
 
 /* ---- creation ---- */
 
-void cpe_kernel_destroy(st_kernel *base)
-{
-    cpe_kernel *k = (cpe_kernel *)base;
-    if (k->mpe)
-        k->mpe->ops->destroy(k->mpe);
-    free(k);
-}
-
 static st_status remember(st_bctx *ctx, cpe_kernel *k, st_error *err)
 {
     if (ctx->n_kernels == ctx->cap) {
@@ -284,18 +209,6 @@ static const cpe_kind *const kinds[ST_K_COUNT] = {
     ST_KINDS(CPE_KIND_ENTRY)
 #undef CPE_KIND_ENTRY
 };
-
-void cpe_input_shape(cpe_kernel *k, int c, int h, int w)
-{
-    if (k->src_state) {
-        c = k->src_state->c;
-        h = k->src_state->h;
-        w = k->src_state->w;
-    }
-    k->in_c = c;
-    k->in_h = h;
-    k->in_w = w;
-}
 
 static st_status cpe_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **out,
                                    st_error *err)

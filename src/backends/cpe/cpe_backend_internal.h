@@ -1,9 +1,12 @@
-/* Internals of the `cpe` backend shared by its files: cpe_backend.c (the
- * backend: contexts, kernel creation, the accounting, the slice and host
- * work), cpe_layouts.c (the layouts at the kernels' edges), cpe_conv.c
- * (convolution, its strategies), cpe_kernels.c (bias and activation,
- * inner product, pooling, activations, the MPE's kernels) and cpe_report.c
- * (the end-of-run report, the per-iteration trace and the report CSV). */
+/* Internals of the `cpe` backend shared by its files, which call one way,
+ * from the top: cpe_backend.c (the dispatch: contexts, kernel creation,
+ * the slice and host work, an iteration's end); cpe_report.c (the
+ * end-of-run report, the per-iteration trace and the report CSV);
+ * cpe_conv.c (convolution, its strategies); cpe_kernels.c (bias and
+ * activation, inner product, pooling, activations, the MPE's kernels);
+ * cpe_layouts.c (the layouts at the kernels' edges); and at the bottom
+ * cpe_kernel_common.c (what the kernel kinds share: scratch, input shape,
+ * release) and cpe_account.c (the accounting and its names). */
 #ifndef ST_CPE_BACKEND_INTERNAL_H
 #define ST_CPE_BACKEND_INTERNAL_H
 
@@ -19,10 +22,8 @@
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS, PASSES };
 enum { WORK_SUM = PASS_FWD, WORK_UPDATE = PASS_BWD_DATA };
 
-/* Convolution strategies, and the names the report and the CSV use. */
+/* Convolution strategies. */
 enum { CONV_EXPLICIT, CONV_IMPLICIT, CONV_STRATEGIES };
-extern const char *const cpe_conv_strategy_names[CONV_STRATEGIES];
-extern const char *const cpe_pass_names[PASSES];
 
 /* Training calls a conv pass spends trying the strategies (one each, those
  * that can run). */
@@ -33,8 +34,6 @@ typedef struct cpe_account {
     st_cpe_counters cpe;
     double mpe_s;
 } cpe_account;
-
-double cpe_account_seconds(const cpe_account *a);
 
 /* Where a convolution trial's predicted time went: its launches' compute,
  * DMA wait, register communication, barriers and launch overhead, its MPE
@@ -52,18 +51,9 @@ typedef enum cpe_part {
     CPE_PARTS
 } cpe_part;
 
-extern const char *const cpe_part_names[CPE_PARTS];
-
 typedef struct cpe_split {
     double s[CPE_PARTS];
 } cpe_split;
-
-/* The split of after - before (the same work's account at two times),
- * with layout seconds of transformations. */
-cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout);
-
-/* The largest part of split, and its share of the sum (0 when empty). */
-cpe_part cpe_split_dominant(const cpe_split *split, double *share);
 
 /* A unit of accounted work: a kernel's passes, its layout transformations,
  * or the slice update. The first CONV_TRIALS iterations (where
@@ -146,7 +136,21 @@ struct st_bctx {
     size_t scratch_floats[SCRATCHES];
 };
 
-/* ---- the backend (cpe_backend.c) ---- */
+/* ---- the accounting (cpe_account.c) ---- */
+
+/* The names the report and the CSV use. */
+extern const char *const cpe_conv_strategy_names[CONV_STRATEGIES];
+extern const char *const cpe_pass_names[PASSES];
+extern const char *const cpe_part_names[CPE_PARTS];
+
+double cpe_account_seconds(const cpe_account *a);
+
+/* The split of after - before (the same work's account at two times),
+ * with layout seconds of transformations. */
+cpe_split cpe_split_between(const cpe_account *before, const cpe_account *after, double layout);
+
+/* The largest part of split, and its share of the sum (0 when empty). */
+cpe_part cpe_split_dominant(const cpe_split *split, double *share);
 
 /* Add a launch's counters c to w's pass when it succeeded (st) during
  * training; returns st. */
@@ -155,8 +159,14 @@ st_status cpe_charge(cpe_work *w, int pass, const st_cpe_counters *c, int traini
 /* End of an iteration for a unit of work. */
 void cpe_work_close(cpe_work *w, long iteration);
 
+/* ---- what the kernel kinds share (cpe_kernel_common.c) ---- */
+
 /* Scratch buffer `which` of ctx, at least floats long (grown once, kept). */
 st_status cpe_scratch(st_bctx *ctx, int which, size_t floats, float **out, st_error *err);
+
+/* k's per-sample input shape: its producer's layout record when its input
+ * comes from a cpe kernel, else c x h x w. */
+void cpe_input_shape(cpe_kernel *k, int c, int h, int w);
 
 void cpe_kernel_destroy(st_kernel *base);
 
@@ -240,10 +250,6 @@ typedef struct cpe_kind {
 #define CPE_KIND_DECL(kind, stem, name) extern const cpe_kind cpe_kind_##stem;
 ST_KINDS(CPE_KIND_DECL)
 #undef CPE_KIND_DECL
-
-/* k's per-sample input shape: its producer's layout record when its input
- * comes from a cpe kernel, else c x h x w. */
-void cpe_input_shape(cpe_kernel *k, int c, int h, int w);
 
 /* ---- the report (cpe_report.c) ---- */
 
