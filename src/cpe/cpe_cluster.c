@@ -1,7 +1,9 @@
 /* The emulated core group's cluster: a context per CPE of the machine's
- * mesh (64 on the SW26010), the launch and its
- * scheduler, barriers, faults, deadlock reports and the counters a launch
- * returns.
+ * mesh (64 on the SW26010), the launch, its deadlock reports and the
+ * counters a launch returns. The scheduler that runs a launch's CPEs, and
+ * the blocks and faults that stop a program, are cpe_sched.c's; what a
+ * program asks of its CPE otherwise (its place, the barrier, declared
+ * work) is cpe_program.c's.
  *
  * Why user-space contexts. A CPE program blocks in the middle of its code
  * (a receive from an empty FIFO, a send to a full one, a barrier), so each
@@ -26,22 +28,12 @@
  *     stack, so a launch costs no system call: 5.4 us for an empty kernel,
  *     against 29 us with getcontext/makecontext.
  *
- * Scheduling is round-robin over CPE 0..63: a CPE runs until it finishes or
- * blocks, then switches straight to the next CPE in cyclic order that can
- * run - one that has not started, or a blocked one whose wait (cpe->wait)
- * now holds - so a block costs one switch, not two through the launching
- * thread. When no CPE can run, control returns to the launching
- * thread: either every CPE has finished, or the rest wait for each other,
- * which is a deadlock.
- *
  * Each context gets CPE_STACK_BYTES of host memory above a guard page (an
  * overflow faults instead of corrupting the next stack). On the machine the
  * stack lives in LDM; here host frames and sanitizer redzones are larger, and
  * kernels keep their data in st_cpe_ldm_alloc buffers, so the stack holds only
  * locals. */
 #include <assert.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -157,84 +149,6 @@ void st_cpe_cluster_set_cost_only(st_cpe_cluster *cg, int on)
     cg->cost_only = on != 0;
 }
 
-/* ---- switching ---- */
-
-static int cpe_can_run(const st_cpe_cluster *cg, const st_cpe *cpe)
-{
-    if (cpe->state != CPE_BLOCKED)
-        return cpe->state == CPE_READY;
-    const cpe_wait *w = &cpe->wait;
-    switch (w->kind) {
-    case CPE_WAIT_RECV:
-        return cpe->in[w->bus].count > 0;
-    case CPE_WAIT_SEND:
-        return cg->cpe[w->peer].in[w->bus].count < ST_CPE_FIFO_DEPTH;
-    case CPE_WAIT_BCAST:
-        return cpe_line_has_room(cpe, w->bus);
-    case CPE_WAIT_BARRIER:
-        return cg->barrier.generation != w->generation;
-    case CPE_WAIT_MESH:
-        return cg->mesh.generation != w->generation;
-    case CPE_WAIT_NONE:
-        break;
-    }
-    return 1;
-}
-
-/* The CPE to run after CPE `after`: the first that can run in the cyclic
- * order after it, or NULL when none can. */
-static st_cpe *cluster_next(st_cpe_cluster *cg, int after)
-{
-    for (int d = 1; d <= cg->count; d++) {
-        st_cpe *next = &cg->cpe[(after + d) % cg->count];
-        if (cpe_can_run(cg, next)) {
-            next->state = CPE_READY;
-            return next;
-        }
-    }
-    return NULL;
-}
-
-static void cpe_entry(void *arg)
-{
-    st_cpe *cpe = arg;
-    st_cpe_cluster *cg = cpe->cg;
-    cg->kernel(cpe, cg->args);
-    /* A program must wait for its DMA; if it did not, the launch still ends
-     * only when the transfers have. */
-    cpe_clock *c = &cpe->clock;
-    if (c->dma_last_done > c->now) {
-        c->dma += c->dma_last_done - c->now;
-        c->now = c->dma_last_done;
-    }
-    cpe->state = CPE_DONE;
-    st_cpe *next = cluster_next(cg, cpe->id);
-    cpe_context_exit(&cpe->context, next ? &next->context : &cg->host);
-}
-
-void cpe_block(st_cpe *cpe)
-{
-    st_cpe_cluster *cg = cpe->cg;
-    cpe->state = CPE_BLOCKED;
-    st_cpe *next = cluster_next(cg, cpe->id);
-    cpe_context_switch(&cpe->context, next ? &next->context : &cg->host);
-    cpe->wait.kind = CPE_WAIT_NONE;
-}
-
-_Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...)
-{
-    st_cpe_cluster *cg = cpe->cg;
-    char what[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    st_fail(&cg->fault, ST_EINTERNAL, "kernel '%s': CPE (%d,%d): %s", cg->kernel_name, cpe->row,
-            cpe->col, what);
-    cpe->state = CPE_DONE;
-    cpe_context_exit(&cpe->context, &cg->host);
-}
-
 /* ---- deadlock report ---- */
 
 /* The groups a deadlock report lists, in order. */
@@ -310,6 +224,23 @@ static void stack_unpoison(void *stack, size_t bytes)
 #endif
 }
 
+static void cpe_entry(void *arg)
+{
+    st_cpe *cpe = arg;
+    st_cpe_cluster *cg = cpe->cg;
+    cg->kernel(cpe, cg->args);
+    /* A program must wait for its DMA; if it did not, the launch still ends
+     * only when the transfers have. */
+    cpe_clock *c = &cpe->clock;
+    if (c->dma_last_done > c->now) {
+        c->dma += c->dma_last_done - c->now;
+        c->now = c->dma_last_done;
+    }
+    cpe->state = CPE_DONE;
+    st_cpe *next = cpe_sched_next(cg, cpe->id);
+    cpe_context_exit(&cpe->context, next ? &next->context : &cg->host);
+}
+
 static void cpe_prepare(st_cpe *cpe)
 {
     stack_unpoison(cpe->context.stack, CPE_STACK_BYTES);
@@ -328,7 +259,7 @@ static void cpe_prepare(st_cpe *cpe)
  * all have finished or the rest are blocked for good. */
 static void cluster_run(st_cpe_cluster *cg)
 {
-    st_cpe *first = cluster_next(cg, cg->count - 1);
+    st_cpe *first = cpe_sched_next(cg, cg->count - 1);
     if (first)
         cpe_context_switch(&cg->host, &first->context);
     if (cg->fault.code != ST_OK)
@@ -399,98 +330,4 @@ st_status st_cpe_launch(st_cpe_cluster *cg, const char *name, st_cpe_kernel fn, 
     }
     cg->launching = 0;
     return st;
-}
-
-/* ---- inside a CPE program: identity, barrier, declared work ---- */
-
-int st_cpe_row(const st_cpe *cpe)
-{
-    return cpe->row;
-}
-
-int st_cpe_col(const st_cpe *cpe)
-{
-    return cpe->col;
-}
-
-int st_cpe_id(const st_cpe *cpe)
-{
-    return cpe->id;
-}
-
-int st_cpe_mesh_rows(const st_cpe *cpe)
-{
-    return cpe->cg->rows;
-}
-
-int st_cpe_mesh_cols(const st_cpe *cpe)
-{
-    return cpe->cg->cols;
-}
-
-int st_cpe_count(const st_cpe *cpe)
-{
-    return cpe->cg->count;
-}
-
-size_t st_cpe_ldm_bytes(const st_cpe *cpe)
-{
-    return cpe->cg->ldm_bytes;
-}
-
-int st_cpe_vector_doubles(const st_cpe *cpe)
-{
-    return cpe->cg->machine.vector_doubles;
-}
-
-void st_cpe_sync(st_cpe *cpe)
-{
-    st_cpe_cluster *cg = cpe->cg;
-    cpe_barrier *b = &cg->barrier;
-    unsigned generation = b->generation;
-    if (cpe->clock.now > b->latest_arrival)
-        b->latest_arrival = cpe->clock.now;
-    if (++b->arrived == cg->count) {
-        b->release_cycle = b->latest_arrival + cg->params.barrier_cycles;
-        b->arrived = 0;
-        b->latest_arrival = 0.0;
-        b->generation++;
-        cg->barriers++;
-    } else {
-        cpe->wait.kind = CPE_WAIT_BARRIER;
-        cpe->wait.generation = generation;
-        cpe_block(cpe);
-    }
-    cpe->clock.sync += b->release_cycle - cpe->clock.now;
-    cpe->clock.now = b->release_cycle;
-}
-
-void cpe_clock_compute(st_cpe *cpe, double cycles, double fp_cycles, uint64_t flops)
-{
-    if (fp_cycles > cycles)
-        fp_cycles = cycles;
-    cpe->counts.flops += flops;
-    cpe->counts.compute_cycles += cycles;
-    cpe->clock.compute += fp_cycles;
-    cpe->clock.regcomm += cycles - fp_cycles;
-    cpe->clock.now += cycles;
-}
-
-void st_cpe_loop_run(st_cpe *cpe, const st_cpe_loop *loop)
-{
-    double cycles = st_cpe_loop_cycles(&cpe->cg->params, loop);
-    cpe->counts.flops += loop->flops;
-    cpe->counts.compute_cycles += cycles;
-    cpe->clock.compute += cycles;
-    cpe->clock.now += cycles;
-}
-
-int st_cpe_cost_only(const st_cpe *cpe)
-{
-    return cpe->cg->cost_only;
-}
-
-size_t st_cpe_dtype_size(st_cpe_dtype type)
-{
-    return type == ST_CPE_F64 ? sizeof(double) : sizeof(float);
 }

@@ -1,6 +1,6 @@
 /* Execution contexts for CPE programs: a function started on its own stack,
  * suspended and resumed at blocking points, on the launching thread
- * (cpe_cluster.c says why contexts and how they are scheduled).
+ * (cpe_cluster.c says why contexts, cpe_sched.c how they are scheduled).
  *
  * Two mechanisms behind one interface, chosen per cluster:
  *   - fast (x86-64): a switch in a few instructions of assembly pushes the

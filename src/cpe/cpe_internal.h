@@ -1,7 +1,10 @@
-/* Internals of the CPE emulator shared by its files (cpe_cluster.c: launch
- * and scheduling; cpe_context.c: execution contexts; cpe_ldm.c; cpe_dma.c;
- * cpe_regcomm.c; cpe_cost.c; cpe_counters.c): the CPE and cluster structs,
- * the contexts, the blocking and fault primitives, the per-event costs. */
+/* Internals of the CPE emulator shared by its files (cpe_cluster.c: the
+ * cluster and the launch; cpe_sched.c: scheduling, blocks and faults;
+ * cpe_program.c: identity, the barrier, declared work; cpe_context.c:
+ * execution contexts; cpe_ldm.c; cpe_dma.c; cpe_regcomm.c; cpe_mesh.c;
+ * cpe_cost.c; cpe_counters.c): the CPE and cluster structs, the contexts,
+ * the mesh's lines, the blocking and fault primitives, the per-event
+ * costs. */
 #ifndef ST_CPE_INTERNAL_H
 #define ST_CPE_INTERNAL_H
 
@@ -157,6 +160,27 @@ struct st_cpe_cluster {
     cpe_mesh mesh;
 };
 
+/* The mesh's lines, for register communication and the scheduler's
+ * broadcast wait: the CPE at index on cpe's row (bus ST_CPE_ROW: index is
+ * a column) or column (a row), and the CPEs on a bus: a row's columns or a
+ * column's rows. */
+static inline st_cpe *cpe_line_peer(st_cpe *cpe, st_cpe_bus bus, int index)
+{
+    st_cpe_cluster *cg = cpe->cg;
+    return bus == ST_CPE_ROW ? &cg->cpe[cpe->row * cg->cols + index]
+                             : &cg->cpe[index * cg->cols + cpe->col];
+}
+
+static inline int cpe_line_length(const st_cpe *cpe, st_cpe_bus bus)
+{
+    return bus == ST_CPE_ROW ? cpe->cg->cols : cpe->cg->rows;
+}
+
+/* The scheduler (cpe_sched.c): the CPE to run after CPE `after`, the
+ * first that can run in the cyclic order after it (made ready), or NULL
+ * when none can. */
+st_cpe *cpe_sched_next(st_cpe_cluster *cg, int after);
+
 /* Record an illegal operation of cpe's program ("kernel 'k': CPE (r,c):
  * <message>") and stop it: the call never returns and the launch fails. */
 _Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -164,12 +188,13 @@ _Noreturn void cpe_fault(st_cpe *cpe, const char *fmt, ...) __attribute__((forma
 /* Switch to the scheduler until cpe->wait holds. */
 void cpe_block(st_cpe *cpe);
 
-/* Whether the LDM range [p, p + bytes) lies in cpe's allocated LDM. */
-int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
-
 /* Whether every other CPE of cpe's row (bus ST_CPE_ROW) or column has room
  * in its FIFO for that bus: a broadcast can go. */
 int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus);
+
+/* Whether the LDM range [p, p + bytes) lies in cpe's allocated LDM
+ * (cpe_ldm.c). */
+int cpe_ldm_owns(const st_cpe *cpe, const void *p, size_t bytes);
 
 /* A message's send in cycles under p (cpe_cost.c): its share of the
  * aggregate bandwidth, split between p->cpes. */
@@ -177,7 +202,7 @@ double cpe_cost_send_cycles(const st_cpe_cost_params *p, int broadcast);
 
 /* Advance cpe's clock by cycles of computation, split into compute (the
  * multiply-add issue cycles, fp_cycles of them) and register communication
- * (the rest), and count flops. */
+ * (the rest), and count flops (cpe_program.c). */
 void cpe_clock_compute(st_cpe *cpe, double cycles, double fp_cycles, uint64_t flops);
 
 /* The mesh GEMM's state, set up and freed with the cluster (cpe_mesh.c);

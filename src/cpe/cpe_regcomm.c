@@ -2,7 +2,7 @@
  * same row or column, point to point or broadcast, through each receiver's
  * bounded FIFO for that bus (ST_CPE_FIFO_DEPTH messages). A send blocks
  * while a destination FIFO is full, a receive while its FIFO is empty; the
- * scheduler (cpe_cluster.c) resumes the CPE when that changes. Any other pair
+ * scheduler (cpe_sched.c) resumes the CPE when that changes. Any other pair
  * is an illegal program.
  *
  * Time: a send occupies the sender for the message's share of the
@@ -20,28 +20,6 @@
 #include <string.h>
 
 #include "cpe_internal.h"
-
-static st_cpe *line_peer(st_cpe *cpe, st_cpe_bus bus, int index)
-{
-    st_cpe_cluster *cg = cpe->cg;
-    return bus == ST_CPE_ROW ? &cg->cpe[cpe->row * cg->cols + index]
-                             : &cg->cpe[index * cg->cols + cpe->col];
-}
-
-/* The CPEs on a bus: a row's columns or a column's rows. */
-static int line_length(const st_cpe *cpe, st_cpe_bus bus)
-{
-    return bus == ST_CPE_ROW ? cpe->cg->cols : cpe->cg->rows;
-}
-
-int cpe_line_has_room(const st_cpe *cpe, st_cpe_bus bus)
-{
-    int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
-    for (int i = 0; i < line_length(cpe, bus); i++)
-        if (i != self && line_peer((st_cpe *)cpe, bus, i)->in[bus].count >= ST_CPE_FIFO_DEPTH)
-            return 0;
-    return 1;
-}
 
 /* The slot the next message into f goes to. */
 static int fifo_tail(const cpe_fifo *f)
@@ -175,11 +153,11 @@ static void bcast_messages(st_cpe *cpe, st_cpe_bus bus, st_cpe_dtype type, const
                            size_t n)
 {
     int self = bus == ST_CPE_ROW ? cpe->col : cpe->row;
-    int peers = line_length(cpe, bus) - 1;
+    int peers = cpe_line_length(cpe, bus) - 1;
     cpe_fifo *peer[ST_CPE_MESH_MAX];
     for (int i = 0, p = 0; i <= peers; i++)
         if (i != self)
-            peer[p++] = &line_peer(cpe, bus, i)->in[bus];
+            peer[p++] = &cpe_line_peer(cpe, bus, i)->in[bus];
     double send_cycles = cpe_cost_send_cycles(&cpe->cg->params, 1);
     double msg[ST_CPE_MSG_DOUBLES] = {0};
     for (size_t i = 0; i < n;) {
