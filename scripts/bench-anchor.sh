@@ -14,7 +14,9 @@
 #   AVX512_BF16 dot products, measured the way the fp32 FMA peak is)
 # environment: RUNS (5), THREADS (2: PyTorch's threads), ST_ARGS (singletrain's
 #   threading options; default none: singletrain chooses for the cores it
-#   may use, see --help), ANCHORS (../shared/anchors)
+#   may use, see --help), ANCHORS (../shared/anchors), PYTHON (the python3
+#   that has PyTorch; /usr/bin/python3, Debian's python3-torch), RAW (a
+#   folder: each singletrain run's whole output appended to RAW/NET-PRECISION.txt)
 set -eu
 precision=fp32
 if [ "${1:-}" = "--precision" ]; then
@@ -32,10 +34,11 @@ runs=${RUNS:-5}
 threads=${THREADS:-2}
 st_args=${ST_ARGS:-}
 nets=${*:-lenet5 cifar_alexnet alexnet227}
+python=${PYTHON:-/usr/bin/python3}
 [ -x "$bin" ] || { echo "bench-anchor.sh: $bin is missing: run make first" >&2; exit 2; }
 [ -f "$anchors/torch_train.py" ] || { echo "bench-anchor.sh: no $anchors/torch_train.py" >&2; exit 2; }
-/usr/bin/python3 -c 'import torch' 2>/dev/null || {
-    echo "bench-anchor.sh: PyTorch is missing: apt-get install python3-torch libopenblas0-openmp" >&2
+"$python" -c 'import torch' 2>/dev/null || {
+    echo "bench-anchor.sh: PyTorch is missing from $python: apt-get install python3-torch libopenblas0-openmp" >&2
     exit 2
 }
 median() { sort -n | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
@@ -58,7 +61,7 @@ bf16_run() {
         for autocast in off bf16; do
             f=torch32
             [ $autocast = bf16 ] && f=torch16
-            /usr/bin/python3 "$anchors/torch_train.py" --net "$net" --threads "$threads" \
+            "$python" "$anchors/torch_train.py" --net "$net" --threads "$threads" \
                 --batch "$batch" --iters "$titers" --autocast $autocast --quiet |
                 sed -n 's/throughput_img_s=//p' >>"/tmp/st_bench_$f"
         done
@@ -66,6 +69,7 @@ bf16_run() {
             # shellcheck disable=SC2086
             out=$(cd "$root" && "$bin" $st_args --precision $p -b "$batch" $extra \
                 --iters $((siters + 3)) --warmup 3 --no-test --profile --log-every 1000000 "$cfg")
+            [ -n "${RAW:-}" ] && echo "$out" >>"$RAW/$net-$p.txt"
             f=ours32
             [ $p = bf16 ] && f=ours16
             echo "$out" | sed -n 's/^throughput: \([0-9.]*\) img\/s.*/\1/p' >>"/tmp/st_bench_$f"
@@ -98,25 +102,26 @@ for net in $nets; do
     alexnet227) cfg=data/alexnet.cfg; batch=32; titers=10; siters=10; extra="--data synthetic" ;;
     *) echo "bench-anchor.sh: unknown network $net" >&2; exit 2 ;;
     esac
+    if [ "$precision" = bf16 ]; then
+        bf16_run "$net" "$cfg" "$batch" "$titers" "$siters" "$extra"
+        continue
+    fi
     : >/tmp/st_bench_torch
     : >/tmp/st_bench_ours
     : >/tmp/st_bench_peak
     gflop=""
     for r in $(seq "$runs"); do
-        /usr/bin/python3 "$anchors/torch_train.py" --net "$net" --threads "$threads" \
+        "$python" "$anchors/torch_train.py" --net "$net" --threads "$threads" \
             --batch "$batch" --iters "$titers" --quiet |
             sed -n 's/throughput_img_s=//p' >>/tmp/st_bench_torch
         # shellcheck disable=SC2086
         out=$(cd "$root" && "$bin" $st_args -b "$batch" $extra --iters $((siters + 3)) \
             --warmup 3 --no-test --profile --log-every 1000000 "$cfg")
+        [ -n "${RAW:-}" ] && echo "$out" >>"$RAW/$net-fp32.txt"
         echo "$out" | sed -n 's/^throughput: \([0-9.]*\) img\/s.*/\1/p' >>/tmp/st_bench_ours
         gflop=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) GFLOP per image.*/\1/p')
         echo "$out" | sed -n 's/.*FMA peak \([0-9.]*\) GFLOP\/s per core.*/\1/p' >>/tmp/st_bench_peak
     done
-    if [ "$precision" = bf16 ]; then
-        bf16_run "$net" "$cfg" "$batch" "$titers" "$siters" "$extra"
-        continue
-    fi
     core_peak=$(median </tmp/st_bench_peak)
     t=$(median </tmp/st_bench_torch)
     o=$(median </tmp/st_bench_ours)
