@@ -70,7 +70,8 @@ st_status st_trace_track_add(st_trace *t, const char *name, size_t per_iteration
                              st_trace_track **out, st_error *err);
 
 /* The bytes a track of per_iteration and extra events takes with a
- * window of `iterations` (for the memory estimate). */
+ * window of `iterations`, and its events' JSON text at most (for the
+ * memory estimate; st_trace_json holds the text of every track at once). */
 size_t st_trace_track_bytes(long iterations, size_t per_iteration, size_t extra);
 
 /* k when it records iteration it (k not NULL, it in the window), else

@@ -152,6 +152,10 @@ typedef struct st_sched_memory {
 st_status st_sched_plan_memory(const st_net *net, const st_sched_opts *o, int measure,
                                st_sched_memory *out, st_error *err);
 
+/* --trace over `iterations`: what the scheduler's and the workers' tracks
+ * take, their events' JSON text included (base/trace.h). */
+size_t st_sched_trace_bytes(const st_net *net, const st_sched_opts *o, long iterations);
+
 /* Whether the model-parallel layers of o's hybrid run apply their
  * parameters' gradients in backward (st_ps_init_split's tail_applied): BSP
  * on one node, without --overlap, with a backend that leaves the update to

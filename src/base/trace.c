@@ -73,9 +73,14 @@ static size_t track_events(long iterations, size_t per_iteration, size_t extra)
     return (size_t)iterations * per_iteration + extra;
 }
 
+/* An event's JSON text at most: put_event's fields, its names and details
+ * of a few dozen bytes, ST_TRACE_ARGS numbers of 25 characters. */
+#define EVENT_JSON_MAX (256 + 64 * ST_TRACE_ARGS)
+
 size_t st_trace_track_bytes(long iterations, size_t per_iteration, size_t extra)
 {
-    return track_events(iterations, per_iteration, extra) * sizeof(st_trace_event) +
+    return track_events(iterations, per_iteration, extra) *
+               (sizeof(st_trace_event) + EVENT_JSON_MAX) +
            sizeof(st_trace_track);
 }
 

@@ -322,17 +322,33 @@ st_status sched_check_threads(const st_sched_opts *o, st_error *err)
  * start. A worker's iteration: each layer's forward and backward in every
  * piece of its shard, its phases and what they hold (overlap.h's waits,
  * the all-reduces of its slice). */
+enum { TRACK_EXTRA = 64, SCHED_PER_ITERATION = 8 };
+
+static size_t worker_events(const st_net *net, const st_sched_opts *o)
+{
+    int pieces = o->subdivisions > 1 ? o->subdivisions : 1;
+    return 2 * (size_t)net->n_layers * (size_t)pieces + 32;
+}
+
 static st_status add_tracks(st_sched *s, st_error *err)
 {
-    int pieces = s->o.subdivisions > 1 ? s->o.subdivisions : 1;
-    size_t per_iteration = 2 * (size_t)s->net->n_layers * (size_t)pieces + 32;
-    st_status st = st_trace_track_add(s->o.trace, "scheduler", 8, 64, &s->trace, err);
+    size_t per_iteration = worker_events(s->net, &s->o);
+    st_status st = st_trace_track_add(s->o.trace, "scheduler", SCHED_PER_ITERATION,
+                                      TRACK_EXTRA, &s->trace, err);
     for (int r = 0; st == ST_OK && r < s->T; r++) {
         char name[32];
         snprintf(name, sizeof name, "worker %d", r);
-        st = st_trace_track_add(s->o.trace, name, per_iteration, 64, &s->w[r].trace, err);
+        st = st_trace_track_add(s->o.trace, name, per_iteration, TRACK_EXTRA, &s->w[r].trace,
+                                err);
     }
     return st;
+}
+
+size_t st_sched_trace_bytes(const st_net *net, const st_sched_opts *o, long iterations)
+{
+    return st_trace_track_bytes(iterations, SCHED_PER_ITERATION, TRACK_EXTRA) +
+           (size_t)o->threads * st_trace_track_bytes(iterations, worker_events(net, o),
+                                                     TRACK_EXTRA);
 }
 
 st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,

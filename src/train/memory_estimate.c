@@ -51,14 +51,17 @@ void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
     char allreduce[64] = "";
     if (m->allreduce > 0)
         snprintf(allreduce, sizeof allreduce, ", all-reduce %.1f MB", MB * m->allreduce);
+    char trace[48] = "";
+    if (m->trace > 0)
+        snprintf(trace, sizeof trace, ", trace %.1f MB", MB * m->trace);
     char decode[480] = "";
     if (m->decode > 0)
         snprintf(decode, sizeof decode, ", image decoding %.1f MB (%s)", MB * m->decode,
                  m->decode_what);
     st_info(&t->log, "memory: weights %.1f MB%s, solver state %.1f MB; %s%s; input buffers "
-            "%.1f MB, prefetch %.1f MB%s%s; before allocating %.1f MB (resident now); %.1f MB "
+            "%.1f MB, prefetch %.1f MB%s%s%s; before allocating %.1f MB (resident now); %.1f MB "
             "in all", MB * m->weights, bf16, MB * m->state, workers, shared, MB * m->buffers,
-            MB * m->prefetch, decode, allreduce, MB * m->base, MB * m->total);
+            MB * m->prefetch, decode, allreduce, trace, MB * m->base, MB * m->total);
     if (m->unmeasured)
         st_info(&t->log, "memory: planned with each convolution's first implementation, not "
                 "the one the run measures as fastest (--conv-impl auto), which may lay the "
@@ -162,8 +165,14 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
         free(ranges);
     }
     estimate_decoding(t, m);
+    long traced = trainer_trace_iterations(t);
+    if (traced > 0) { /* rank 0 also holds every other rank's text, at most as large */
+        int ranks = st_cluster_size(o->cluster), gathered = st_cluster_rank(o->cluster) == 0;
+        m->trace = (double)st_sched_trace_bytes(&t->net, &so, traced) *
+                   (gathered && ranks > 1 ? ranks : 1);
+    }
     m->total = m->base + m->weights + m->bf16_weights + m->state + m->gradients + m->activations + m->kernels +
-               m->shared + m->buffers + m->prefetch + m->allreduce + m->decode;
+               m->shared + m->buffers + m->prefetch + m->allreduce + m->decode + m->trace;
     st_memlimit lim;
     st_memlimit_read("", &lim);
     size_t room = st_memlimit_room(&lim, m->room_what, sizeof m->room_what);

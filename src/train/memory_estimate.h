@@ -44,6 +44,7 @@ typedef struct trainer_memory {
     double bf16_weights;     /* bf16: the weights' copy the workers share */
     double shared;           /* hybrid: the model-parallel layers' shared buffers */
     double decode;           /* image decoding: the readers' decode buffers at once */
+    double trace;            /* --trace: the tracks and their JSON text */
     char decode_what[400];   /* how many of what size, and where that comes from */
     double total;
     double grad_each;        /* the largest worker's gradient arena */

@@ -39,6 +39,13 @@ static void default_window(const st_trainer *t, long end, long *first, long *las
                                                               : t->start;
 }
 
+long trainer_trace_iterations(const st_trainer *t)
+{
+    if (!t->o.trace)
+        return 0;
+    return t->o.trace_last >= 0 ? t->o.trace_last - t->o.trace_first + 1 : TRACE_DEFAULT_ITERS;
+}
+
 st_status trainer_trace_create(st_trainer *t, st_error *err)
 {
     if (!t->o.trace)

@@ -135,6 +135,9 @@ void trainer_log_stopping(const st_trainer *t, const st_train_result *res);
  * --trace. */
 const char *trainer_trace_path(const st_trainer *t);
 st_status trainer_trace_create(st_trainer *t, st_error *err);
+/* The iterations --trace will record (0 without it), for the memory
+ * estimate, made before the window is: the one given, or the default's. */
+long trainer_trace_iterations(const st_trainer *t);
 st_status trainer_trace_start(st_trainer *t, st_error *err);
 st_status trainer_trace_finish(st_trainer *t, st_error *err);
 

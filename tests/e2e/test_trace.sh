@@ -10,6 +10,7 @@
 # - the default window (5 iterations from iteration 5) and --sync ssp:1
 #   (the same checks of its phases);
 # - a run stopped by SIGINT still writes its trace;
+# - the memory estimate names the trace, a figure that holds the file;
 # - no FILE.partial is left, and FILE is never half-written: it appears
 #   whole, by rename, at the end (its temporary is FILE.partial);
 # - without --trace nothing is recorded: no file, and the same weights;
@@ -39,6 +40,10 @@ cd "$tmp" || exit 2
 check "LeNet-5 -t 2, --trace-iters 3:8, --metrics" out 0 "trace: t.json written" -- \
     "$bin" -t 2 -b 64 --iters 10 $inputs --log-every 1 --metrics m.csv --trace t.json \
     --trace-iters 3:8 "$cfg"
+traced=$(sed -n 's/^memory: .*, trace \([0-9.]*\) MB;.*/\1/p' "$tmp/stdout")
+# the memory estimate counts the trace: its figure holds the file's text
+expect "the memory estimate's trace (${traced:-none} MB) holds the file ($(wc -c <t.json) bytes)" \
+    awk -v mb="${traced:-0}" -v bytes="$(wc -c <t.json)" 'BEGIN { exit !(mb * 1e6 >= bytes) }'
 trace_ok "the trace of iterations 3 to 8: tracks, window, nesting, phases, --metrics" \
     t.json --ranks 1 --workers 2 --iters 3:8 --metrics m.csv
 expect "no t.json.partial left" test ! -e t.json.partial

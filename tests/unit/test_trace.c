@@ -3,7 +3,9 @@
  * drops; the JSON: metadata naming the process and threads, each object
  * preceded by a comma, names built from name, index and detail, texts
  * escaped, times in microseconds from the origin with three decimals,
- * rounded so that an event inside another stays inside it. */
+ * rounded so that an event inside another stays inside it; the bytes
+ * the memory estimate counts for a track hold its events and their text
+ * at their longest. */
 #include "testlib.h"
 
 #include <stdlib.h>
@@ -85,12 +87,50 @@ static void test_json(void **state)
     st_trace_free(t);
 }
 
+/* A full track of the longest events the recorder makes (a layer's name,
+ * index and detail, a text argument, every numeric argument at %.17g's
+ * longest, times of a day's run): its events and JSON within
+ * st_trace_track_bytes. */
+static void test_track_bytes_bound(void **state)
+{
+    (void)state;
+    st_error err = {0};
+    st_trace *t;
+    st_trace_track *k;
+    const long iterations = 2;
+    const size_t per_iteration = 3, extra = 1;
+    assert_int_equal(st_trace_create(&t, 0, iterations - 1, &err), ST_OK);
+    assert_int_equal(st_trace_track_add(t, "worker 4095", per_iteration, extra, &k, &err),
+                     ST_OK);
+    st_trace_event e = {.name = "backward-weights", .index = 4095,
+                        .detail = "a detail of forty bytes, a layer's type", .cat = "iteration",
+                        .iteration = 1234567890, .text_key = "algorithm",
+                        .text = "rhd-supernode \"quoted\"", .t0 = -86400.123456789,
+                        .t1 = 86400.987654321};
+    for (int a = 0; a < ST_TRACE_ARGS; a++) {
+        e.key[a] = "bytes";
+        e.value[a] = -1.2345678901234567e-300;
+    }
+    size_t events = (size_t)iterations * per_iteration + extra;
+    for (size_t i = 0; i < events; i++)
+        st_trace_add(k, &e);
+    assert_int_equal(st_trace_dropped(t), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(st_trace_json(t, 4095, "rank 4095", &text, &len, &err), ST_OK);
+    assert_true(len + events * sizeof(st_trace_event) <=
+                st_trace_track_bytes(iterations, per_iteration, extra));
+    free(text);
+    st_trace_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_recorder),
         cmocka_unit_test(test_window_and_full_track),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_track_bytes_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
