@@ -218,7 +218,8 @@ static const st_option options[] = {
      0, 0},
     {"list-networks", 0, NULL, "Other", "print the networks a NET.cfg without a slash finds, "
      "in lookup order: the current directory, $SINGLETRAIN_PATH's folders (colon-separated), "
-     "the installed networks (PREFIX/share/singletrain/networks); a name an earlier folder "
+     "the installed networks (PREFIX/share/singletrain/networks; built in the sources, their "
+     "data/); a name an earlier folder "
      "also has is marked shadowed", ST_OPT_FLAG, offsetof(st_cli, list_networks), 0, 0},
 };
 
@@ -252,7 +253,8 @@ void st_cli_help(FILE *out)
                  "singletrain sources, installed in PREFIX/share/doc/singletrain.\n"
                  "NET.cfg without a slash, not in the current directory: looked up in\n"
                  "$SINGLETRAIN_PATH (folders separated by ':'), then in the installed\n"
-                 "networks, PREFIX/share/singletrain/networks (--list-networks).\n");
+                 "networks, PREFIX/share/singletrain/networks (built in the sources:\n"
+                 "their data/; --list-networks).\n");
 }
 
 /* --sync bsp | asp | ssp:S */

@@ -1,5 +1,6 @@
 /* Network lookup (netpath.h): the folders searched ($SINGLETRAIN_PATH's,
- * bounded, then the installed one beside the executable), a name found in
+ * bounded, then the installed one beside the executable, or for a
+ * executable built in the source tree the tree's data/), a name found in
  * them, the not-found message naming them and their networks, and
  * --list-networks. */
 #include "netpath.h"
@@ -16,6 +17,7 @@
 static const char FROM_CWD[] = "the current directory";
 static const char FROM_ENV[] = "$SINGLETRAIN_PATH";
 static const char FROM_INSTALLED[] = "the installed networks";
+static const char FROM_SOURCE[] = "the source tree's networks";
 
 /* The folders in lookup order: the current directory ("."), then
  * SINGLETRAIN_PATH's, then the installed one when the executable's path is
@@ -23,14 +25,25 @@ static const char FROM_INSTALLED[] = "the installed networks";
 typedef struct netdirs {
     char env[ST_NETPATH_ENV_MAX + 1]; /* SINGLETRAIN_PATH, each ':' made a NUL */
     char installed[ST_PATH_MAX];      /* "" when /proc/self/exe cannot be read */
+    const char *installed_from;       /* FROM_INSTALLED or FROM_SOURCE */
     const char *dir[ST_NETPATH_MAX_DIRS + 2];
     const char *from[ST_NETPATH_MAX_DIRS + 2]; /* FROM_* */
     int n;
 } netdirs;
 
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 /* PREFIX/share/singletrain/networks, PREFIX the folder above the one that
- * holds the running executable (PREFIX/bin/singletrain); "" when unknown. */
-static void installed_dir(char *out, size_t size)
+ * holds the running executable (PREFIX/bin/singletrain), *from
+ * FROM_INSTALLED; where that is no folder and PREFIX is the source tree
+ * (the executable its build/singletrain: PREFIX/data/lenet.cfg and
+ * PREFIX/Makefile are there), PREFIX/data, *from FROM_SOURCE; "" when
+ * unknown. */
+static void installed_dir(char *out, size_t size, const char **from)
 {
     char exe[ST_PATH_MAX];
     out[0] = '\0';
@@ -44,9 +57,20 @@ static void installed_dir(char *out, size_t size)
             return;
         *slash = '\0';
     }
+    *from = FROM_INSTALLED;
     int len = snprintf(out, size, "%s/share/singletrain/networks", exe);
-    if (len < 0 || (size_t)len >= size)
+    if (len < 0 || (size_t)len >= size) {
         out[0] = '\0';
+        return;
+    }
+    char lenet[ST_PATH_MAX], makefile[ST_PATH_MAX];
+    struct stat sb;
+    if (!is_dir(out) &&
+        snprintf(lenet, sizeof lenet, "%s/data/lenet.cfg", exe) < (int)sizeof lenet &&
+        snprintf(makefile, sizeof makefile, "%s/Makefile", exe) < (int)sizeof makefile &&
+        stat(lenet, &sb) == 0 && stat(makefile, &sb) == 0 &&
+        snprintf(out, size, "%s/data", exe) < (int)size)
+        *from = FROM_SOURCE;
 }
 
 /* SINGLETRAIN_PATH's folders into d: at most ST_NETPATH_ENV_MAX bytes and
@@ -88,10 +112,10 @@ static st_status netdirs_init(netdirs *d, st_error *err)
     d->dir[d->n] = ".";
     d->from[d->n++] = FROM_CWD;
     st_status st = read_env(d, err);
-    installed_dir(d->installed, sizeof d->installed);
+    installed_dir(d->installed, sizeof d->installed, &d->installed_from);
     if (st == ST_OK && d->installed[0]) {
         d->dir[d->n] = d->installed;
-        d->from[d->n++] = FROM_INSTALLED;
+        d->from[d->n++] = d->installed_from;
     }
     return st;
 }
