@@ -48,6 +48,8 @@ bin="$build/singletrain"
 filter=${ST_TEST_FILTER:-}
 failed=0
 total=0
+# Each failing test's first failing lines, said again at the end.
+failures=$(mktemp)
 run() {
     name=$1
     shift
@@ -64,8 +66,12 @@ run() {
     if XDG_CACHE_HOME=$cache timeout 900 "$@" >"$log" 2>&1; then
         echo "PASS  $name ($(($(date +%s) - start)) s)"
     else
-        echo "FAIL  $name (exit $?)"
-        sed 's/^/      /' "$log" | tail -n 60
+        echo "FAIL  $name (exit $?)" | tee -a "$failures"
+        # What failed first (a long suite's failing case can lie far above
+        # its last lines), then the end.
+        grep -E -A 8 '^ *FAIL|\[  FAILED  \]|\[  ERROR   \]' "$log" | head -n 40 |
+            sed 's/^/      | /' | tee -a "$failures"
+        sed 's/^/      /' "$log" | tail -n 40
         failed=$((failed + 1))
     fi
     rm -f "$log"
@@ -171,5 +177,10 @@ if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
     echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"
     exit 1
 fi
+if [ -s "$failures" ]; then
+    echo "What failed:"
+    cat "$failures"
+fi
+rm -f "$failures"
 echo "$((total - failed)) passed, $failed failed${filter:+ (ST_TEST_FILTER=$filter)}"
 [ "$failed" -eq 0 ]
