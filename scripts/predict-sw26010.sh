@@ -12,9 +12,10 @@
 #             of the batch; core group 0 sums the 4 gradients and updates,
 #             as swCaffe):
 #             AlexNet-BN at 256, VGG-16 and VGG-19 at 64, ResNet-50 at 32,
-#             GoogLeNet at 128, images/s with a band (network_band: the
-#             calibration's median pass error over the convolutions' share
-#             of the iteration, the rest reported as uncalibrated);
+#             GoogLeNet at 128, images/s with a band (network_band: each
+#             convolution pass's seconds times the calibration's median
+#             error for its strategy and pass, over the iteration; the rest
+#             reported as uncalibrated);
 #   scaling   P = 1..1024 nodes of TaihuLight under BSP: a processor's
 #             iteration, stretched to the slowest of P nodes, plus the
 #             all-reduce of the packed gradient (recursive halving /
@@ -102,7 +103,12 @@ SUPERNODE=$(constant supernode_nodes "$machine")
 IO_BW=$(constant io_bandwidth "$machine")
 SPREAD=$(constant node_time_spread)
 GROUPS=$(constant core_groups "$machine")
-BAND_PASS=$(constant uncertainty_pass)
+BAND_CLASSES=""
+for strategy in explicit implicit; do
+    for pass in fwd bwd_data bwd_weights; do
+        BAND_CLASSES="$BAND_CLASSES $strategy:$pass=$(constant "uncertainty_${strategy}_$pass")"
+    done
+done
 BAND_SPEEDUP=$(constant uncertainty_speedup)
 BAND_SHARE=$(constant uncertainty_share)
 if [ -n "$from" ]; then
@@ -149,7 +155,7 @@ layers() {
     emulate vgg16-layers "$st_networks/vgg16.cfg" 128 2
     out=${csv:+$csv/layers.csv}
     out=${out:-/dev/null}
-    awk -F, -v out="$out" -v band="$BAND_PASS" '
+    awk -F, -v out="$out" -v classes="$BAND_CLASSES" '
         BEGIN { print "net,layer,ni,no,image,pass,strategy,seconds,chosen,dominant" >out
                 split("fwd bwd_data bwd_weights", pass_name, " ") }
         $1 == "kernel" && $3 ~ /^"conv / {
@@ -170,7 +176,10 @@ layers() {
             order[++rows] = layer[$2] " " $5
         }
         END {
-            printf "%-10s %-12s %12s %12s  %-9s %s (each figure +-%.0f%%: the calibration passes\047 median error)\n", "layer", "pass", "explicit s", "implicit s", "chosen", "why: each trial\047s dominant cost", 100 * band
+            nk = split(classes, kinds, " "); bands = ""
+            for (i = 1; i <= nk; i++) { split(kinds[i], kv, "="); sub(/:/, " ", kv[1]); bands = bands (i > 1 ? ", " : "") sprintf("%s +-%.0f%%", kv[1], 100 * kv[2]) }
+            printf "each figure\047s band, the calibration\047s median error for its kind of pass: %s\n", bands
+            printf "%-10s %-12s %12s %12s  %-9s %s\n", "layer", "pass", "explicit s", "implicit s", "chosen", "why: each trial\047s dominant cost"
             for (i = 1; i <= rows; i++) {
                 k = order[i]; if (k in done) continue; done[k] = 1
                 split(k, p, " ")
@@ -193,24 +202,32 @@ networks_list="alexnet-bn:alexnet-bn.cfg:64 vgg16:vgg16.cfg:16 vgg19:vgg19.cfg:1
 # network_band REPORT: "BAND CALIBRATED" for one network: CALIBRATED the
 # share of a core group's iteration spent in convolution passes (the chosen
 # strategy's launches and layout transformations), the only kind of layer
-# the calibration measured; BAND the calibration passes' median error
-# carried through them: the passes' errors taken as one (the calibration's
-# residuals are systematic by strategy and shape, not independent), so
-# BAND = uncertainty_pass x CALIBRATED. The rest of the iteration (pooling,
-# batch norm, activations, the fc layers, the MPE's work) has no measured
-# residual and no band: it is printed as the uncalibrated share.
+# the calibration measured; BAND the calibration's residuals carried
+# through those passes: each pass's seconds times the median error of the
+# calibration's passes of its kind (strategy and pass: the model file's
+# uncertainty_STRATEGY_PASS), summed over the passes as one error (the
+# calibration's residuals are systematic by strategy and shape, not
+# independent), over the iteration. A network of explicit backward-data
+# passes carries that kind's error, one of implicit forwards its own. The
+# rest of the iteration (pooling, batch norm, activations, the fc layers,
+# the MPE's work) has no measured residual and no band: it is printed as
+# the uncalibrated share.
 network_band() {
-    awk -F, -v u="$BAND_PASS" '
-        $1 == "kernel" && $3 ~ /^"conv / && $10 == 1 { conv += $8 + $9 }
+    awk -F, -v classes="$BAND_CLASSES" '
+        BEGIN { n = split(classes, c, " "); for (i = 1; i <= n; i++) { split(c[i], kv, "="); u[kv[1]] = kv[2] } }
+        $1 == "kernel" && $3 ~ /^"conv / && $10 == 1 {
+            if (!(($6 ":" $5) in u)) { printf "predict-sw26010.sh: %s: a %s %s pass has no calibrated error\n", FILENAME, $6, $5 > "/dev/stderr"; exit 1 }
+            conv += $8 + $9; band += ($8 + $9) * u[$6 ":" $5]
+        }
         $1 == "summary" && $3 == "core_group_iteration_seconds" { t = $8 }
-        END { c = t > 0 ? conv / t : 0; printf "%.4f %.4f\n", u * c, c }' "$1"
+        END { if (t > 0) printf "%.4f %.4f\n", band / t, conv / t; else print "0 0" }' "$1"
 }
 
 networks() {
     out=${csv:+$csv/networks.csv}
     [ -n "$out" ] && echo "net,batch,img_s,band,calibrated_share" >"$out"
     printf "%-12s %6s %18s %14s %12s  %s\n" net batch img/s "iteration s" "CG0 sum s" \
-        "band: the calibrated passes' median error over their share of the iteration"
+        "band: each convolution pass's calibrated error (its strategy and pass), over the iteration"
     for entry in $networks_list; do
         net=${entry%%:*}; rest=${entry#*:}; cfg=${rest%%:*}; per_cg=${rest#*:}
         batch=$((per_cg * GROUPS))

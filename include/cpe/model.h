@@ -30,6 +30,10 @@ typedef struct st_sw26010_cluster {
  * of share), from the calibration residuals. */
 typedef struct st_sw26010_uncertainty {
     double pass;    /* a convolution pass's time: the calibration's median error */
+    /* the same for each strategy (explicit, implicit) and pass (forward,
+     * backward-data, backward-weights): the median error of the
+     * calibration's passes of that kind, what a network's band sums */
+    double strategy_pass[2][3];
     double speedup; /* a multi-node speed-up: the largest calibration residual */
     double share;   /* a communication share, in fractions: likewise */
 } st_sw26010_uncertainty;

@@ -40,6 +40,12 @@ static const cpe_conf_entry model_entries[] = {
     {"allreduce_contention", "1", NET(allreduce_contention), 0, 1e6, 0},
     {"node_time_spread", "1", NET(node_time_spread), 0, 10, 0},
     {"uncertainty_pass", "1", FIT(pass), 0, 100, 0},
+    {"uncertainty_explicit_fwd", "1", FIT(strategy_pass[0][0]), 0, 100, 0},
+    {"uncertainty_explicit_bwd_data", "1", FIT(strategy_pass[0][1]), 0, 100, 0},
+    {"uncertainty_explicit_bwd_weights", "1", FIT(strategy_pass[0][2]), 0, 100, 0},
+    {"uncertainty_implicit_fwd", "1", FIT(strategy_pass[1][0]), 0, 100, 0},
+    {"uncertainty_implicit_bwd_data", "1", FIT(strategy_pass[1][1]), 0, 100, 0},
+    {"uncertainty_implicit_bwd_weights", "1", FIT(strategy_pass[1][2]), 0, 100, 0},
     {"uncertainty_speedup", "1", FIT(speedup), 0, 100, 0},
     {"uncertainty_share", "1", FIT(share), 0, 1, 0},
 };

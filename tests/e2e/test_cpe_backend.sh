@@ -111,9 +111,10 @@ expect "cost-only and full emulation predict identical times ($(wc -l <"$tmp/ful
 # groups, 256 KB of LDM, 2.25 GHz, 51.2 GB/s per core group; uncalibrated)
 # on the same network, cost-only, against the SW26010's cost-only run
 # above. What its mechanisms say, checked: a processor of 6 core groups;
-# the convolutions' kernels move fewer DMA bytes per flop (256 KB of LDM
-# gives the GEMM bigger blocks: each operand is fetched fewer times), and
-# the layout transformations get faster by more than the clock and the
+# no convolution moves more DMA bytes per flop (the explicit path's GEMMs
+# are one image's, 64 pixels wide here, whose blocks the SW26010's 64 KB
+# already hold: the larger LDM cannot make them fetch less), and the
+# layout transformations get faster by more than the clock and the
 # bandwidth alone (x 0.644 and x 0.667) would make them: their tiles grow
 # with the LDM, so fewer and longer transfers.
 flops_per_byte() { awk '$1 == "cpe:" && $2 == "conv" { print $10 }' "$1"; }
@@ -125,8 +126,8 @@ cp "$tmp/stdout" "$tmp/pro.out"
 expect "the report names the machine" grep -q "the machine: data/sw26010/sw26010-pro.machine" "$tmp/pro.out"
 flops_per_byte "$tmp/sw.out" >"$tmp/sw.fpb"
 flops_per_byte "$tmp/pro.out" >"$tmp/pro.fpb"
-expect "each convolution moves no more DMA bytes per flop on the Pro, one strictly fewer ($(tr '\n' ' ' <"$tmp/sw.fpb")-> $(tr '\n' ' ' <"$tmp/pro.fpb"))" \
-    sh -c 'paste "$1" "$2" | awk "{ n++; if (\$2 < \$1) bad = 1; if (\$2 > \$1) more = 1 } END { exit !(n == 2 && !bad && more) }"' sh "$tmp/sw.fpb" "$tmp/pro.fpb"
+expect "no convolution moves more DMA bytes per flop on the Pro ($(tr '\n' ' ' <"$tmp/sw.fpb")-> $(tr '\n' ' ' <"$tmp/pro.fpb"))" \
+    sh -c 'paste "$1" "$2" | awk "{ n++; if (\$2 < \$1) bad = 1 } END { exit !(n == 2 && !bad) }"' sh "$tmp/sw.fpb" "$tmp/pro.fpb"
 layout_seconds() { awk -F, '$1 == "kernel" && $7 == 1 && $10 == 1 { t += $9 } END { printf "%.9f", t }' "$1"; }
 sw_layout=$(layout_seconds "$tmp/cost.csv")
 pro_layout=$(layout_seconds "$tmp/pro.csv")

@@ -25,6 +25,8 @@ section,kernel,name,on,pass,strategy,runs,seconds,layout_seconds,chosen,note
 kernel,0,"fc 10->10",CPEs,fwd,-,1,0.001,0,1,
 kernel,1,"conv 3x3/1 8->8 8x8",CPEs,fwd,explicit,1,0.3,0.06,1,""
 kernel,1,"conv 3x3/1 8->8 8x8",CPEs,fwd,implicit,1,0.5,0,0,""
+kernel,1,"conv 3x3/1 8->8 8x8",CPEs,bwd_data,implicit,1,0.2,0,1,""
+kernel,1,"conv 3x3/1 8->8 8x8",CPEs,bwd_data,explicit,1,0.4,0,0,""
 summary,,images_per_core_group,,,,,$2,,,
 summary,,core_group_iteration_seconds,,,,,0.9,,,
 summary,,cg0_sum_of_4_seconds,,,,,0.05,,,
@@ -62,7 +64,8 @@ model() {
 }
 # The cluster model without contention or spread: the alpha-beta-gamma
 # all-reduce alone.
-model allreduce_contention 0 node_time_spread 0
+model allreduce_contention 0 node_time_spread 0 uncertainty_explicit_fwd 0.5 \
+    uncertainty_implicit_bwd_data 0.1
 check "the CSVs from hand-made reports" out 0 "CSVs in" -- \
     sh "$script" --from-reports "$tmp/in" --csv "$tmp/out" --model "$tmp/model.conf"
 expect "layers.csv: a header and a row per layer, pass and runnable strategy, with its dominant cost" [ "$(cat "$tmp/out/layers.csv")" = "net,layer,ni,no,image,pass,strategy,seconds,chosen,dominant
@@ -73,15 +76,17 @@ vgg16,conv2_1,64,128,112,bwd_data,implicit,1.250000,1,
 vgg16,conv2_1,64,128,112,bwd_data,explicit,1.750000,0," ]
 expect "the layers table says why each pass's strategy won" \
     grep -q "conv1_2 .* fwd .* 3.000 .* 2.500  implicit  explicit DMA 61%, implicit register communication 48%" "$tmp/stdout"
-# Each network's band: its chosen convolution (0.3 s + 0.06 s of layout) is
-# 0.4 of the core group's 0.9 s, times the calibration's 0.1899: 0.0760
-# (the unchosen implicit trial not counted).
-expect "networks.csv: each network's images/s at its batch, its band and calibrated share" [ "$(cat "$tmp/out/networks.csv")" = "net,batch,img_s,band,calibrated_share
-alexnet-bn,256,768.000,0.0760,0.4000
-vgg16,64,192.000,0.0760,0.4000
-vgg19,64,192.000,0.0760,0.4000
-resnet50,32,96.000,0.0760,0.4000
-googlenet,128,384.000,0.0760,0.4000" ]
+# Each network's band: its chosen passes, an explicit forward (0.3 s + 0.06 s
+# of layout) with the test's error of 0.5 for that kind and an implicit
+# backward-data (0.2 s) with 0.1, over the core group's 0.9 s: (0.36 x 0.5
+# + 0.2 x 0.1) / 0.9 = 0.2222, of a calibrated share of 0.56 / 0.9 = 0.6222
+# (the unchosen trials not counted).
+expect "networks.csv: each network's images/s at its batch, its band (each pass with its kind's error) and calibrated share" [ "$(cat "$tmp/out/networks.csv")" = "net,batch,img_s,band,calibrated_share
+alexnet-bn,256,768.000,0.2222,0.6222
+vgg16,64,192.000,0.2222,0.6222
+vgg19,64,192.000,0.2222,0.6222
+resnet50,32,96.000,0.2222,0.6222
+googlenet,128,384.000,0.2222,0.6222" ]
 # AlexNet-BN (60,965,576 parameters: n = 243,862,304 bytes) at 64 per node,
 # t1 = 1 s, alpha 1e-6 s, beta = 1 / 12e9 s per byte (no contention, no
 # spread), gamma = 1e-10 s per

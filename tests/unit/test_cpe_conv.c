@@ -19,8 +19,8 @@
  * Counters: exactly 2 flops per multiply-add whose input lies inside the
  * image (padding is skipped, not multiplied by zero), each result put
  * once, only the mesh's broadcasts. The explicit scheme the cpe backend
- * runs (folded im2col, one GEMM, CNHW to NCHW; GEMM and col2im backward)
- * gives the same results. Refusals name the dimension that does not fit
+ * runs (per image: im2col and a GEMM; a GEMM and col2im backward; the
+ * weight gradient accumulated over the images) gives the same results. Refusals name the dimension that does not fit
  * (st_cpe_conv_implicit_fits, st_cpe_swdnn_conv_run). Every kernel is run
  * again in cost-only mode: same counters, nothing written.
  *
@@ -543,39 +543,38 @@ static void check_pass(st_cpe_cluster *cg, const conv_case *t, st_cpe_conv_pass 
     free(back);
 }
 
-/* The explicit scheme of the cpe backend (src/backends/cpe/cpe_conv.c, one group):
- * forward im2col with the batch folded into the columns, one GEMM into
- * [oc][n][oh ow], CNHW to NCHW; backward-data NCHW to CNHW, GEMM with A
- * transposed into col, folded col2im; backward-weights folded im2col and a
- * GEMM with B transposed. */
+/* The explicit scheme of the cpe backend (src/backends/cpe/cpe_conv.c, one group),
+ * one image at a time as swCaffe's Caffe layer: im2col of the image, a GEMM
+ * into its [oc][oh ow]; backward-data a GEMM with A transposed into col, then
+ * col2im; backward-weights im2col and a GEMM with B transposed, accumulated
+ * over the images (beta 1 after the first). */
 static void check_explicit(st_cpe_cluster *cg, const conv_case *t, const float *x, const float *w,
                            const float *dy, const conv_truth *truth)
 {
     const st_cpe_conv_geom *g = &t->g;
     int n = t->n;
-    size_t K = (size_t)g->c * g->kh * g->kw, N = (size_t)n * g->oh * g->ow;
+    size_t K = (size_t)g->c * g->kh * g->kw, P = (size_t)g->oh * g->ow;
+    size_t in_image = (size_t)g->c * g->ih * g->iw, out_image = (size_t)g->oc * P;
     size_t nx = x_count(g, n), ny = y_count(g, n), nw = w_count(g);
-    float *col = floats_new(K * N), *fold = floats_new(ny), *y = floats_new(ny);
+    float *col = floats_new(K * P), *y = floats_new(ny);
     float *dx = floats_new(nx), *dw = floats_new(nw);
     st_error err = {0};
-    st_status st = st_cpe_im2col(cg, g, n, 1, x, col, NULL, &err);
-    if (st == ST_OK)
-        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 0, (size_t)g->oc, N, K, 1.0, w, K, col, N, 0.0, fold,
-                         N, NULL, &err);
-    if (st == ST_OK)
-        st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_CNHW, fold, ST_CPE_NCHW, y, NULL,
-                             &err);
-    if (st == ST_OK)
-        st = st_cpe_relayout(cg, n, g->oc, g->oh, g->ow, ST_CPE_NCHW, dy, ST_CPE_CNHW, fold, NULL,
-                             &err);
-    if (st == ST_OK)
-        st = st_cpe_gemm(cg, ST_CPE_F32, 0, 1, (size_t)g->oc, K, N, 1.0, fold, N, col, N, 0.0,
-                         dw, K, NULL, &err);
-    if (st == ST_OK)
-        st = st_cpe_gemm(cg, ST_CPE_F32, 1, 0, K, N, (size_t)g->oc, 1.0, w, K, fold, N, 0.0, col,
-                         N, NULL, &err);
-    if (st == ST_OK)
-        st = st_cpe_col2im(cg, g, n, 1, col, dx, 0, NULL, &err);
+    st_status st = ST_OK;
+    for (int b = 0; b < n && st == ST_OK; b++) {
+        const float *xb = x + (size_t)b * in_image, *dyb = dy + (size_t)b * out_image;
+        st = st_cpe_im2col(cg, g, 1, 0, xb, col, NULL, &err);
+        if (st == ST_OK)
+            st = st_cpe_gemm(cg, ST_CPE_F32, 0, 0, (size_t)g->oc, P, K, 1.0, w, K, col, P, 0.0,
+                             y + (size_t)b * out_image, P, NULL, &err);
+        if (st == ST_OK)
+            st = st_cpe_gemm(cg, ST_CPE_F32, 0, 1, (size_t)g->oc, K, P, 1.0, dyb, P, col, P,
+                             b == 0 ? 0.0 : 1.0, dw, K, NULL, &err);
+        if (st == ST_OK)
+            st = st_cpe_gemm(cg, ST_CPE_F32, 1, 0, K, P, (size_t)g->oc, 1.0, w, K, dyb, P, 0.0,
+                             col, P, NULL, &err);
+        if (st == ST_OK)
+            st = st_cpe_col2im(cg, g, 1, 0, col, dx + (size_t)b * in_image, 0, NULL, &err);
+    }
     if (st != ST_OK)
         fail_msg("%s, explicit scheme: %s", t->name, err.msg);
     char what[160];
@@ -586,7 +585,6 @@ static void check_explicit(st_cpe_cluster *cg, const conv_case *t, const float *
     snprintf(what, sizeof what, "%s, explicit backward-weights", t->name);
     expect_close(what, dw, ST_CPE_F32, ST_CPE_NCHW, g->oc, g->c, g->kh, g->kw, truth->dw, NULL);
     free(col);
-    free(fold);
     free(y);
     free(dx);
     free(dw);

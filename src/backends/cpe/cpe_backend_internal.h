@@ -115,7 +115,7 @@ typedef struct cpe_host {
 
 /* Scratch buffers a context's kernels share (they run one at a time). */
 enum { SCRATCH_IN, SCRATCH_DIFF, SCRATCH_OUT, SCRATCH_OUT2, SCRATCH_W, SCRATCH_W2, SCRATCH_COL,
-       SCRATCH_FOLD, SCRATCHES };
+       SCRATCH_ONES, SCRATCHES };
 
 struct st_bctx {
     int worker;

@@ -1,10 +1,9 @@
 /* The `cpe` backend's convolution, two ways on the CPEs, chosen per layer
  * and pass by predicted time on the first training calls (one each,
  * swCaffe's first two iterations):
- *   - explicit: im2col of a chunk of images in one launch, then a GEMM
- *     launch per group over the chunk (the batch folded into the GEMM's
- *     columns; col2im in backward-data, the batch reduced inside the GEMM
- *     in backward-weights);
+ *   - explicit: one image at a time, as swCaffe's Caffe layer: im2col,
+ *     then a GEMM launch per group (col2im in backward-data; the weight
+ *     gradient accumulated over the images in backward-weights);
  *   - implicit: swDNN's kernel (st_cpe_swdnn_conv_run), where its blocking
  *     takes the shape, on tensors with the batch innermost (H W C N): its
  *     input and output gradient are transformed into that layout at its
@@ -15,10 +14,6 @@
 #include <stdio.h>
 
 #include "cpe_backend_internal.h"
-
-/* The explicit convolution folds as many images into one im2col + GEMM as
- * keep its column matrix under this size (the rest in further chunks). */
-#define EXPLICIT_COL_BYTES ((size_t)256 << 20)
 
 /* ---- strategies ---- */
 
@@ -141,29 +136,36 @@ static st_status conv_diff_dst(cpe_kernel *k, const st_kargs *a, int pass, st_cp
                            cpe_own_diff_layout(k), want, dy, err);
 }
 
-/* ---- explicit (im2col + GEMM, the batch folded in) ----
+/* ---- explicit (im2col + GEMM, one image at a time) ----
  *
- * A chunk of images goes through one im2col launch into a column matrix
- * with the batch folded into its columns ([c kh kw][images][oh ow]) and one
- * GEMM launch per group over all of them (N = images x oh ow), whose output
- * comes out as [oc][images][oh ow] and is turned into NCHW by swapping
- * whole planes on the CPEs; backward-data swaps dy into that layout first,
- * backward-weights too, reducing over the folded columns in the GEMM. The
- * swaps are part of the strategy's cost. */
+ * As swCaffe's BaseConvolutionLayer (base_conv_layer.cpp) runs it: its
+ * column buffer holds one image ("to avoid overly large memory usage"), so
+ * each image is one im2col launch and one GEMM per group (the vendor's
+ * sgemm: M output channels, N = oh ow pixels, K = c kh kw), its bias added
+ * by a GEMM of K = 1 against a row of ones (forward_cpu_bias: the output
+ * read and written again), its weight gradient accumulated image by image
+ * (weight_cpu_gemm, beta 1: the gradient read and written once per image),
+ * col2im after each backward-data GEMM; a 1x1 convolution of stride 1 and
+ * no padding takes the image itself as its column matrix (is_1x1_). Small
+ * images make narrow GEMMs and short transfers, which the model costs as
+ * such. */
 
-/* The sizes of an explicit pass and its buffers: images per chunk, the
- * column matrix, the folded output; and the chunk in progress. */
+/* The sizes of an explicit pass: a group's output channels and GEMM K, the
+ * pixels, an image's input and output floats, the column matrix (NULL for
+ * a 1x1 convolution, which reads the image itself). */
 typedef struct explicit_sizes {
-    st_cpe_conv_geom all;     /* every channel: im2col works on all groups at once */
-    size_t ocg, K, P;         /* a group's output channels, its GEMM's K; pixels */
+    st_cpe_conv_geom all; /* every channel: im2col works on all groups at once */
+    size_t ocg, K, P;
     size_t in_image, out_image;
-    int chunk;
-    float *col, *fold;
-    int n, s0, m;             /* the pass's images; the chunk's: [s0, s0 + m) */
-    size_t N;                 /* the chunk's GEMM's N: m oh ow */
+    float *col;
 } explicit_sizes;
 
-static st_status explicit_begin(cpe_kernel *k, int n, explicit_sizes *e, st_error *err)
+static int explicit_is_1x1(const st_conv_desc *d)
+{
+    return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
+
+static st_status explicit_begin(cpe_kernel *k, explicit_sizes *e, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
     e->all = (st_cpe_conv_geom){d->ic, d->ih, d->iw, d->oh, d->ow, d->kh, d->kw,
@@ -173,74 +175,73 @@ static st_status explicit_begin(cpe_kernel *k, int n, explicit_sizes *e, st_erro
     e->P = (size_t)d->oh * d->ow;
     e->in_image = (size_t)d->ic * d->ih * d->iw;
     e->out_image = (size_t)d->oc * e->P;
-    e->n = n;
-    e->s0 = e->m = 0;
-    size_t per_image = (size_t)d->ic * d->kh * d->kw * e->P;
-    size_t fit = EXPLICIT_COL_BYTES / sizeof(float) / per_image;
-    e->chunk = fit < 1 ? 1 : fit < (size_t)n ? (int)fit : n;
-    st_status st = cpe_scratch(k->ctx, SCRATCH_COL, per_image * (size_t)e->chunk, &e->col, err);
-    return st == ST_OK ? cpe_scratch(k->ctx, SCRATCH_FOLD, e->out_image * (size_t)e->chunk,
-                                     &e->fold, err)
-                       : st;
+    e->col = NULL;
+    if (explicit_is_1x1(d))
+        return ST_OK;
+    return cpe_scratch(k->ctx, SCRATCH_COL, (size_t)d->groups * e->K * e->P, &e->col, err);
 }
 
-/* Move on to the next chunk of images (the first after explicit_begin);
- * 0 when every image has been done. */
-static int explicit_next(explicit_sizes *e)
+/* Image b's column matrix [groups K][P]: im2col of x's image b into e->col,
+ * or the image itself for a 1x1 convolution. */
+static st_status explicit_columns(cpe_kernel *k, int pass, int training, const explicit_sizes *e,
+                                  const float *x, int b, const float **col, st_error *err)
 {
-    e->s0 += e->m;
-    e->m = e->n - e->s0 < e->chunk ? e->n - e->s0 : e->chunk;
-    e->N = (size_t)e->m * e->P;
-    return e->s0 < e->n;
-}
-
-/* The chunk's images of x into the folded column matrix. */
-static st_status explicit_im2col(cpe_kernel *k, int pass, int training, const explicit_sizes *e,
-                                 const float *x, st_error *err)
-{
+    const float *image = x + (size_t)b * e->in_image;
+    if (!e->col) {
+        *col = image;
+        return ST_OK;
+    }
+    *col = e->col;
     st_cpe_counters c;
     return cpe_charge(&k->work, pass, &c, training,
-                      st_cpe_im2col(k->ctx->cg, &e->all, e->m, 1,
-                                    x + (size_t)e->s0 * e->in_image, e->col, &c, err));
+                      st_cpe_im2col(k->ctx->cg, &e->all, 1, 0, image, e->col, &c, err));
 }
 
-/* NCHW <-> CNHW of the chunk's output-shaped images, charged to the pass. */
-static st_status fold_swap(cpe_kernel *k, int pass, int training, const explicit_sizes *e,
-                           const float *src, st_cpe_layout from, float *dst, st_cpe_layout to,
-                           st_error *err)
+/* y [oc][P] of one image += bias [oc] as swCaffe's forward_cpu_bias: a GEMM
+ * of K = 1, bias times a row of P ones. */
+static st_status explicit_bias(cpe_kernel *k, int training, const explicit_sizes *e,
+                               const float *bias, const float *ones, float *y, st_error *err)
 {
     st_cpe_counters c;
-    return cpe_charge(&k->work, pass, &c, training,
-                      st_cpe_relayout(k->ctx->cg, e->m, k->conv.oc, k->conv.oh, k->conv.ow, from,
-                                      src, to, dst, &c, err));
+    return cpe_charge(&k->work, PASS_FWD, &c, training,
+                      st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, (size_t)k->conv.oc, e->P, 1, 1.0,
+                                  bias, 1, ones, e->P, 1.0, y, e->P, &c, err));
 }
 
 static st_status explicit_forward(cpe_kernel *k, const st_kargs *a, st_error *err)
 {
     const st_conv_desc *d = &k->conv;
     const float *x;
+    float *ones = NULL;
     explicit_sizes e;
     st_status st = conv_src(k, a, PASS_FWD, a->training, ST_CPE_NCHW, &x, err);
     if (st == ST_OK)
-        st = explicit_begin(k, a->n, &e, err);
-    while (st == ST_OK && explicit_next(&e)) {
-        st_cpe_counters c;
-        st = explicit_im2col(k, PASS_FWD, a->training, &e, x, err);
-        for (int g = 0; g < d->groups && st == ST_OK; g++)
+        st = explicit_begin(k, &e, err);
+    if (st == ST_OK && d->bias) {
+        /* Caffe's bias multiplier, set once at its reshape: not charged. */
+        st = cpe_scratch(k->ctx, SCRATCH_ONES, e.P, &ones, err);
+        for (size_t i = 0; st == ST_OK && i < e.P; i++)
+            ones[i] = 1.0f;
+    }
+    for (int b = 0; b < a->n && st == ST_OK; b++) {
+        const float *col;
+        float *y = a->dst + (size_t)b * e.out_image;
+        st = explicit_columns(k, PASS_FWD, a->training, &e, x, b, &col, err);
+        for (int g = 0; g < d->groups && st == ST_OK; g++) {
+            st_cpe_counters c;
             st = cpe_charge(&k->work, PASS_FWD, &c, a->training,
-                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, e.ocg, e.N, e.K, 1.0,
+                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 0, e.ocg, e.P, e.K, 1.0,
                                         a->weights + (size_t)g * e.ocg * e.K, e.K,
-                                        e.col + (size_t)g * e.K * e.N, e.N, 0.0,
-                                        e.fold + (size_t)g * e.ocg * e.N, e.N, &c, err));
-        if (st == ST_OK)
-            st = fold_swap(k, PASS_FWD, a->training, &e, e.fold, ST_CPE_CNHW,
-                           a->dst + (size_t)e.s0 * e.out_image, ST_CPE_NCHW, err);
+                                        col + (size_t)g * e.K * e.P, e.P, 0.0,
+                                        y + (size_t)g * e.ocg * e.P, e.P, &c, err));
+        }
+        if (st == ST_OK && d->bias)
+            st = explicit_bias(k, a->training, &e, a->bias, ones, y, err);
     }
     if (st == ST_OK)
         k->own.data = ST_CPE_NCHW;
     if (st == ST_OK)
-        st = cpe_epilogue(k, a->dst, d->bias ? a->bias : NULL, a->n, d->oc, e.P, d->act,
-                          a->training, err);
+        st = cpe_epilogue(k, a->dst, NULL, a->n, d->oc, e.P, d->act, a->training, err);
     return st;
 }
 
@@ -252,23 +253,28 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
     explicit_sizes e;
     st_status st = conv_diff_dst(k, a, PASS_BWD_DATA, ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_begin(k, a->n, &e, err);
+        st = explicit_begin(k, &e, err);
     if (st == ST_OK)
         st = cpe_plain_diff_dst(k, a, &dx, err);
-    while (st == ST_OK && explicit_next(&e)) {
-        st_cpe_counters c;
-        st = fold_swap(k, PASS_BWD_DATA, 1, &e, dy + (size_t)e.s0 * e.out_image, ST_CPE_NCHW,
-                       e.fold, ST_CPE_CNHW, err);
-        for (int g = 0; g < d->groups && st == ST_OK; g++)
+    for (int b = 0; b < a->n && st == ST_OK; b++) {
+        float *dimage = dx.to + (size_t)b * e.in_image;
+        /* A 1x1 convolution's GEMM writes the image's gradient itself. */
+        float *dcol = e.col ? e.col : dimage;
+        double beta = e.col || !dx.add ? 0.0 : 1.0;
+        for (int g = 0; g < d->groups && st == ST_OK; g++) {
+            st_cpe_counters c;
             st = cpe_charge(&k->work, PASS_BWD_DATA, &c, 1,
-                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, e.K, e.N, e.ocg, 1.0,
+                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 1, 0, e.K, e.P, e.ocg, 1.0,
                                         a->weights + (size_t)g * e.ocg * e.K, e.K,
-                                        e.fold + (size_t)g * e.ocg * e.N, e.N, 0.0,
-                                        e.col + (size_t)g * e.K * e.N, e.N, &c, err));
-        if (st == ST_OK)
+                                        dy + (size_t)b * e.out_image + (size_t)g * e.ocg * e.P,
+                                        e.P, beta, dcol + (size_t)g * e.K * e.P, e.P, &c, err));
+        }
+        if (st == ST_OK && e.col) {
+            st_cpe_counters c;
             st = cpe_charge(&k->work, PASS_BWD_DATA, &c, 1,
-                            st_cpe_col2im(k->ctx->cg, &e.all, e.m, 1, e.col,
-                                          dx.to + (size_t)e.s0 * e.in_image, dx.add, &c, err));
+                            st_cpe_col2im(k->ctx->cg, &e.all, 1, 0, e.col, dimage, dx.add, &c,
+                                          err));
+        }
     }
     return cpe_plain_diff_finish(k, a, &dx, st, err);
 }
@@ -282,21 +288,20 @@ static st_status explicit_backward_weights(cpe_kernel *k, const st_kargs *a, st_
     if (st == ST_OK)
         st = conv_diff_dst(k, a, PASS_BWD_WEIGHTS, ST_CPE_NCHW, &dy, err);
     if (st == ST_OK)
-        st = explicit_begin(k, a->n, &e, err);
-    while (st == ST_OK && explicit_next(&e)) {
-        st_cpe_counters c;
-        st = explicit_im2col(k, PASS_BWD_WEIGHTS, 1, &e, x, err);
-        if (st == ST_OK)
-            st = fold_swap(k, PASS_BWD_WEIGHTS, 1, &e, dy + (size_t)e.s0 * e.out_image,
-                           ST_CPE_NCHW, e.fold, ST_CPE_CNHW, err);
-        for (int g = 0; g < d->groups && st == ST_OK; g++)
+        st = explicit_begin(k, &e, err);
+    for (int b = 0; b < a->n && st == ST_OK; b++) {
+        const float *col;
+        st = explicit_columns(k, PASS_BWD_WEIGHTS, 1, &e, x, b, &col, err);
+        for (int g = 0; g < d->groups && st == ST_OK; g++) {
+            st_cpe_counters c;
             st = cpe_charge(&k->work, PASS_BWD_WEIGHTS, &c, 1,
-                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, e.ocg, e.K, e.N, 1.0,
-                                        e.fold + (size_t)g * e.ocg * e.N, e.N,
-                                        e.col + (size_t)g * e.K * e.N, e.N,
-                                        e.s0 == 0 ? 0.0 : 1.0,
+                            st_cpe_gemm(k->ctx->cg, ST_CPE_F32, 0, 1, e.ocg, e.K, e.P, 1.0,
+                                        dy + (size_t)b * e.out_image + (size_t)g * e.ocg * e.P,
+                                        e.P, col + (size_t)g * e.K * e.P, e.P,
+                                        b == 0 ? 0.0 : 1.0,
                                         a->diff_weights + (size_t)g * e.ocg * e.K, e.K, &c,
                                         err));
+        }
     }
     if (st == ST_OK && d->bias && a->diff_bias)
         st = cpe_bias_grad(k, a->diff_bias, dy, a->n, d->oc, e.P, err);
