@@ -173,14 +173,14 @@ if [ -n "$again" ]; then
         done
     done
 fi
-if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
-    echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"
-    exit 1
-fi
 if [ -s "$failures" ]; then
     echo "What failed:"
     cat "$failures"
 fi
 rm -f "$failures"
+if [ -n "$filter" ] && [ "$total" -eq 0 ]; then
+    echo "ST_TEST_FILTER=$filter: no test's name matches ${filter%%/*}"
+    exit 1
+fi
 echo "$((total - failed)) passed, $failed failed${filter:+ (ST_TEST_FILTER=$filter)}"
 [ "$failed" -eq 0 ]

@@ -70,17 +70,16 @@ typedef struct st_cpe_conv_geom {
     int oc;
 } st_cpe_conv_geom;
 
-/* col [n][c kh kw][oh ow] (folded: [c kh kw][n][oh ow], the batch in the
- * columns) = im2col of the n images src [n][c][ih][iw], floats; positions
- * in the padding read as 0. One launch ("im2col"). */
-st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+/* col [n][c kh kw][oh ow] = im2col of the n images src [n][c][ih][iw],
+ * floats; positions in the padding read as 0. One launch ("im2col"). */
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
                         const float *src, float *col, st_cpe_counters *out, st_error *err);
 
 /* dsrc [n][c][ih][iw] = col2im(dcol, laid out as st_cpe_im2col's col)
  * (added to dsrc when accumulate is nonzero): each input position gets the
  * sum of the col entries that im2col copied from it. One launch
  * ("col2im"). */
-st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
                         const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
                         st_error *err);
 
@@ -189,15 +188,14 @@ st_status st_cpe_transpose_batched(st_cpe_cluster *cg, const st_cpe_transpose *t
                                    const char *name, st_cpe_counters *out, st_error *err);
 
 /* Activation layouts of n samples of c x h x w floats: NCHW; swDNN's, the
- * batch innermost, [h][w][c][n]; the backward-weights input's,
- * [h][w][n][c]; and the batch-folded GEMM's [c][n][h][w]. */
-typedef enum st_cpe_layout { ST_CPE_NCHW, ST_CPE_HWCN, ST_CPE_HWNC, ST_CPE_CNHW } st_cpe_layout;
+ * batch innermost, [h][w][c][n]; and the backward-weights input's,
+ * [h][w][n][c]. */
+typedef enum st_cpe_layout { ST_CPE_NCHW, ST_CPE_HWCN, ST_CPE_HWNC } st_cpe_layout;
 
 const char *st_cpe_layout_name(st_cpe_layout l);
 
 /* dst (layout to) = src (layout from), one launch named FROM_to_TO; from
- * must differ from to (CNHW only to and from NCHW), and dst must not
- * overlap src. */
+ * must differ from to, and dst must not overlap src. */
 st_status st_cpe_relayout(st_cpe_cluster *cg, int n, int c, int h, int w, st_cpe_layout from,
                           const float *src, st_cpe_layout to, float *dst, st_cpe_counters *out,
                           st_error *err);

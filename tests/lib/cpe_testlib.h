@@ -204,8 +204,6 @@ static inline size_t layout_at(st_cpe_layout l, int n, int c, int h, int w, int 
         return ((Y * W + X) * C + K) * N + S;
     case ST_CPE_HWNC:
         return ((Y * W + X) * N + S) * C + K;
-    case ST_CPE_CNHW:
-        return ((K * N + S) * H + Y) * W + X;
     }
     return 0;
 }

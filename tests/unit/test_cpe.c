@@ -635,18 +635,16 @@ static void test_illegal_programs(void **state)
 
 /* ---- im2col / col2im against plain loops ---- */
 
-/* Where image b's col row `row`, column p lies: [n][c kh kw][P], or
- * folded [c kh kw][n][P]. */
-static size_t col_at(const st_cpe_conv_geom *g, int n, int folded, int b, size_t row, size_t p)
+/* Where image b's col row `row`, column p lies: [n][c kh kw][P]. */
+static size_t col_at(const st_cpe_conv_geom *g, int b, size_t row, size_t p)
 {
     size_t P = (size_t)g->oh * (size_t)g->ow, rows = (size_t)g->c * g->kh * g->kw;
-    return folded ? (row * (size_t)n + (size_t)b) * P + p : ((size_t)b * rows + row) * P + p;
+    return ((size_t)b * rows + row) * P + p;
 }
 
 /* im2col (to_col) or col2im's sum (added into img) of n images, plainly:
  * the definition, element by element. */
-static void plain_im2col(const st_cpe_conv_geom *g, int n, int folded, int to_col, float *img,
-                         float *col)
+static void plain_im2col(const st_cpe_conv_geom *g, int n, int to_col, float *img, float *col)
 {
     for (int b = 0; b < n; b++)
         for (int c = 0; c < g->c; c++)
@@ -657,7 +655,7 @@ static void plain_im2col(const st_cpe_conv_geom *g, int n, int folded, int to_co
                         for (int ox = 0; ox < g->ow; ox++) {
                             int y = oy * g->sh - g->ph + ki, x = ox * g->sw - g->pw + kj;
                             int inside = y >= 0 && y < g->ih && x >= 0 && x < g->iw;
-                            size_t at = col_at(g, n, folded, b, row, (size_t)oy * g->ow + ox);
+                            size_t at = col_at(g, b, row, (size_t)oy * g->ow + ox);
                             size_t src = (((size_t)b * g->c + c) * g->ih + y) * g->iw + x;
                             if (to_col)
                                 col[at] = inside ? img[src] : 0.0f;
@@ -669,20 +667,20 @@ static void plain_im2col(const st_cpe_conv_geom *g, int n, int folded, int to_co
 
 typedef struct im2col_run {
     st_cpe_conv_geom g;
-    int n, folded, accumulate;
+    int n, accumulate;
     float *img, *col;
 } im2col_run;
 
 static st_status im2col_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out, st_error *err)
 {
     const im2col_run *r = ctx;
-    return st_cpe_im2col(cg, &r->g, r->n, r->folded, r->img, r->col, out, err);
+    return st_cpe_im2col(cg, &r->g, r->n, r->img, r->col, out, err);
 }
 
 static st_status col2im_launch(st_cpe_cluster *cg, void *ctx, st_cpe_counters *out, st_error *err)
 {
     const im2col_run *r = ctx;
-    return st_cpe_col2im(cg, &r->g, r->n, r->folded, r->col, r->img, r->accumulate, out, err);
+    return st_cpe_col2im(cg, &r->g, r->n, r->col, r->img, r->accumulate, out, err);
 }
 
 static void test_im2col_col2im(void **state)
@@ -707,67 +705,65 @@ static void test_im2col_col2im(void **state)
         {1, {2, 4, 12001, 2, 6001, 2, 3, 2, 2, 0, 1, 0}},
     };
     st_cpe_cluster *cg = cluster_new();
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++)
-        for (int folded = 0; folded <= 1; folded++) {
-            im2col_run r = {.g = cases[t].g, .n = cases[t].n, .folded = folded};
-            const st_cpe_conv_geom *g = &r.g;
-            size_t image = (size_t)r.n * g->c * g->ih * g->iw;
-            size_t cols = (size_t)r.n * g->c * g->kh * g->kw * g->oh * g->ow;
-            float *src = floats_new(image), *want = floats_new(cols);
-            float *dsrc_init = floats_new(image), *dsrc_want = floats_new(image);
-            r.col = floats_new(cols);
-            fill_uniform(src, image, 1.0f, 7 + t);
-            fill_uniform(dsrc_init, image, 1.0f, 17 + t);
-            fill_nan(r.col, cols); /* every element must be written */
-            r.img = src;
-            char what[96];
-            snprintf(what, sizeof what, "im2col case %zu (n %d%s)", t, r.n,
-                     folded ? ", folded" : "");
-            st_cpe_counters n;
-            run_and_check_cost_only(cg, im2col_launch, &r,
-                                    &(cpe_test_output){r.col, cols * sizeof(float)}, 1, &n, what);
-            plain_im2col(g, r.n, folded, 1, src, want);
-            assert_floats_equal(r.col, want, cols, what);
-            assert_int_equal(n.dma_put_bytes, cols * sizeof(float));
-            assert_true(n.ldm_peak <= SW_LDM_BYTES);
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        im2col_run r = {.g = cases[t].g, .n = cases[t].n};
+        const st_cpe_conv_geom *g = &r.g;
+        size_t image = (size_t)r.n * g->c * g->ih * g->iw;
+        size_t cols = (size_t)r.n * g->c * g->kh * g->kw * g->oh * g->ow;
+        float *src = floats_new(image), *want = floats_new(cols);
+        float *dsrc_init = floats_new(image), *dsrc_want = floats_new(image);
+        r.col = floats_new(cols);
+        fill_uniform(src, image, 1.0f, 7 + t);
+        fill_uniform(dsrc_init, image, 1.0f, 17 + t);
+        fill_nan(r.col, cols); /* every element must be written */
+        r.img = src;
+        char what[96];
+        snprintf(what, sizeof what, "im2col case %zu (n %d)", t, r.n);
+        st_cpe_counters n;
+        run_and_check_cost_only(cg, im2col_launch, &r,
+                                &(cpe_test_output){r.col, cols * sizeof(float)}, 1, &n, what);
+        plain_im2col(g, r.n, 1, src, want);
+        assert_floats_equal(r.col, want, cols, what);
+        assert_int_equal(n.dma_put_bytes, cols * sizeof(float));
+        assert_true(n.ldm_peak <= SW_LDM_BYTES);
 
-            /* col2im of other values, overwriting and accumulating: the
-             * sum is order-dependent in float, so compare within a few
-             * roundings. */
-            fill_uniform(r.col, cols, 1.0f, 27 + t);
-            for (r.accumulate = 0; r.accumulate <= 1; r.accumulate++) {
-                r.img = floats_new(image);
-                if (r.accumulate)
-                    memcpy(r.img, dsrc_init, image * sizeof(float));
-                else
-                    fill_nan(r.img, image);
-                for (size_t i = 0; i < image; i++)
-                    dsrc_want[i] = r.accumulate ? dsrc_init[i] : 0.0f;
-                snprintf(what, sizeof what, "col2im case %zu (n %d%s%s)", t, r.n,
-                         folded ? ", folded" : "", r.accumulate ? ", accumulating" : "");
-                run_and_check_cost_only(cg, col2im_launch, &r,
-                                        &(cpe_test_output){r.img, image * sizeof(float)}, 1, &n,
-                                        what);
-                plain_im2col(g, r.n, folded, 0, dsrc_want, r.col);
-                double tol = 8.0 * (double)(g->kh * g->kw) * FLT_EPSILON;
-                for (size_t i = 0; i < image; i++)
-                    if (!(fabs(r.img[i] - dsrc_want[i]) <= tol * (1.0 + fabs(dsrc_want[i]))))
-                        fail_msg("%s: dsrc[%zu] = %.9g, expected %.9g", what, i, r.img[i],
-                                 dsrc_want[i]);
-                assert_int_equal(n.dma_put_bytes, image * sizeof(float));
-                assert_true(n.dma_get_bytes >= (r.accumulate ? image * sizeof(float) : 0));
-                free(r.img);
-            }
-            free(src);
-            free(want);
-            free(dsrc_init);
-            free(dsrc_want);
-            free(r.col);
+        /* col2im of other values, overwriting and accumulating: the
+         * sum is order-dependent in float, so compare within a few
+         * roundings. */
+        fill_uniform(r.col, cols, 1.0f, 27 + t);
+        for (r.accumulate = 0; r.accumulate <= 1; r.accumulate++) {
+            r.img = floats_new(image);
+            if (r.accumulate)
+                memcpy(r.img, dsrc_init, image * sizeof(float));
+            else
+                fill_nan(r.img, image);
+            for (size_t i = 0; i < image; i++)
+                dsrc_want[i] = r.accumulate ? dsrc_init[i] : 0.0f;
+            snprintf(what, sizeof what, "col2im case %zu (n %d%s)", t, r.n,
+                     r.accumulate ? ", accumulating" : "");
+            run_and_check_cost_only(cg, col2im_launch, &r,
+                                    &(cpe_test_output){r.img, image * sizeof(float)}, 1, &n,
+                                    what);
+            plain_im2col(g, r.n, 0, dsrc_want, r.col);
+            double tol = 8.0 * (double)(g->kh * g->kw) * FLT_EPSILON;
+            for (size_t i = 0; i < image; i++)
+                if (!(fabs(r.img[i] - dsrc_want[i]) <= tol * (1.0 + fabs(dsrc_want[i]))))
+                    fail_msg("%s: dsrc[%zu] = %.9g, expected %.9g", what, i, r.img[i],
+                             dsrc_want[i]);
+            assert_int_equal(n.dma_put_bytes, image * sizeof(float));
+            assert_true(n.dma_get_bytes >= (r.accumulate ? image * sizeof(float) : 0));
+            free(r.img);
         }
+        free(src);
+        free(want);
+        free(dsrc_init);
+        free(dsrc_want);
+        free(r.col);
+    }
     st_error err = {0};
     st_cpe_conv_geom past = {1, 5, 5, 4, 4, 3, 3, 1, 1, 0, 0, 0}; /* 4 outputs need 6 rows */
     float one = 0.0f;
-    assert_int_equal(st_cpe_im2col(cg, &past, 1, 0, &one, &one, NULL, &err), ST_EINPUT);
+    assert_int_equal(st_cpe_im2col(cg, &past, 1, &one, &one, NULL, &err), ST_EINPUT);
     tl_assert_contains(err.msg, "st_cpe_im2col: the output (4 x 4) reaches past the padded input");
     st_cpe_cluster_destroy(cg);
 }

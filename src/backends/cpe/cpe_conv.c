@@ -194,7 +194,7 @@ static st_status explicit_columns(cpe_kernel *k, int pass, int training, const e
     *col = e->col;
     st_cpe_counters c;
     return cpe_charge(&k->work, pass, &c, training,
-                      st_cpe_im2col(k->ctx->cg, &e->all, 1, 0, image, e->col, &c, err));
+                      st_cpe_im2col(k->ctx->cg, &e->all, 1, image, e->col, &c, err));
 }
 
 /* y [oc][P] of one image += bias [oc] as swCaffe's forward_cpu_bias: a GEMM
@@ -272,7 +272,7 @@ static st_status explicit_backward_data(cpe_kernel *k, const st_kargs *a, st_err
         if (st == ST_OK && e.col) {
             st_cpe_counters c;
             st = cpe_charge(&k->work, PASS_BWD_DATA, &c, 1,
-                            st_cpe_col2im(k->ctx->cg, &e.all, 1, 0, e.col, dimage, dx.add, &c,
+                            st_cpe_col2im(k->ctx->cg, &e.all, 1, e.col, dimage, dx.add, &c,
                                           err));
         }
     }

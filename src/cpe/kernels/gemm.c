@@ -1,6 +1,6 @@
 /* GEMM as a CPE program: C = alpha op(A) op(B) + beta C, row-major, float
  * or double, op(X) = X or X^T, for one product or a batch of them in one
- * launch (the explicit convolution's images, folded into the blocking).
+ * launch.
  *
  * Algorithm: the 8x8 block distribution with register communication of
  * swCaffe and of Jiang et al., "Towards highly efficient DGEMM on the

@@ -2,11 +2,9 @@
  * one group), the explicit convolution's data movement, as swCaffe's
  * sw_slave_im2col.c does it.
  *
- * col holds n matrices of c kh kw rows of P = oh ow: for image b, row
- * (ch, ki, kj), column (oy, ox) holds src[b][ch][oy sh - ph + ki][ox sw - pw
- * + kj], 0 outside the image; either one after another ([n][c kh kw][P]) or
- * with the batch folded into the columns ([c kh kw][n][P]: one matrix of
- * n P columns, the explicit convolution's single GEMM).
+ * col holds n matrices of c kh kw rows of P = oh ow, one after another
+ * ([n][c kh kw][P]): for image b, row (ch, ki, kj), column (oy, ox) holds
+ * src[b][ch][oy sh - ph + ki][ox sw - pw + kj], 0 outside the image.
  *
  * im2col: the rows of the padded images, n c (ih + 2 ph) of them, are cut
  * into 64 contiguous ranges, one per CPE. For each padded row y of channel
@@ -55,7 +53,8 @@ typedef struct im2col_args {
     const float *src; /* im2col: images; col2im: dcol */
     float *dst;       /* im2col: col; col2im: dsrc */
     int accumulate;   /* col2im: add to dsrc */
-    size_t image_stride, row_pitch; /* floats from one image's col to the next, and per col row */
+    size_t image_stride, row_pitch; /* floats from one image's col to the next ([c kh kw][P]),
+                                       and per col row (P) */
     int segment;      /* columns per unit: output columns (im2col), input columns (col2im) */
     int segments;     /* units per row */
 } im2col_args;
@@ -226,16 +225,15 @@ static st_status im2col_check(const st_cpe_conv_geom *g, int n, const void *src,
     return ST_OK;
 }
 
-/* Where image b's col matrix lies: per image, or the batch folded into
- * the columns. */
-static void col_layout(im2col_args *a, int folded)
+/* Where image b's col matrix lies: [c kh kw][P] per image. */
+static void col_layout(im2col_args *a)
 {
     size_t P = (size_t)a->g.oh * (size_t)a->g.ow;
-    a->image_stride = folded ? P : col_rows(&a->g) * P;
-    a->row_pitch = folded ? (size_t)a->n * P : P;
+    a->image_stride = col_rows(&a->g) * P;
+    a->row_pitch = P;
 }
 
-st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
                         const float *src, float *col, st_cpe_counters *out, st_error *err)
 {
     if (out)
@@ -244,7 +242,7 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     if (st != ST_OK || n == 0)
         return st;
     im2col_args a = {.g = *geom, .n = n, .src = src, .dst = col, .segment = geom->ow};
-    col_layout(&a, folded);
+    col_layout(&a);
     /* A unit needs its input span and its output segment. */
     size_t ldm_floats = im2col_ldm_floats(cg);
     for (;;) {
@@ -258,7 +256,7 @@ st_status st_cpe_im2col(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
     return st_cpe_launch(cg, "im2col", im2col_kernel, &a, out, err);
 }
 
-st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n, int folded,
+st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
                         const float *dcol, float *dsrc, int accumulate, st_cpe_counters *out,
                         st_error *err)
 {
@@ -269,7 +267,7 @@ st_status st_cpe_col2im(st_cpe_cluster *cg, const st_cpe_conv_geom *geom, int n,
         return st;
     im2col_args a = {.g = *geom, .n = n, .src = dcol, .dst = dsrc, .accumulate = accumulate != 0,
                      .segment = geom->iw};
-    col_layout(&a, folded);
+    col_layout(&a);
     size_t ldm_floats = im2col_ldm_floats(cg);
     while ((size_t)a.segment + (size_t)(a.segment + geom->kw) / (size_t)geom->sw + 1 > ldm_floats)
         a.segment = (a.segment + 1) / 2;

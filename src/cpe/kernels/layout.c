@@ -156,79 +156,11 @@ st_status st_cpe_transpose_batched(st_cpe_cluster *cg, const st_cpe_transpose *t
     return st_cpe_launch(cg, name, layout_kernel, &a, out, err);
 }
 
-/* ---- swapping the outer two dimensions: [A][B][P] -> [B][A][P] ----
- *
- * Blocks of P floats keep their order, so no values move in LDM: a unit is
- * one a with a range of b and of the P floats, fetched with one strided get
- * (the b blocks are P apart) and stored with one strided put (A P apart),
- * two units in flight. */
-
-typedef struct swap_args {
-    const float *src;
-    float *dst;
-    size_t A, B, P;
-    size_t br, pr; /* unit sides: b values, floats of P */
-} swap_args;
-
-typedef struct swap_slot {
-    float *buf;
-    size_t a, b0, p0, bn, pn;
-    st_cpe_reply get, put;
-} swap_slot;
-
-static void swap_issue(st_cpe *cpe, const swap_args *a, swap_slot *slot, size_t unit)
-{
-    st_cpe_dma_wait(cpe, &slot->put, slot->put.count);
-    size_t pieces = (a->P + a->pr - 1) / a->pr, bands = (a->B + a->br - 1) / a->br;
-    slot->a = unit / (bands * pieces);
-    slot->b0 = unit / pieces % bands * a->br;
-    slot->p0 = unit % pieces * a->pr;
-    slot->bn = cpe_min_size(a->br, a->B - slot->b0);
-    slot->pn = cpe_min_size(a->pr, a->P - slot->p0);
-    cpe_reply_reset(&slot->get);
-    cpe_get_rows(cpe, slot->buf, a->src + (slot->a * a->B + slot->b0) * a->P + slot->p0,
-                 slot->pn * sizeof(float), a->P * sizeof(float), slot->bn, &slot->get);
-}
-
-static void swap_kernel(st_cpe *cpe, void *args)
-{
-    const swap_args *a = cpe_kernel_args(cpe, args, sizeof(swap_args));
-    swap_slot slot[2];
-    memset(slot, 0, sizeof slot);
-    for (int s = 0; s < 2; s++)
-        slot[s].buf = st_cpe_ldm_alloc(cpe, a->br * a->pr * sizeof(float), "blocks");
-    size_t units = a->A * ((a->B + a->br - 1) / a->br) * ((a->P + a->pr - 1) / a->pr);
-    size_t first = (size_t)st_cpe_id(cpe);
-    if (first < units)
-        swap_issue(cpe, a, &slot[0], first);
-    size_t cpes = (size_t)st_cpe_count(cpe);
-    for (size_t u = first, k = 0; u < units; u += cpes, k++) {
-        swap_slot *cur = &slot[k % 2];
-        if (u + cpes < units)
-            swap_issue(cpe, a, &slot[(k + 1) % 2], u + cpes);
-        st_cpe_dma_wait(cpe, &cur->get, cur->get.count);
-        cpe_reply_reset(&cur->put);
-        cpe_put_rows(cpe, a->dst + (cur->b0 * a->A + cur->a) * a->P + cur->p0, cur->buf,
-                     cur->pn * sizeof(float), a->A * a->P * sizeof(float), cur->bn, &cur->put);
-    }
-    for (int s = 0; s < 2; s++)
-        st_cpe_dma_wait(cpe, &slot[s].put, slot[s].put.count);
-}
-
-static st_status swap_outer(st_cpe_cluster *cg, const char *name, size_t A, size_t B, size_t P,
-                            const float *src, float *dst, st_cpe_counters *out, st_error *err)
-{
-    size_t tile_floats = layout_tile_floats((size_t)st_cpe_cluster_machine(cg)->ldm_bytes);
-    swap_args a = {src, dst, A, B, P, 0, cpe_min_size(P, tile_floats)};
-    a.br = cpe_min_size(B, tile_floats / a.pr);
-    return st_cpe_launch(cg, name, swap_kernel, &a, out, err);
-}
-
 /* ---- layouts ---- */
 
 const char *st_cpe_layout_name(st_cpe_layout l)
 {
-    static const char *const names[] = {"NCHW", "HWCN", "HWNC", "CNHW"};
+    static const char *const names[] = {"NCHW", "HWCN", "HWNC"};
     return names[l];
 }
 
@@ -249,13 +181,6 @@ st_status st_cpe_relayout(st_cpe_cluster *cg, int n, int c, int h, int w, st_cpe
     st_cpe_transpose t = {.src = src, .dst = dst};
     if (from == to)
         return st_fail(err, ST_EINPUT, "relayout: %s to itself", st_cpe_layout_name(from));
-    if ((from == ST_CPE_CNHW) != (to == ST_CPE_CNHW) &&
-        (from == ST_CPE_NCHW || to == ST_CPE_NCHW))
-        return swap_outer(cg, name, from == ST_CPE_NCHW ? N : C, from == ST_CPE_NCHW ? C : N, P,
-                          src, dst, out, err);
-    if (from == ST_CPE_CNHW || to == ST_CPE_CNHW)
-        return st_fail(err, ST_EINPUT, "relayout: %s to %s is not supported (only to and from "
-                       "NCHW)", st_cpe_layout_name(from), st_cpe_layout_name(to));
     if (from == ST_CPE_NCHW && to == ST_CPE_HWCN) { /* per channel: N x P -> P x N */
         t = (st_cpe_transpose){src, dst, N, P, C, C * P, C * N, (ptrdiff_t)P, (ptrdiff_t)N};
     } else if (from == ST_CPE_HWCN && to == ST_CPE_NCHW) {
