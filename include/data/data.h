@@ -204,6 +204,29 @@ st_status st_source_batch(const st_source *s, const st_transform *t, const long 
                           int n, float *x, int *labels, int training, long sample0,
                           unsigned char *pixels, st_error *err);
 
+/* Room for a chunk of up to cap records of a source: inputs [cap, C, H, W]
+ * after the transform, labels [cap], the records' indices [cap] and one
+ * record's bytes (st_source_batch's pixels). */
+typedef struct st_records_buf {
+    int cap;
+    float *x;
+    int *labels;
+    long *indices;
+    unsigned char *pixels;
+} st_records_buf;
+
+/* What st_records_buf_init allocates for cap records of input_values floats
+ * each and records of record_bytes bytes. */
+size_t st_records_buf_bytes(int cap, size_t input_values, size_t record_bytes);
+st_status st_records_buf_init(st_records_buf *b, int cap, size_t input_values,
+                              size_t record_bytes, st_error *err);
+void st_records_buf_free(st_records_buf *b);
+
+/* Records [first, first + n) of s, in order (n <= b->cap), into b->x and
+ * b->labels, as testing reads them (the centre, unmirrored). */
+st_status st_records_read_range(const st_source *s, const st_transform *t, st_records_buf *b,
+                                long first, int n, st_error *err);
+
 /* ---- epoch order ---- */
 
 typedef struct st_order {

@@ -203,6 +203,14 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
                               const st_shard *s, const st_step_info *info,
                               const float *diff_out, st_error *err);
 
+/* Records [first, end) of src run forward through r in inference mode
+ * (seed: the step's seed), in chunks of at most b->cap read into b:
+ * *correct gets how many top-1 answers equal their labels, *loss the
+ * summed loss. */
+st_status st_replica_test(st_replica *r, const float *weights, const st_source *src,
+                          const st_transform *t, uint64_t seed, st_records_buf *b, long first,
+                          long end, long *correct, double *loss, st_error *err);
+
 /* Output of layer i [n, out], after forward. */
 float *st_replica_output(const st_replica *r, int layer);
 /* Gradient at the network input [n, C, H, W] (input_delta replicas). */

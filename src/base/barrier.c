@@ -1,4 +1,4 @@
-/* The spin-then-sleep barrier; see barrier.h. */
+/* The spin-then-sleep barrier and the start gate; see barrier.h. */
 #include "base/barrier.h"
 
 #include "base/cores.h"
@@ -56,4 +56,22 @@ void st_barrier_wait(st_barrier *b)
     while (atomic_load(&b->generation) == gen)
         pthread_cond_wait(&b->wake, &b->lock);
     pthread_mutex_unlock(&b->lock);
+}
+
+int st_gate_wait(pthread_mutex_t *lock, pthread_cond_t *moved, const int *state)
+{
+    pthread_mutex_lock(lock);
+    while (*state == 0)
+        pthread_cond_wait(moved, lock);
+    int go = *state > 0;
+    pthread_mutex_unlock(lock);
+    return go;
+}
+
+void st_gate_set(pthread_mutex_t *lock, pthread_cond_t *moved, int *state, int value)
+{
+    pthread_mutex_lock(lock);
+    *state = value;
+    pthread_cond_broadcast(moved);
+    pthread_mutex_unlock(lock);
 }

@@ -88,13 +88,9 @@ typedef struct evaluator {
     float *weights;        /* [net.params.count] */
     st_source *test;
     st_transform transform;
-    int chunk;             /* images per forward pass */
+    st_records_buf chunk;  /* images per forward pass: chunk.cap */
     st_replica rep;
     int have_rep;
-    float *x;              /* [chunk, C, H, W] */
-    int *labels;
-    long *indices;
-    unsigned char *pixels; /* one record */
 } evaluator;
 
 static void evaluator_free(evaluator *e)
@@ -107,10 +103,7 @@ static void evaluator_free(evaluator *e)
         st_cfg_free(&e->cfg);
     }
     free(e->weights);
-    free(e->x);
-    free(e->labels);
-    free(e->indices);
-    free(e->pixels);
+    st_records_buf_free(&e->chunk);
 }
 
 /* --conv-impl: a name of the backend's (not auto: the training's measured
@@ -197,20 +190,16 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
         (st = open_test(e, o, cfg_path, err)))
         return st;
     int S = e->hp.subdivisions > 0 ? e->hp.subdivisions : 1;
-    e->chunk = o->batch ? o->batch : (e->hp.batch + S - 1) / S;
-    if (e->chunk > e->test->count)
-        e->chunk = (int)e->test->count;
-    if (e->chunk < 1)
+    int chunk = o->batch ? o->batch : (e->hp.batch + S - 1) / S;
+    if (chunk > e->test->count)
+        chunk = (int)e->test->count;
+    if (chunk < 1)
         return st_fail(err, ST_EINPUT, "%s: the test split has no records", e->test->name);
-    int sizes[2] = {e->chunk, (int)(e->test->count % e->chunk)};
-    size_t per = st_shape_count(e->net.input);
-    e->x = st_calloc((size_t)e->chunk * per, sizeof(float), "test inputs", err);
-    e->labels = st_calloc((size_t)e->chunk, sizeof(int), "test labels", err);
-    e->indices = st_calloc((size_t)e->chunk, sizeof(long), "test indices", err);
-    e->pixels = st_calloc(st_record_bytes(e->test), 1, "a test record", err);
-    if (!e->x || !e->labels || !e->indices || !e->pixels)
-        return ST_ENOMEM;
-    st_replica_opts ro = {.n = e->chunk, .batch_sizes = sizes, .n_batch_sizes = sizes[1] ? 2 : 1,
+    int sizes[2] = {chunk, (int)(e->test->count % chunk)};
+    if ((st = st_records_buf_init(&e->chunk, chunk, st_shape_count(e->net.input),
+                                  st_record_bytes(e->test), err)) != ST_OK)
+        return st;
+    st_replica_opts ro = {.n = chunk, .batch_sizes = sizes, .n_batch_sizes = sizes[1] ? 2 : 1,
                           .training = 0,
                           .backend = {.intra_threads = o->intra ? o->intra : 1,
                                       .conv_impl = o->conv_impl}};
@@ -223,33 +212,10 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
 static st_status evaluate(evaluator *e, const eval_cli *o, long *correct, double *loss,
                           st_error *err)
 {
-    int classes = e->net.classes;
-    st_step_info info = {0, o->seed, 0};
-    *correct = 0;
-    *loss = 0.0;
-    for (long at = 0; at < e->test->count; at += e->chunk) {
-        int n = (int)(e->test->count - at < e->chunk ? e->test->count - at : e->chunk);
-        for (int i = 0; i < n; i++)
-            e->indices[i] = at + i;
-        double chunk_loss = 0.0;
-        st_shard shard = {n, e->x, e->labels, at, 0, 0};
-        st_status st = st_source_batch(e->test, &e->transform, e->indices, n, e->x, e->labels,
-                                       0, at, e->pixels, err);
-        if (st == ST_OK)
-            st = st_replica_forward(&e->rep, e->weights, &shard, &info, &chunk_loss, err);
-        if (st != ST_OK)
-            return st;
-        *loss += chunk_loss;
-        const float *out = st_replica_output(&e->rep, e->net.output_layer);
-        for (int i = 0; i < n; i++) {
-            const float *s = out + (size_t)i * classes;
-            int best = 0;
-            for (int c = 1; c < classes; c++)
-                if (s[c] > s[best])
-                    best = c;
-            *correct += best == e->labels[i];
-        }
-    }
+    st_status st = st_replica_test(&e->rep, e->weights, e->test, &e->transform, o->seed,
+                                   &e->chunk, 0, e->test->count, correct, loss, err);
+    if (st != ST_OK)
+        return st;
     if (!isfinite(*loss))
         return st_fail(err, ST_EDIVERGED, "the test loss is not finite (%g): the weights give "
                        "non-finite scores on the test split", *loss);

@@ -71,8 +71,7 @@ typedef struct predictor {
     st_replica rep;
     int have_rep;
     st_shape stored;   /* decoded image: input channels, image_size */
-    unsigned char *pixels;
-    float *x;          /* [input] */
+    st_records_buf image; /* one: its decoded pixels and its input */
     int *top;          /* [k] class indices, most likely first */
 } predictor;
 
@@ -86,8 +85,7 @@ static void predictor_free(predictor *p)
         st_cfg_free(&p->cfg);
     }
     free(p->weights);
-    free(p->pixels);
-    free(p->x);
+    st_records_buf_free(&p->image);
     free(p->top);
 }
 
@@ -132,11 +130,12 @@ static st_status setup(predictor *p, const predict_cli *o, const char *cfg_path,
     p->stored = (st_shape){in.c, p->hp.image_size.h, p->hp.image_size.w};
     p->weights = st_calloc(p->net.params.count ? p->net.params.count : 1, sizeof(float),
                            "weights", err);
-    p->pixels = st_calloc(st_shape_count(p->stored), 1, "an image", err);
-    p->x = st_calloc(st_shape_count(in), sizeof(float), "an input", err);
     p->top = st_calloc((size_t)top, sizeof(int), "the top classes", err);
-    if (!p->weights || !p->pixels || !p->x || !p->top)
+    if (!p->weights || !p->top)
         return ST_ENOMEM;
+    if ((st = st_records_buf_init(&p->image, 1, st_shape_count(in), st_shape_count(p->stored),
+                                  err)) != ST_OK)
+        return st;
     if ((st = st_weights_load_any(weights_path, &p->net, p->weights, err)) ||
         (st = load_names(p, o, &log, err)))
         return st;
@@ -171,11 +170,11 @@ static st_status predict_one(predictor *p, const predict_cli *o, const char *pat
     st_regular_why(path, why, sizeof why);
     if (why[0])
         return st_fail(err, ST_EINPUT, "%s: cannot read image: %s", path, why);
-    st_status st = st_image_decode(path, p->stored, p->pixels, err);
+    st_status st = st_image_decode(path, p->stored, p->image.pixels, err);
     if (st != ST_OK)
         return st;
-    st_transform_apply(&p->hp.transform, p->stored, p->pixels, p->x, 0, 0);
-    st_shard shard = {.n = 1, .x = p->x, .labels = NULL, .sample0 = 0};
+    st_transform_apply(&p->hp.transform, p->stored, p->image.pixels, p->image.x, 0, 0);
+    st_shard shard = {.n = 1, .x = p->image.x, .labels = NULL, .sample0 = 0};
     st_step_info info = {.training = 0, .seed = 0, .iteration = 0};
     double loss = 0.0;
     st = st_replica_forward(&p->rep, p->weights, &shard, &info, &loss, err);

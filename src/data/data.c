@@ -32,6 +32,41 @@ st_status st_source_batch(const st_source *s, const st_transform *t, const long 
     return ST_OK;
 }
 
+size_t st_records_buf_bytes(int cap, size_t input_values, size_t record_bytes)
+{
+    return (size_t)cap * (input_values * sizeof(float) + sizeof(int) + sizeof(long)) +
+           record_bytes;
+}
+
+st_status st_records_buf_init(st_records_buf *b, int cap, size_t input_values,
+                              size_t record_bytes, st_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->cap = cap;
+    b->x = st_calloc((size_t)cap * input_values, sizeof(float), "a chunk's inputs", err);
+    b->labels = st_calloc((size_t)cap, sizeof(int), "a chunk's labels", err);
+    b->indices = st_calloc((size_t)cap, sizeof(long), "a chunk's record indices", err);
+    b->pixels = st_calloc(record_bytes, 1, "a record", err);
+    return b->x && b->labels && b->indices && b->pixels ? ST_OK : ST_ENOMEM;
+}
+
+void st_records_buf_free(st_records_buf *b)
+{
+    free(b->x);
+    free(b->labels);
+    free(b->indices);
+    free(b->pixels);
+    memset(b, 0, sizeof *b);
+}
+
+st_status st_records_read_range(const st_source *s, const st_transform *t, st_records_buf *b,
+                                long first, int n, st_error *err)
+{
+    for (int i = 0; i < n; i++)
+        b->indices[i] = first + i;
+    return st_source_batch(s, t, b->indices, n, b->x, b->labels, 0, first, b->pixels, err);
+}
+
 int st_file_head(const char *path, unsigned char *buf, int len, char *why, size_t why_len)
 {
     char unreadable[160];

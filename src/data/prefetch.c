@@ -60,12 +60,7 @@ static void *helper_main(void *arg)
     st_prefetch *p = h->p;
     int r = h->r;
     free(h);
-    pthread_mutex_lock(&p->gate_lock);
-    while (p->gate == 0)
-        pthread_cond_wait(&p->gate_open, &p->gate_lock);
-    int go = p->gate > 0;
-    pthread_mutex_unlock(&p->gate_lock);
-    if (!go)
+    if (!st_gate_wait(&p->gate_lock, &p->gate_open, &p->gate))
         return NULL;
     for (;;) {
         st_barrier_wait(&p->go);
@@ -179,10 +174,7 @@ static st_status start_helpers(st_prefetch *p, st_error *err)
         }
         p->helpers_started++;
     }
-    pthread_mutex_lock(&p->gate_lock);
-    p->gate = st == ST_OK ? 1 : -1;
-    pthread_cond_broadcast(&p->gate_open);
-    pthread_mutex_unlock(&p->gate_lock);
+    st_gate_set(&p->gate_lock, &p->gate_open, &p->gate, st == ST_OK ? 1 : -1);
     return st;
 }
 

@@ -474,3 +474,34 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
     }
     return st;
 }
+
+st_status st_replica_test(st_replica *r, const float *weights, const st_source *src,
+                          const st_transform *t, uint64_t seed, st_records_buf *b, long first,
+                          long end, long *correct, double *loss, st_error *err)
+{
+    int classes = r->net->classes;
+    st_step_info info = {0, seed, 0};
+    *correct = 0;
+    *loss = 0.0;
+    for (long at = first; at < end; at += b->cap) {
+        int n = (int)(end - at < b->cap ? end - at : b->cap);
+        double chunk_loss = 0.0;
+        st_shard shard = {n, b->x, b->labels, at, 0, 0};
+        st_status st = st_records_read_range(src, t, b, at, n, err);
+        if (st == ST_OK)
+            st = st_replica_forward(r, weights, &shard, &info, &chunk_loss, err);
+        if (st != ST_OK)
+            return st;
+        *loss += chunk_loss;
+        const float *out = st_replica_output(r, r->net->output_layer);
+        for (int i = 0; i < n; i++) {
+            const float *s = out + (size_t)i * classes;
+            int best = 0;
+            for (int c = 1; c < classes; c++)
+                if (s[c] > s[best])
+                    best = c;
+            *correct += best == b->labels[i];
+        }
+    }
+    return ST_OK;
+}

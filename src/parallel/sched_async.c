@@ -88,10 +88,11 @@ void sched_worker_async(st_worker *w)
         st_shard_of(n, s->T, r, &first, &count);
         double loss = 0.0;
         if (count > 0) {
-            st_shard shard = {count, w->x, w->labels, epoch * src->count + b0 + first, 0, 0};
+            st_records_buf *c = &w->chunk;
+            st_shard shard = {count, c->x, c->labels, epoch * src->count + b0 + first, 0, 0};
             st_step_info info = {1, s->o.seed, i};
             w->status = st_source_batch(src, s->o.transform, w->order.perm + b0 + first, count,
-                                        w->x, w->labels, 1, shard.sample0, w->pixels, &w->err);
+                                        c->x, c->labels, 1, shard.sample0, c->pixels, &w->err);
             read = st_now();
             if (w->status == ST_OK)
                 w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info,

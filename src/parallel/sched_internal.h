@@ -69,10 +69,7 @@ typedef struct st_worker {
     pthread_t thread;
     st_replica replica;
     worker_sizes sz;       /* every shard size it will see */
-    float *x;              /* its own shard buffer [cap, C, H, W] (test, async) */
-    int *labels;
-    long *indices;
-    unsigned char *pixels; /* one record */
+    st_records_buf chunk;  /* its own shard's records, cap of them (test, async) */
     st_order order;        /* async: its copy of the epoch order */
     long order_epoch;
     /* results of the last test / async command */

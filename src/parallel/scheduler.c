@@ -158,13 +158,9 @@ static st_status worker_init(st_worker *w)
     if (s->pipeline)
         w->replica.layer_ready = layer_ready;
     w->replica.layer_done_ctx = w;
-    worker_buffers b = sched_worker_buffers(&s->o, s->net, w->sz.cap);
-    w->x = st_calloc(b.x, 1, "worker input", &w->err);
-    w->labels = st_calloc(b.labels, 1, "worker labels", &w->err);
-    w->indices = st_calloc(b.indices, 1, "worker indices", &w->err);
-    w->pixels = st_calloc(b.pixels, 1, "worker record", &w->err);
-    if (!w->x || !w->labels || !w->indices || !w->pixels)
-        return ST_ENOMEM;
+    if ((st = st_records_buf_init(&w->chunk, w->sz.cap, st_shape_count(s->net->input),
+                                  s->o.record_bytes, &w->err)) != ST_OK)
+        return st;
     w->order_epoch = -1;
     if (s->o.sync != ST_SYNC_BSP)
         return st_order_init(&w->order, s->o.train->count, s->o.seed, &w->err);
@@ -181,34 +177,8 @@ static void worker_test(st_worker *w)
 {
     st_sched *s = w->s;
     long b = s->test->count * w->id / s->T, e = s->test->count * (w->id + 1) / s->T;
-    int classes = s->net->classes;
-    st_step_info info = {0, s->o.seed, 0};
-    w->correct = 0;
-    w->loss = 0.0;
-    for (long at = b; at < e && w->status == ST_OK; at += w->sz.cap) {
-        int n = (int)(e - at < w->sz.cap ? e - at : w->sz.cap);
-        for (int i = 0; i < n; i++)
-            w->indices[i] = at + i;
-        double loss = 0.0;
-        st_shard shard = {n, w->x, w->labels, at, 0, 0};
-        w->status = st_source_batch(s->test, s->o.transform, w->indices, n, w->x, w->labels, 0,
-                                    at, w->pixels, &w->err);
-        if (w->status == ST_OK)
-            w->status = st_replica_forward(&w->replica, s->ps->weights, &shard, &info, &loss,
-                                           &w->err);
-        if (w->status != ST_OK)
-            break;
-        w->loss += loss;
-        const float *out = st_replica_output(&w->replica, s->net->output_layer);
-        for (int i = 0; i < n; i++) {
-            const float *o = out + (size_t)i * classes;
-            int best = 0;
-            for (int c = 1; c < classes; c++)
-                if (o[c] > o[best])
-                    best = c;
-            w->correct += best == w->labels[i];
-        }
-    }
+    w->status = st_replica_test(&w->replica, s->ps->weights, s->test, s->o.transform, s->o.seed,
+                                &w->chunk, b, e, &w->correct, &w->loss, &w->err);
 }
 
 /* The start of a command: worker r's part of the weights converted into
@@ -232,12 +202,7 @@ static void *worker_main(void *arg)
     st_worker *w = arg;
     st_sched *s = w->s;
     /* Wait until every worker thread exists (or creating one failed). */
-    pthread_mutex_lock(&s->clock_lock);
-    while (s->launch == 0)
-        pthread_cond_wait(&s->clock_moved, &s->clock_lock);
-    int go = s->launch > 0;
-    pthread_mutex_unlock(&s->clock_lock);
-    if (!go)
+    if (!st_gate_wait(&s->clock_lock, &s->clock_moved, &s->launch))
         return NULL;
     const st_placement *pl = s->o.placement;
     if (pl && pl->bound &&
@@ -277,10 +242,7 @@ void st_sched_free(st_sched *s)
             pthread_join(w->thread, NULL);
         st_replica_free(&w->replica);
         st_order_free(&w->order);
-        free(w->x);
-        free(w->labels);
-        free(w->indices);
-        free(w->pixels);
+        st_records_buf_free(&w->chunk);
     }
     for (int k = 0; k < RECORDS; k++) {
         free(s->rec[k].loss);
@@ -446,10 +408,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
             break;
         started++;
     }
-    pthread_mutex_lock(&s->clock_lock);
-    s->launch = started == s->T ? 1 : -1;
-    pthread_cond_broadcast(&s->clock_moved);
-    pthread_mutex_unlock(&s->clock_lock);
+    st_gate_set(&s->clock_lock, &s->clock_moved, &s->launch, started == s->T ? 1 : -1);
     if (started < s->T) {
         for (int r = 0; r < started; r++)
             pthread_join(s->w[r].thread, NULL);
