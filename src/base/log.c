@@ -27,42 +27,35 @@ static void log_vprint(const st_log *log, FILE *f, const char *prefix, const cha
     st_progress_release(log->progress);
 }
 
+/* The body of the printf-like functions below: when shown (log non-NULL,
+ * its level at least min and the condition extra true), fmt and its
+ * arguments to stream after prefix (or NULL). */
+#define LOG_PRINT(min, extra, stream, prefix)                        \
+    do {                                                             \
+        if (!log || log->level < (min) || !(extra))                  \
+            return;                                                  \
+        va_list ap;                                                  \
+        va_start(ap, fmt);                                           \
+        log_vprint(log, (stream), (prefix), fmt, ap);                \
+        va_end(ap);                                                  \
+    } while (0)
+
 void st_info(const st_log *log, const char *fmt, ...)
 {
-    if (!log || log->level < ST_LOG_INFO)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    log_vprint(log, log->out, NULL, fmt, ap);
-    va_end(ap);
+    LOG_PRINT(ST_LOG_INFO, 1, log->out, NULL);
 }
 
 void st_info_progress(const st_log *log, const char *fmt, ...)
 {
-    if (!log || log->level < ST_LOG_INFO || !st_progress_plain(log->progress))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    log_vprint(log, log->out, NULL, fmt, ap);
-    va_end(ap);
+    LOG_PRINT(ST_LOG_INFO, st_progress_plain(log->progress), log->out, NULL);
 }
 
 void st_debug(const st_log *log, const char *fmt, ...)
 {
-    if (!log || log->level < ST_LOG_DEBUG)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    log_vprint(log, log->out, NULL, fmt, ap);
-    va_end(ap);
+    LOG_PRINT(ST_LOG_DEBUG, 1, log->out, NULL);
 }
 
 void st_warn(const st_log *log, const char *fmt, ...)
 {
-    if (!log || log->level < ST_LOG_QUIET)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    log_vprint(log, log->err, "singletrain: warning: ", fmt, ap);
-    va_end(ap);
+    LOG_PRINT(ST_LOG_QUIET, 1, log->err, "singletrain: warning: ");
 }

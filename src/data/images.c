@@ -23,13 +23,18 @@
 
 #define HEADS_READ_MAX 20000 /* lists this long have every header read at open */
 
+/* One entry of the list. */
+typedef struct image_entry {
+    size_t offset;        /* of its path in the paths */
+    int label;
+    int line;             /* of the list, for messages */
+    unsigned char bad;    /* (skip_bad) set once it fails to decode */
+} image_entry;
+
 typedef struct images_source {
     st_source base;
     char *paths;          /* NUL-terminated paths, back to back */
-    size_t *offset;       /* [count] into paths */
-    int *labels;          /* [count] */
-    int *lines;           /* [count] the list's line of each entry, for messages */
-    unsigned char *bad;   /* [count] (skip_bad) set once an entry fails to decode */
+    image_entry *entry;   /* [count] */
     int skip_bad;
     long *skipped;        /* shared counter, may be NULL */
     const st_output_ids *outputs; /* at open only: the caller's outputs, or NULL */
@@ -50,10 +55,10 @@ static void count_skipped(const images_source *s)
  * message goes to err and the status is returned. */
 static st_status decode(const images_source *s, long i, unsigned char *pixels, st_error *err)
 {
-    st_status st = st_image_decode_locked(s->paths + s->offset[i], s->base.shape, pixels,
-                               (pthread_rwlock_t *)&s->decode_lock, err);
+    st_status st = st_image_decode_locked(s->paths + s->entry[i].offset, s->base.shape,
+                                          pixels, (pthread_rwlock_t *)&s->decode_lock, err);
     if (st != ST_OK)
-        st_error_prefix(err, "%s:%d: ", s->base.name, s->lines[i]);
+        st_error_prefix(err, "%s:%d: ", s->base.name, s->entry[i].line);
     return st;
 }
 
@@ -64,7 +69,7 @@ static st_status images_read(const st_source *src, long index, unsigned char *pi
     if (!s->skip_bad) {
         st_status st = decode(s, index, pixels, err);
         if (st == ST_OK)
-            *label = s->labels[index];
+            *label = s->entry[index].label;
         return st;
     }
     /* skip_bad: the first entry from index on (wrapping) that decodes. A
@@ -72,17 +77,17 @@ static st_status images_read(const st_source *src, long index, unsigned char *pi
     long n = s->base.count;
     for (long k = 0; k < n; k++) {
         long i = (index + k) % n;
-        if (__atomic_load_n(&s->bad[i], __ATOMIC_RELAXED))
+        if (__atomic_load_n(&s->entry[i].bad, __ATOMIC_RELAXED))
             continue;
         st_error local = {0};
         st_status st = decode(s, i, pixels, &local);
         if (st == ST_OK) {
-            *label = s->labels[i];
+            *label = s->entry[i].label;
             return ST_OK;
         }
         if (st == ST_ENOMEM)
             return st_fail(err, st, "%s", local.msg);
-        if (!__atomic_exchange_n(&s->bad[i], 1, __ATOMIC_RELAXED))
+        if (!__atomic_exchange_n(&s->entry[i].bad, 1, __ATOMIC_RELAXED))
             count_skipped(s);
     }
     return st_fail(err, ST_EINPUT, "%s: none of the %ld listed images can be decoded",
@@ -95,10 +100,7 @@ static void images_close(st_source *src)
     if (s->lock_made)
         pthread_rwlock_destroy(&s->decode_lock);
     free(s->paths);
-    free(s->offset);
-    free(s->labels);
-    free(s->lines);
-    free(s->bad);
+    free(s->entry);
     free(s);
 }
 
@@ -262,18 +264,11 @@ static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t
     long n = s->base.count;
     if (n == *cap) {
         long cap2 = *cap ? 2 * *cap : 1024;
-        size_t *o2 = realloc(s->offset, (size_t)cap2 * sizeof *o2);
-        if (o2)
-            s->offset = o2;
-        int *l2 = o2 ? realloc(s->labels, (size_t)cap2 * sizeof *l2) : NULL;
-        if (l2)
-            s->labels = l2;
-        int *n2 = l2 ? realloc(s->lines, (size_t)cap2 * sizeof *n2) : NULL;
-        if (n2)
-            s->lines = n2;
-        if (!o2 || !l2 || !n2)
+        image_entry *e2 = realloc(s->entry, (size_t)cap2 * sizeof *e2);
+        if (!e2)
             return st_fail(err, ST_ENOMEM, "%s: out of memory holding %ld entries",
                            s->base.name, n);
+        s->entry = e2;
         *cap = cap2;
     }
     if (*blob_len + len + 1 > *blob_cap) {
@@ -288,9 +283,7 @@ static st_status add_entry(images_source *s, long *cap, size_t *blob_len, size_t
         *blob_cap = cap2;
     }
     memcpy(s->paths + *blob_len, path, len + 1);
-    s->offset[n] = *blob_len;
-    s->labels[n] = label;
-    s->lines[n] = line;
+    s->entry[n] = (image_entry){.offset = *blob_len, .label = label, .line = line};
     *blob_len += len + 1;
     s->base.count = n + 1;
     return ST_OK;
@@ -393,7 +386,7 @@ static void size_decodes(images_source *s)
     }
     for (long i = 0; i < s->base.count; i++) {
         char why[160];
-        int fd = st_open_regular(s->paths + s->offset[i], why, sizeof why);
+        int fd = st_open_regular(s->paths + s->entry[i].offset, why, sizeof why);
         FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
         if (!f) {
             if (fd >= 0)
@@ -456,11 +449,6 @@ st_status st_images_open(st_source **out, const char *list, const char *names, l
         st = st_fopen_input(list, "r", "image list", &f, err);
     if (st == ST_OK)
         st = parse_list(s, f, list, have_names ? &nl : NULL, names, limit, classes, err);
-    if (st == ST_OK && s->skip_bad) {
-        s->bad = calloc((size_t)s->base.count, 1);
-        if (!s->bad)
-            st = st_fail(err, ST_ENOMEM, "%s: out of memory", list);
-    }
     if (st == ST_OK)
         st = make_decode_lock(s, err);
     if (st == ST_OK)

@@ -75,36 +75,6 @@ static void store_close(st_source *src)
 
 static const st_source_ops store_ops = {store_read, store_close};
 
-/* Read the whole index file. */
-static st_status read_index_file(const char *path, unsigned char **data, size_t *len,
-                                 st_error *err)
-{
-    FILE *f;
-    st_status st = st_fopen_input(path, "rb", "store index", &f, err);
-    if (st != ST_OK)
-        return st;
-    struct stat sb;
-    unsigned char *buf = NULL;
-    if (fstat(fileno(f), &sb) != 0)
-        st = st_fail(err, ST_EIO, "%s: cannot stat: %s", path, strerror(errno));
-    else if ((uint64_t)sb.st_size > HEADER_BYTES + 4 * MAX_BLOCKS + 4)
-        st = st_fail(err, ST_EINPUT, "%s: %lld bytes: too large for a store index: the index is "
-                     "corrupt", path, (long long)sb.st_size);
-    else if (!(buf = malloc((size_t)sb.st_size + 1)))
-        st = st_fail(err, ST_ENOMEM, "out of memory reading %s", path);
-    else if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
-        st = st_fail(err, ST_EIO, "%s: read failed: %s", path,
-                     ferror(f) ? strerror(errno) : "the file shrank");
-    fclose(f);
-    if (st != ST_OK) {
-        free(buf);
-        return st;
-    }
-    *data = buf;
-    *len = (size_t)sb.st_size;
-    return ST_OK;
-}
-
 /* A stripe that is one of the caller's outputs: writing it would ruin the
  * store. */
 static st_status refuse_outputs(const store_source *s, const st_output_ids *outputs,
@@ -128,7 +98,7 @@ static st_status refuse_outputs(const store_source *s, const st_output_ids *outp
 st_status st_store_open(st_source **out, const char *path, long limit, int classes, int verify,
                         const st_output_ids *outputs, st_error *err)
 {
-    unsigned char *data = NULL;
+    char *index = NULL; /* the index file, whole */
     size_t len = 0;
     store_source *s = st_calloc(1, sizeof *s, "store source", err);
     st_status st = s ? ST_OK : ST_ENOMEM;
@@ -139,9 +109,10 @@ st_status st_store_open(st_source **out, const char *path, long limit, int class
                                        ? realpath(path, NULL) : strdup(path)))
         st = st_fail(err, ST_ENOMEM, "%s: cannot resolve the link: %s", path, strerror(errno));
     if (st == ST_OK)
-        st = read_index_file(path, &data, &len, err);
+        st = st_read_text(path, "store index", HEADER_BYTES + 4 * MAX_BLOCKS + 4, &index, &len,
+                          err);
     if (st == ST_OK)
-        st = store_index_parse(path, data, len, &s->L, err);
+        st = store_index_parse(path, (const unsigned char *)index, len, &s->L, err);
     if (st == ST_OK && classes > 0 && s->L.classes > (uint32_t)classes)
         st = st_fail(err, ST_EINPUT, "%s: the store has %u classes but the network has %d "
                      "outputs", path, s->L.classes, classes);
@@ -158,7 +129,7 @@ st_status st_store_open(st_source **out, const char *path, long limit, int class
         st = refuse_outputs(s, outputs, err);
     if (st == ST_OK && verify)
         st = store_blocks_verify(s->stripes_at, &s->L, s->fds, err);
-    free(data);
+    free(index);
     if (st != ST_OK) {
         if (s)
             store_close(&s->base);

@@ -14,6 +14,21 @@
  * than one iteration ahead of the communication thread. */
 #define SCALES 8
 
+/* A bucket: a range of the parameter arena reduced as one. */
+typedef struct overlap_bucket {
+    size_t lo, hi;        /* its arena range */
+    int layers_in;        /* layers with parameters in it */
+    int class_of;         /* its size class (overlap.h) */
+    atomic_int remaining; /* layers not yet done by every worker */
+    unsigned char ready;  /* under the lock: every layer done, not yet taken */
+} overlap_bucket;
+
+/* A layer's place in the buckets. */
+typedef struct overlap_layer {
+    int bucket_of;        /* its bucket, -1 without parameters */
+    atomic_int count;     /* workers done with it this iteration */
+} overlap_layer;
+
 struct st_overlap {
     const st_net *net;
     st_ps *ps;
@@ -21,12 +36,8 @@ struct st_overlap {
     int channel, workers;
     size_t bucket_bytes;
     int n_buckets;
-    size_t *lo, *hi;            /* [n_buckets] arena range, backward order */
-    int *layers_in;             /* [n_buckets] layers with parameters in it */
-    int *class_of;              /* [n_buckets] its size class (overlap.h) */
-    int *bucket_of;             /* [n_layers] its bucket, -1 without parameters */
-    atomic_int *remaining;      /* [n_buckets] layers not yet done by every worker */
-    atomic_int *layer_count;    /* [n_layers] workers done with it this iteration */
+    overlap_bucket *bucket;     /* [n_buckets], backward order */
+    overlap_layer *layer;       /* [n_layers] */
     unsigned char *reported;    /* [workers * n_layers] */
     float scale[SCALES];
     atomic_long current;        /* without a cluster: the iteration the workers compute, */
@@ -38,8 +49,7 @@ struct st_overlap {
     st_trace_track *trace;      /* --trace: the thread's track, or NULL */
     pthread_mutex_t lock;
     pthread_cond_t moved;
-    /* under lock */
-    unsigned char *ready;       /* [n_buckets] */
+    /* under lock: each bucket's ready */
     long iteration;             /* the one being reduced */
     long done;                  /* the last one reduced, or first - 1 */
     int quit;
@@ -67,32 +77,32 @@ static st_status plan(st_overlap *o, size_t bucket_bytes, st_error *err)
             hi[p->layer] = p->offset + p->count;
     }
     for (int i = nl - 1; i >= 0; i--) {
-        o->bucket_of[i] = -1;
+        o->layer[i].bucket_of = -1;
         if (lo[i] == (size_t)-1)
             continue;
         int b = o->n_buckets;
-        int open = b > 0 && (o->hi[b - 1] - o->lo[b - 1]) * sizeof(float) < bucket_bytes;
-        if (open) { /* extend the last bucket downwards */
-            o->lo[b - 1] = lo[i];
-            o->layers_in[b - 1]++;
-            o->bucket_of[i] = b - 1;
+        overlap_bucket *last = b > 0 ? &o->bucket[b - 1] : NULL;
+        if (last && (last->hi - last->lo) * sizeof(float) < bucket_bytes) {
+            last->lo = lo[i]; /* the last bucket extended downwards */
+            last->layers_in++;
+            o->layer[i].bucket_of = b - 1;
         } else {
-            o->lo[b] = lo[i];
-            o->hi[b] = b > 0 ? o->lo[b - 1] : o->ps->count;
-            o->layers_in[b] = 1;
-            o->bucket_of[i] = b;
+            o->bucket[b].lo = lo[i];
+            o->bucket[b].hi = last ? last->lo : o->ps->count;
+            o->bucket[b].layers_in = 1;
+            o->layer[i].bucket_of = b;
             o->n_buckets++;
         }
     }
     if (o->n_buckets > 0) /* the first bucket starts at the arena's start */
-        o->lo[o->n_buckets - 1] = 0;
+        o->bucket[o->n_buckets - 1].lo = 0;
     for (int b = 0; b < o->n_buckets; b++) {
-        size_t bytes = (o->hi[b] - o->lo[b]) * sizeof(float);
+        size_t bytes = (o->bucket[b].hi - o->bucket[b].lo) * sizeof(float);
         int k = 0;
         for (size_t edge = bucket_bytes * 4; k + 1 < ST_OVERLAP_CLASSES && bytes >= edge;
              edge *= 4)
             k++;
-        o->class_of[b] = k;
+        o->bucket[b].class_of = k;
     }
     free(lo);
     free(hi);
@@ -122,7 +132,7 @@ static void trace_bucket(st_overlap *o, long it, int b, const double *t)
     st_trace_track *tr = st_trace_at(o->trace, it);
     if (!tr)
         return;
-    double bytes = (double)(o->hi[b] - o->lo[b]) * sizeof(float);
+    double bytes = (double)(o->bucket[b].hi - o->bucket[b].lo) * sizeof(float);
     const char *names[3] = {"wait: bucket", "sum bucket", "all-reduce bucket"};
     const char *cats[3] = {"wait", "phase", "comm"};
     for (int k = 0; k < 3; k++) {
@@ -130,7 +140,7 @@ static void trace_bucket(st_overlap *o, long it, int b, const double *t)
                             .key = {"bytes"}, .value = {bytes}, .t0 = t[k], .t1 = t[k + 1]};
         if (k == 2) {
             e.text_key = "algorithm";
-            e.text = st_cluster_algorithm(o->cluster, o->channel + o->class_of[b]);
+            e.text = st_cluster_algorithm(o->cluster, o->channel + o->bucket[b].class_of);
         }
         st_trace_add(tr, &e);
     }
@@ -142,11 +152,12 @@ static void trace_bucket(st_overlap *o, long it, int b, const double *t)
 static void reduce_bucket(st_overlap *o, int b, long it, int worker, double *t)
 {
     st_error err = {0};
+    overlap_bucket *k = &o->bucket[b];
     t[1] = st_now();
-    st_ps_reduce_range(o->ps, o->lo[b], o->hi[b], o->scale[it % SCALES]);
+    st_ps_reduce_range(o->ps, k->lo, k->hi, o->scale[it % SCALES]);
     t[2] = st_now();
-    if (o->cluster && st_cluster_allreduce(o->cluster, o->channel + o->class_of[b], it,
-                                           o->ps->grads[0] + o->lo[b], o->hi[b] - o->lo[b],
+    if (o->cluster && st_cluster_allreduce(o->cluster, o->channel + k->class_of, it,
+                                           o->ps->grads[0] + k->lo, k->hi - k->lo,
                                            &err) != ST_OK) {
         st_error_prefix(&err, "overlap: ");
         st_cluster_abort(o->cluster, &err);
@@ -154,7 +165,7 @@ static void reduce_bucket(st_overlap *o, int b, long it, int worker, double *t)
     t[3] = st_now();
     if (o->cluster)
         trace_bucket(o, it, b, t);
-    atomic_store(&o->remaining[b], o->layers_in[b]);
+    atomic_store(&k->remaining, k->layers_in);
     if (o->reduced)
         o->reduced(o->reduced_ctx, b, it, worker, t[1], t[3]);
 }
@@ -177,13 +188,13 @@ static void *communicate(void *arg)
         for (int b = 0; b < o->n_buckets; b++) {
             double t[4] = {st_now()};
             pthread_mutex_lock(&o->lock);
-            while (!o->ready[b] && !o->quit)
+            while (!o->bucket[b].ready && !o->quit)
                 pthread_cond_wait(&o->moved, &o->lock);
             if (o->quit) {
                 pthread_mutex_unlock(&o->lock);
                 return NULL;
             }
-            o->ready[b] = 0;
+            o->bucket[b].ready = 0;
             it = o->iteration;
             pthread_mutex_unlock(&o->lock);
             reduce_bucket(o, b, it, -1, t);
@@ -205,15 +216,9 @@ void st_overlap_free(st_overlap *o)
     }
     pthread_mutex_destroy(&o->lock);
     pthread_cond_destroy(&o->moved);
-    free(o->lo);
-    free(o->hi);
-    free(o->layers_in);
-    free(o->class_of);
-    free(o->bucket_of);
-    free(o->remaining);
-    free(o->layer_count);
+    free(o->bucket);
+    free(o->layer);
     free(o->reported);
-    free(o->ready);
     free(o);
 }
 
@@ -236,22 +241,13 @@ st_status st_overlap_create(st_overlap **out, const st_net *net, st_ps *ps, st_c
     o->reduced_ctx = reduced_ctx;
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->moved, NULL);
-    o->lo = st_calloc((size_t)nl, sizeof *o->lo, "overlap buckets", err);
-    o->hi = st_calloc((size_t)nl, sizeof *o->hi, "overlap buckets", err);
-    o->layers_in = st_calloc((size_t)nl, sizeof *o->layers_in, "overlap buckets", err);
-    o->class_of = st_calloc((size_t)nl, sizeof *o->class_of, "overlap buckets", err);
-    o->bucket_of = st_calloc((size_t)nl, sizeof *o->bucket_of, "overlap buckets", err);
-    o->remaining = st_calloc((size_t)nl, sizeof *o->remaining, "overlap buckets", err);
-    o->layer_count = st_calloc((size_t)nl, sizeof *o->layer_count, "overlap buckets", err);
+    o->bucket = st_calloc((size_t)nl, sizeof *o->bucket, "overlap buckets", err);
+    o->layer = st_calloc((size_t)nl, sizeof *o->layer, "overlap buckets", err);
     o->reported = st_calloc((size_t)workers * (size_t)nl, 1, "overlap buckets", err);
-    o->ready = st_calloc((size_t)nl, 1, "overlap buckets", err);
-    st_status st = o->lo && o->hi && o->layers_in && o->class_of && o->bucket_of &&
-                           o->remaining &&
-                           o->layer_count && o->reported && o->ready
-                       ? plan(o, bucket_bytes, err)
-                       : ST_ENOMEM;
+    st_status st =
+        o->bucket && o->layer && o->reported ? plan(o, bucket_bytes, err) : ST_ENOMEM;
     for (int b = 0; st == ST_OK && b < o->n_buckets; b++)
-        atomic_init(&o->remaining[b], o->layers_in[b]);
+        atomic_init(&o->bucket[b].remaining, o->bucket[b].layers_in);
     /* per iteration, three events a bucket; without a cluster the workers
      * reduce, and a track is written by one thread */
     if (st == ST_OK && o->n_buckets > 0 && c)
@@ -290,15 +286,15 @@ void st_overlap_begin(st_overlap *o, long it, float scale)
 
 void st_overlap_layer_done(st_overlap *o, int w, int layer)
 {
-    int b = o->bucket_of[layer];
+    int b = o->layer[layer].bucket_of;
     unsigned char *mine = &o->reported[(size_t)w * (size_t)o->net->n_layers + (size_t)layer];
     if (b < 0 || *mine)
         return;
     *mine = 1;
-    if (atomic_fetch_add(&o->layer_count[layer], 1) + 1 < o->workers)
+    if (atomic_fetch_add(&o->layer[layer].count, 1) + 1 < o->workers)
         return;
-    atomic_store(&o->layer_count[layer], 0);
-    if (atomic_fetch_sub(&o->remaining[b], 1) != 1)
+    atomic_store(&o->layer[layer].count, 0);
+    if (atomic_fetch_sub(&o->bucket[b].remaining, 1) != 1)
         return;
     if (!o->cluster) { /* this worker completed the bucket: it reduces it */
         long it = atomic_load(&o->current);
@@ -310,7 +306,7 @@ void st_overlap_layer_done(st_overlap *o, int w, int layer)
         }
     } else {
         pthread_mutex_lock(&o->lock);
-        o->ready[b] = 1;
+        o->bucket[b].ready = 1;
         pthread_cond_broadcast(&o->moved);
         pthread_mutex_unlock(&o->lock);
     }
@@ -353,11 +349,11 @@ int st_overlap_buckets(const st_overlap *o)
 
 void st_overlap_bucket_range(const st_overlap *o, int b, size_t *lo, size_t *hi)
 {
-    *lo = o->lo[b];
-    *hi = o->hi[b];
+    *lo = o->bucket[b].lo;
+    *hi = o->bucket[b].hi;
 }
 
 int st_overlap_bucket_of(const st_overlap *o, int layer)
 {
-    return o->bucket_of[layer];
+    return o->layer[layer].bucket_of;
 }
