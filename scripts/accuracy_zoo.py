@@ -30,7 +30,8 @@ last one short, as singletrain has it (and DataLoader with drop_last=False);
 the schedule runs over EPOCHS such epochs (max_batches= unless given). Recipe keys and their translation (anything else is refused, so a
 recipe is never half-translated):
     batch, learning_rate, momentum, decay, decay_mode, policy and its keys,
-    warmup, warmup_factor, max_batches    torch_recipe.py (solver=sgd only)
+    warmup, warmup_factor, max_batches,   torch_recipe.py (solver=sgd, or adam
+    adam, B1, B2, eps, eps_mode            with eps_mode=torch)
     crop=1 crop_pad=P                      RandomCrop(28, padding=P): a shift
                                            of -P..P each way, zeros coming in
     mirror=1                               RandomHorizontalFlip(0.5)
@@ -52,7 +53,8 @@ CLASSES = 10
 TRAIN_KEYS = {"batch", "solver", "learning_rate", "learning_rate_min", "momentum", "decay",
               "decay_mode", "policy", "step", "steps", "scales", "scale", "gamma", "power",
               "warmup", "warmup_factor", "max_batches", "pct_start", "div_factor",
-              "final_div_factor", "crop", "crop_pad", "mirror", "subdivisions"}
+              "final_div_factor", "crop", "crop_pad", "mirror", "subdivisions", "adam", "B1",
+              "B2", "eps", "eps_mode"}
 
 
 def zoo():
@@ -178,8 +180,9 @@ def recipe_keys(recipe):
     """recipe's [net] keys; exit 2 naming the key that has no translation."""
     keys = torch_recipe.net_keys(recipe)
     bad = sorted(set(keys) - TRAIN_KEYS)
-    if keys.get("solver", "sgd") != "sgd":
-        bad.append(f"solver={keys['solver']} (sgd only)")
+    why = torch_recipe.untranslated_solver(keys)
+    if why:
+        bad.append(why)
     if keys.get("subdivisions", "1") != "1":
         bad.append(f"subdivisions={keys['subdivisions']} (the same arithmetic as 1: leave it out)")
     if bad:
@@ -208,7 +211,7 @@ def train(model, seed, out, recipe, epochs, threads, name):
     net = build(model)
     net.load_state_dict(torch.load(out + ".pt"))
     net.train()
-    opt = torch_recipe.sgd(net, keys)
+    opt = torch_recipe.optimizer(net, keys)
     sched = torch_recipe.scheduler(opt, keys, epochs * -(-len(xtr) // batch))
     lossf = torch.nn.CrossEntropyLoss()
     per_epoch = -(-len(xtr) // batch)

@@ -11,9 +11,15 @@ usage: torch_recipe.py schedule NET ITERS
     scheduler.step()). Like singletrain, a [net] without max_batches=
     runs its schedule over the ITERS iterations.
 
-As a module: net_keys(path), sgd(model, keys) and scheduler(opt, keys,
-iters). The translation:
+As a module: net_keys(path), optimizer(model, keys) and scheduler(opt,
+keys, iters). The translation:
     learning_rate, momentum, decay   SGD(lr, momentum, weight_decay); dampening 0
+    solver=adam (or adam=1), B1, B2, eps, eps_mode=torch
+                                     Adam(lr, betas=(B1, B2), eps, weight_decay):
+                                     eps added after the bias correction, as
+                                     singletrain's eps_mode=torch; the default
+                                     eps_mode=caffe (Caffe's AdamSolver, eps added
+                                     before it) has no PyTorch counterpart
     decay_mode=darknet (default)     weight_decay on the tensors of 2 or more
                                      dimensions (convolution and linear weights)
                                      only, 0 on biases and batch-norm tensors
@@ -64,13 +70,33 @@ def _list(keys, k, kind):
     return [kind(v) for v in keys[k].split(",")] if k in keys else []
 
 
-def sgd(model, keys, no_decay=()):
-    """torch.optim.SGD over model's parameters as the recipe decays them;
-    no_decay: parameters that take no decay whatever decay_mode says (a
-    bias right before batch norm, which singletrain folds into the running
-    mean on import: it has nothing to decay)."""
+def _rule(keys):
+    """The update rule: solver=, Darknet's adam=1 meaning solver=adam."""
+    return "adam" if keys.get("adam", "0") == "1" else keys.get("solver", "sgd")
+
+
+def untranslated_solver(keys):
+    """Why the recipe's update rule has no PyTorch optimizer, or None."""
+    rule = _rule(keys)
+    if rule == "adam" and keys.get("eps_mode", "caffe") != "torch":
+        return ("solver=adam with eps_mode=caffe (Caffe's AdamSolver adds eps before the bias "
+                "correction; give eps_mode=torch for torch.optim.Adam's)")
+    if rule not in ("sgd", "adam"):
+        return f"solver={rule} (sgd, and adam with eps_mode=torch)"
+    return None
+
+
+def optimizer(model, keys, no_decay=()):
+    """torch.optim.SGD, or Adam, over model's parameters as the recipe
+    decays them; no_decay: parameters that take no decay whatever
+    decay_mode says (a bias right before batch norm, which singletrain
+    folds into the running mean on import: it has nothing to decay). A
+    rule without a translation (untranslated_solver) exits."""
     import torch
 
+    why = untranslated_solver(keys)
+    if why:
+        sys.exit(f"torch_recipe.py: no PyTorch translation for {why}")
     lr, momentum, decay = _f(keys, "learning_rate", 0.001), _f(keys, "momentum", 0.9), \
         _f(keys, "decay", 0.0001)
     skip = {id(p) for p in no_decay}
@@ -83,6 +109,9 @@ def sgd(model, keys, no_decay=()):
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     if kept:
         groups.append({"params": kept, "weight_decay": 0.0})
+    if _rule(keys) == "adam":
+        return torch.optim.Adam(groups, lr=lr, betas=(_f(keys, "B1", 0.9), _f(keys, "B2", 0.999)),
+                                eps=_f(keys, "eps", 1e-7))
     return torch.optim.SGD(groups, lr=lr, momentum=momentum)
 
 
@@ -145,7 +174,8 @@ def schedule(path, iters):
 
     keys = net_keys(path)
     w = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
-    opt = sgd(torch.nn.ParameterList([w]), keys)
+    # the rate alone: any optimizer takes it (the rule's translation is not asked)
+    opt = torch.optim.SGD([w], lr=_f(keys, "learning_rate", 0.001))
     sched = scheduler(opt, keys, iters)
     for i in range(iters):
         print(f"{i} {opt.param_groups[0]['lr']:.17g}")

@@ -19,10 +19,16 @@
  *                              u = gd * sqrt((h2 + delta) / (h + delta));
  *                              h2 = momentum * h2 + (1 - momentum) * u^2;
  *                              w -= lr * u
- *   adam (Caffe / Darknet; planes m, v):  m = B1 * m + (1 - B1) * gd;
+ *   adam (Caffe's AdamSolver; planes m, v):  m = B1 * m + (1 - B1) * gd;
  *                              v = B2 * v + (1 - B2) * gd^2;
  *                              w -= lr * sqrt(1 - B2^t) / (1 - B1^t)
- *                                      * m / (sqrt(v) + eps),  t = iter + 1
+ *                                      * m / (sqrt(v) + E),  t = iter + 1,
+ *                              E = eps (eps_mode=caffe, the default) or
+ *                              eps * sqrt(1 - B2^t) (eps_mode=torch: then
+ *                              w -= lr * m^ / (sqrt(v^) + eps) with m^ =
+ *                              m / (1 - B1^t), v^ = v / (1 - B2^t), as
+ *                              torch.optim.Adam, Darknet's adam_gpu and
+ *                              Kingma and Ba's Algorithm 1 have it)
  *
  * Running batch-norm statistics (ST_PARAM_STAT) are not learned, whatever
  * the rule: running = keep running + (1 - keep) batch average, keep the
@@ -125,7 +131,7 @@ typedef struct st_lr_schedule {
     X(ADAGRAD, "adagrad", 1, 9, "delta", "AdaGrad's")                               \
     X(RMSPROP, "rmsprop", 1, 12, "rms_decay delta", "RMSProp's")                    \
     X(ADADELTA, "adadelta", 2, 19, "delta", "AdaDelta's")                           \
-    X(ADAM, "adam", 2, 16, "B1 B2 eps", "Adam's")
+    X(ADAM, "adam", 2, 16, "B1 B2 eps eps_mode", "Adam's")
 
 typedef enum st_solver_rule {
 #define ST_SOLVER_ENUM(e, name, planes, flops, keys, whose) ST_SOLVER_##e,
@@ -163,6 +169,18 @@ typedef enum st_decay_mode {
 
 extern const char *const st_decay_mode_names[]; /* cfg names, NULL-terminated */
 
+/* Where Adam adds eps= (eps_mode=): to sqrt(v) before the bias correction
+ * (caffe) or after it (torch); see adam above. */
+#define ST_EPS_MODES(X) X(CAFFE, "caffe") X(TORCH, "torch")
+
+typedef enum st_eps_mode {
+#define ST_EPS_ENUM(e, name) ST_EPS_##e,
+    ST_EPS_MODES(ST_EPS_ENUM)
+#undef ST_EPS_ENUM
+} st_eps_mode;
+
+extern const char *const st_eps_mode_names[]; /* cfg names, NULL-terminated */
+
 typedef struct st_solver_cfg {
     st_lr_schedule lr;
     st_solver_rule rule;
@@ -172,6 +190,7 @@ typedef struct st_solver_cfg {
     float beta1;     /* adam: B1= */
     float beta2;     /* adam: B2= */
     float eps;       /* adam: eps= */
+    st_eps_mode eps_mode; /* adam: where eps is added */
     float rms_decay; /* rmsprop */
     float delta;     /* adagrad, rmsprop, adadelta: Caffe's delta= */
 } st_solver_cfg;

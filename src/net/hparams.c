@@ -207,7 +207,7 @@ static int rule_reads(st_solver_rule rule, const char *key)
 static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
                                     const st_solver_cfg *c, const st_log *log)
 {
-    static const char *const keys[] = {"B1", "B2", "eps", "rms_decay", "delta"};
+    static const char *const keys[] = {"B1", "B2", "eps", "eps_mode", "rms_decay", "delta"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         st_cfg_option *o = st_cfg_find(s, keys[i]);
         if (!o || rule_reads(c->rule, keys[i]))
@@ -232,12 +232,12 @@ static void warn_unused_solver_keys(const st_cfg *cfg, st_cfg_section *s,
 
 /* The update rule and its keys: solver= (Caffe's names), Darknet's adam=1
  * (the same as solver=adam), momentum=, decay=, decay_mode=, B1=, B2=, eps= (Darknet's
- * Adam), rms_decay= and delta= (Caffe's). Every key is read whatever the
+ * Adam), eps_mode=, rms_decay= and delta= (Caffe's). Every key is read whatever the
  * rule, so a Darknet cfg with B1= and no adam=1 still loads. */
 static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg *c,
                              const st_log *log, st_error *err)
 {
-    int rule, adam, decay_mode;
+    int rule, adam, decay_mode, eps_mode;
     st_status st;
     if ((st = st_cfg_enum(cfg, s, "solver", st_solver_rule_names, ST_SOLVER_SGD, &rule,
                           err)) ||
@@ -252,6 +252,8 @@ static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg
                                 "Adam would never update", &c->beta2, err)) ||
         (st = read_float_except(cfg, s, "eps", 0.0000001f, 0.0f, 1.0f, 0.0f,
                                 "Adam divides by sqrt(v) + eps", &c->eps, err)) ||
+        (st = st_cfg_enum(cfg, s, "eps_mode", st_eps_mode_names, ST_EPS_CAFFE, &eps_mode,
+                          err)) ||
         (st = read_float_except(cfg, s, "rms_decay", 0.99f, 0.0f, 1.0f, 1.0f,
                                 "RMSProp's history would stay 0", &c->rms_decay, err)) ||
         (st = read_float_except(cfg, s, "delta", 1e-8f, 0.0f, 1.0f, 0.0f,
@@ -259,6 +261,7 @@ static st_status read_solver(const st_cfg *cfg, st_cfg_section *s, st_solver_cfg
         return st;
     c->rule = (st_solver_rule)rule;
     c->decay_mode = (st_decay_mode)decay_mode;
+    c->eps_mode = (st_eps_mode)eps_mode;
     if (adam) {
         st_cfg_option *a = st_cfg_find(s, "adam"), *o = st_cfg_find(s, "solver");
         if (o && c->rule != ST_SOLVER_ADAM)

@@ -15,6 +15,12 @@ const char *const st_decay_mode_names[] = {
 #undef ST_DECAY_NAME
     NULL};
 
+const char *const st_eps_mode_names[] = {
+#define ST_EPS_NAME(e, name) name,
+    ST_EPS_MODES(ST_EPS_NAME)
+#undef ST_EPS_NAME
+    NULL};
+
 const st_solver_rule_info st_solver_rules[ST_SOLVER_RULE_COUNT] = {
 #define ST_SOLVER_INFO(e, name, planes, flops, keys, whose) {name, planes, flops, keys, whose},
     ST_SOLVER_RULES(ST_SOLVER_INFO)
@@ -160,15 +166,16 @@ static void adadelta_range(const st_solver_cfg *c, float lr, float decay, float 
     }
 }
 
-/* step: lr with the bias correction of iteration t already applied. */
-static void adam_range(const st_solver_cfg *c, float step, float decay, float *w, float *m,
-                       float *v, const float *g, size_t n)
+/* step: lr with the bias correction of iteration t already applied; eps:
+ * what is added to sqrt(v) (adam_eps). */
+static void adam_range(const st_solver_cfg *c, float step, float eps, float decay, float *w,
+                       float *m, float *v, const float *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float gd = g[i] + decay * w[i];
         m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * gd;
         v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * gd * gd;
-        w[i] -= step * m[i] / (sqrtf(v[i]) + c->eps);
+        w[i] -= step * m[i] / (sqrtf(v[i]) + eps);
     }
 }
 
@@ -179,6 +186,17 @@ static float adam_step(const st_solver_cfg *c, float lr, long iter)
     double t = (double)iter + 1.0;
     double correction = sqrt(1.0 - pow((double)c->beta2, t)) / (1.0 - pow((double)c->beta1, t));
     return (float)((double)lr * correction);
+}
+
+/* What Adam adds to sqrt(v) at iteration iter: eps (caffe), or eps times
+ * sqrt(1 - B2^t) (torch), so that with adam_step's rate the update is
+ * lr * m^ / (sqrt(v^) + eps), t = iter + 1. */
+static float adam_eps(const st_solver_cfg *c, long iter)
+{
+    if (c->eps_mode == ST_EPS_CAFFE)
+        return c->eps;
+    double t = (double)iter + 1.0;
+    return (float)((double)c->eps * sqrt(1.0 - pow((double)c->beta2, t)));
 }
 
 void st_solver_update(const st_solver_cfg *c, const st_param_table *t, float lr, long iter,
@@ -195,6 +213,7 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
                          const float *g, size_t g_base)
 {
     float rate = c->rule == ST_SOLVER_ADAM ? adam_step(c, lr, iter) : lr;
+    float eps = c->rule == ST_SOLVER_ADAM ? adam_eps(c, iter) : 0.0f;
     for (int i = 0; i < t->n; i++) {
         const st_param *p = &t->p[i];
         size_t b = p->offset > begin ? p->offset : begin;
@@ -230,7 +249,7 @@ static void update_range(const st_solver_cfg *c, const st_param_table *t, float 
             adadelta_range(c, rate, decay, w + b, s0, s0 + stride, gb, n);
             break;
         case ST_SOLVER_ADAM:
-            adam_range(c, rate, decay, w + b, s0, s0 + stride, gb, n);
+            adam_range(c, rate, eps, decay, w + b, s0, s0 + stride, gb, n);
             break;
         case ST_SOLVER_RULE_COUNT: /* not a rule: hparams.c reads only the table's */
             break;

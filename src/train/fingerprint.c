@@ -120,9 +120,9 @@ void st_trainer_fingerprint(const st_trainer *t, st_cluster_fingerprint *fp)
     st_cluster_fp_add_double(fp, "the momentum (momentum= in [net])", sv->momentum);
     st_cluster_fp_add_double(fp, "the weight decay (decay= in [net])", sv->decay);
     st_cluster_fp_add(fp, "the tensors decayed (decay_mode= in [net])", sv->decay_mode);
-    double rule[] = {sv->beta1, sv->beta2, sv->eps, sv->rms_decay, sv->delta};
-    st_cluster_fp_add(fp, "the update rule's settings (B1=, B2=, eps=, rms_decay=, delta= in "
-                      "[net])", st_hash_bytes(ST_HASH_START, rule, sizeof rule));
+    double rule[] = {sv->beta1, sv->beta2, sv->eps, sv->eps_mode, sv->rms_decay, sv->delta};
+    st_cluster_fp_add(fp, "the update rule's settings (B1=, B2=, eps=, eps_mode=, rms_decay=, "
+                      "delta= in [net])", st_hash_bytes(ST_HASH_START, rule, sizeof rule));
     double transform[ST_MAX_CHANNELS + 3];
     for (int c = 0; c < ST_MAX_CHANNELS; c++)
         transform[c] = t->transform.mean[c];

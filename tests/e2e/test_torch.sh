@@ -32,6 +32,12 @@
 #     which singletrain folds into the running mean, is kept out of PyTorch's
 #     decay: torch_models.py's folded_biases; test_schedule.sh checks the
 #     schedules alone, step by step);
+#   - 5 full-batch Adam steps (dnnl; adam.train below: eps_mode=torch, eps
+#     1e-3 large enough that adding it before the bias correction, Caffe's
+#     placement and the default, moves the losses past the tolerance; weight
+#     decay 0.01 on every tensor) against torch.optim.Adam as
+#     scripts/torch_recipe.py builds it: the losses and the eval-mode
+#     outputs after them, as above;
 #   - a net of bias-free nn.Linear layers, which the exporter (no constant
 #     folding) writes as MatMul of Transpose(W): predict on both backends
 #     gives PyTorch's eval outputs within 1e-4 (forward only);
@@ -64,6 +70,9 @@ cd "$tmp" || exit 2
 { printf '[net]\nbatch=16\nsolver=sgd\nlearning_rate=0.05\nmomentum=0.9\ndecay=0.05\n'
   printf 'decay_mode=torch\npolicy=cosine\nwarmup=2\nwarmup_factor=0.5\nlearning_rate_min=0.005\n'
 } >decay.train
+{ printf '[net]\nbatch=16\nsolver=adam\nlearning_rate=0.01\nB1=0.9\nB2=0.999\neps=0.001\n'
+  printf 'eps_mode=torch\ndecay=0.01\ndecay_mode=torch\npolicy=constant\n'
+} >adam.train
 check "PyTorch builds and exports the four models" err 0 "" -- $py "$models" build .
 # the runs: one worker thread, ref or dnnl as said; batch = the 16 images
 printf '[net]\nbatch=16\nsolver=sgd\nlearning_rate=512\nmomentum=0\ndecay=0\npolicy=constant\n' \
@@ -96,6 +105,13 @@ for m in lenet vgg resnet concat; do
     check "$m: predict --scores after the decay recipe" out 0 "$m/15." -- \
         "$bin" predict --scores "$m.onnx" "decay-$m/${m}_final.snap" "$m"/*.p?m
     cp "$tmp/stdout" "$m.decay.trained.scores"
+    check "$m: 5 Adam steps, eps_mode=torch (dnnl)" err 0 "" -- "$bin" --backend dnnl \
+        --hparams adam.train --data "$m.data" --iters 5 --no-test -t 1 --log-every 1 \
+        --log-format csv --snapshot-dir "adam-$m" "$m.onnx"
+    cp "$tmp/stdout" "$m.adam.csv"
+    check "$m: predict --scores after the Adam steps" out 0 "$m/15." -- \
+        "$bin" predict --scores "$m.onnx" "adam-$m/${m}_final.snap" "$m"/*.p?m
+    cp "$tmp/stdout" "$m.adam.trained.scores"
 done
 # a bias-free nn.Linear without constant folding: MatMul of Transpose(W),
 # the Transpose of an initializer computed at load (issue 36)
@@ -112,7 +128,8 @@ sed 's/^/     /' compare.out
 for m in lenet vgg resnet concat; do
     for what in "forward dnnl" "gradients dnnl" "forward ref" "gradients ref" \
         "losses of 5 SGD steps with momentum" "after 5 steps (" \
-        "losses of 5 SGD steps with the decay recipe" "after 5 steps of the decay recipe"; do
+        "losses of 5 SGD steps with the decay recipe" "after 5 steps of the decay recipe" \
+        "losses of 5 Adam steps (eps_mode=torch)" "after 5 Adam steps"; do
         expect "$m: $what as PyTorch's" grep -q "^ok $m $what" compare.out
     done
 done
@@ -123,7 +140,7 @@ done
 for be in dnnl ref; do
     expect "linear: forward $be as PyTorch's" grep -q "^ok linear forward $be" compare.out
 done
-expect "36 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 36 ]
+expect "44 comparisons, none failed" [ "$(grep -c '^ok ' compare.out)" -eq 44 ]
 
 "$bin" predict --scores lenet.onnx mom-lenet/lenet_final.snap lenet/*.pgm >onnx-trained.scores
 check "data/lenet.cfg takes the ONNX LeNet-5's trained snapshot" out 0 "lenet/15.pgm" -- \

@@ -39,6 +39,9 @@ usage: torch_models.py build DIR
                                (weight decay on every tensor, decay_mode=torch,
                                and a warm-up and a cosine), run by
                                scripts/torch_recipe.py's SGD and scheduler
+                       adamlosses, adamtrained
+                               the same for 5 steps of DIR/adam.train
+                               (solver=adam, eps_mode=torch: torch.optim.Adam)
                      and the same in float32 (probs32, ...) to print how far
                      PyTorch's own fp32 is from float64.
     lenet is data/lenet.cfg layer for layer (Caffe's LeNet-5).
@@ -53,7 +56,8 @@ usage: torch_models.py compare DIR
     NAME-trained.onnx (that snapshot exported: its running statistics and
     momentum attributes against PyTorch's, for the models with batch norm),
     and the same of the decay recipe's 5 steps, NAME.decay.csv and
-    NAME.decay.trained.scores; for
+    NAME.decay.trained.scores, and of the Adam recipe's, NAME.adam.csv and
+    NAME.adam.trained.scores; for
     linear, linear.BE.scores alone. Prints one line
     per comparison, "ok NAME WHAT: ..." or "FAIL NAME WHAT: ...", with the
     measured difference, the tolerance and PyTorch's own fp32 difference
@@ -88,6 +92,7 @@ STEPS = 5
 # others keep PyTorch's default
 BN_MOMENTUM = {"vgg": 0.3}
 DECAY_RECIPE = "decay.train"  # the [net] of the decay run, written by test_torch.sh
+ADAM_RECIPE = "adam.train"  # the [net] of the Adam run (eps_mode=torch), likewise
 
 # Tolerances, as max |a - b| / max |b| over a tensor (b PyTorch's, float64,
 # so that the difference measured is singletrain's fp32 error alone).
@@ -142,7 +147,8 @@ def build(out):
     from torch import nn
 
     torch.set_num_threads(1)
-    recipe = torch_recipe.net_keys(f"{out}/{DECAY_RECIPE}")
+    recipes = {"decay": torch_recipe.net_keys(f"{out}/{DECAY_RECIPE}"),
+               "adam": torch_recipe.net_keys(f"{out}/{ADAM_RECIPE}")}
 
     def conv_bn(cin, cout):
         return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout),
@@ -247,12 +253,12 @@ def build(out):
             nn.functional.cross_entropy(net(x), y).backward()
             for p_name, p in net.named_parameters():
                 ref[f"g{tag}:{p_name}"] = p.grad.numpy().copy()
-            for run in ("", "decay"):
+            for run in ("", "decay", "adam"):
                 net.load_state_dict(state)
                 net.to(dtype)
-                if run == "decay":  # the recipe as scripts/torch_recipe.py reads it
-                    opt = torch_recipe.sgd(net, recipe, folded_biases(net))
-                    sched = torch_recipe.scheduler(opt, recipe, STEPS)
+                if run:  # the recipe as scripts/torch_recipe.py reads it
+                    opt = torch_recipe.optimizer(net, recipes[run], folded_biases(net))
+                    sched = torch_recipe.scheduler(opt, recipes[run], STEPS)
                 else:
                     opt = torch.optim.SGD(net.parameters(), lr=LR_MOMENTUM, momentum=0.9)
                     sched = None
@@ -372,14 +378,14 @@ def gradients(out, name, be, ref, torch_model, say):
         f"; worst {where}; PyTorch fp32: {worst32:.2g}{note}")
 
 
-def losses(out, name, ref, say, run="", what="with momentum"):
+def losses(out, name, ref, say, run="", what="SGD steps with momentum"):
     """the 5 steps' losses: column 5 of --log-format csv, printed to 6 digits"""
     csv = f"{out}/{name}.{run}.csv" if run else f"{out}/{name}.csv"
     got = [float(line.split(",")[4]) for line in open(csv) if line.startswith("train,")]
     key = run + "losses"
     ok = len(got) == STEPS
     d = rel(got, ref[key]) if ok else 1.0
-    say(ok and d <= TOL_LOSS, name, f"losses of {STEPS} SGD steps {what} "
+    say(ok and d <= TOL_LOSS, name, f"losses of {STEPS} {what} "
         f"({' '.join(f'{v:.6g}' for v in got)})", d, TOL_LOSS,
         f"; PyTorch's {' '.join(f'{v:.6g}' for v in ref[key])}")
 
@@ -453,9 +459,12 @@ def compare(out):
         forward(out, name, "trained", ref, say, "trained", f"after {STEPS} steps")
         if any(k.startswith("rs:") for k in ref.files):
             running(out, name, ref, torch_model, say)
-        losses(out, name, ref, say, "decay", "with the decay recipe")
+        losses(out, name, ref, say, "decay", "SGD steps with the decay recipe")
         forward(out, name, "decay.trained", ref, say, "decaytrained",
                 f"after {STEPS} steps of the decay recipe")
+        losses(out, name, ref, say, "adam", "Adam steps (eps_mode=torch)")
+        forward(out, name, "adam.trained", ref, say, "adamtrained",
+                f"after {STEPS} Adam steps")
     for name in FORWARD_ONLY:
         ref = np.load(f"{out}/{name}.npz")
         for be in BACKENDS:

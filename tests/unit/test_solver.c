@@ -281,6 +281,54 @@ static void test_rules_hand_computed(void **state)
     }
 }
 
+/* eps_mode=torch: Adam as torch.optim.Adam has it, w -= lr * m^ / (sqrt(v^)
+ * + eps) with m^ = m / (1 - B1^t) and v^ = v / (1 - B2^t), on the inputs
+ * of test_rules_hand_computed. Step 1 of w[0] by hand: m^ = 0.0256625 /
+ * 0.125 = 0.2053, v^ = 0.00032928 / 0.0078125 = 0.04214809, sqrt(v^) =
+ * 0.2053; w = 0.53 - 0.1 * 0.2053 / (0.2053 + 1e-4) = 0.430048685 (Caffe's
+ * placement gives 0.430548061 there, 1.2e-3 relative away). The rest from
+ * the Python of the header with that line for adam's update, in float64:
+ *   mh = s0[i] / (1 - b1**(t+1));  vh = s1[i] / (1 - b2**(t+1))
+ *   w[i] -= lr * mh / (sqrt(vh) + eps)
+ * and its planes after step 3 (m and v: the decay of the moved weights
+ * moves them too). */
+static void test_adam_eps_torch(void **state)
+{
+    (void)state;
+    static const double expect[N_STEPS][N_LEARNED] = {
+        {0.430048685, -0.170097276, 0.970164474, -2.12997367, 0.269966488, 0.2300999,
+         -0.310049975},
+        {0.402080586, -0.21983055, 0.877815465, -2.22188979, 0.368480608, 0.137347894,
+         -0.284737966},
+        {0.347592745, -0.290050231, 0.841492007, -2.27074992, 0.398383712, 0.174029505,
+         -0.314100868},
+    };
+    static const double expect_planes[2][N_LEARNED] = {
+        {0.028433318, 0.053772957, 0.00515506641, 0.0406064556, -0.0387298656, -0.0224609375,
+         0.016796875},
+        {0.000580479329, 0.00125059334, 4.27909685e-05, 0.00147304657, 0.00357864405,
+         0.000799412727, 0.000697650909},
+    };
+    st_solver_cfg c = rule_cfg(ST_SOLVER_ADAM);
+    c.eps_mode = ST_EPS_TORCH;
+    tiny s;
+    tiny_init(&s);
+    size_t n = s.table.count;
+    for (int t = 0; t < N_STEPS; t++) {
+        tiny_set_grad(&s, t);
+        st_solver_update(&c, &s.table, rule_lr[ST_SOLVER_ADAM], t, 0, n, s.w, s.state, n, s.g);
+        for (int k = 0; k < N_LEARNED; k++)
+            assert_close(s.w[checked[k]], expect[t][k], "adam eps_mode=torch", "weight",
+                         t + 1, checked[k]);
+    }
+    for (int plane = 0; plane < 2; plane++)
+        for (int k = 0; k < N_LEARNED; k++)
+            assert_close(s.state[(size_t)plane * n + checked[k]], expect_planes[plane][k],
+                         "adam eps_mode=torch",
+                         plane ? "state plane 1" : "state plane 0", N_STEPS, checked[k]);
+    tiny_free(&s);
+}
+
 /* 3 steps over [0, n) in one call, and over the same range cut at `cuts`
  * (inside the weight tensor and inside the bias tensor): bit for bit equal. */
 /* A running statistic follows its own tensor's keep (a layer's
@@ -670,6 +718,9 @@ static void test_cfg_adam(void **state)
     assert_float_equal(hp.solver.beta2, 0.99f, 0.0f);
     assert_float_equal(hp.solver.eps, 1e-6f, 0.0f);
     assert_int_equal(st_solver_state_per_param(&hp.solver), 2);
+    assert_int_equal(hp.solver.eps_mode, ST_EPS_CAFFE);
+    parse_ok("solver=adam\neps_mode=torch\n", &hp);
+    assert_int_equal(hp.solver.eps_mode, ST_EPS_TORCH);
     parse_ok("adam=1\n", &hp); /* Darknet's way */
     assert_int_equal(hp.solver.rule, ST_SOLVER_ADAM);
     parse_ok("adam=1\nsolver=adam\n", &hp);
@@ -696,6 +747,8 @@ static void test_cfg_errors(void **state)
     parse_fails("B1=1\n", "s.cfg:5: [net] B1=1: expected a number in 0..1 other than 1");
     parse_fails("B2=1.5\n", "s.cfg:5: [net] B2=1.5: expected a number in 0..1");
     parse_fails("eps=0\n", "s.cfg:5: [net] eps=0: expected a number in 0..1 other than 0");
+    parse_fails("eps_mode=pytorch\n", "s.cfg:5: [net] eps_mode=pytorch: expected one of caffe, "
+                "torch");
     parse_fails("rms_decay=-0.1\n", "s.cfg:5: [net] rms_decay=-0.1: expected a number in 0..1");
     parse_fails("delta=x\n", "s.cfg:5: [net] delta=x: expected a number in 0..1");
     parse_fails("solver=adam\nsolver=sgd\n", "s.cfg:6: duplicate key 'solver'");
@@ -706,6 +759,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_state_planes),
         cmocka_unit_test(test_rules_hand_computed),
+        cmocka_unit_test(test_adam_eps_torch),
         cmocka_unit_test(test_stat_keep),
         cmocka_unit_test(test_slices_bitwise),
         cmocka_unit_test(test_ps_apply_planes),
