@@ -13,34 +13,90 @@
 
 #include "dnnl_internal.h"
 
-#define LANES_MAX 64 /* lanes compared at once by the direct forward */
+/* The forward's window maximum is built for AVX-512 and AVX2 as well as
+ * the baseline (the build targets plain x86-64), as ref_gemm.c's kernels
+ * are; not under ThreadSanitizer, whose runtime does not resolve the
+ * clones. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__)
+#define POOL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define POOL_CLONES
+#endif
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int v4i __attribute__((vector_size(16)));
+enum { VL = 16 }; /* lanes compared at once: one AVX-512 register of floats */
 
-/* best[l], pos[l] = p[l], t where p[l] > best[l] (a NaN never replaces
- * nor is replaced), for l < nl: four lanes at a time, as a blend of the
- * comparison's mask, which GCC does not make of the scalar loop. */
-static void max_step(const float *p, float *best, int *pos, int nl, int t)
+typedef float vf __attribute__((vector_size(VL * sizeof(float))));
+typedef int vi __attribute__((vector_size(VL * sizeof(int))));
+typedef unsigned char vb __attribute__((vector_size(VL)));
+
+/* One output's VL lanes: y [VL] the maximum of x + off[i] [VL] over the nt
+ * valid window positions i, ya [VL] the window index id[i] of the first
+ * position holding it (a later position replaces it only when strictly
+ * greater, so a NaN never replaces nor is replaced): the scalar rule lane by
+ * lane, as a blend of the comparison's mask. */
+static inline void window_max_lanes(const float *x, const long *off, const int *id, int nt,
+                                    float *y, unsigned char *ya)
 {
-    int l = 0;
-    v4i tv = {t, t, t, t};
-    for (; l + 4 <= nl; l += 4) {
-        v4f v, b;
-        v4i q;
-        memcpy(&v, p + l, sizeof v);
-        memcpy(&b, best + l, sizeof b);
-        memcpy(&q, pos + l, sizeof q);
-        v4i m = v > b;
-        b = (v4f)(((v4i)v & m) | ((v4i)b & ~m));
-        q = (tv & m) | (q & ~m);
-        memcpy(best + l, &b, sizeof b);
-        memcpy(pos + l, &q, sizeof q);
+    vf best;
+    memcpy(&best, x + off[0], sizeof best);
+    vi pos = (vi){0} + id[0];
+    for (int i = 1; i < nt; i++) {
+        vf v;
+        memcpy(&v, x + off[i], sizeof v);
+        vi m = v > best;
+        best = (vf)(((vi)v & m) | ((vi)best & ~m));
+        pos = (((vi){0} + id[i]) & m) | (pos & ~m);
     }
-    for (; l < nl; l++)
-        if (p[l] > best[l]) {
-            best[l] = p[l];
-            pos[l] = t;
+    vb at = __builtin_convertvector(pos, vb);
+    memcpy(y, &best, sizeof best);
+    memcpy(ya, &at, sizeof at);
+}
+
+/* The valid positions of output (oy, ox)'s window, in the window's row
+ * order: their offsets in the input block off [nt] and their window
+ * indices id [nt]; returns nt. */
+static inline int window_taps(const st_pool_desc *d, dn_dense s, int oy, int ox, long *off,
+                              int *id)
+{
+    int nt = 0, ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+    for (int ky = 0; ky < d->kh; ky++)
+        for (int kx = 0; kx < d->kw; kx++) {
+            int iy = ys + ky, ix = xs + kx;
+            if (iy < 0 || iy >= d->ih || ix < 0 || ix >= d->iw)
+                continue;
+            off[nt] = iy * s.sh + ix * s.sw;
+            id[nt++] = ky * d->kw + kx;
+        }
+    return nt;
+}
+
+/* The forward of one sample's block of lanes: x its input, y its output,
+ * ya the output's window positions (255: a window wholly outside the
+ * input, whose output is 0). */
+POOL_CLONES static void direct_forward_block(const st_pool_desc *d, dn_dense s, dn_dense o,
+                                             const float *x, float *y, unsigned char *ya)
+{
+    long off[255];
+    int id[255];
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int nt = window_taps(d, s, oy, ox, off, id);
+            long at = oy * o.sh + ox * o.sw;
+            int l = 0;
+            for (; nt > 0 && l + VL <= s.lanes; l += VL)
+                window_max_lanes(x + l, off, id, nt, y + at + l, ya + at + l);
+            for (; l < s.lanes; l++) {
+                float best = nt > 0 ? x[off[0] + l] : 0.0f;
+                int pos = nt > 0 ? id[0] : 255;
+                for (int i = 1; i < nt; i++)
+                    if (x[off[i] + l] > best) {
+                        best = x[off[i] + l];
+                        pos = id[i];
+                    }
+                y[at + l] = best;
+                ya[at + l] = (unsigned char)pos;
+            }
         }
 }
 
@@ -70,44 +126,8 @@ static st_status direct_forward(st_kernel *base, const st_kargs *a, st_error *er
 #pragma omp parallel for schedule(static) if (outer > 1)
     for (long nb = 0; nb < outer; nb++) {
         long n = nb / s.blocks, blk = nb % s.blocks;
-        const float *x = a->src + n * s.sn + blk * s.sb;
         float *y = dst + n * o.sn + blk * o.sb;
-        unsigned char *ya = at + (y - dst);
-        for (int oy = 0; oy < d->oh; oy++)
-            for (int ox = 0; ox < d->ow; ox++)
-                for (int l0 = 0; l0 < s.lanes; l0 += LANES_MAX) {
-                    int nl = s.lanes - l0 < LANES_MAX ? s.lanes - l0 : LANES_MAX;
-                    float best[LANES_MAX];
-                    int pos[LANES_MAX];
-                    int first = 1;
-                    int ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
-                    for (int ky = 0; ky < d->kh; ky++) {
-                        int iy = ys + ky;
-                        if (iy < 0 || iy >= d->ih)
-                            continue;
-                        for (int kx = 0; kx < d->kw; kx++) {
-                            int ix = xs + kx;
-                            if (ix < 0 || ix >= d->iw)
-                                continue;
-                            const float *p = x + iy * s.sh + ix * s.sw + l0;
-                            int t = ky * d->kw + kx;
-                            if (first) {
-                                for (int l = 0; l < nl; l++) {
-                                    best[l] = p[l];
-                                    pos[l] = t;
-                                }
-                                first = 0;
-                                continue;
-                            }
-                            max_step(p, best, pos, nl, t);
-                        }
-                    }
-                    long off = oy * o.sh + ox * o.sw + l0;
-                    for (int l = 0; l < nl; l++) {
-                        y[off + l] = first ? 0.0f : best[l];
-                        ya[off + l] = first ? 255 : (unsigned char)pos[l];
-                    }
-                }
+        direct_forward_block(d, s, o, a->src + n * s.sn + blk * s.sb, y, at + (y - dst));
     }
     return dn_fwd_finish(k, v, a, err);
 }
