@@ -33,7 +33,9 @@
 # check that oneDNN takes each level the host has; the log
 # opens with the host's CPU, its vector extensions and the levels run. So
 # an AVX-512 host covers the AVX2 paths too; an AVX2 host runs the tests
-# once.
+# once. Those runs also have ST_TEST_ISA_RERUN=LEVEL, so that a test can
+# leave out what no oneDNN level changes (the ref backend's runs, which
+# would repeat the plain run's bit for bit).
 # usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
@@ -165,11 +167,13 @@ if [ -n "$again" ]; then
     for level in $again; do
         isa=$(echo "$level" | tr "A-Z" "a-z")
         for t in ${TESTS-$(cd "$build/tests" && echo test_*)}; do
-            in_matrix "$t" "$level" && run "$t [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" "$build/tests/$t"
+            in_matrix "$t" "$level" && run "$t [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" \
+                ST_TEST_ISA_RERUN="$level" "$build/tests/$t"
         done
         for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
             in_matrix "$(basename "$t")" "$level" &&
-                run "$(basename "$t") [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" sh "$t" "$bin"
+                run "$(basename "$t") [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" \
+                    ST_TEST_ISA_RERUN="$level" sh "$t" "$bin"
         done
     done
 fi
