@@ -132,9 +132,9 @@ else
     done
 fi
 beside() {
-    case " $BESIDE " in
-    *" $1 "*) return 0 ;;
-    esac
+    for b in $BESIDE; do
+        [ "$b" = "$1" ] && return 0
+    done
     return 1
 }
 # The queue of $BESIDE's tests; take: the next one into $next, removed from
