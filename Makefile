@@ -183,8 +183,9 @@ check-tests: $(BIN) $(TEST_BIN) $(TOOLS)
 	    scripts/run-tests.sh $(BUILD)
 
 # The builds (plain, sanitized, portable) on every core; the tests then run
-# one at a time (some measure time or CPU use), but for a few long ones that
-# measure nothing run beside the sanitized builds' (scripts/run-tests.sh).
+# one at a time (some measure time or CPU use), but for the single-threaded
+# ones that measure nothing, two at a time, beside the sanitized builds'
+# (scripts/run-tests.sh).
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(shell nproc) check-tests
 

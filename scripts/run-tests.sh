@@ -16,11 +16,15 @@
 # [asan+ubsan]", "test_cli.sh"); the tests see it, and those with cases of
 # their own run only the cases matching CASES. A filter that matches no
 # test fails.
-# The shell tests of $BESIDE (long, single-threaded, and measuring no
-# time: fuzzing, the predictor's fit, valgrind, the Darknet oracle) run in
-# a second lane, beside the sanitized and portable builds' tests (which
-# measure no time either), and their lines are printed when that lane
-# ends; every other test runs alone.
+# The shell tests of $BESIDE (single-threaded, and measuring no time or
+# CPU use: fuzzing, the predictor's fit, valgrind, the Darknet oracle, the
+# catalogue of bad inputs, the emulated CPEs, the PyTorch and ONNX oracles,
+# the static checks) run two at a time: a second lane takes them one after
+# another from a queue, in $BESIDE's order (the longest first, so that the
+# lanes end together), while the first runs the sanitized and portable
+# builds' tests (which measure no time either) and then takes from the
+# same queue; the second lane's lines are printed when it ends. Every
+# other test runs alone.
 # The ISA matrix: oneDNN dispatches to the widest instruction set the CPU
 # has, so a host tests its own kernels only. The tests of $ISA_MATRIX (the
 # equivalences that depend on the kernels' arithmetic: conformance against
@@ -33,11 +37,16 @@
 # check that oneDNN takes each level the host has; the log
 # opens with the host's CPU, its vector extensions and the levels run. So
 # an AVX-512 host covers the AVX2 paths too; an AVX2 host runs the tests
-# once.
+# once. Those runs also have ST_TEST_ISA_RERUN=LEVEL, so that a test can
+# leave out what no oneDNN level changes (the ref backend's runs, which
+# would repeat the plain run's bit for bit).
 # usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
-BESIDE="test_fuzz.sh test_calibrate_sw26010.sh test_darknet_shapes.sh test_memory.sh"
+BESIDE="test_fuzz.sh test_memory.sh test_darknet_shapes.sh test_calibrate_sw26010.sh
+        test_catalogue.sh test_cpe_backend.sh test_bench_accuracy.sh test_schedule.sh
+        test_layering.sh test_eval.sh test_torch.sh test_darknet_weights.sh test_onnx.sh
+        test_docs.sh test_predict_sw26010.sh test_pack.sh test_networks.sh"
 ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh test_subdivisions.sh"
 # The bf16 tests run again under each lower level with bf16 in oneDNN
 # (AVX512_CORE: emulated; AVX512_CORE_BF16: native), whatever --distinct
@@ -123,18 +132,34 @@ else
     done
 fi
 beside() {
-    case " $BESIDE " in
-    *" $1 "*) return 0 ;;
-    esac
+    for b in $BESIDE; do
+        [ "$b" = "$1" ] && return 0
+    done
     return 1
+}
+# The queue of $BESIDE's tests; take: the next one into $next, removed from
+# the queue (false when it is empty), whichever lane asks.
+queue=$(mktemp)
+for t in $BESIDE; do
+    [ -f "tests/e2e/$t" ] && echo "$t"
+done >"$queue"
+take() {
+    until mkdir "$queue.lock" 2>/dev/null; do sleep 0.05; done
+    next=$(sed -n 1p "$queue")
+    sed 1d "$queue" >"$queue.rest" && mv "$queue.rest" "$queue"
+    rmdir "$queue.lock"
+    [ -n "$next" ]
+}
+run_beside() {
+    while take; do
+        run "$next" sh "tests/e2e/$next" "$bin"
+    done
 }
 lane=$(mktemp)
 (
     total=0
     failed=0
-    for t in tests/e2e/test_*.sh; do
-        beside "$(basename "$t")" && run "$(basename "$t")" sh "$t" "$bin"
-    done
+    run_beside
     echo "$total $failed" >"$lane.count"
 ) >"$lane" 2>&1 &
 lane_pid=$!
@@ -150,12 +175,13 @@ done
 for t in ${PORTABLE_TESTS:-}; do
     run "$t [portable]" "build-portable/tests/$t"
 done
+run_beside
 wait "$lane_pid"
 cat "$lane"
 read -r lane_total lane_failed <"$lane.count"
 total=$((total + lane_total))
 failed=$((failed + lane_failed))
-rm -f "$lane" "$lane.count"
+rm -f "$lane" "$lane.count" "$queue"
 for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
     [ -f "$t" ] && ! beside "$(basename "$t")" && run "$(basename "$t")" sh "$t" "$bin"
 done
@@ -165,11 +191,13 @@ if [ -n "$again" ]; then
     for level in $again; do
         isa=$(echo "$level" | tr "A-Z" "a-z")
         for t in ${TESTS-$(cd "$build/tests" && echo test_*)}; do
-            in_matrix "$t" "$level" && run "$t [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" "$build/tests/$t"
+            in_matrix "$t" "$level" && run "$t [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" \
+                ST_TEST_ISA_RERUN="$level" "$build/tests/$t"
         done
         for t in tests/e2e/test_*.sh tests/mpi/test_*.sh; do
             in_matrix "$(basename "$t")" "$level" &&
-                run "$(basename "$t") [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" sh "$t" "$bin"
+                run "$(basename "$t") [isa $isa]" env ONEDNN_MAX_CPU_ISA="$level" \
+                    ST_TEST_ISA_RERUN="$level" sh "$t" "$bin"
         done
     done
 fi

@@ -17,10 +17,10 @@ set -u
 . "$(dirname "$0")/../lib/check.sh"
 suite_start "$@"
 cfg=$(cd "$(dirname "$0")/../.." && pwd)/data/lenet.cfg
-[ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
-    { echo "test_choice_cache.sh: Fashion-MNIST is missing (scripts/deps.sh)" >&2; exit 2; }
-# The issue's command, shortened: 10 iterations of batch 32 on 2 workers.
-lenet="$bin -t 2 -b 32 --iters 10 --no-test --train-images 640"
+# The issue's command, shortened: 10 iterations of batch 32 on 2 workers,
+# on synthetic images (the choices are keyed by the kernels' shapes, not
+# the data; reading Fashion-MNIST took 0.27 s of each run's 0.42).
+lenet="$bin -t 2 -b 32 --iters 10 --no-test --train-images 640 --data synthetic"
 cache=$XDG_CACHE_HOME/singletrain
 # entries FILE: a cache file's choices as KEY = VALUE lines (checksums cut)
 entries() {

@@ -119,11 +119,13 @@ expect "two runs with --conv-impl nhwc: final snapshots byte-identical" \
     cmp -s "$tmp/nhwc1/tiny_final.snap" "$tmp/nhwc2/tiny_final.snap"
 
 # SIGINT and SIGTERM: stop after the iteration in flight, snapshot, exit 128 + signal.
+# The signal comes once the run has trained 200 iterations (the handlers are
+# up; the uninterrupted run of the resume's check then stays short).
 interrupt() { # interrupt SIGNAL DIR
-    "$bin" -t 2 --data synthetic --no-test --iters 2000000 --snapshot-dir "$2" --log-every 1000000 \
+    "$bin" -t 2 --data synthetic --no-test --iters 2000000 --snapshot-dir "$2" --log-every 100 \
         --kernel-choices "$tmp/choices" "$tmp/tiny.cfg" >"$2/log" 2>&1 &
     pid=$!
-    sleep 1
+    wait_for "$2/log" "iter 200/"
     kill -s "$1" $pid
     wait $pid
 }

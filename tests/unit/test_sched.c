@@ -22,7 +22,9 @@
  * across T to 1e-6, and LeNet-5 for one iteration, before a flip can act:
  * within the batch sum's rounding (test_bsp_lenet_one_iteration).
  *
- * Also run under ThreadSanitizer (@tsan): it starts threads. */
+ * Also run under ThreadSanitizer (@tsan): it starts threads. In the ISA
+ * matrix's run (ST_TEST_ISA_RERUN, see isa_rerun) only oneDNN's cases run
+ * again. */
 #include "testlib.h"
 
 #include <math.h>
@@ -33,8 +35,12 @@
 #include "train/train.h"
 
 /* Under ThreadSanitizer (10-20x slower) and AddressSanitizer (5x) the BSP
- * runs are 5 iterations over 110 images, so the fifth is still a partial
- * batch (the plain build runs 30 over 250, two epochs' ends); the
+ * runs are 3 iterations over 62 images: the first (set-up's first use of
+ * everything), one after an update (the next forward reading the weights
+ * the workers wrote), and the epoch's end, a partial batch of 14 (of 16 at
+ * -b 23) that T = 3 and 4 split unevenly: every path of a worker's
+ * iteration and of the exchange between them, which further iterations
+ * repeat (the plain build runs 30 over 250, two epochs' ends); the
  * asynchronous modes are not run under TSan: their forward passes read
  * weights other workers are updating, by design (scheduler.h), which is
  * exactly what TSan reports. */
@@ -44,8 +50,8 @@
 #define UNDER_TSAN 0
 #endif
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define BSP_ITERS 5
-#define BSP_IMAGES 110
+#define BSP_ITERS 3
+#define BSP_IMAGES 62
 #else
 #define BSP_ITERS 30
 #define BSP_IMAGES 250
@@ -58,6 +64,17 @@
 #else
 #define UNDER_ASAN 0
 #endif
+
+/* The ISA matrix's run again under a lower ONEDNN_MAX_CPU_ISA
+ * (scripts/run-tests.sh sets ST_TEST_ISA_RERUN to the level): the ref
+ * backend runs no oneDNN code, and its GEMM picks its clone from the CPU,
+ * not from oneDNN's level, so its runs would repeat the plain run's bit
+ * for bit. There only the cases on oneDNN run. */
+static int isa_rerun(void)
+{
+    const char *level = getenv("ST_TEST_ISA_RERUN");
+    return level && *level;
+}
 
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 #define LENET "tests/fixtures/anchors/lenet5.cfg"
@@ -81,6 +98,28 @@ static const char STRIDED[] =
     "[connected]\noutput=10\nactivation=linear\n[softmax]\n";
 
 static char data_file[64], small_cfg[64], strided_cfg[64];
+
+typedef struct run_spec {
+    const char *cfg;
+    const char *backend;
+    int threads, batch;
+    long iters, images;
+    st_sync_mode sync;
+    int staleness;
+    const char *data; /* NULL: data_file */
+    long log_every;   /* progress windows (first_loss / last_loss); 0: one */
+    const char *conv_impl; /* NULL: the backend's default (dnnl: measured) */
+    int subdivisions;      /* 0: [net]'s (1) */
+} run_spec;
+
+/* One run's weights kept for a later case that makes the very same run
+ * (test_bsp_lenet's -t 3 is test_determinism's first run on ref): its
+ * spec, the weights and their count; check_bsp_equivalence_for keeps its
+ * run of keep_threads workers. */
+static run_spec kept_spec;
+static float *kept_weights;
+static size_t kept_count;
+static int keep_threads;
 
 static int write_file(char *path_template, const char *text)
 {
@@ -113,21 +152,9 @@ static int teardown(void **state)
     unlink(data_file);
     unlink(small_cfg);
     unlink(strided_cfg);
+    free(kept_weights);
     return 0;
 }
-
-typedef struct run_spec {
-    const char *cfg;
-    const char *backend;
-    int threads, batch;
-    long iters, images;
-    st_sync_mode sync;
-    int staleness;
-    const char *data; /* NULL: data_file */
-    long log_every;   /* progress windows (first_loss / last_loss); 0: one */
-    const char *conv_impl; /* NULL: the backend's default (dnnl: measured) */
-    int subdivisions;      /* 0: [net]'s (1) */
-} run_spec;
 
 /* The options of r. */
 static st_train_opts run_opts(const run_spec *r)
@@ -175,6 +202,44 @@ static float *train(const run_spec *r, size_t *count, st_train_result *res)
     return train_with(r->cfg, &o, count, res);
 }
 
+static int same_text(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static int same_spec(const run_spec *a, const run_spec *b)
+{
+    return same_text(a->cfg, b->cfg) && same_text(a->backend, b->backend) &&
+           a->threads == b->threads && a->batch == b->batch && a->iters == b->iters &&
+           a->images == b->images && a->sync == b->sync && a->staleness == b->staleness &&
+           same_text(a->data, b->data) && a->log_every == b->log_every &&
+           same_text(a->conv_impl, b->conv_impl) && a->subdivisions == b->subdivisions;
+}
+
+/* Keep a copy of w, the weights of run r. */
+static void keep_run(const run_spec *r, const float *w, size_t count)
+{
+    free(kept_weights);
+    kept_weights = malloc(count * sizeof *w);
+    assert_non_null(kept_weights);
+    memcpy(kept_weights, w, count * sizeof *w);
+    kept_spec = *r;
+    kept_count = count;
+}
+
+/* The weights of run r: those kept when an earlier case made it (handed
+ * over, once), else a new run's. */
+static float *train_or_kept(const run_spec *r, size_t *count, st_train_result *res)
+{
+    if (kept_weights && same_spec(r, &kept_spec)) {
+        float *w = kept_weights;
+        *count = kept_count;
+        kept_weights = NULL;
+        return w;
+    }
+    return train(r, count, res);
+}
+
 /* The worst parameter tensor's largest |a - b| relative to its largest |a|. */
 static double relative_difference(const st_param_table *t, const float *a, const float *b)
 {
@@ -210,6 +275,11 @@ static void load_params(const char *cfg_path, st_net *net)
 static void check_bsp_equivalence_for(const char *cfg, const char *net_name, const char *backend,
                                       int batch, long iters, double tol)
 {
+    if (isa_rerun() && strcmp(backend, "ref") == 0) {
+        print_message("SKIP: %s %s -b %d: the ISA matrix's run (the ref backend's bits are the "
+                      "plain run's)\n", backend, net_name, batch);
+        return;
+    }
     run_spec r = {cfg, backend, 1, batch, iters, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL, 0};
     size_t n1, n;
     st_train_result res;
@@ -219,6 +289,8 @@ static void check_bsp_equivalence_for(const char *cfg, const char *net_name, con
     for (int T = 2; T <= 4; T++) {
         r.threads = T;
         float *w = train(&r, &n, &res);
+        if (T == keep_threads)
+            keep_run(&r, w, n);
         assert_int_equal(n, n1);
         double d = relative_difference(&net.params, one, w);
         print_message("%s %s -b %d, %ld iteration(s): -t %d vs -t 1: %.2e\n", backend, net_name,
@@ -240,9 +312,22 @@ static void check_bsp_equivalence(const char *cfg, const char *net_name, const c
     check_bsp_equivalence_for(cfg, net_name, backend, batch, BSP_ITERS, 1e-5);
 }
 
+/* The backends of the cases run on both: ref alone under TSan, oneDNN
+ * alone in the ISA matrix's run. */
 static const char *backends(int i)
 {
-    return UNDER_TSAN ? (i == 0 ? "ref" : NULL) : (i == 0 ? "ref" : i == 1 ? "dnnl" : NULL);
+    if (UNDER_TSAN)
+        return i == 0 ? "ref" : NULL;
+    if (isa_rerun())
+        return i == 0 ? "dnnl" : NULL;
+    return i == 0 ? "ref" : i == 1 ? "dnnl" : NULL;
+}
+
+/* dnnl's runs that must repeat bitwise are given their convolutions'
+ * implementation (its measured choice may differ between runs). */
+static const char *fixed_conv_impl(const char *backend)
+{
+    return strcmp(backend, "dnnl") == 0 ? "nhwc" : NULL;
 }
 
 /* Batch 24: every T divides it. 250 images: each epoch ends with a batch of
@@ -250,7 +335,9 @@ static const char *backends(int i)
 static void test_bsp_lenet(void **state)
 {
     (void)state;
+    keep_threads = 3;
     check_bsp_equivalence(LENET, "LeNet-5", "ref", 24);
+    keep_threads = 0;
 }
 
 /* One iteration of LeNet-5 on oneDNN, where each split orders the batch sum
@@ -286,7 +373,9 @@ static void test_bsp_uneven(void **state)
         check_bsp_equivalence(strided_cfg, "strided conv", "dnnl", 23);
 }
 
-/* The same T and seed: bitwise-identical weights. */
+/* The same T and seed: bitwise-identical weights. The first run is
+ * test_bsp_lenet's -t 3 where that is the same run (ref), the second a new
+ * one. */
 static void test_determinism(void **state)
 {
     (void)state;
@@ -294,10 +383,10 @@ static void test_determinism(void **state)
         run_spec r = {LENET, backends(i), 3, 24, BSP_ITERS, BSP_IMAGES, ST_SYNC_BSP, 0, NULL, 0, NULL, 0};
         /* Bitwise given the same kernels: dnnl's measured choice may differ
          * between runs (test_resume checks that given choices repeat). */
-        r.conv_impl = i == 1 ? "nhwc" : NULL;
+        r.conv_impl = fixed_conv_impl(backends(i));
         size_t n1, n2;
         st_train_result res;
-        float *a = train(&r, &n1, &res);
+        float *a = train_or_kept(&r, &n1, &res);
         float *b = train(&r, &n2, &res);
         assert_int_equal(n1, n2);
         assert_memory_equal(a, b, n1 * sizeof *a);
@@ -317,6 +406,10 @@ static void test_determinism(void **state)
 static void test_subdivisions(void **state)
 {
     (void)state;
+    if (isa_rerun()) {
+        print_message("SKIP: the ISA matrix's run (the ref backend's bits are the plain run's)\n");
+        return;
+    }
     for (int S = 3; S <= 4; S++) {
         size_t n1, n2;
         st_train_result res;
@@ -499,9 +592,12 @@ static void test_bf16_shared_copy(void **state)
                                     {"-t 2 --subdivisions 2", 2, 0, 2, ST_SYNC_BSP},
                                     {"-t 1 --sync ssp:1", 1, 0, 0, ST_SYNC_SSP},
                                     {"-t 1 --sync asp", 1, 0, 0, ST_SYNC_ASP}};
-    /* under TSan: the threaded BSP modes, a few iterations (no SSP / ASP);
-     * under ASan every mode, a few iterations (ref's bf16 LeNet-5 runs 5x
-     * slower there: 36 s of the suite at 10) */
+    /* under TSan: the BSP modes with two workers, a few iterations (no SSP
+     * / ASP; not -t 1, whose one worker thread refreshes the whole copy
+     * while the main thread waits: -t 2's threads do that for their slices,
+     * beside each other); under ASan every mode, a few iterations (ref's
+     * bf16 LeNet-5 runs 5x slower there: 36 s of the suite at 10) */
+    int first_mode = UNDER_TSAN ? 1 : 0;
     int n_modes = UNDER_TSAN ? 3 : (int)(sizeof modes / sizeof modes[0]);
     for (int i = 0; backends(i); i++) {
         const st_backend *be;
@@ -513,10 +609,10 @@ static void test_bf16_shared_copy(void **state)
             print_message("SKIP: %s bf16: %s\n", backends(i), why);
             continue;
         }
-        for (int m = 0; m < n_modes; m++) {
+        for (int m = first_mode; m < n_modes; m++) {
             run_spec r = {LENET, backends(i), modes[m].threads, 24,
                           UNDER_TSAN || UNDER_ASAN ? 3 : 10,
-                          BSP_IMAGES, modes[m].sync, 1, NULL, 0, i == 1 ? "nhwc" : NULL,
+                          BSP_IMAGES, modes[m].sync, 1, NULL, 0, fixed_conv_impl(backends(i)),
                           modes[m].subdivisions};
             st_train_opts o = run_opts(&r);
             o.precision = ST_PRECISION_BF16;
