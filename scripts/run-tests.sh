@@ -45,9 +45,9 @@
 set -u
 BESIDE="test_fuzz.sh test_memory.sh test_darknet_shapes.sh test_readme.sh
         test_calibrate_sw26010.sh test_catalogue.sh test_cpe_backend.sh
-        test_bench_accuracy.sh test_schedule.sh test_layering.sh test_eval.sh test_torch.sh
-        test_darknet_weights.sh test_onnx.sh test_docs.sh test_predict_sw26010.sh
-        test_pack.sh test_networks.sh"
+        test_bench_accuracy.sh test_schedule.sh test_layering.sh test_eval.sh
+        test_torch.sh test_darknet_weights.sh test_onnx.sh test_docs.sh
+        test_predict_sw26010.sh test_pack.sh test_networks.sh"
 ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh test_subdivisions.sh"
 # The bf16 tests run again under each lower level with bf16 in oneDNN
 # (AVX512_CORE: emulated; AVX512_CORE_BF16: native), whatever --distinct
