@@ -16,15 +16,15 @@
 # [asan+ubsan]", "test_cli.sh"); the tests see it, and those with cases of
 # their own run only the cases matching CASES. A filter that matches no
 # test fails.
-# The shell tests of $BESIDE (single-threaded, and measuring no time or
-# CPU use: fuzzing, the predictor's fit, valgrind, the Darknet oracle, the
-# catalogue of bad inputs, the emulated CPEs, the PyTorch and ONNX oracles,
-# the static checks) run two at a time: a second lane takes them one after
-# another from a queue, in $BESIDE's order (the longest first, so that the
-# lanes end together), while the first runs the sanitized and portable
-# builds' tests (which measure no time either) and then takes from the
-# same queue; the second lane's lines are printed when it ends. Every
-# other test runs alone.
+# The shell tests of $BESIDE (mostly single-threaded, and measuring no
+# time or CPU use: fuzzing, the predictor's fit, valgrind, the Darknet
+# oracle, the documentation's examples, the catalogue of bad inputs, the
+# emulated CPEs, the PyTorch and ONNX oracles, the static checks) run two
+# at a time: a second lane takes them one after another from a queue, in
+# $BESIDE's order (the longest first, so that the lanes end together),
+# while the first runs the sanitized and portable builds' tests (which
+# measure no time either) and then takes from the same queue; the second
+# lane's lines are printed when it ends. Every other test runs alone.
 # The ISA matrix: oneDNN dispatches to the widest instruction set the CPU
 # has, so a host tests its own kernels only. The tests of $ISA_MATRIX (the
 # equivalences that depend on the kernels' arithmetic: conformance against
@@ -43,10 +43,11 @@
 # usage: [TESTS="..."] SAN_TESTS="..." TSAN_TESTS="..." PORTABLE_TESTS="..." \
 #        [ST_TEST_FILTER=...] scripts/run-tests.sh BUILD_DIR
 set -u
-BESIDE="test_fuzz.sh test_memory.sh test_darknet_shapes.sh test_calibrate_sw26010.sh
-        test_catalogue.sh test_cpe_backend.sh test_bench_accuracy.sh test_schedule.sh
-        test_layering.sh test_eval.sh test_torch.sh test_darknet_weights.sh test_onnx.sh
-        test_docs.sh test_predict_sw26010.sh test_pack.sh test_networks.sh"
+BESIDE="test_fuzz.sh test_memory.sh test_darknet_shapes.sh test_readme.sh
+        test_calibrate_sw26010.sh test_catalogue.sh test_cpe_backend.sh
+        test_bench_accuracy.sh test_schedule.sh test_layering.sh test_eval.sh
+        test_torch.sh test_darknet_weights.sh test_onnx.sh test_docs.sh
+        test_predict_sw26010.sh test_pack.sh test_networks.sh"
 ISA_MATRIX="test_conformance test_sched test_resume.sh test_multinode.sh test_subdivisions.sh"
 # The bf16 tests run again under each lower level with bf16 in oneDNN
 # (AVX512_CORE: emulated; AVX512_CORE_BF16: native), whatever --distinct

@@ -71,7 +71,7 @@ done
 # (a rank running its own measured choices would differ whenever they
 # differ from rank 0's).
 mkdir "$tmp/auto-mn" "$tmp/auto-given"
-auto="-t 2 -b 12 --train-images 2000 --no-test --iters 20 -q --supernode-size 1"
+auto="-t 2 -b 12 --data synthetic --train-images 2000 --no-test --iters 20 -q --supernode-size 1"
 check "mpirun -np 2, kernel choices measured by rank 0 and saved" err 0 "" -- \
     mpirun -np 2 "$bin" $auto --snapshot-dir "$tmp/auto-mn" \
     --save-kernel-choices "$tmp/auto-choices" "$cfg"
@@ -89,15 +89,17 @@ expect "rhd twice: byte-identical snapshots" cmp -s "$tmp/rhd/lenet-smooth_final
 expect "onesided: byte-identical to binomial" \
     cmp -s "$tmp/binomial/lenet-smooth_final.snap" "$tmp/onesided/lenet-smooth_final.snap"
 
-# auto's granularity: one algorithm for the whole gradient, or one per slice.
+# auto's granularity: one algorithm for the whole gradient, or one per slice
+# (on synthetic images, as below: the probes time the all-reduce alone).
 check "auto, model granularity" out 0 "all-reduce probe" -- \
-    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto "$cfg"
+    mpirun -np 2 "$bin" -t 2 -b 12 --data synthetic --train-images 2000 --no-test --iters 25 \
+    --allreduce auto "$cfg"
 picked=$(sed -n 's/^all-reduce: worker 0 \([a-z-]*\), worker 1 \([a-z-]*\)$/\1 \2/p' "$tmp/stdout")
 expect "auto, model granularity: both slices use one algorithm ($picked)" \
     [ -n "$picked" -a "${picked% *}" = "${picked#* }" ]
 check "auto, layer granularity" out 0 "all-reduce: worker 0 " -- \
-    mpirun -np 2 "$bin" -t 2 -b 12 --train-images 2000 --no-test --iters 25 --allreduce auto \
-    --allreduce-granularity layer "$cfg"
+    mpirun -np 2 "$bin" -t 2 -b 12 --data synthetic --train-images 2000 --no-test --iters 25 \
+    --allreduce auto --allreduce-granularity layer "$cfg"
 # --overlap with layer granularity: an algorithm per bucket size class, each
 # probed on its own class's messages. LeNet-5's buckets of at least 4K are
 # fc2 (20K), fc1 (1.6M), conv2 (100K) and conv1 (2K, the short last one):
@@ -223,8 +225,8 @@ expect "adam: ... and ends with the same snapshot" \
 # The log: each rank holds 1/P of the solver state (rank 0's figure): Adam's
 # two floats a parameter, 442,750 parameters (lenet-smooth.cfg), 3.54 MB.
 check "the log gives the solver state per rank" out 0 "solver state: " "MB on this rank (1/4 of" -- \
-    mpirun -np 4 "$bin" -t 2 -b 8 --train-images 2000 --no-test --iters 1 --rank-update partitioned \
-    "$tmp/adam.cfg"
+    mpirun -np 4 "$bin" -t 2 -b 8 --data synthetic --train-images 2000 --no-test --iters 1 \
+    --rank-update partitioned "$tmp/adam.cfg"
 figure=$(sed -n 's/^solver state: \([0-9.]*\) MB on this rank (1\/\([0-9]*\) of \([0-9.]*\) MB.*/\1 \2 \3/p' "$tmp/stdout")
 expect "the solver state per rank is 1/P of the whole (${figure:-no figure}: MB here, P, MB in all)" \
     awk -v f="$figure" 'BEGIN { split(f, v, " "); exit !(v[2] == 4 && v[3] > 3.5 && v[3] < 3.6 &&
