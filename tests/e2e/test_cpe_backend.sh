@@ -16,6 +16,9 @@
 #   - the same run in cost-only mode predicts exactly the same seconds for
 #     every kernel, pass and strategy (the emulated control flow, DMA and
 #     messages are the same; only the arithmetic is skipped);
+#   - LRN: the MPE's share of each pass is the roofline of Caffe's loops
+#     around powf, counted by hand, and the CPE launches add at least their
+#     fixed costs;
 #   - the SW26010-Pro what-if (--cpe-machine) on the same network: a
 #     processor of 6 core groups, fewer DMA bytes per flop in the
 #     convolutions and faster transformations than clock and bandwidth
@@ -136,6 +139,46 @@ expect "the transformations take less than 0.6 of the SW26010's time on the Pro 
 summary_value() { awk -F, -v n="$2" '$1 == "summary" && $3 == n { print $8 }' "$1"; }
 expect "the Pro's processor trains more images/s" \
     awk -v p="$(summary_value "$tmp/pro.csv" processor_img_s)" -v s="$(summary_value "$tmp/cost.csv" processor_img_s)" 'BEGIN { exit !(p > s) }'
+
+# LRN as swCaffe trains it: Caffe's CPU loops on the MPE, its copy,
+# square, product and quotient as launches of swCaffe's helpers on the
+# CPEs. Batch 4 of 8 channels of 32 x 32 (planes of 1024 floats: each
+# helper's call goes to the CPEs, and the MPE's work dominates both passes),
+# window 5. Counted here from Caffe's lrn_layer.cpp, per value of the
+# tensor (32768 in all):
+#   forward on the MPE: powf (90 flops: fdlibm's e_powf.c), 5 + 2 x 7
+#     axpys of a plane per image (2 flops and 12 bytes each) over 8 planes,
+#     the scale's set (4 bytes) and powf's read and write (8 bytes);
+#   backward on the MPE: powf, 3 axpys per plane and 4 per image, the
+#     accumulator's set per image (4 bytes per plane);
+# each costed as the larger of flops at 2.9 GFLOP/s and bytes at 9.9 GB/s
+# (model.conf's mpe_flops and mpe_bandwidth). What the CPE launches add
+# is at least their launches' fixed cost (5 us each, launch_seconds),
+# counted in copies of one launch's values: forward 4 squares (one per
+# image), 28 plane copies and a product over the batch (3 streams: 1.5);
+# backward a product over the batch, 4 products and 4 quotients of an
+# image, 32 plane products, 3 streams each (61.5).
+printf '[net]\nbatch=4\nheight=32\nwidth=32\nchannels=8\nlearning_rate=0.01\n\n[convolutional]\nfilters=8\nsize=1\nstride=1\npad=0\nactivation=linear\n\n[lrn]\nsize=5\nalpha=0.0001\nbeta=0.75\n\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n' >"$tmp/lrn.cfg"
+check "cpe backend, LRN, cost-only" out 0 "done: 3 iterations" -- \
+    "$bin" --backend cpe --cpe-cost-only --cpe-report "$tmp/lrn.csv" -t 1 --iters 3 --data synthetic \
+    --train-images 4 --no-test "$tmp/lrn.cfg"
+# lrn_row PASS: "seconds share" of the LRN's row.
+lrn_row() { awk -F, -v p="$1" '$1 == "kernel" && $3 ~ /^"lrn / && $5 == p { gsub(/"|MPE |%/, "", $11); print $8, $11 }' "$tmp/lrn.csv"; }
+# lrn_expect PASS MPE_FLOPS MPE_BYTES LAUNCHES: the MPE's roofline is the
+# MPE's share of the row (within its rounding), and the rest at least the
+# launches' fixed cost.
+lrn_expect() {
+    row=$(lrn_row "$1")
+    expect "lrn $1: the MPE's share (${row#* }%) of its ${row% *} s is its roofline (flops $2, bytes $3), the rest at least $4 launches of 5 us" \
+        awk -v r="$row" -v f="$2" -v b="$3" -v l="$4" 'BEGIN { split(r, x, " "); s = x[1]; share = x[2]
+            m = f / 2.9e9; if (b / 9.9e9 > m) m = b / 9.9e9
+            exit !(s > 0 && share != "" && 100 * m / s > share - 0.5 && 100 * m / s < share + 0.5 && s - m >= l * 5e-6 * (1 - 1e-9)) }'
+}
+v=32768
+lrn_expect fwd "$(awk -v v=$v 'BEGIN { print v * (90 + 2 * (5 + 2 * 7) / 8) }')" \
+    "$(awk -v v=$v 'BEGIN { print v * (4 + 12 * (5 + 2 * 7) / 8 + 8) }')" 33.5
+lrn_expect bwd_data "$(awk -v v=$v 'BEGIN { print v * (90 + 2 * (3 + 4 / 8)) }')" \
+    "$(awk -v v=$v 'BEGIN { print v * (8 + 4 / 8 + 12 * (3 + 4 / 8)) }')" 61.5
 
 # Two workers (the gradient sum adds two arenas; each worker updates its
 # slice on its own core group) with Adam (two state planes): the same

@@ -32,7 +32,8 @@ st_status st_cpe_backend_run_begin(st_bctx *ctx, const st_backend_run *run, st_e
  * note ("DMA 61%": the largest of its compute, DMA wait, register
  * communication, barriers, launches, MPE work and layout transformations,
  * and its share), runs 0 and the reason in note where the strategy cannot
- * run; others the steady mean, strategy "-");
+ * run; others the steady mean, strategy "-", and their dominant cost in
+ * note the same way);
  * section "host": work in plain C costed on the MPE (the data layer,
  * dropout, route, shortcut, the loss), kernel holding the layer (-1: data);
  * section "summary": name and seconds columns hold images_per_core_group,

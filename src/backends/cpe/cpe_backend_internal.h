@@ -73,6 +73,21 @@ typedef struct cpe_layout_state {
     int c, h, w;
 } cpe_layout_state;
 
+/* Launches an MPE kind makes on the CPEs in a pass (swCaffe's sw_* helpers:
+ * copy, square, multiply, divide, each one athread_spawn over a stretch of
+ * the tensor), in groups: `launches` launches per sample over `values`
+ * values each (launches 0: one launch over the batch's values per sample
+ * times n), each value read or written `streams` times in all (4 bytes). */
+#define CPE_STREAM_GROUPS 4
+typedef struct cpe_streams {
+    int groups;
+    struct {
+        double launches;
+        size_t values;
+        double streams;
+    } group[CPE_STREAM_GROUPS];
+} cpe_streams;
+
 typedef struct cpe_kernel {
     st_kernel base;
     struct st_bctx *ctx;
@@ -89,9 +104,7 @@ typedef struct cpe_kernel {
     cpe_layout_state *src_state; /* the producer's layout, or NULL: plain */
     cpe_layout_state own;    /* conv: this kernel's output layout */
     double mpe_flops[PASSES], mpe_bytes[PASSES]; /* MPE work per sample */
-    double stream_values[PASSES]; /* > 0: the pass costed as this many whole-tensor
-                                     streams on the CPEs (batch norm) instead of the MPE */
-    size_t stream_count;     /* those streams' values per sample */
+    cpe_streams streams[PASSES]; /* an MPE kind's launches on the CPEs beside its MPE work */
     int base_n;              /* conv: the batch the strategies were settled for */
     int runs[CONV_STRATEGIES][PASSES]; /* conv: whether the strategy can run the pass */
     char why_not[PASSES][192]; /* conv: why the implicit one cannot */

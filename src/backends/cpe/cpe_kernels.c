@@ -2,10 +2,11 @@
  * bias, activation and bias gradient of convolutions and inner products,
  * inner products as GEMM, max and average pooling and the activation
  * layers, all on the CPEs; LRN and softmax on the MPE (the reference
- * backend's kernels, costed with the MPE roofline st_cpe_mpe_seconds); and
- * batch norm computed by the reference kernel but costed as swCaffe runs
- * Caffe's BatchNorm and Scale layers, pass by pass over the tensor on the
- * CPEs (bnorm_passes below). Kernels that compute on plain NCHW take their
+ * backend's kernels, costed with the MPE roofline st_cpe_mpe_seconds, LRN
+ * with the CPE launches of swCaffe's helpers it makes too); and batch norm
+ * computed by the reference kernel but costed as swCaffe runs Caffe's
+ * BatchNorm and Scale layers, pass by pass over the tensor on the CPEs
+ * (charge_streams below). Kernels that compute on plain NCHW take their
  * input and give their input gradient through cpe_layouts.c. */
 #include <stdio.h>
 #include <string.h>
@@ -193,25 +194,45 @@ static void mpe_work(cpe_kernel *k, const st_kdesc *d, double flops, double bflo
  *     multiply 3, gemv 1, broadcast add 2, axpby 3, divide 3: 17; Scale's
  *     gradient product 3 and its gemv 1, Bias's gemv 1, the gradient times
  *     gamma 2: 7. In all 24.
- * Each value read or written is costed at the rate the emulated CPEs stream
- * this very tensor: one copy launch (a read and a write of every value,
- * st_cpe_act_forward linear into scratch) is emulated and its predicted
- * time counted passes / 2 times. The reference kernel computes the result
- * on the host; the copy's destination is scratch. */
+ * One launch over the batch (charge_streams). */
 #define BNORM_FWD_VALUES 18.0
 #define BNORM_BWD_VALUES 24.0
 
-static st_status bnorm_passes(cpe_kernel *k, int pass, const float *src, size_t count,
-                              double values, int training, st_error *err)
+/* The CPE launches of k's pass (k->streams[pass]) over a batch of n: each
+ * group's values are costed at the rate the emulated CPEs stream them: one
+ * copy launch of one launch's values (a read and a write of each,
+ * st_cpe_act_forward linear from src into scratch) is emulated and its
+ * predicted time, launch included, counted launches x streams / 2 times.
+ * The reference kernel computes the result on the host. src: at least the
+ * largest group's values. */
+static st_status charge_streams(cpe_kernel *k, int pass, const float *src, int n, int training,
+                                st_error *err)
 {
-    float *tmp;
-    st_cpe_counters c;
-    st_status st = cpe_scratch(k->ctx, SCRATCH_OUT2, count, &tmp, err);
-    if (st == ST_OK)
-        st = st_cpe_act_forward(k->ctx->cg, ST_ACT_LINEAR, count, src, tmp, &c, err);
-    if (st == ST_OK)
-        st_cpe_counters_scale_time(&c, values / 2.0);
-    return cpe_charge(&k->work, pass, &c, training, st);
+    const cpe_streams *s = &k->streams[pass];
+    st_status st = ST_OK;
+    for (int i = 0; st == ST_OK && i < s->groups; i++) {
+        int whole = s->group[i].launches <= 0.0;
+        size_t values = s->group[i].values * (whole ? (size_t)n : 1);
+        double launches = whole ? 1.0 : s->group[i].launches * n;
+        float *tmp;
+        st_cpe_counters c;
+        st = cpe_scratch(k->ctx, SCRATCH_OUT2, values, &tmp, err);
+        if (st == ST_OK)
+            st = st_cpe_act_forward(k->ctx->cg, ST_ACT_LINEAR, values, src, tmp, &c, err);
+        if (st == ST_OK)
+            st_cpe_counters_scale_time(&c, launches * s->group[i].streams / 2.0);
+        st = cpe_charge(&k->work, pass, &c, training, st);
+    }
+    return st;
+}
+
+static void add_streams(cpe_kernel *k, int pass, double launches, size_t values, double streams)
+{
+    cpe_streams *s = &k->streams[pass];
+    s->group[s->groups].launches = launches;
+    s->group[s->groups].values = values;
+    s->group[s->groups].streams = streams;
+    s->groups++;
 }
 
 static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -221,10 +242,9 @@ static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
     st_status st = cpe_plain_src(k, a, PASS_FWD, a->training, &plain.src, err);
     if (st == ST_OK)
         st = k->mpe->ops->forward(k->mpe, &plain, err);
-    if (st == ST_OK && k->stream_values[PASS_FWD] > 0)
-        st = bnorm_passes(k, PASS_FWD, a->dst, (size_t)a->n * k->stream_count,
-                          k->stream_values[PASS_FWD], a->training, err);
-    else if (st == ST_OK)
+    if (st == ST_OK)
+        st = charge_streams(k, PASS_FWD, a->dst, a->n, a->training, err);
+    if (st == ST_OK && k->mpe_bytes[PASS_FWD] > 0)
         charge_mpe(k, PASS_FWD, k->mpe_flops[PASS_FWD] * a->n, k->mpe_bytes[PASS_FWD] * a->n,
                    a->training);
     return st;
@@ -243,10 +263,9 @@ static st_status mpe_backward_data(st_kernel *base, const st_kargs *a, st_error 
     if (st == ST_OK)
         st = k->mpe->ops->backward_data(k->mpe, &plain, err);
     st = cpe_plain_diff_finish(k, a, &dx, st, err);
-    if (st == ST_OK && k->stream_values[PASS_BWD_DATA] > 0)
-        st = bnorm_passes(k, PASS_BWD_DATA, a->diff_dst, (size_t)a->n * k->stream_count,
-                          k->stream_values[PASS_BWD_DATA], 1, err);
-    else if (st == ST_OK)
+    if (st == ST_OK)
+        st = charge_streams(k, PASS_BWD_DATA, a->diff_dst, a->n, 1, err);
+    if (st == ST_OK && k->mpe_bytes[PASS_BWD_DATA] > 0)
         charge_mpe(k, PASS_BWD_DATA, k->mpe_flops[PASS_BWD_DATA] * a->n,
                    k->mpe_bytes[PASS_BWD_DATA] * a->n, 1);
     return st;
@@ -286,16 +305,55 @@ static st_status mpe_setup(cpe_kernel *k, const st_kdesc *d, const char *noun, s
 /* Batch norm: the reference kernel's result, swCaffe's passes' cost. */
 static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
-    k->stream_values[PASS_FWD] = BNORM_FWD_VALUES;
-    k->stream_values[PASS_BWD_DATA] = BNORM_BWD_VALUES;
-    k->stream_count = st_kdesc_dst_values(d);
+    add_streams(k, PASS_FWD, 0.0, st_kdesc_dst_values(d), BNORM_FWD_VALUES);
+    add_streams(k, PASS_BWD_DATA, 0.0, st_kdesc_dst_values(d), BNORM_BWD_VALUES);
     return mpe_setup(k, d, "batchnorm", err);
 }
 
+/* LRN across channels as swCaffe trains it: Caffe's CPU code
+ * (lrn_layer.cpp's CrossChannelForward_cpu / CrossChannelBackward_cpu,
+ * which swCaffe did not port), whose loops run on the MPE and whose
+ * caffe_sqr / caffe_copy / caffe_mul / caffe_div calls launch swCaffe's
+ * sw_*_f helpers on the CPEs (math_functions.cpp under USE_SWBASE; each
+ * at least 256 floats here, so none falls back to the MPE). Counted per
+ * value of the C x P tensor (P = h w, S = the window), n samples:
+ *   forward, MPE: the scale set to k (a write), S + 2 (C - 1) axpys of a
+ *     plane an image (2 flops, a read of each operand and a write), and
+ *     caffe_powx: one powf a value (a read and a write);
+ *   forward, CPEs: the square of each image (n launches), the copy of
+ *     each plane but the first (n (C - 1) launches), the product with the
+ *     input over the batch (one launch, 3 streams);
+ *   backward, MPE: caffe_powx again, per image a set of one plane and
+ *     S - 1 axpys, and per plane 3 axpys;
+ *   backward, CPEs: the product over the batch, per image a product and a
+ *     quotient, per plane a product (n C launches), 3 streams each.
+ * The vendor BLAS's cblas_saxpy on one plane (a few thousand floats) is
+ * costed on the MPE, as the loops around it (an assumption: its code is
+ * not published). The one-off memset of a padded one-image buffer per
+ * pass is left out. */
+/* Floating-point operations of one powf on its general path (x > 0, y
+ * not an integer), counted in fdlibm's e_powf.c (the C library's powf on
+ * most systems): log2(x) in pieces (a division, a degree-6 polynomial and
+ * the error terms, about 53), y times it split (6), 2^z (a degree-5
+ * polynomial, a division and the corrections, about 31). */
+#define POWF_FLOPS 90.0
+
 static st_status lrn_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
-    double flops = 2.0 * ((const st_lrn_desc *)d)->size + 6.0;
-    mpe_work(k, d, flops, 2.0 * flops);
+    const st_lrn_desc *l = (const st_lrn_desc *)d;
+    double c = l->c, s = l->size, values = (double)st_kdesc_dst_values(d);
+    size_t plane = (size_t)l->h * l->w, image = st_kdesc_dst_values(d);
+    double axpy_fwd = (s + 2.0 * (c - 1.0)) / c, axpy_bwd = (s - 1.0) / c + 3.0;
+    k->mpe_flops[PASS_FWD] = (POWF_FLOPS + 2.0 * axpy_fwd) * values;
+    k->mpe_bytes[PASS_FWD] = (4.0 + 12.0 * axpy_fwd + 8.0) * values;
+    k->mpe_flops[PASS_BWD_DATA] = (POWF_FLOPS + 2.0 * axpy_bwd) * values;
+    k->mpe_bytes[PASS_BWD_DATA] = (8.0 + 4.0 / c + 12.0 * axpy_bwd) * values;
+    add_streams(k, PASS_FWD, 1.0, image, 2.0);
+    add_streams(k, PASS_FWD, c - 1.0, plane, 2.0);
+    add_streams(k, PASS_FWD, 0.0, image, 3.0);
+    add_streams(k, PASS_BWD_DATA, 0.0, image, 3.0);
+    add_streams(k, PASS_BWD_DATA, 2.0, image, 3.0);
+    add_streams(k, PASS_BWD_DATA, c, plane, 3.0);
     return mpe_setup(k, d, "lrn", err);
 }
 

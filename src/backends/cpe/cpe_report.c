@@ -64,6 +64,19 @@ static void dominant_text(const cpe_kernel *k, int s, int p, char *buf, size_t l
     snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
 }
 
+/* The same for a kernel without strategies: its steady passes (its trial
+ * ones when the run had no steady iteration). */
+static void work_dominant_text(const st_bctx *ctx, const cpe_work *w, int p, char *buf,
+                               size_t len)
+{
+    const cpe_account zero = {0};
+    const cpe_account *a = ctx->iterations > CONV_TRIALS ? &w->steady[p] : &w->trials[p];
+    cpe_split split = cpe_split_between(&zero, a, 0.0);
+    double share;
+    cpe_part top = cpe_split_dominant(&split, &share);
+    snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
+}
+
 /* The strategy column: what each pass chose, with its trials and each
  * trial's dominant cost. */
 static void strategy_text(const cpe_kernel *k, char *buf, size_t len)
@@ -199,8 +212,12 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
                     continue;
                 fprintf(f, "kernel,%d,", i);
                 csv_text(f, k->what);
-                fprintf(f, ",%s,%s,-,1,%.9f,%.9f,1,\n", k->where, cpe_pass_names[pass],
+                char dominant[64];
+                work_dominant_text(ctx, &k->work, pass, dominant, sizeof dominant);
+                fprintf(f, ",%s,%s,-,1,%.9f,%.9f,1,", k->where, cpe_pass_names[pass],
                         ms[pass] / 1e3, lay[pass] / 1e3);
+                csv_text(f, dominant);
+                fputc('\n', f);
                 continue;
             }
             if (k->calls[pass] < CONV_TRIALS)
