@@ -234,56 +234,81 @@ static void test_gemm_shapes(void **state)
     st_cpe_cluster_destroy(cg);
 }
 
-/* 64x64x64 in double, beta 0. The plan (cpe_gemm.c, gemm_plan) can only
- * choose blocks of at most 64 / 8 = 8 in every dimension and takes the
- * whole 8x8x8: one tile, one panel. Each CPE gets its A block (8 rows of
- * 8 doubles, 64 B blocks 512 B apart: one strided get), its B block (the
- * same) and puts its C block (the same, a strided put); beta 0 zeroes C
- * in LDM: a vector loop over 64 values, 16 iterations of one store:
- * 10 + 16 x max(0, 1, (0 + 1 + 3) / 2) = 42 cycles.
- * The mesh GEMM then runs 8 steps with ni = 8 C rows, nj = 8 columns
- * (nj_vec = 2 vectors) and nk = 8: register blocks of 4 rows x 2 vectors,
- * 2 of them in i, 1 in j. Per step (cpe_mesh.c): row-operand messages
- * blocks_i x nj_vec x nk = 2 x 2 x 8 = 32 from each CPE of column s,
- * column-operand messages blocks_j x ni x nk = 1 x 8 x 8 = 64 from each
- * CPE of row s: 8 x (32 + 64) = 768 broadcasts a step, 6144 in all, each
- * received 7 times. Flops: 2 x 8 x 8 x 8 a step and CPE, 8 steps, 64 CPEs:
- * 2 x 64^3. Cycles of a step, for the slowest role (the CPE owning both
- * operands), per block: 8 iterations of fp 4 x 2 = 8, mem 2 x 2 + 2 x 4 +
- * 2 x 8 / 8 = 14, any 3 / 4 (unroll 4), chain 7: max(8, 14, 11.375, 7) =
- * 14, so 10 + 8 x 14 + 16 (block overhead) = 138; 2 blocks: 276 cycles,
- * of which 2 x 8 x 8 = 128 multiply-add issue. 8 steps: 2208 cycles,
- * 1024 of them compute and 1184 register communication; every CPE arrives
- * at the same time (the same DMA), so nothing waits at the collective. */
+/* 256x256x256 in double, beta 0. The plan (gemm.c, gemm_plan) is the
+ * vendor blocking, 32 x 32 x 32 in the SW26010's 64 KB of LDM (7 blocks of
+ * 32 x 32 doubles, 56 KB; 64 would need 224 KB): one tile, one panel, every
+ * CPE a whole block. Each CPE gets its A block (32 rows of 32 doubles,
+ * 256 B blocks 2048 B apart: one strided get), its B block (the same) and
+ * puts its C block (the same, a strided put); beta 0 zeroes C in LDM: a
+ * vector loop over 1024 values, 256 iterations of one store:
+ * 10 + 256 x max(0, 1, (0 + 1 + 3) / 2) = 522 cycles.
+ * The mesh GEMM then runs 8 steps with ni = 32 C rows, nj = 32 columns
+ * (nj_vec = 8 vectors) and nk = 32: register blocks of 4 rows x 4
+ * vectors, 8 of them in i, 2 in j. Per step (cpe_mesh.c): row-operand
+ * messages blocks_i x nj_vec x nk = 8 x 8 x 32 = 2048 from each CPE of
+ * column s, column-operand messages blocks_j x ni x nk = 2 x 32 x 32 = 2048
+ * from each CPE of row s: 8 x (2048 + 2048) = 32768 broadcasts a step,
+ * 262144 in all, each received 7 times. Flops: 2 x 32 x 32 x 32 a step and
+ * CPE, 8 steps, 64 CPEs: 2 x 256^3. Cycles of a step, for the slowest role
+ * (the CPE owning both operands), per block: 32 iterations of fp 4 x 4 =
+ * 16, mem 2 x 4 + 2 x 4 + 2 x 16 / 32 = 17, any 3 / 4 (unroll 4), chain 7:
+ * max(16, 17, 16.875, 7) = 17, so 10 + 32 x 17 + 16 (block overhead) = 570;
+ * 16 blocks: 9120 cycles, of which 16 x 32 x 16 = 8192 multiply-add issue.
+ * 8 steps: 72960 cycles, 65536 of them compute and 7424 register
+ * communication; every CPE arrives at the same time (the same DMA), so
+ * nothing waits at the collective. */
 static void test_gemm_counters(void **state)
 {
     (void)state;
     st_cpe_cluster *cg = cluster_new();
-    gemm_case t = {ST_CPE_F64, 0, 0, 64, 64, 64, 1.0, 0.0, 0, 0, 0, 0};
+    gemm_case t = {ST_CPE_F64, 0, 0, 256, 256, 256, 1.0, 0.0, 0, 0, 0, 0};
     st_cpe_counters n;
     check_gemm(cg, &t, &n, NULL);
-    assert_int_equal(n.flops, 2 * 64 * 64 * 64);
+    assert_int_equal(n.flops, 2 * 256 * 256 * 256);
     assert_int_equal(n.mesh_gemms, 1);
-    assert_int_equal(n.msgs_bcast, 6144);
-    assert_int_equal(n.mesh_msgs_bcast, 6144);
-    assert_int_equal(n.msgs_received, 7 * 6144);
-    const st_cpe_dma_class *g = &n.dma[ST_CPE_DMA_GET][ST_CPE_DMA_STRIDED][6];
-    const st_cpe_dma_class *p = &n.dma[ST_CPE_DMA_PUT][ST_CPE_DMA_STRIDED][6];
+    assert_int_equal(n.msgs_bcast, 262144);
+    assert_int_equal(n.mesh_msgs_bcast, 262144);
+    assert_int_equal(n.msgs_received, 7 * 262144);
+    const st_cpe_dma_class *g = &n.dma[ST_CPE_DMA_GET][ST_CPE_DMA_STRIDED][8];
+    const st_cpe_dma_class *p = &n.dma[ST_CPE_DMA_PUT][ST_CPE_DMA_STRIDED][8];
     assert_int_equal(g->transfers, 2 * 64);
-    assert_int_equal(g->blocks, 2 * 64 * 8);
-    assert_int_equal(g->bytes, 2 * 64 * 512);
+    assert_int_equal(g->blocks, 2 * 64 * 32);
+    assert_int_equal(g->bytes, 2 * 64 * 8192);
     assert_int_equal(p->transfers, 64);
-    assert_int_equal(p->blocks, 64 * 8);
-    assert_int_equal(p->bytes, 64 * 512);
+    assert_int_equal(p->blocks, 64 * 32);
+    assert_int_equal(p->bytes, 64 * 8192);
     /* The argument blocks are the only other transfers. */
     assert_int_equal(st_cpe_counters_dma_transfers(&n), 4 * 64);
     double fp = 0.0;
-    assert_close(st_cpe_mesh_step_cycles(st_cpe_cluster_cost_params(cg), 0, 8, 2, 8, 4, &fp), 276.0,
-                 REL_EXACT, "mesh step cycles");
-    assert_close(fp, 128.0, REL_EXACT, "mesh step multiply-add cycles");
-    assert_close(n.time.compute_s, (42.0 + 1024.0) / HZ, REL_EXACT, "compute_s");
-    assert_close(n.time.regcomm_s, 1184.0 / HZ, REL_EXACT, "regcomm_s");
-    assert_close(n.compute_cycles, 64 * (42.0 + 2208.0), REL_EXACT, "compute_cycles");
+    assert_close(st_cpe_mesh_step_cycles(st_cpe_cluster_cost_params(cg), 0, 32, 8, 32, 4, &fp),
+                 9120.0, REL_EXACT, "mesh step cycles");
+    assert_close(fp, 8192.0, REL_EXACT, "mesh step multiply-add cycles");
+    assert_close(n.time.compute_s, (522.0 + 65536.0) / HZ, REL_EXACT, "compute_s");
+    assert_close(n.time.regcomm_s, 7424.0 / HZ, REL_EXACT, "regcomm_s");
+    assert_close(n.compute_cycles, 64 * (522.0 + 72960.0), REL_EXACT, "compute_cycles");
+    st_cpe_cluster_destroy(cg);
+}
+
+/* The vendor blocking leaves the mesh idle where a product is narrower
+ * than a tile: 64 x 256 x 256 in double fills 2 of the 8 CPE columns (C
+ * rows 0-31 and 32-63), yet each of the 8 steps costs what the 32 x 32
+ * blocks of those CPEs cost and every CPE takes part in its broadcasts
+ * and is charged its step's multiply-adds (the counters count the mesh's
+ * issue, not the useful flops), so the mesh's time and counts are those
+ * of 256^3 above for a quarter of its useful flops. */
+static void test_gemm_narrow_leaves_mesh_idle(void **state)
+{
+    (void)state;
+    st_cpe_cluster *cg = cluster_new();
+    gemm_case wide = {ST_CPE_F64, 0, 0, 256, 256, 256, 1.0, 0.0, 0, 0, 0, 0};
+    gemm_case narrow = {ST_CPE_F64, 0, 0, 64, 256, 256, 1.0, 0.0, 0, 0, 0, 0};
+    st_cpe_counters w, n;
+    check_gemm(cg, &wide, &w, NULL);
+    check_gemm(cg, &narrow, &n, NULL);
+    assert_int_equal(n.flops, w.flops);
+    assert_int_equal(n.msgs_bcast, w.msgs_bcast);
+    assert_close(n.time.compute_s + n.time.regcomm_s, w.time.compute_s + w.time.regcomm_s,
+                 REL_EXACT, "the mesh's time");
     st_cpe_cluster_destroy(cg);
 }
 
@@ -1310,6 +1335,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_shapes),
         cmocka_unit_test(test_gemm_counters),
+        cmocka_unit_test(test_gemm_narrow_leaves_mesh_idle),
         cmocka_unit_test(test_gemm_bad_arguments),
         cmocka_unit_test(test_mesh_gemm),
         cmocka_unit_test(test_mesh_gemm_illegal),

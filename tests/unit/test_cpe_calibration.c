@@ -456,10 +456,12 @@ static void test_swdnn(void **state)
 
 /* 4096^3 in double, cost-only: the published one-core-group DGEMMs reach
  * 88.7% (register-communication-aware DGEMM, ICPP 2017) to 95% (Jiang et
- * al., ICPP 2017) of the 742.4 GFlop/s peak. The model gives about 74%:
+ * al., ICPP 2017) of the 742.4 GFlop/s peak. The model gives about 59%:
  * lower, because here each CPE fetches its own A and B blocks with strided
- * DMA of short rows (cpe_gemm.c) while the published kernels move larger
- * contiguous transfers; the bound keeps the prediction in 65-85%. */
+ * DMA of short rows (gemm.c) while the published kernels move larger
+ * contiguous transfers, and the vendor blocking (gemm.c: a cube of 32, the
+ * largest whose seven double blocks fit 64 KB) fetches B for every 32 rows
+ * of C; the bound keeps the prediction in 50-70%. */
 static void test_dgemm(void **state)
 {
     (void)state;
@@ -482,8 +484,8 @@ static void test_dgemm(void **state)
            "%.3f s, DMA %.3f s, register communication %.3f s); published 88.7-95%%\n",
            n, 100 * efficiency, peak / 1e9, counters.time.compute_s, counters.time.dma_s,
            counters.time.regcomm_s);
-    if (!(efficiency >= 0.65 && efficiency <= 0.85))
-        fail_msg("DGEMM %zu^3: %.1f%% of peak predicted, expected 65-85%%", n, 100 * efficiency);
+    if (!(efficiency >= 0.50 && efficiency <= 0.70))
+        fail_msg("DGEMM %zu^3: %.1f%% of peak predicted, expected 50-70%%", n, 100 * efficiency);
     st_cpe_cluster_destroy(cg);
     free(a);
     free(b);

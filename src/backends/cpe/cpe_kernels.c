@@ -310,6 +310,13 @@ static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
     return mpe_setup(k, d, "batchnorm", err);
 }
 
+/* Floating-point operations of one powf on its general path (x > 0, y
+ * not an integer), counted in fdlibm's e_powf.c (the C library's powf on
+ * most systems): log2(x) in pieces (a division, a degree-6 polynomial and
+ * the error terms, about 53), y times it split (6), 2^z (a degree-5
+ * polynomial, a division and the corrections, about 31). */
+#define POWF_FLOPS 90.0
+
 /* LRN across channels as swCaffe trains it: Caffe's CPU code
  * (lrn_layer.cpp's CrossChannelForward_cpu / CrossChannelBackward_cpu,
  * which swCaffe did not port), whose loops run on the MPE and whose
@@ -331,13 +338,6 @@ static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
  * costed on the MPE, as the loops around it (an assumption: its code is
  * not published). The one-off memset of a padded one-image buffer per
  * pass is left out. */
-/* Floating-point operations of one powf on its general path (x > 0, y
- * not an integer), counted in fdlibm's e_powf.c (the C library's powf on
- * most systems): log2(x) in pieces (a division, a degree-6 polynomial and
- * the error terms, about 53), y times it split (6), 2^z (a degree-5
- * polynomial, a division and the corrections, about 31). */
-#define POWF_FLOPS 90.0
-
 static st_status lrn_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
     const st_lrn_desc *l = (const st_lrn_desc *)d;

@@ -24,11 +24,20 @@
  * so it is transposed in LDM after it arrives (declared as a vector
  * shuffle loop).
  *
- * Blocking (host, gemm_plan): every (bm, bn, bk) whose buffers fit the LDM
- * is costed with the cost model (each panel the larger of its DMA and its
- * mesh steps, the C transfers sharing the channel) and the cheapest taken: small K wants
- * tall C blocks, small M or N narrow ones, and strided DMA of short rows is
- * slow, so no fixed shape serves every product the networks need.
+ * Blocking (host, gemm_plan): the vendor BLAS's. swCaffe's explicit
+ * convolution and inner product call the machine's cblas_sgemm, whose code
+ * is not published; a library tuned for large products blocks every
+ * product the same way, and so does this one: per CPE a cube bm = bn = bk
+ * = s, the largest power of two whose blocks, in double (the library's
+ * arithmetic: floats travel as doubles), fit the LDM as this kernel lays
+ * them out (s = 32 in the SW26010's 64 KB, 64 in 256 KB). A product
+ * smaller than a tile (side x s) in M or N leaves that share of the mesh
+ * without a C block, and a K shorter than a panel leaves mesh rows without
+ * a slice: the 64 output channels of VGG-16's conv1_x fill 2 of the 8 CPE
+ * columns, and a bias GEMM (K = 1) one row. (A blocking chosen per product
+ * by the cost model, as before, made conv1_x's explicit passes 2-5x faster
+ * than swCaffe measured them; conv3_x's and conv5_x's products, a tile
+ * wide or more, hardly change.)
  *
  * Precision: each step's products are summed in double and added to C in
  * its type (the mesh GEMM's arithmetic). alpha is applied at the end
@@ -282,75 +291,16 @@ static size_t div_up(size_t a, size_t b)
     return (a + b - 1) / b;
 }
 
-/* Occupancy cycles of fetching rows x cols elements of a matrix whose rows
- * are ld apart (one block when the rows are adjacent). */
-static double rows_cycles(const st_cpe_cost_params *p, int put, size_t rows, size_t cols,
-                          size_t ld, size_t elt)
+/* The vendor blocking (see the header comment) on a machine of ldm_bytes
+ * of LDM: the largest power-of-two s with s x s x s blocks of doubles in
+ * the LDM (the transposed B block included, so that one s serves every
+ * product), at least 1. */
+static void gemm_plan(size_t ldm_bytes, gemm_args *g)
 {
-    if (rows == 0 || cols == 0)
-        return 0.0;
-    if (rows == 1 || cols == ld)
-        return st_cpe_dma_cost(p, put, ST_CPE_DMA_CONTIGUOUS, rows * cols * elt, 1)
-            .occupancy_cycles;
-    return st_cpe_dma_cost(p, put, ST_CPE_DMA_STRIDED, cols * elt, rows).occupancy_cycles;
-}
-
-/* The cost model's estimate of a plan, in cycles. */
-static double plan_cycles(const st_cpe_cost_params *p, const gemm_args *g, size_t side, size_t bm,
-                          size_t bn, size_t bk)
-{
-    const st_cpe_gemm_desc *d = &g->d;
-    size_t elt = st_cpe_dtype_size(d->type);
-    double fp;
-    double mesh = (double)side * st_cpe_mesh_step_cycles(p, 0, bm, div_up(bn, 4), bk,
-                                                            GEMM_UNROLL, &fp);
-    if (d->trans_b)
-        mesh += p->loop_entry_cycles + (double)div_up(bk * bn, 4) * 2.0;
-    double get_latency = st_cpe_dma_cost(p, 0, ST_CPE_DMA_CONTIGUOUS, 1, 0).latency_cycles;
-    double dma = get_latency +
-                 (d->trans_a ? rows_cycles(p, 0, bk, bm, d->lda, elt)
-                             : rows_cycles(p, 0, bm, bk, d->lda, elt)) +
-                 (d->trans_b ? rows_cycles(p, 0, bn, bk, d->ldb, elt)
-                             : rows_cycles(p, 0, bk, bn, d->ldb, elt));
-    /* The C put overlaps the next tile's panels but occupies the channel. */
-    double c_get = d->beta != 0.0
-                       ? rows_cycles(p, 0, bm, bn, d->ldc, elt) + get_latency
-                       : 0.0;
-    double panels = (double)div_up(d->k, side * bk) * (d->reduce ? (double)d->batch : 1.0);
-    double channel = panels * dma + rows_cycles(p, 1, bm, bn, d->ldc, elt);
-    double compute = panels * mesh;
-    double tiles = (double)(div_up(d->m, side * bm) * div_up(d->n, side * bn));
-    return (double)g->items * tiles * (c_get + dma + (channel > compute ? channel : compute));
-}
-
-/* The cheapest blocking that fits ldm_bytes of LDM on a mesh of side x
- * side (see the header comment). */
-static void gemm_plan(const st_cpe_cost_params *p, size_t ldm_bytes, size_t side, gemm_args *g)
-{
-    static const size_t mn_sides[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
-    static const size_t k_sides[] = {4, 8, 16, 32, 64, 128, 256};
-    const st_cpe_gemm_desc *d = &g->d;
-    size_t elt = st_cpe_dtype_size(d->type);
-    size_t bm_max = div_up(d->m, side), bn_max = div_up(d->n, side);
-    size_t bk_max = div_up(d->k ? d->k : 1, side);
-    double best = -1.0;
-    g->bm = g->bn = g->bk = 1;
-    for (size_t i = 0; i < sizeof mn_sides / sizeof mn_sides[0]; i++)
-        for (size_t j = 0; j < sizeof mn_sides / sizeof mn_sides[0]; j++)
-            for (size_t l = 0; l < sizeof k_sides / sizeof k_sides[0]; l++) {
-                size_t bm = mn_sides[i] < bm_max ? mn_sides[i] : bm_max;
-                size_t bn = mn_sides[j] < bn_max ? mn_sides[j] : bn_max;
-                size_t bk = k_sides[l] < bk_max ? k_sides[l] : bk_max;
-                if (gemm_ldm_bytes(elt, bm, bn, bk, d->trans_b) > ldm_bytes)
-                    continue;
-                double cycles = plan_cycles(p, g, side, bm, bn, bk);
-                if (best < 0.0 || cycles < best) {
-                    best = cycles;
-                    g->bm = bm;
-                    g->bn = bn;
-                    g->bk = bk;
-                }
-            }
+    size_t s = 1;
+    while (gemm_ldm_bytes(sizeof(double), 2 * s, 2 * s, 2 * s, 1) <= ldm_bytes)
+        s *= 2;
+    g->bm = g->bn = g->bk = s;
 }
 
 st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
@@ -384,7 +334,7 @@ st_status st_cpe_gemm_batched(st_cpe_cluster *cg, const st_cpe_gemm_desc *desc,
         g.d.k = 0;
     const st_cpe_machine *machine = st_cpe_cluster_machine(cg);
     size_t side = (size_t)machine->mesh_cols;
-    gemm_plan(st_cpe_cluster_cost_params(cg), (size_t)machine->ldm_bytes, side, &g);
+    gemm_plan((size_t)machine->ldm_bytes, &g);
     g.k_panels = div_up(g.d.k, side * g.bk);
     return st_cpe_launch(cg, "gemm", gemm_kernel, &g, out, err);
 }
