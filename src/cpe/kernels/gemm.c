@@ -36,8 +36,7 @@
  * a slice: the 64 output channels of VGG-16's conv1_x fill 2 of the 8 CPE
  * columns, and a bias GEMM (K = 1) one row. (A blocking chosen per product
  * by the cost model, as before, made conv1_x's explicit passes 2-5x faster
- * than swCaffe measured them; conv3_x's and conv5_x's products, a tile
- * wide or more, hardly change.)
+ * than swCaffe measured them.)
  *
  * Precision: each step's products are summed in double and added to C in
  * its type (the mesh GEMM's arithmetic). alpha is applied at the end
