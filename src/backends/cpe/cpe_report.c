@@ -56,12 +56,18 @@ static double work_intensity(const cpe_work *w)
     return bytes > 0 ? flops / bytes : 0.0;
 }
 
-/* "DMA 61%": the dominant part of strategy s's trial of pass p. */
-static void dominant_text(const cpe_kernel *k, int s, int p, char *buf, size_t len)
+/* "DMA 61%": the dominant part of a split and its share. */
+static void split_text(const cpe_split *split, char *buf, size_t len)
 {
     double share;
-    cpe_part top = cpe_split_dominant(&k->tried_split[s][p], &share);
+    cpe_part top = cpe_split_dominant(split, &share);
     snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
+}
+
+/* The dominant part of strategy s's trial of pass p. */
+static void dominant_text(const cpe_kernel *k, int s, int p, char *buf, size_t len)
+{
+    split_text(&k->tried_split[s][p], buf, len);
 }
 
 /* The same for a kernel without strategies: its steady passes (its trial
@@ -72,9 +78,7 @@ static void work_dominant_text(const st_bctx *ctx, const cpe_work *w, int p, cha
     const cpe_account zero = {0};
     const cpe_account *a = ctx->iterations > CONV_TRIALS ? &w->steady[p] : &w->trials[p];
     cpe_split split = cpe_split_between(&zero, a, 0.0);
-    double share;
-    cpe_part top = cpe_split_dominant(&split, &share);
-    snprintf(buf, len, "%s %.0f%%", cpe_part_names[top], 100.0 * share);
+    split_text(&split, buf, len);
 }
 
 /* The strategy column: what each pass chose, with its trials and each
