@@ -99,6 +99,34 @@ struct st_kernel {
 
 typedef struct st_bctx st_bctx; /* a backend's per-worker context */
 
+/* Elementwise work as the passes over contiguous floats that make it, in
+ * groups: `runs` passes per sample over `values` floats each (runs 0: one
+ * pass over the batch, `values` floats per sample), each float read or
+ * written `streams` times in all (4 bytes each). A layer's work in plain C
+ * (st_backend.host_work), or, in a backend, the helper passes a kernel
+ * makes beside its own work. */
+#define ST_STREAM_GROUPS 16 /* a route layer's inputs (layer.h's ST_MAX_SRC) */
+typedef struct st_stream_work {
+    int groups;
+    struct {
+        double runs;
+        size_t values;
+        double streams;
+    } group[ST_STREAM_GROUPS];
+} st_stream_work;
+
+/* Adds a group to w; a group beyond ST_STREAM_GROUPS is left out. */
+static inline void st_stream_work_add(st_stream_work *w, double runs, size_t values,
+                                      double streams)
+{
+    if (w->groups < ST_STREAM_GROUPS) {
+        w->group[w->groups].runs = runs;
+        w->group[w->groups].values = values;
+        w->group[w->groups].streams = streams;
+        w->groups++;
+    }
+}
+
 typedef struct st_backend_opts {
     int intra_threads; /* intra-op threads of this worker (1: single-threaded kernels) */
     int worker;        /* worker index, for messages */
@@ -179,10 +207,11 @@ typedef struct st_backend {
     void (*iteration_end)(st_bctx *ctx, long iter);
     /* Optional: during training the worker did work in plain C that no
      * kernel of this backend ran: layer `layer` (-1: the data layer's copy
-     * of the batch into the input), called what, moved bytes (read and
-     * written) in the pass (0 forward, 1 backward). A backend that predicts
-     * another machine's time charges it there. */
-    void (*host_work)(st_bctx *ctx, int layer, const char *what, int pass, double bytes);
+     * of the batch into the input), called what, the passes over memory w
+     * made over n samples in the pass (0 forward, 1 backward). A backend
+     * that predicts another machine's time charges it there. */
+    st_status (*host_work)(st_bctx *ctx, int layer, const char *what, int pass, int n,
+                           const st_stream_work *w, st_error *err);
     /* Optional, for a backend that predicts another machine's time (NULL:
      * it has nothing to report, and the options asking for it are refused).
      * run_begin, before training: run->cost_only makes every launch only

@@ -36,6 +36,7 @@
 #include "base/status.h"
 
 #define ST_MAX_SRC 16 /* inputs of one route layer */
+_Static_assert(ST_MAX_SRC <= ST_STREAM_GROUPS, "a route's copies are one stream group each");
 
 /* Added to the batch variance before the square root by every batch
  * normalization (oneDNN and Caffe use 1e-5; Darknet .weights convert it). */
@@ -256,10 +257,11 @@ struct st_layer_ops {
      * when they differ, or the backend cannot say, it asks for them plain
      * (st_setup.plain_inputs) and the replica is set up again so. */
     int shares_layout;
-    /* Bytes per output value the layer reads and writes in plain C in each
-     * training pass (forward, and backward), beyond its kernels: the work a
-     * backend is told of (st_backend.host_work); 0 for none. */
-    double host_bytes;
+    /* The layer's work in plain C in a training pass (0 forward, 1
+     * backward), beyond its kernels, as the passes over memory its code
+     * makes, added to w: the work a backend is told of (st_backend.host_work);
+     * NULL: none. */
+    void (*host_streams)(const st_layer *l, int pass, st_stream_work *w);
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);
     /* The parameter arena's ranges [ranges[k][0], ranges[k][1]) that part
@@ -296,6 +298,9 @@ struct st_layer_ops {
 const st_layer_ops *st_layer_find(const char *section_type);
 /* A layer's name in tables, reports and buffer names. */
 const char *st_layer_short_name(const st_layer *l);
+/* A host_streams for a layer whose plain C reads a value and writes one per
+ * output value in each training pass. */
+void st_layer_host_copy(const st_layer *l, int pass, st_stream_work *w);
 /* Whether the layer can run model-parallel (its ops' model_parallel). */
 int st_layer_model_parallel(const st_layer *l);
 void st_layer_type_list(char *buf, size_t size);

@@ -82,7 +82,8 @@ static void cost_graph(const st_layer *base, st_graph_node *g)
 const st_layer_ops st_cost_ops = {
     .type = "cost",
     .size = sizeof(cost_layer),
-    .host_bytes = 8, /* the loss reads x and the label, the gradient writes */
+    .host_streams = st_layer_host_copy, /* the loss reads x and the label, */
+                                        /* the gradient is written */
     .plain_input = 1,
     .ignored_keys = cost_ignored,
     .build = cost_build,

@@ -127,7 +127,7 @@ static void crop_describe(const st_layer *base, char *buf, size_t size)
 const st_layer_ops st_crop_ops = {
     .type = "crop",
     .size = sizeof(crop_layer),
-    .host_bytes = 8, /* a copy each way */
+    .host_streams = st_layer_host_copy, /* a copy each way */
     .plain_input = 1,
     .ignored_keys = crop_ignored,
     .build = crop_build,

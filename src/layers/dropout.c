@@ -108,10 +108,18 @@ static void dropout_graph(const st_layer *base, st_graph_node *g)
                          .dropout = {((const dropout_layer *)base)->probability}};
 }
 
+/* Work in plain C, each training pass: one pass over the output, its values
+ * in and out and a mask byte (a quarter of a float). */
+static void dropout_host_streams(const st_layer *base, int pass, st_stream_work *w)
+{
+    (void)pass;
+    st_stream_work_add(w, 0.0, st_shape_count(base->out), 2.25);
+}
+
 const st_layer_ops st_dropout_ops = {
     .type = "dropout",
     .size = sizeof(dropout_layer),
-    .host_bytes = 9, /* values in and out and a mask byte */
+    .host_streams = dropout_host_streams,
     .keeps_layout = 1,
     .build = dropout_build,
     .setup = dropout_setup,

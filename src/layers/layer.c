@@ -72,6 +72,12 @@ st_status st_kslot_backward_weights(const st_kslot *slot, const st_pass *p, st_k
     return st;
 }
 
+void st_layer_host_copy(const st_layer *l, int pass, st_stream_work *w)
+{
+    (void)pass;
+    st_stream_work_add(w, 0.0, st_shape_count(l->out), 2.0);
+}
+
 st_status st_layer_bad_shape(const st_build *b, st_error *err, const char *fmt, ...)
 {
     char what[512];

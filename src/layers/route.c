@@ -84,6 +84,17 @@ static st_status route_backward(const st_layer *base, void *state, const st_pass
     return ST_OK;
 }
 
+/* Work in plain C (route_copy), each training pass: per sample, a copy of
+ * each input's part (a read and a write of each value; backward, the
+ * gradient's part into the input's gradient). */
+static void route_host_streams(const st_layer *base, int pass, st_stream_work *w)
+{
+    (void)pass;
+    const route_layer *l = (const route_layer *)base;
+    for (int k = 0; k < base->n_src; k++)
+        st_stream_work_add(w, 1.0, l->part[k], 2.0);
+}
+
 static void route_describe(const st_layer *base, char *buf, size_t size)
 {
     int len = snprintf(buf, size, "route ");
@@ -99,7 +110,7 @@ static void route_graph(const st_layer *base, st_graph_node *g)
 const st_layer_ops st_route_ops = {
     .type = "route",
     .size = sizeof(route_layer),
-    .host_bytes = 8, /* a copy each way */
+    .host_streams = route_host_streams,
     .plain_input = 1,
     .build = route_build,
     .forward = route_forward,

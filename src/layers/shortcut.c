@@ -197,6 +197,46 @@ static st_status shortcut_backward(const st_layer *base, void *state, const st_p
     return ST_OK;
 }
 
+/* Work in plain C, as shortcut_forward and shortcut_backward make it.
+ * Forward: the previous layer's output copied over the batch, per sample
+ * the axpys of alpha - 1 (when alpha is not 1) and beta (over the mapped
+ * values, costed as if contiguous), the activation over the batch (when
+ * not linear). Backward, the identity shortcut's one fused pass (reading y
+ * and dy, writing both gradients); otherwise the activation's gradient,
+ * per sample the previous layer's gradient copied and its alpha - 1 axpy,
+ * the other input's gradient cleared and per sample its beta axpy. */
+static void shortcut_host_streams(const st_layer *base, int pass, st_stream_work *w)
+{
+    const shortcut_layer *l = (const shortcut_layer *)base;
+    size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
+    size_t mapped = out_n;
+    if (!one_to_one(l)) {
+        st_shape f = l->from, o = base->out;
+        mapped = (size_t)(f.c < o.c ? f.c : o.c) * (size_t)(f.h < o.h ? f.h : o.h) *
+                 (size_t)(f.w < o.w ? f.w : o.w);
+    }
+    if (pass == 0) {
+        st_stream_work_add(w, 0.0, out_n, 2.0);
+        if (l->alpha != 1.0f)
+            st_stream_work_add(w, 1.0, mapped, 3.0);
+        st_stream_work_add(w, 1.0, mapped, 3.0);
+        if (l->act != ST_ACT_LINEAR)
+            st_stream_work_add(w, 0.0, out_n, 2.0);
+        return;
+    }
+    if (one_to_one(l) && l->alpha == 1.0f && (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU)) {
+        st_stream_work_add(w, 0.0, out_n, 4.0);
+        return;
+    }
+    if (l->act != ST_ACT_LINEAR)
+        st_stream_work_add(w, 0.0, out_n, 3.0);
+    st_stream_work_add(w, 1.0, out_n, 2.0);
+    if (l->alpha != 1.0f)
+        st_stream_work_add(w, 1.0, mapped, 3.0);
+    st_stream_work_add(w, 0.0, from_n, 1.0);
+    st_stream_work_add(w, 1.0, mapped, 3.0);
+}
+
 static void shortcut_describe(const st_layer *base, char *buf, size_t size)
 {
     const shortcut_layer *l = (const shortcut_layer *)base;
@@ -213,7 +253,7 @@ static void shortcut_graph(const st_layer *base, st_graph_node *g)
 const st_layer_ops st_shortcut_ops = {
     .type = "shortcut",
     .size = sizeof(shortcut_layer),
-    .host_bytes = 12, /* two inputs added into the output; two gradients out */
+    .host_streams = shortcut_host_streams,
     .shares_layout = 1,
     .short_name = "res",
     .build = shortcut_build,

@@ -100,7 +100,8 @@ static void softmax_graph(const st_layer *base, st_graph_node *g)
 const st_layer_ops st_softmax_ops = {
     .type = "softmax",
     .size = sizeof(softmax_layer),
-    .host_bytes = 8, /* the loss reads the probabilities, the gradient writes */
+    .host_streams = st_layer_host_copy, /* the loss reads the probabilities, */
+                                        /* the gradient is written */
     .plain_input = 1,
     .build = softmax_build,
     .setup = softmax_setup,

@@ -317,12 +317,20 @@ float *st_replica_input_delta(const st_replica *r)
 }
 
 /* Tell the backend of layer i's work in plain C in a training pass. */
-static void replica_host_work(const st_replica *r, int i, int pass, int n, int training)
+static st_status replica_host_work(const st_replica *r, int i, int pass, int n, int training,
+                                   st_error *err)
 {
     const st_layer *l = r->net->layers[i];
-    if (training && l->ops->host_bytes > 0 && r->backend->host_work)
-        r->backend->host_work(r->bctx, i, st_layer_short_name(l), pass,
-                              l->ops->host_bytes * n * (double)st_shape_count(l->out));
+    if (!training || !l->ops->host_streams || !r->backend->host_work)
+        return ST_OK;
+    st_stream_work w = {0};
+    l->ops->host_streams(l, pass, &w);
+    st_status st = w.groups > 0
+                       ? r->backend->host_work(r->bctx, i, st_layer_short_name(l), pass, n, &w, err)
+                       : ST_OK;
+    if (st != ST_OK)
+        st_error_prefix(err, "layer %d [%s] %s: ", i, l->ops->type, pass ? "backward" : "forward");
+    return st;
 }
 
 /* --trace: layer i's pass (0 forward, 1 backward: data and weights) of n
@@ -392,13 +400,16 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
     st_pass p = replica_pass(r, weights, s, info);
     p.loss = &sum;
     st_trace_track *tr = info->training ? st_trace_at(r->trace, info->iteration) : NULL;
+    st_status st = ST_OK;
     /* The data layer copies the batch into the network's input. */
-    if (info->training && r->backend->host_work)
-        r->backend->host_work(r->bctx, -1, "data", 0,
-                              2.0 * sizeof(float) * s->n * (double)st_shape_count(r->net->input));
+    if (info->training && r->backend->host_work) {
+        st_stream_work copy = {0};
+        st_stream_work_add(&copy, 0.0, st_shape_count(r->net->input), 2.0);
+        if ((st = r->backend->host_work(r->bctx, -1, "data", 0, s->n, &copy, err)) != ST_OK)
+            return st;
+    }
     const float *src[ST_MAX_SRC];
     p.src = src;
-    st_status st = ST_OK;
     for (int i = 0; i < r->net->n_layers; i++) {
         const st_layer *l = r->net->layers[i];
         if (p.n == 0 && !(mp && r->mp[i]))
@@ -415,7 +426,11 @@ st_status st_replica_forward(st_replica *r, const float *weights, const st_shard
             r->time[i].forward += t[1] - t[0];
         if (tr)
             replica_trace_layer(r, tr, i, 0, p.n, info->iteration, t[0], t[1]);
-        replica_host_work(r, i, 0, p.n, info->training);
+        if (st == ST_OK && (st = replica_host_work(r, i, 0, p.n, info->training, err)) != ST_OK) {
+            p.n = 0;
+            if (!mp)
+                return st;
+        }
     }
     if (loss)
         *loss = sum;
@@ -468,7 +483,11 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
                 t[1] - t[0] - (r->time[i].backward_weights - weights_before);
         if (tr)
             replica_trace_layer(r, tr, i, 1, p.n, info->iteration, t[0], t[1]);
-        replica_host_work(r, i, 1, p.n, 1);
+        if (st == ST_OK && (st = replica_host_work(r, i, 1, p.n, 1, err)) != ST_OK) {
+            p.n = 0;
+            if (!r->mp)
+                return st;
+        }
         if (r->layer_done)
             r->layer_done(r->layer_done_ctx, i);
     }

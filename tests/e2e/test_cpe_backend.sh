@@ -6,8 +6,8 @@
 #     convolutions run explicitly, each pass naming why swDNN's implicit
 #     kernel cannot take it (32 images give each CPE row 4, not a 4 x 4
 #     register block's 16); pooling, activations, the gradient sum and the
-#     update run on the CPEs, softmax on the MPE, the data layer and the
-#     loss are costed on the MPE;
+#     update run on the CPEs, softmax on the MPE, the data layer's copy
+#     and the loss as CPE launches (passes of 256 floats or more);
 #   - tests/fixtures/cpe-implicit.cfg at batch 128 (synthetic data): the
 #     losses follow the reference; every pass both strategies can run chose
 #     the faster trial, counting its layout transformations (from the
@@ -19,6 +19,12 @@
 #   - LRN: the MPE's share of each pass is the roofline of Caffe's loops
 #     around powf, counted by hand, and the CPE launches add at least their
 #     fixed costs;
+#   - route and shortcut, work in plain C, as swCaffe's helpers make their
+#     passes: a route of parts under 256 floats a sample on the MPE at its
+#     bandwidth (hand-computed), one of larger parts a CPE launch per sample
+#     and part, the shortcut's per-sample axpy a launch per sample and its
+#     fused backward one launch (bounds from the launch cost and the core
+#     group's memory bandwidth);
 #   - the SW26010-Pro what-if (--cpe-machine) on the same network: a
 #     processor of 6 core groups, fewer DMA bytes per flop in the
 #     convolutions and faster transformations than clock and bandwidth
@@ -67,8 +73,8 @@ expect "its backward-weights pass names its SIMD dimension, the 20 input channel
 expect "pooling (2 layers), activations, gradient sum and update run on the CPEs" \
     [ "$(grep -c "max pool .* CPEs \|relu x500 .* CPEs \|gradient sum + solver update .*CPEs" "$out")" -eq 4 ]
 expect "softmax runs on the MPE" grep -q "softmax 10 .* MPE " "$out"
-expect "the data layer and the loss are costed on the MPE" \
-    [ "$(grep -c "cpe: data  .* MPE \|cpe: softmax (layer 6) .* MPE " "$out")" -eq 2 ]
+expect "the data layer's copy and the loss are CPE launches" \
+    [ "$(grep -c "cpe: data  .* CPEs \|cpe: softmax (layer 6) .* CPEs " "$out")" -eq 2 ]
 
 # The implicit scheme: losses, choices, reasons and transformations.
 net=tests/fixtures/cpe-implicit.cfg
@@ -153,11 +159,10 @@ expect "the Pro's processor trains more images/s" \
 #     accumulator's set per image (4 bytes per plane);
 # each costed as the larger of flops at 2.9 GFLOP/s and bytes at 9.9 GB/s
 # (model.conf's mpe_flops and mpe_bandwidth). What the CPE launches add
-# is at least their launches' fixed cost (5 us each, launch_seconds),
-# counted in copies of one launch's values: forward 4 squares (one per
-# image), 28 plane copies and a product over the batch (3 streams: 1.5);
-# backward a product over the batch, 4 products and 4 quotients of an
-# image, 32 plane products, 3 streams each (61.5).
+# is at least their launches' fixed cost (5 us each, launch_seconds):
+# forward 4 squares (one per image), 28 plane copies and a product over
+# the batch (33); backward a product over the batch, 4 products and 4
+# quotients of an image, 32 plane products (41).
 printf '[net]\nbatch=4\nheight=32\nwidth=32\nchannels=8\nlearning_rate=0.01\n\n[convolutional]\nfilters=8\nsize=1\nstride=1\npad=0\nactivation=linear\n\n[lrn]\nsize=5\nalpha=0.0001\nbeta=0.75\n\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n' >"$tmp/lrn.cfg"
 check "cpe backend, LRN, cost-only" out 0 "done: 3 iterations" -- \
     "$bin" --backend cpe --cpe-cost-only --cpe-report "$tmp/lrn.csv" -t 1 --iters 3 --data synthetic \
@@ -176,9 +181,43 @@ lrn_expect() {
 }
 v=32768
 lrn_expect fwd "$(awk -v v=$v 'BEGIN { print v * (90 + 2 * (5 + 2 * 7) / 8) }')" \
-    "$(awk -v v=$v 'BEGIN { print v * (4 + 12 * (5 + 2 * 7) / 8 + 8) }')" 33.5
+    "$(awk -v v=$v 'BEGIN { print v * (4 + 12 * (5 + 2 * 7) / 8 + 8) }')" 33
 lrn_expect bwd_data "$(awk -v v=$v 'BEGIN { print v * (90 + 2 * (3 + 4 / 8)) }')" \
-    "$(awk -v v=$v 'BEGIN { print v * (8 + 4 / 8 + 12 * (3 + 4 / 8)) }')" 61.5
+    "$(awk -v v=$v 'BEGIN { print v * (8 + 4 / 8 + 12 * (3 + 4 / 8)) }')" 41
+
+# Route and shortcut, work in plain C, as swCaffe's helpers (sw_memcpy_f,
+# sw_add_f, ...) would make their passes: a pass of 256 floats or more is a
+# CPE launch (5 us fixed, launch_seconds, and its bytes at no more than the
+# core group's 34.13 GB/s, memory_bandwidth), a shorter one the MPE's
+# (9.9 GB/s, mpe_bandwidth). Batch 64 of 8 x 8:
+#   layer 2, route of 2 and 1 channels (128 and 64 floats a sample): per
+#     sample two copies under 256 floats, on the MPE: 64 x 192 x 8 bytes
+#     at 9.9 GB/s each pass;
+#   layer 5, identity shortcut of 8 channels with ReLU (512 floats a
+#     sample): forward a copy over the batch, an axpy per sample, the ReLU
+#     over the batch: 66 launches, 7 streams of 32768 floats; backward one
+#     fused pass (reading y and dy, writing both gradients): 1 launch, 4
+#     streams, under the 64 launches a per-sample pass would make;
+#   layer 6, route of 8 and 8 channels: a copy per sample and part, 128
+#     launches and 2 streams of 65536 floats each pass.
+printf '[net]\nbatch=64\nheight=8\nwidth=8\nchannels=1\nlearning_rate=0.01\n\n[convolutional]\nfilters=2\nsize=1\nactivation=linear\n\n[convolutional]\nfilters=1\nsize=1\nactivation=linear\n\n[route]\nlayers=0,1\n\n[convolutional]\nfilters=8\nsize=1\nactivation=linear\n\n[convolutional]\nfilters=8\nsize=1\nactivation=linear\n\n[shortcut]\nfrom=-2\nactivation=relu\n\n[route]\nlayers=-2,-1\n\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n' >"$tmp/host.cfg"
+check "cpe backend, route and shortcut, cost-only" out 0 "done: 3 iterations" -- \
+    "$bin" --backend cpe --cpe-cost-only --cpe-report "$tmp/host.csv" -t 1 --iters 3 \
+    --data synthetic --train-images 64 --no-test "$tmp/host.cfg"
+# host_expect LAYER PASS ON LOW HIGH: the layer's host row for the pass
+# runs on ON and takes seconds in [LOW, HIGH].
+host_expect() {
+    row=$(awk -F, -v l="$1" -v p="$2" '$1 == "host" && $2 == l && $5 == p { print $4, $8 }' "$tmp/host.csv")
+    expect "layer $1 $2: on $3, $4 <= seconds <= $5 ($row)" \
+        awk -v r="$row" -v on="$3" -v lo="$4" -v hi="$5" 'BEGIN { split(r, x, " "); exit !(x[1] == on && x[2] >= lo && x[2] <= hi) }'
+}
+mpe=$(awk 'BEGIN { print 64 * 192 * 8 / 9.9e9 }')
+for pass in fwd bwd_data; do
+    host_expect 2 $pass MPE "$(awk -v m="$mpe" 'BEGIN { print m - 1e-9 }')" "$(awk -v m="$mpe" 'BEGIN { print m + 1e-9 }')"
+    host_expect 6 $pass CPEs "$(awk 'BEGIN { print 128 * 5e-6 + 2 * 65536 * 4 / 34.13e9 }')" 1
+done
+host_expect 5 fwd CPEs "$(awk 'BEGIN { print 66 * 5e-6 + 7 * 32768 * 4 / 34.13e9 }')" 1
+host_expect 5 bwd_data CPEs "$(awk 'BEGIN { print 5e-6 + 4 * 32768 * 4 / 34.13e9 }')" 320e-6
 
 # Two workers (the gradient sum adds two arenas; each worker updates its
 # slice on its own core group) with Adam (two state planes): the same

@@ -158,9 +158,10 @@ static st_status cpe_slice_apply(st_bctx *ctx, const st_solver_step *step, size_
     return cpe_charge(&ctx->reduce_update, WORK_UPDATE, &c, 1, st);
 }
 
-/* ---- work in plain C, on the MPE ---- */
+/* ---- work in plain C, as swCaffe's helpers make it ---- */
 
-static void cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, double bytes)
+static st_status cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, int n,
+                               const st_stream_work *w, st_error *err)
 {
     int i = 0;
     while (i < ctx->n_host && ctx->host[i].layer != layer)
@@ -170,7 +171,8 @@ static void cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, d
             int cap = ctx->host_cap ? 2 * ctx->host_cap : 8;
             cpe_host *grown = realloc(ctx->host, (size_t)cap * sizeof *grown);
             if (!grown)
-                return; /* a prediction without this row; training goes on */
+                return st_fail(err, ST_ENOMEM, "out of memory for the cpe backend's list of "
+                               "plain-C work");
             ctx->host = grown;
             ctx->host_cap = cap;
         }
@@ -182,8 +184,7 @@ static void cpe_host_work(st_bctx *ctx, int layer, const char *what, int pass, d
         else
             snprintf(h->what, sizeof h->what, "%s (layer %d)", what, layer);
     }
-    ctx->host[i].work.now[pass].mpe_s +=
-        st_cpe_mpe_seconds(st_cpe_cluster_cost_params(ctx->cg), 0.0, bytes);
+    return cpe_charge_streams(ctx, &ctx->host[i].work, pass, w, n, 1, &ctx->host[i].on_cpes, err);
 }
 
 /* ---- creation ---- */

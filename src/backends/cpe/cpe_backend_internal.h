@@ -73,21 +73,6 @@ typedef struct cpe_layout_state {
     int c, h, w;
 } cpe_layout_state;
 
-/* Launches an MPE kind makes on the CPEs in a pass (swCaffe's sw_* helpers:
- * copy, square, multiply, divide, each one athread_spawn over a stretch of
- * the tensor), in groups: `launches` launches per sample over `values`
- * values each (launches 0: one launch over the batch's values per sample
- * times n), each value read or written `streams` times in all (4 bytes). */
-#define CPE_STREAM_GROUPS 4
-typedef struct cpe_streams {
-    int groups;
-    struct {
-        double launches;
-        size_t values;
-        double streams;
-    } group[CPE_STREAM_GROUPS];
-} cpe_streams;
-
 typedef struct cpe_kernel {
     st_kernel base;
     struct st_bctx *ctx;
@@ -104,7 +89,7 @@ typedef struct cpe_kernel {
     cpe_layout_state *src_state; /* the producer's layout, or NULL: plain */
     cpe_layout_state own;    /* conv: this kernel's output layout */
     double mpe_flops[PASSES], mpe_bytes[PASSES]; /* MPE work per sample */
-    cpe_streams streams[PASSES]; /* an MPE kind's launches on the CPEs beside its MPE work */
+    st_stream_work streams[PASSES]; /* an MPE kind's helper passes beside its MPE work */
     int base_n;              /* conv: the batch the strategies were settled for */
     int runs[CONV_STRATEGIES][PASSES]; /* conv: whether the strategy can run the pass */
     char why_not[PASSES][192]; /* conv: why the implicit one cannot */
@@ -119,10 +104,11 @@ typedef struct cpe_kernel {
 
 /* Work the worker did in plain C that no kernel ran (backend.h's
  * host_work: the data layer's copy, dropout, route, shortcut, the loss),
- * costed on the MPE at its measured bandwidth. */
+ * costed as swCaffe's helpers would make its passes (cpe_charge_streams). */
 typedef struct cpe_host {
     int layer;               /* -1: the data layer */
     char what[32];
+    int on_cpes;             /* some of its passes were CPE launches */
     cpe_work work;
 } cpe_host;
 
@@ -180,6 +166,22 @@ st_status cpe_scratch(st_bctx *ctx, int which, size_t floats, float **out, st_er
 /* k's per-sample input shape: its producer's layout record when its input
  * comes from a cpe kernel, else c x h x w. */
 void cpe_input_shape(cpe_kernel *k, int c, int h, int w);
+
+/* swCaffe's elementwise helpers (sw_memcpy_f, sw_add_f, sw_mul_f, ...)
+ * launch the CPEs over CPE_LAUNCH_MIN_FLOATS floats or more and loop on
+ * the MPE below that. */
+#define CPE_LAUNCH_MIN_FLOATS 256
+
+/* The passes s (over a batch of n) as swCaffe's helpers make them, charged
+ * to w's pass: a pass of CPE_LAUNCH_MIN_FLOATS floats or more is a CPE
+ * launch, costed at the rate the emulated CPEs stream (one launch copying
+ * its floats, st_cpe_act_forward linear within scratch, emulated: its
+ * launch's fixed cost counted once a pass, the rest runs x streams / 2
+ * times);
+ * a shorter one is the MPE's, bytes at its bandwidth. *on_cpes (or NULL)
+ * is set when some pass was a launch. */
+st_status cpe_charge_streams(st_bctx *ctx, cpe_work *w, int pass, const st_stream_work *s, int n,
+                             int training, int *on_cpes, st_error *err);
 
 void cpe_kernel_destroy(st_kernel *base);
 

@@ -23,6 +23,39 @@ st_status cpe_scratch(st_bctx *ctx, int which, size_t floats, float **out, st_er
     return ST_OK;
 }
 
+st_status cpe_charge_streams(st_bctx *ctx, cpe_work *w, int pass, const st_stream_work *s, int n,
+                             int training, int *on_cpes, st_error *err)
+{
+    st_status st = ST_OK;
+    for (int i = 0; st == ST_OK && i < s->groups; i++) {
+        int whole = s->group[i].runs <= 0.0;
+        size_t values = s->group[i].values * (whole ? (size_t)n : 1);
+        double runs = whole ? 1.0 : s->group[i].runs * n, streams = s->group[i].streams;
+        if (values < CPE_LAUNCH_MIN_FLOATS) {
+            if (training)
+                w->now[pass].mpe_s += st_cpe_mpe_seconds(st_cpe_cluster_cost_params(ctx->cg), 0.0,
+                                                         runs * (double)values * streams * 4.0);
+            continue;
+        }
+        float *tmp;
+        st_cpe_counters c;
+        st = cpe_scratch(ctx, SCRATCH_OUT2, 2 * values, &tmp, err);
+        if (st == ST_OK)
+            st = st_cpe_act_forward(ctx->cg, ST_ACT_LINEAR, values, tmp, tmp + values, &c, err);
+        if (st == ST_OK) {
+            double launch = c.time.launch_s;
+            st_cpe_counters_scale_time(&c, runs * streams / 2.0);
+            c.time.total_s += runs * launch - c.time.launch_s;
+            c.time.launch_s = runs * launch;
+            c.launches = (uint64_t)(runs + 0.5);
+            if (on_cpes)
+                *on_cpes = 1;
+        }
+        st = cpe_charge(w, pass, &c, training, st);
+    }
+    return st;
+}
+
 void cpe_input_shape(cpe_kernel *k, int c, int h, int w)
 {
     if (k->src_state) {

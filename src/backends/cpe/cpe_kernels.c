@@ -6,7 +6,7 @@
  * with the CPE launches of swCaffe's helpers it makes too); and batch norm
  * computed by the reference kernel but costed as swCaffe runs Caffe's
  * BatchNorm and Scale layers, pass by pass over the tensor on the CPEs
- * (charge_streams below). Kernels that compute on plain NCHW take their
+ * (cpe_charge_streams). Kernels that compute on plain NCHW take their
  * input and give their input gradient through cpe_layouts.c. */
 #include <stdio.h>
 #include <string.h>
@@ -194,46 +194,9 @@ static void mpe_work(cpe_kernel *k, const st_kdesc *d, double flops, double bflo
  *     multiply 3, gemv 1, broadcast add 2, axpby 3, divide 3: 17; Scale's
  *     gradient product 3 and its gemv 1, Bias's gemv 1, the gradient times
  *     gamma 2: 7. In all 24.
- * One launch over the batch (charge_streams). */
+ * One launch over the batch (cpe_charge_streams). */
 #define BNORM_FWD_VALUES 18.0
 #define BNORM_BWD_VALUES 24.0
-
-/* The CPE launches of k's pass (k->streams[pass]) over a batch of n: each
- * group's values are costed at the rate the emulated CPEs stream them: one
- * copy launch of one launch's values (a read and a write of each,
- * st_cpe_act_forward linear from src into scratch) is emulated and its
- * predicted time, launch included, counted launches x streams / 2 times.
- * The reference kernel computes the result on the host. src: at least the
- * largest group's values. */
-static st_status charge_streams(cpe_kernel *k, int pass, const float *src, int n, int training,
-                                st_error *err)
-{
-    const cpe_streams *s = &k->streams[pass];
-    st_status st = ST_OK;
-    for (int i = 0; st == ST_OK && i < s->groups; i++) {
-        int whole = s->group[i].launches <= 0.0;
-        size_t values = s->group[i].values * (whole ? (size_t)n : 1);
-        double launches = whole ? 1.0 : s->group[i].launches * n;
-        float *tmp;
-        st_cpe_counters c;
-        st = cpe_scratch(k->ctx, SCRATCH_OUT2, values, &tmp, err);
-        if (st == ST_OK)
-            st = st_cpe_act_forward(k->ctx->cg, ST_ACT_LINEAR, values, src, tmp, &c, err);
-        if (st == ST_OK)
-            st_cpe_counters_scale_time(&c, launches * s->group[i].streams / 2.0);
-        st = cpe_charge(&k->work, pass, &c, training, st);
-    }
-    return st;
-}
-
-static void add_streams(cpe_kernel *k, int pass, double launches, size_t values, double streams)
-{
-    cpe_streams *s = &k->streams[pass];
-    s->group[s->groups].launches = launches;
-    s->group[s->groups].values = values;
-    s->group[s->groups].streams = streams;
-    s->groups++;
-}
 
 static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
 {
@@ -243,7 +206,8 @@ static st_status mpe_forward(st_kernel *base, const st_kargs *a, st_error *err)
     if (st == ST_OK)
         st = k->mpe->ops->forward(k->mpe, &plain, err);
     if (st == ST_OK)
-        st = charge_streams(k, PASS_FWD, a->dst, a->n, a->training, err);
+        st = cpe_charge_streams(k->ctx, &k->work, PASS_FWD, &k->streams[PASS_FWD], a->n,
+                                a->training, NULL, err);
     if (st == ST_OK && k->mpe_bytes[PASS_FWD] > 0)
         charge_mpe(k, PASS_FWD, k->mpe_flops[PASS_FWD] * a->n, k->mpe_bytes[PASS_FWD] * a->n,
                    a->training);
@@ -264,7 +228,8 @@ static st_status mpe_backward_data(st_kernel *base, const st_kargs *a, st_error 
         st = k->mpe->ops->backward_data(k->mpe, &plain, err);
     st = cpe_plain_diff_finish(k, a, &dx, st, err);
     if (st == ST_OK)
-        st = charge_streams(k, PASS_BWD_DATA, a->diff_dst, a->n, 1, err);
+        st = cpe_charge_streams(k->ctx, &k->work, PASS_BWD_DATA, &k->streams[PASS_BWD_DATA], a->n,
+                                1, NULL, err);
     if (st == ST_OK && k->mpe_bytes[PASS_BWD_DATA] > 0)
         charge_mpe(k, PASS_BWD_DATA, k->mpe_flops[PASS_BWD_DATA] * a->n,
                    k->mpe_bytes[PASS_BWD_DATA] * a->n, 1);
@@ -305,8 +270,8 @@ static st_status mpe_setup(cpe_kernel *k, const st_kdesc *d, const char *noun, s
 /* Batch norm: the reference kernel's result, swCaffe's passes' cost. */
 static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
 {
-    add_streams(k, PASS_FWD, 0.0, st_kdesc_dst_values(d), BNORM_FWD_VALUES);
-    add_streams(k, PASS_BWD_DATA, 0.0, st_kdesc_dst_values(d), BNORM_BWD_VALUES);
+    st_stream_work_add(&k->streams[PASS_FWD], 0.0, st_kdesc_dst_values(d), BNORM_FWD_VALUES);
+    st_stream_work_add(&k->streams[PASS_BWD_DATA], 0.0, st_kdesc_dst_values(d), BNORM_BWD_VALUES);
     return mpe_setup(k, d, "batchnorm", err);
 }
 
@@ -321,8 +286,8 @@ static st_status bnorm_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
  * (lrn_layer.cpp's CrossChannelForward_cpu / CrossChannelBackward_cpu,
  * which swCaffe did not port), whose loops run on the MPE and whose
  * caffe_sqr / caffe_copy / caffe_mul / caffe_div calls launch swCaffe's
- * sw_*_f helpers on the CPEs (math_functions.cpp under USE_SWBASE; each
- * at least 256 floats here, so none falls back to the MPE). Counted per
+ * sw_*_f helpers (math_functions.cpp under USE_SWBASE: on the CPEs, or on
+ * the MPE for a plane under 256 floats, cpe_charge_streams). Counted per
  * value of the C x P tensor (P = h w, S = the window), n samples:
  *   forward, MPE: the scale set to k (a write), S + 2 (C - 1) axpys of a
  *     plane an image (2 flops, a read of each operand and a write), and
@@ -348,12 +313,12 @@ static st_status lrn_setup(cpe_kernel *k, const st_kdesc *d, st_error *err)
     k->mpe_bytes[PASS_FWD] = (4.0 + 12.0 * axpy_fwd + 8.0) * values;
     k->mpe_flops[PASS_BWD_DATA] = (POWF_FLOPS + 2.0 * axpy_bwd) * values;
     k->mpe_bytes[PASS_BWD_DATA] = (8.0 + 4.0 / c + 12.0 * axpy_bwd) * values;
-    add_streams(k, PASS_FWD, 1.0, image, 2.0);
-    add_streams(k, PASS_FWD, c - 1.0, plane, 2.0);
-    add_streams(k, PASS_FWD, 0.0, image, 3.0);
-    add_streams(k, PASS_BWD_DATA, 0.0, image, 3.0);
-    add_streams(k, PASS_BWD_DATA, 2.0, image, 3.0);
-    add_streams(k, PASS_BWD_DATA, c, plane, 3.0);
+    st_stream_work_add(&k->streams[PASS_FWD], 1.0, image, 2.0);
+    st_stream_work_add(&k->streams[PASS_FWD], c - 1.0, plane, 2.0);
+    st_stream_work_add(&k->streams[PASS_FWD], 0.0, image, 3.0);
+    st_stream_work_add(&k->streams[PASS_BWD_DATA], 0.0, image, 3.0);
+    st_stream_work_add(&k->streams[PASS_BWD_DATA], 2.0, image, 3.0);
+    st_stream_work_add(&k->streams[PASS_BWD_DATA], c, plane, 3.0);
     return mpe_setup(k, d, "lrn", err);
 }
 

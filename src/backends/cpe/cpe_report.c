@@ -251,7 +251,8 @@ static void write_report(FILE *f, const st_bctx *ctx, const processor *p, int im
             if (ms[pass] > 0.0) {
                 fprintf(f, "host,%d,", ctx->host[i].layer);
                 csv_text(f, ctx->host[i].what);
-                fprintf(f, ",MPE,%s,-,1,%.9f,0,1,\n", cpe_pass_names[pass], ms[pass] / 1e3);
+                fprintf(f, ",%s,%s,-,1,%.9f,0,1,\n", ctx->host[i].on_cpes ? "CPEs" : "MPE",
+                        cpe_pass_names[pass], ms[pass] / 1e3);
             }
     }
     struct {
@@ -337,8 +338,9 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
     }
     for (int i = 0; i < ctx->n_host; i++) {
         cpe_work_ms(ctx, &ctx->host[i].work, ms);
-        snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f %9.3f %12.3f %10s  plain C, costed "
-                 "at the MPE's 9.9 GB/s", ctx->host[i].what, "MPE", ms[0], ms[1], ms[2], "-");
+        snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f %9.3f %12.3f %10s  plain C, as swCaffe's "
+                 "helpers: a pass of 256 floats or more a CPE launch, a shorter one the MPE's",
+                 ctx->host[i].what, ctx->host[i].on_cpes ? "CPEs" : "MPE", ms[0], ms[1], ms[2], "-");
         print(pctx, line);
     }
     cpe_work_ms(ctx, &ctx->reduce_update, ms);
