@@ -94,4 +94,10 @@ st_status st_weights_load_any(const char *path, const st_net *net, float *weight
 st_status st_weights_load_seen(const char *path, const st_net *net, int batch, float *weights,
                                uint64_t *seen, st_error *err);
 
+/* The same as st_weights_load_any, and *precision: what a snapshot's run
+ * computed its convolutions and inner products in (its test phases
+ * included); fp32 for the other kinds. */
+st_status st_weights_load_precision(const char *path, const st_net *net, float *weights,
+                                    st_precision *precision, st_error *err);
+
 #endif

@@ -10,7 +10,8 @@
  * images, loss = that sum / images. The chunk is the batch of one piece
  * of a -t 1 run (batch= / subdivisions= of [net], or -b), so that eval of
  * a -t 1 run's final snapshot repeats its last test phase bit for bit on
- * the same kernels (--backend, --conv-impl); a run whose test phase was
+ * the same kernels (--backend, --conv-impl) in the same precision (a
+ * snapshot's, unless --precision says otherwise); a run whose test phase was
  * split over several workers sums in another order, and its loss agrees
  * to rounding. The data: --data FILE's test= (or valid=), else [net]'s,
  * else, with no data key at all, the synthetic test set training makes
@@ -43,7 +44,7 @@ typedef struct eval_cli {
     int batch, intra, help;
     long test_images;
     uint64_t seed;
-    const char *backend, *conv_impl, *data, *format, *hparams;
+    const char *backend, *conv_impl, *data, *format, *hparams, *precision;
 } eval_cli;
 
 #define OPT(field) offsetof(eval_cli, field)
@@ -67,6 +68,9 @@ static const st_option options[] = {
      ST_OPT_STRING, OPT(conv_impl), 0, 0},
     {"intra", 0, "N", "Compute", "threads per forward pass (default 1)", ST_OPT_INT,
      OPT(intra), 1, 4096},
+    {"precision", 0, "fp32|bf16", "Compute", "what convolutions and inner products compute "
+     "in (default: a singletrain snapshot's, as its training's test phases; fp32 for other "
+     "weights)", ST_OPT_STRING, OPT(precision), 0, 0},
     {"log-format", 0, "FORMAT", "Output", "text (default: \"test  accuracy 91.20%  loss "
      "0.2500  (10000 images)\", training's test line) or csv (a header and one row: "
      "accuracy as a fraction, loss, images)", ST_OPT_STRING, OPT(format), 0, 0},
@@ -124,6 +128,30 @@ static st_status check_conv_impl(const st_backend *be, const char *impl, st_erro
                        "implementation of each kernel: leave the option out", impl, be->name);
     return st_fail(err, ST_EUSAGE, "option --conv-impl: expected one of the %s backend's "
                    "convolution implementations (%s), got '%s'", be->name, names, impl);
+}
+
+/* What the kernels compute in: --precision, else the snapshot's (trained,
+ * what its training was in), and the backend takes it on this host. */
+static st_status eval_precision(const evaluator *e, const eval_cli *o, const char *weights_path,
+                                st_precision trained, st_precision *out, st_error *err)
+{
+    int given = (int)trained;
+    st_status st = o->precision ? st_option_choice("precision", o->precision, st_precision_names,
+                                                   "fp32 or bf16", &given, err)
+                                : ST_OK;
+    if (st != ST_OK)
+        return st;
+    *out = (st_precision)given;
+    char why[320] = "computes in fp32 only";
+    if (*out == ST_PRECISION_FP32 ||
+        (e->be->precision_supported && e->be->precision_supported(*out, why, sizeof why)))
+        return ST_OK;
+    if (o->precision)
+        return st_fail(err, ST_EUSAGE, "--precision %s: the %s backend %s",
+                       st_precision_names[*out], e->be->name, why);
+    return st_fail(err, ST_EUSAGE, "%s: trained in %s (its test phases computed in it), but the "
+                   "%s backend %s; or give --precision fp32 to evaluate in fp32", weights_path,
+                   st_precision_names[*out], e->be->name, why);
 }
 
 /* The test split: --data's, else [net]'s; synthetic when asked, or when
@@ -186,7 +214,9 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
                            "weights", err);
     if (!e->weights)
         return ST_ENOMEM;
-    if ((st = st_weights_load_any(weights_path, &e->net, e->weights, err)) ||
+    st_precision trained, precision;
+    if ((st = st_weights_load_precision(weights_path, &e->net, e->weights, &trained, err)) ||
+        (st = eval_precision(e, o, weights_path, trained, &precision, err)) ||
         (st = open_test(e, o, cfg_path, err)))
         return st;
     int S = e->hp.subdivisions > 0 ? e->hp.subdivisions : 1;
@@ -202,7 +232,7 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
     st_replica_opts ro = {.n = chunk, .batch_sizes = sizes, .n_batch_sizes = sizes[1] ? 2 : 1,
                           .training = 0,
                           .backend = {.intra_threads = o->intra ? o->intra : 1,
-                                      .conv_impl = o->conv_impl}};
+                                      .conv_impl = o->conv_impl, .precision = precision}};
     st = st_replica_init(&e->rep, &e->net, e->be, &ro, err);
     e->have_rep = st == ST_OK;
     return st;

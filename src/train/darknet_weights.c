@@ -358,6 +358,21 @@ st_status st_darknet_weights_load(const char *path, const st_net *net, float *we
 
 /* ---- either kind ---- */
 
+/* Whether path starts as a singletrain snapshot; its opening is
+ * st_fopen_input's (a missing file is ST_EINPUT naming it). */
+static st_status is_snapshot(const char *path, int *snapshot, st_error *err)
+{
+    FILE *f;
+    st_status st = st_fopen_input(path, "rb", "weights", &f, err);
+    if (st != ST_OK)
+        return st;
+    char magic[ST_SNAPSHOT_MAGIC_BYTES];
+    *snapshot = fread(magic, 1, sizeof magic, f) == sizeof magic &&
+                memcmp(magic, ST_SNAPSHOT_MAGIC, sizeof magic) == 0;
+    fclose(f);
+    return ST_OK;
+}
+
 st_status st_weights_load_seen(const char *path, const st_net *net, int batch, float *weights,
                                uint64_t *seen, st_error *err)
 {
@@ -366,14 +381,10 @@ st_status st_weights_load_seen(const char *path, const st_net *net, int batch, f
             *seen = 0;
         return st_onnx_load_weights(path, net, weights, err);
     }
-    FILE *f;
-    st_status st = st_fopen_input(path, "rb", "weights", &f, err);
+    int snapshot;
+    st_status st = is_snapshot(path, &snapshot, err);
     if (st != ST_OK)
         return st;
-    char magic[ST_SNAPSHOT_MAGIC_BYTES];
-    int snapshot = fread(magic, 1, sizeof magic, f) == sizeof magic &&
-                   memcmp(magic, ST_SNAPSHOT_MAGIC, sizeof magic) == 0;
-    fclose(f);
     if (!snapshot)
         return st_darknet_weights_load(path, net, weights, seen, err);
     long iteration = 0;
@@ -387,4 +398,21 @@ st_status st_weights_load_any(const char *path, const st_net *net, float *weight
                               st_error *err)
 {
     return st_weights_load_seen(path, net, 0, weights, NULL, err);
+}
+
+st_status st_weights_load_precision(const char *path, const st_net *net, float *weights,
+                                    st_precision *precision, st_error *err)
+{
+    *precision = ST_PRECISION_FP32;
+    int snapshot = 0;
+    st_status st = st_onnx_is_model(path) ? ST_OK : is_snapshot(path, &snapshot, err);
+    if (st != ST_OK || !snapshot)
+        return st == ST_OK ? st_weights_load_any(path, net, weights, err) : st;
+    st_snapshot_meta meta;
+    st = st_snapshot_resume(path, net, weights, NULL, 0, &meta, err);
+    if (st == ST_OK) {
+        *precision = meta.precision;
+        free(meta.settings);
+    }
+    return st;
 }

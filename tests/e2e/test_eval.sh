@@ -4,7 +4,11 @@
 # trained on Fashion-MNIST with a test phase at its end; eval of its final
 # snapshot on the same test split prints the same accuracy and loss:
 # - the CSV row's digits (accuracy to 6 places, loss to 6 significant
-#   digits) of a -t 1 run's test phase, on dnnl (--conv-impl nhwc) and ref;
+#   digits) of a -t 1 run's test phase, on dnnl (--conv-impl nhwc) and ref,
+#   and on ref trained in bf16 (the snapshot's precision, eval's default;
+#   --precision fp32 evaluates the same weights in fp32, other digits; a
+#   backend without bf16 on this CPU, dnnl held to AVX2, refuses the
+#   snapshot's precision naming it and takes --precision fp32);
 # - the text line of a -t 2 run's, whose test phase splits the test set
 #   over two workers (the loss summed in another order: the same to the
 #   printed digits);
@@ -46,6 +50,16 @@ csv() {
 }
 csv dnnl --conv-impl nhwc -- --conv-impl nhwc
 csv ref --backend ref -- --backend ref
+csv bf16 --backend ref --precision bf16 -- --backend ref
+check "bf16: eval --precision fp32 computes in fp32" out 0 "accuracy,loss,images" -- \
+    "$bin" eval bn.cfg bf16/bn_final.snap $data --backend ref --precision fp32 --log-format csv
+fp32=$(sed -n 2p "$tmp/stdout")
+expect "bf16: fp32's figures ($fp32) are not bf16's ($want)" [ -n "$fp32" -a "$fp32" != "$want" ]
+check "bf16: dnnl without bf16 (AVX2) refuses the snapshot's precision" err 2 \
+    "bf16/bn_final.snap: trained in bf16" "give --precision fp32" -- \
+    env ONEDNN_MAX_CPU_ISA=AVX2 "$bin" eval bn.cfg bf16/bn_final.snap $data
+check "bf16: dnnl without bf16 (AVX2) takes --precision fp32" out 0 "test  accuracy" -- \
+    env ONEDNN_MAX_CPU_ISA=AVX2 "$bin" eval bn.cfg bf16/bn_final.snap $data --precision fp32
 
 mkdir two
 check "two: train -t 2" out 0 "test  iter 20  accuracy" -- \
