@@ -264,6 +264,13 @@ struct st_layer_ops {
     void (*host_streams)(const st_layer *l, int pass, st_stream_work *w);
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);
+    /* Whether the layer's output is its one input's values unchanged (a
+     * route of one layer, Darknet's way to branch); NULL: never. The
+     * replica may then give its output and gradient its input's memory
+     * (st_replica.alias): its passes find dst == src[0] and diff_src[0] ==
+     * diff_dst and have nothing to do, and its consumers add into the
+     * input's gradient themselves, as Caffe's split layer shares its blob. */
+    int (*copies_input)(const st_layer *l);
     /* The parameter arena's ranges [ranges[k][0], ranges[k][1]) that part
      * r of size holds when it does; returns how many (at most 4). */
     int (*mp_block)(const st_layer *l, int r, int size, size_t ranges[4][2]);

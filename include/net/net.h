@@ -113,6 +113,10 @@ typedef struct st_replica {
     int input_delta;
     int *accumulate;        /* [n_layers * ST_MAX_SRC] see st_pass */
     unsigned char *consumed;/* [n_layers] some later layer reads the output */
+    /* [n_layers] the output and its gradient are those of the layer's one
+     * input (st_layer_ops.copies_input: training data-parallel, or
+     * inference; never the last layer or the class scores) */
+    unsigned char *alias;
     /* Called after layer i's backward pass, its parameter gradients final
      * (multi-node overlap); NULL: none. */
     void (*layer_done)(void *ctx, int layer);

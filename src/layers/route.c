@@ -48,10 +48,14 @@ static st_status route_build(st_build *b, st_layer *base, st_error *err)
 
 /* Forward: each sample's output is its sources' samples one after another.
  * Backward: the output's gradient cut back into the sources' (added where
- * accumulate says, skipped where a source needs none). */
+ * accumulate says, skipped where a source needs none). A route of one layer
+ * whose output and gradient the replica made its source's (copies_input)
+ * has nothing to do. */
 static void route_copy(const route_layer *l, const st_pass *p, int backward)
 {
     const st_layer *base = &l->base;
+    if (base->n_src == 1 && (backward ? p->diff_src[0] == p->diff_dst : p->dst == p->src[0]))
+        return;
     size_t out_n = st_shape_count(base->out);
     for (int n = 0; n < p->n; n++) {
         size_t at = (size_t)n * out_n;
@@ -95,6 +99,11 @@ static void route_host_streams(const st_layer *base, int pass, st_stream_work *w
         st_stream_work_add(w, 1.0, l->part[k], 2.0);
 }
 
+static int route_copies_input(const st_layer *base)
+{
+    return base->n_src == 1;
+}
+
 static void route_describe(const st_layer *base, char *buf, size_t size)
 {
     int len = snprintf(buf, size, "route ");
@@ -115,6 +124,7 @@ const st_layer_ops st_route_ops = {
     .build = route_build,
     .forward = route_forward,
     .backward = route_backward,
+    .copies_input = route_copies_input,
     .describe = route_describe,
     .graph = route_graph,
 };

@@ -23,6 +23,7 @@ void st_replica_free(st_replica *r)
     free(r->delta_off);
     free(r->accumulate);
     free(r->consumed);
+    free(r->alias);
     free(r->out_layout);
     free(r->out_bytes);
     free(r->time);
@@ -30,8 +31,18 @@ void st_replica_free(st_replica *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The layer whose output memory layer i's is: i, or for an aliased layer
+ * (st_replica.alias) its input's owner; -1 for the network input. */
+static int replica_owner(const st_replica *r, int i)
+{
+    while (i >= 0 && r->alias[i])
+        i = r->net->layers[i]->src[0];
+    return i;
+}
+
 /* Backward runs from the last layer down; the first consumer of an output to
- * run backward overwrites its gradient, later ones add to it. */
+ * run backward overwrites its gradient, later ones add to it. An aliased
+ * layer's consumers are its input's; it adds nothing itself. */
 static void replica_plan_accumulation(st_replica *r)
 {
     int nl = r->net->n_layers;
@@ -39,8 +50,10 @@ static void replica_plan_accumulation(st_replica *r)
     memset(r->consumed, 0, (size_t)nl);
     for (int i = nl - 1; i >= 0; i--) {
         const st_layer *l = r->net->layers[i];
+        if (r->alias[i])
+            continue;
         for (int k = 0; k < l->n_src; k++) {
-            int p = l->src[k];
+            int p = replica_owner(r, l->src[k]);
             unsigned char *seen = p < 0 ? &seen_input : &r->consumed[p];
             r->accumulate[i * ST_MAX_SRC + k] = *seen;
             *seen = 1;
@@ -108,6 +121,13 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
         st = st_fail(err, ST_EINTERNAL, "the backend did not give the plain output asked for");
     if (st != ST_OK)
         return st;
+    if (r->alias[i]) {
+        int from = l->src[0];
+        r->out_layout[i] = r->out_layout[from];
+        r->out_bytes[i] = r->out_bytes[from];
+        r->out_off[i] = r->out_off[from];
+        return ST_OK;
+    }
     r->out_layout[i] = s.out_layout;
     r->out_bytes[i] = s.out_bytes;
     char name[48];
@@ -120,7 +140,9 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
  * is live from the step of its last consumer (or the start, without one)
  * down to step p, when p reads it. Two gradients may share a slot when one
  * is last read at a step before the other is first written. Slots are
- * handed out greedily, the earliest-written gradient first. */
+ * handed out greedily, the earliest-written gradient first. An aliased
+ * layer's gradient is its input's owner's, whose consumers its consumers
+ * are. */
 static st_status replica_plan_deltas(st_replica *r, st_error *err)
 {
     int nl = r->net->n_layers;
@@ -137,8 +159,8 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
     for (int p = 0; p < nl && st == ST_OK; p++)
         first_step[p] = nl;
     for (int c = 0; c < nl && st == ST_OK; c++)
-        for (int k = 0; k < r->net->layers[c]->n_src; k++) {
-            int p = r->net->layers[c]->src[k];
+        for (int k = 0; k < r->net->layers[c]->n_src && !r->alias[c]; k++) {
+            int p = replica_owner(r, r->net->layers[c]->src[k]);
             if (p >= 0 && (first_step[p] == nl || first_step[p] < c))
                 first_step[p] = c;
         }
@@ -147,6 +169,8 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
     for (int step = 0; step <= nl && st == ST_OK; step++)
         first_at[step] = -1;
     for (int p = 0; p < nl && st == ST_OK; p++) {
+        if (r->alias[p])
+            continue;
         next[p] = first_at[first_step[p]];
         first_at[first_step[p]] = p;
     }
@@ -177,7 +201,7 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
         st = st_arena_reserve(&r->arena, name, slot_bytes[k], &slot_off[k], err);
     }
     for (int p = 0; p < nl && st == ST_OK; p++)
-        r->delta_off[p] = slot_off[slot_of[p]];
+        r->delta_off[p] = slot_off[slot_of[replica_owner(r, p)]];
     free(slot_off);
     free(first_at);
     free(next);
@@ -210,6 +234,7 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     r->delta_off = st_calloc((size_t)nl, sizeof *r->delta_off, "replica views", err);
     r->accumulate = st_calloc((size_t)nl * ST_MAX_SRC, sizeof *r->accumulate, "replica", err);
     r->consumed = st_calloc((size_t)nl, 1, "replica", err);
+    r->alias = st_calloc((size_t)nl, 1, "replica", err);
     r->out_layout = st_calloc((size_t)nl, sizeof *r->out_layout, "replica layouts", err);
     r->out_bytes = st_calloc((size_t)nl, sizeof *r->out_bytes, "replica layouts", err);
     if (o->timing)
@@ -218,7 +243,7 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     if (want_mp)
         r->mp = st_calloc((size_t)nl, 1, "replica", err);
     st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
-                    r->out_layout && r->out_bytes && (r->time || !o->timing) &&
+                    r->alias && r->out_layout && r->out_bytes && (r->time || !o->timing) &&
                     (r->mp || !want_mp))
                        ? ST_OK : ST_ENOMEM;
     if (st == ST_OK && want_mp) {
@@ -227,6 +252,12 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
         st_net_hybrid_split(net, &first, &shared_from);
         for (int i = first; i < nl; i++)
             r->mp[i] = (unsigned char)st_layer_model_parallel(net->layers[i]);
+    }
+    for (int i = 0; i < nl && st == ST_OK && !want_mp; i++) {
+        const st_layer *l = net->layers[i];
+        r->alias[i] = (unsigned char)(l->ops->copies_input && l->ops->copies_input(l) &&
+                                      l->n_src == 1 && l->src[0] >= 0 && i != nl - 1 &&
+                                      i != net->output_layer);
     }
     if (st == ST_OK)
         st = backend->ctx_create(&o->backend, &r->bctx, err);
@@ -321,7 +352,7 @@ static st_status replica_host_work(const st_replica *r, int i, int pass, int n, 
                                    st_error *err)
 {
     const st_layer *l = r->net->layers[i];
-    if (!training || !l->ops->host_streams || !r->backend->host_work)
+    if (!training || r->alias[i] || !l->ops->host_streams || !r->backend->host_work)
         return ST_OK;
     st_stream_work w = {0};
     l->ops->host_streams(l, pass, &w);
@@ -445,7 +476,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
         return st_fail(err, ST_EINTERNAL, "backward on an inference replica");
     int nl = r->net->n_layers;
     for (int i = 0; i < nl; i++)
-        if (!r->consumed[i])
+        if (!r->consumed[i] && !r->alias[i])
             memset(st_arena_at(&r->arena, r->delta_off[i]), 0, r->out_bytes[i]);
     if (diff_out) {
         float *d = st_arena_at(&r->arena, r->delta_off[nl - 1]);
