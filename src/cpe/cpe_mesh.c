@@ -20,7 +20,10 @@
  * a function of the block shapes and each CPE's role, which this file
  * computes in closed form from the pipeline model, and its data can be
  * summed directly from the owners' LDM once every CPE has arrived. Counts
- * of messages, flops and cycles are those of the loop above.
+ * of messages and cycles are those of the loop above (every CPE runs the
+ * largest block's loop); a CPE's flops are its own block's products, so
+ * that a narrow product, which leaves CPEs idle or half-filled, shows its
+ * useful flops, not the mesh's issue.
  *
  * Time per step s, for a CPE owning nothing, the row operand (column s),
  * the column operand (row s) or both ((s, s)): each block of ib x jb
@@ -240,7 +243,7 @@ static void mesh_account(st_cpe_cluster *cg)
     }
     size_t nj_vec = (nj + 3) / 4, blocks_i = (ni + 3) / 4, blocks_j = (nj_vec + 3) / 4;
     double total = 0.0, fp_total = 0.0;
-    uint64_t flops = 0;
+    uint64_t k_sum = 0; /* the steps' k extents, which every CPE's block multiplies */
     for (int s = 0; s < cols; s++) {
         size_t nk = m->op[s * cols + s].row_nk;
         if (nk == 0 || ni == 0 || nj == 0)
@@ -249,7 +252,7 @@ static void mesh_account(st_cpe_cluster *cg)
                                                          m->op[0].unroll, &fp);
         total += worst;
         fp_total += fp;
-        flops += 2 * (uint64_t)ni * 4 * nj_vec * nk;
+        k_sum += nk;
         uint64_t row_msgs = (uint64_t)blocks_i * nj_vec * nk;
         uint64_t col_msgs = (uint64_t)blocks_j * ni * nk;
         for (int i = 0; i < cg->count; i++) {
@@ -267,7 +270,8 @@ static void mesh_account(st_cpe_cluster *cg)
         st_cpe *cpe = &cg->cpe[i];
         cpe->clock.regcomm += start - m->arrival[i];
         cpe->clock.now = start;
-        cpe_clock_compute(cpe, total, fp_total, flops);
+        cpe_clock_compute(cpe, total, fp_total,
+                          2 * (uint64_t)m->op[i].ni * m->op[i].nj * k_sum);
     }
 }
 
