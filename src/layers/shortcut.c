@@ -104,6 +104,35 @@ static st_status shortcut_setup(const st_layer *base, st_setup *s, void **state,
     return ST_OK;
 }
 
+/* Whether [a, a + n) and [b, b + n) overlap. */
+static int overlap(const float *a, const float *b, size_t n)
+{
+    return a < b + n && b < a + n;
+}
+
+/* The identity shortcut's forward with alpha = 1 and a linear or ReLU
+ * activation in one pass: y = act(x + beta f), the general path's copy,
+ * axpy and activation element by element, without its three passes over
+ * memory; written for gcc to vectorize as fused_backward below (y apart
+ * from x and f). x, f, y: [count] */
+static __attribute__((noinline)) void fused_forward(const float *restrict x,
+                                                    const float *restrict f, float *restrict y,
+                                                    float beta, size_t count, int relu)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = x[i] + beta * f[i];
+        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+    }
+}
+
+/* Whether an identity shortcut (alpha = 1, a linear or ReLU activation)
+ * may take the fused passes. */
+static int fused_kind(const shortcut_layer *l)
+{
+    return one_to_one(l) && l->alpha == 1.0f &&
+           (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU);
+}
+
 static st_status shortcut_forward(const st_layer *base, void *state, const st_pass *p,
                                   st_error *err)
 {
@@ -111,13 +140,19 @@ static st_status shortcut_forward(const st_layer *base, void *state, const st_pa
     (void)err;
     const shortcut_layer *l = (const shortcut_layer *)base;
     size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
-    memcpy(p->dst, p->src[0], (size_t)p->n * out_n * sizeof(float));
+    size_t count = (size_t)p->n * out_n;
+    if (fused_kind(l) && !overlap(p->dst, p->src[0], count) &&
+        !overlap(p->dst, p->src[1], count)) {
+        fused_forward(p->src[0], p->src[1], p->dst, l->beta, count, l->act == ST_ACT_RELU);
+        return ST_OK;
+    }
+    memcpy(p->dst, p->src[0], count * sizeof(float));
     for (int n = 0; n < p->n; n++) {
         float *y = p->dst + (size_t)n * out_n;
         mapped_axpy(l, l->alpha - 1.0f, y, 0, y, 0); /* mapped outputs: alpha * previous */
         mapped_axpy(l, l->beta, p->src[1] + (size_t)n * from_n, 1, y, 0);
     }
-    st_act_forward(l->act, p->dst, (size_t)p->n * out_n);
+    st_act_forward(l->act, p->dst, count);
     return ST_OK;
 }
 
@@ -144,21 +179,14 @@ fused_backward(const float *restrict y, const float *restrict dy, float *restric
     }
 }
 
-/* Whether [a, a + n) and [b, b + n) overlap. */
-static int overlap(const float *a, const float *b, size_t n)
-{
-    return a < b + n && b < a + n;
-}
-
-/* Whether pass p of an identity shortcut (alpha = 1, a linear or ReLU
- * activation) may take fused_backward: both gradients wanted, in buffers
- * apart from each other and from dst and diff_dst (a layer added to itself
- * takes the general path). */
+/* Whether pass p of an identity shortcut (fused_kind) may take
+ * fused_backward: both gradients wanted, in buffers apart from each other
+ * and from dst and diff_dst (a layer added to itself takes the general
+ * path). */
 static int fusable(const shortcut_layer *l, const st_pass *p, size_t count)
 {
     const float *a = p->diff_src[0], *b = p->diff_src[1];
-    return one_to_one(l) && l->alpha == 1.0f && a && b &&
-           (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU) && !overlap(a, b, count) &&
+    return fused_kind(l) && a && b && !overlap(a, b, count) &&
            !overlap(a, p->dst, count) && !overlap(a, p->diff_dst, count) &&
            !overlap(b, p->dst, count) && !overlap(b, p->diff_dst, count);
 }
@@ -198,11 +226,12 @@ static st_status shortcut_backward(const st_layer *base, void *state, const st_p
 }
 
 /* Work in plain C, as shortcut_forward and shortcut_backward make it.
- * Forward: the previous layer's output copied over the batch, per sample
- * the axpys of alpha - 1 (when alpha is not 1) and beta (over the mapped
- * values, costed as if contiguous), the activation over the batch (when
- * not linear). Backward, the identity shortcut's one fused pass (reading y
- * and dy, writing both gradients); otherwise the activation's gradient,
+ * The identity shortcut (fused_kind): forward one pass (reading both
+ * inputs, writing y), backward one (reading y and dy, writing both
+ * gradients). Otherwise, forward: the previous layer's output copied over
+ * the batch, per sample the axpys of alpha - 1 (when alpha is not 1) and
+ * beta (over the mapped values, costed as if contiguous), the activation
+ * over the batch (when not linear); backward: the activation's gradient,
  * per sample the previous layer's gradient copied and its alpha - 1 axpy,
  * the other input's gradient cleared and per sample its beta axpy. */
 static void shortcut_host_streams(const st_layer *base, int pass, st_stream_work *w)
@@ -215,6 +244,10 @@ static void shortcut_host_streams(const st_layer *base, int pass, st_stream_work
         mapped = (size_t)(f.c < o.c ? f.c : o.c) * (size_t)(f.h < o.h ? f.h : o.h) *
                  (size_t)(f.w < o.w ? f.w : o.w);
     }
+    if (fused_kind(l)) {
+        st_stream_work_add(w, 0.0, out_n, pass == 0 ? 3.0 : 4.0);
+        return;
+    }
     if (pass == 0) {
         st_stream_work_add(w, 0.0, out_n, 2.0);
         if (l->alpha != 1.0f)
@@ -222,10 +255,6 @@ static void shortcut_host_streams(const st_layer *base, int pass, st_stream_work
         st_stream_work_add(w, 1.0, mapped, 3.0);
         if (l->act != ST_ACT_LINEAR)
             st_stream_work_add(w, 0.0, out_n, 2.0);
-        return;
-    }
-    if (one_to_one(l) && l->alpha == 1.0f && (l->act == ST_ACT_LINEAR || l->act == ST_ACT_RELU)) {
-        st_stream_work_add(w, 0.0, out_n, 4.0);
         return;
     }
     if (l->act != ST_ACT_LINEAR)
