@@ -258,9 +258,11 @@ struct st_layer_ops {
      * (st_setup.plain_inputs) and the replica is set up again so. */
     int shares_layout;
     /* The layer's work in plain C in a training pass (0 forward, 1
-     * backward), beyond its kernels, as the passes over memory its code
-     * makes, added to w: the work a backend is told of (st_backend.host_work);
-     * NULL: none. */
+     * backward), beyond its kernels, as the elementary passes over memory
+     * that make it (a copy, an axpy, an activation: what a framework
+     * without fusion, such as Caffe, runs; the layer's own code may fuse
+     * them), added to w: the work a backend that predicts another
+     * machine's time is told of (st_backend.host_work); NULL: none. */
     void (*host_streams)(const st_layer *l, int pass, st_stream_work *w);
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);

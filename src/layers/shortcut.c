@@ -225,43 +225,39 @@ static st_status shortcut_backward(const st_layer *base, void *state, const st_p
     return ST_OK;
 }
 
-/* Work in plain C, as shortcut_forward and shortcut_backward make it.
- * The identity shortcut (fused_kind): forward one pass (reading both
- * inputs, writing y), backward one (reading y and dy, writing both
- * gradients). Otherwise, forward: the previous layer's output copied over
- * the batch, per sample the axpys of alpha - 1 (when alpha is not 1) and
- * beta (over the mapped values, costed as if contiguous), the activation
- * over the batch (when not linear); backward: the activation's gradient,
- * per sample the previous layer's gradient copied and its alpha - 1 axpy,
- * the other input's gradient cleared and per sample its beta axpy. */
+/* The layer's work as elementary passes (layer.h's host_streams), as
+ * Caffe's Eltwise (SUM) and ReLU layers make them: forward, the output
+ * cleared, an axpy of each input (the other layer's per sample over the
+ * mapped values when the shapes differ, costed as if contiguous) and the
+ * activation when not linear; backward, the activation's gradient when not
+ * linear, then each input's gradient a scaled copy of it (the other
+ * layer's, when the shapes differ, cleared and added per sample). */
 static void shortcut_host_streams(const st_layer *base, int pass, st_stream_work *w)
 {
     const shortcut_layer *l = (const shortcut_layer *)base;
     size_t out_n = st_shape_count(base->out), from_n = st_shape_count(l->from);
-    size_t mapped = out_n;
-    if (!one_to_one(l)) {
-        st_shape f = l->from, o = base->out;
-        mapped = (size_t)(f.c < o.c ? f.c : o.c) * (size_t)(f.h < o.h ? f.h : o.h) *
-                 (size_t)(f.w < o.w ? f.w : o.w);
-    }
-    if (fused_kind(l)) {
-        st_stream_work_add(w, 0.0, out_n, pass == 0 ? 3.0 : 4.0);
-        return;
-    }
+    st_shape f = l->from, o = base->out;
+    size_t mapped = (size_t)(f.c < o.c ? f.c : o.c) * (size_t)(f.h < o.h ? f.h : o.h) *
+                    (size_t)(f.w < o.w ? f.w : o.w);
+    int act = l->act != ST_ACT_LINEAR;
     if (pass == 0) {
-        st_stream_work_add(w, 0.0, out_n, 2.0);
-        if (l->alpha != 1.0f)
+        st_stream_work_add(w, 0.0, out_n, 1.0);
+        st_stream_work_add(w, 0.0, out_n, 3.0);
+        if (one_to_one(l))
+            st_stream_work_add(w, 0.0, out_n, 3.0);
+        else
             st_stream_work_add(w, 1.0, mapped, 3.0);
-        st_stream_work_add(w, 1.0, mapped, 3.0);
-        if (l->act != ST_ACT_LINEAR)
+        if (act)
             st_stream_work_add(w, 0.0, out_n, 2.0);
         return;
     }
-    if (l->act != ST_ACT_LINEAR)
+    if (act)
         st_stream_work_add(w, 0.0, out_n, 3.0);
-    st_stream_work_add(w, 1.0, out_n, 2.0);
-    if (l->alpha != 1.0f)
-        st_stream_work_add(w, 1.0, mapped, 3.0);
+    st_stream_work_add(w, 0.0, out_n, 2.0);
+    if (one_to_one(l)) {
+        st_stream_work_add(w, 0.0, out_n, 2.0);
+        return;
+    }
     st_stream_work_add(w, 0.0, from_n, 1.0);
     st_stream_work_add(w, 1.0, mapped, 3.0);
 }

@@ -22,8 +22,9 @@
 #   - route and shortcut, work in plain C, as swCaffe's helpers make their
 #     passes: a route of parts under 256 floats a sample on the MPE at its
 #     bandwidth (hand-computed), one of larger parts a CPE launch per sample
-#     and part, the identity shortcut's fused passes one launch each
-#     (bounds from the launch cost and the core group's memory bandwidth);
+#     and part, the shortcut as Caffe's Eltwise and ReLU layers' passes
+#     over the batch (bounds from the launch cost and the core group's
+#     memory bandwidth);
 #   - the SW26010-Pro what-if (--cpe-machine) on the same network: a
 #     processor of 6 core groups, fewer DMA bytes per flop in the
 #     convolutions and faster transformations than clock and bandwidth
@@ -193,10 +194,11 @@ lrn_expect bwd_data "$(awk -v v=$v 'BEGIN { print v * (90 + 2 * (3 + 4 / 8)) }')
 #     sample two copies under 256 floats, on the MPE: 64 x 192 x 8 bytes
 #     at 9.9 GB/s each pass;
 #   layer 5, identity shortcut of 8 channels with ReLU (512 floats a
-#     sample): forward one fused pass (reading both inputs, writing y): 1
-#     launch, 3 streams of 32768 floats; backward one fused pass (reading y
-#     and dy, writing both gradients): 1 launch, 4 streams; each under the
-#     64 launches a per-sample pass would make;
+#     sample), as Caffe's Eltwise SUM and ReLU pass over the batch (the
+#     layer's own code fuses them): forward the output cleared, two axpys
+#     and the ReLU, 4 launches and 1 + 3 + 3 + 2 streams of 32768 floats;
+#     backward the ReLU's gradient and two copies, 3 launches and 3 + 2 + 2
+#     streams; each under the 64 launches a per-sample pass would make;
 #   layer 6, route of 8 and 8 channels: a copy per sample and part, 128
 #     launches and 2 streams of 65536 floats each pass.
 printf '[net]\nbatch=64\nheight=8\nwidth=8\nchannels=1\nlearning_rate=0.01\n\n[convolutional]\nfilters=2\nsize=1\nactivation=linear\n\n[convolutional]\nfilters=1\nsize=1\nactivation=linear\n\n[route]\nlayers=0,1\n\n[convolutional]\nfilters=8\nsize=1\nactivation=linear\n\n[convolutional]\nfilters=8\nsize=1\nactivation=linear\n\n[shortcut]\nfrom=-2\nactivation=relu\n\n[route]\nlayers=-2,-1\n\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n' >"$tmp/host.cfg"
@@ -215,8 +217,8 @@ for pass in fwd bwd_data; do
     host_expect 2 $pass MPE "$(awk -v m="$mpe" 'BEGIN { print m - 1e-9 }')" "$(awk -v m="$mpe" 'BEGIN { print m + 1e-9 }')"
     host_expect 6 $pass CPEs "$(awk 'BEGIN { print 128 * 5e-6 + 2 * 65536 * 4 / 34.13e9 }')" 1
 done
-host_expect 5 fwd CPEs "$(awk 'BEGIN { print 5e-6 + 3 * 32768 * 4 / 34.13e9 }')" 320e-6
-host_expect 5 bwd_data CPEs "$(awk 'BEGIN { print 5e-6 + 4 * 32768 * 4 / 34.13e9 }')" 320e-6
+host_expect 5 fwd CPEs "$(awk 'BEGIN { print 4 * 5e-6 + 9 * 32768 * 4 / 34.13e9 }')" 320e-6
+host_expect 5 bwd_data CPEs "$(awk 'BEGIN { print 3 * 5e-6 + 7 * 32768 * 4 / 34.13e9 }')" 320e-6
 
 # Two workers (the gradient sum adds two arenas; each worker updates its
 # slice on its own core group) with Adam (two state planes): the same
