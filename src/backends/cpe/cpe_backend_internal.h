@@ -177,9 +177,8 @@ void cpe_input_shape(cpe_kernel *k, int c, int h, int w);
  * launch, costed at the rate the emulated CPEs stream (one launch copying
  * its floats, st_cpe_act_forward linear within scratch, emulated: its
  * launch's fixed cost counted once a pass, the rest runs x streams / 2
- * times);
- * a shorter one is the MPE's, bytes at its bandwidth. *on_cpes (or NULL)
- * is set when some pass was a launch. */
+ * times); a shorter one is the MPE's, bytes at its bandwidth. *on_cpes
+ * (or NULL) is set when some pass was a launch. */
 st_status cpe_charge_streams(st_bctx *ctx, cpe_work *w, int pass, const st_stream_work *s, int n,
                              int training, int *on_cpes, st_error *err);
 

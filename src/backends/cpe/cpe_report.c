@@ -339,8 +339,9 @@ st_status st_cpe_backend_report(st_bctx *ctx, int images_per_iteration, int work
     for (int i = 0; i < ctx->n_host; i++) {
         cpe_work_ms(ctx, &ctx->host[i].work, ms);
         snprintf(line, sizeof line, "cpe: %-32s %-5s %9.3f %9.3f %12.3f %10s  plain C, as swCaffe's "
-                 "helpers: a pass of 256 floats or more a CPE launch, a shorter one the MPE's",
-                 ctx->host[i].what, ctx->host[i].on_cpes ? "CPEs" : "MPE", ms[0], ms[1], ms[2], "-");
+                 "helpers: a pass of %d floats or more a CPE launch, a shorter one the MPE's",
+                 ctx->host[i].what, ctx->host[i].on_cpes ? "CPEs" : "MPE", ms[0], ms[1], ms[2], "-",
+                 CPE_LAUNCH_MIN_FLOATS);
         print(pctx, line);
     }
     cpe_work_ms(ctx, &ctx->reduce_update, ms);
