@@ -4,6 +4,7 @@
 #ifndef ST_COMMANDS_H
 #define ST_COMMANDS_H
 
+#include "backends/backend.h"
 #include "base/status.h"
 
 /* singletrain pack SRC OUT: decode a source into a striped store. */
@@ -29,6 +30,14 @@ int st_cmd_export(int argc, char **argv);
 /* singletrain plan NET.cfg --nodes N1,N2,...: predict iteration time,
  * img/s, speed-up and the best all-reduce of training on N nodes. */
 int st_cmd_plan(int argc, char **argv);
+
+/* What a command that computes with trained weights computes in: option
+ * (--precision's value, or NULL) else trained (what the weights' run
+ * computed in, st_weights_load_precision), if backend be takes it on this
+ * host; else ST_EUSAGE naming the option, or weights_path and the way to
+ * evaluate in fp32. */
+st_status st_cmd_precision(const st_backend *be, const char *option, const char *weights_path,
+                           st_precision trained, st_precision *out, st_error *err);
 
 /* The exit code of a command that ended with st (st_exit_code's), after
  * printing a failure on stderr as "singletrain COMMAND: MESSAGE" (err's

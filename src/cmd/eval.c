@@ -130,30 +130,6 @@ static st_status check_conv_impl(const st_backend *be, const char *impl, st_erro
                    "convolution implementations (%s), got '%s'", be->name, names, impl);
 }
 
-/* What the kernels compute in: --precision, else the snapshot's (trained,
- * what its training was in), and the backend takes it on this host. */
-static st_status eval_precision(const evaluator *e, const eval_cli *o, const char *weights_path,
-                                st_precision trained, st_precision *out, st_error *err)
-{
-    int given = (int)trained;
-    st_status st = o->precision ? st_option_choice("precision", o->precision, st_precision_names,
-                                                   "fp32 or bf16", &given, err)
-                                : ST_OK;
-    if (st != ST_OK)
-        return st;
-    *out = (st_precision)given;
-    char why[320] = "computes in fp32 only";
-    if (*out == ST_PRECISION_FP32 ||
-        (e->be->precision_supported && e->be->precision_supported(*out, why, sizeof why)))
-        return ST_OK;
-    if (o->precision)
-        return st_fail(err, ST_EUSAGE, "--precision %s: the %s backend %s",
-                       st_precision_names[*out], e->be->name, why);
-    return st_fail(err, ST_EUSAGE, "%s: trained in %s (its test phases computed in it), but the "
-                   "%s backend %s; or give --precision fp32 to evaluate in fp32", weights_path,
-                   st_precision_names[*out], e->be->name, why);
-}
-
 /* The test split: --data's, else [net]'s; synthetic when asked, or when
  * neither names any data (as training does). */
 static st_status open_test(evaluator *e, const eval_cli *o, const char *cfg_path,
@@ -216,7 +192,7 @@ static st_status setup(evaluator *e, const eval_cli *o, const char *cfg_path,
         return ST_ENOMEM;
     st_precision trained, precision;
     if ((st = st_weights_load_precision(weights_path, &e->net, e->weights, &trained, err)) ||
-        (st = eval_precision(e, o, weights_path, trained, &precision, err)) ||
+        (st = st_cmd_precision(e->be, o->precision, weights_path, trained, &precision, err)) ||
         (st = open_test(e, o, cfg_path, err)))
         return st;
     int S = e->hp.subdivisions > 0 ? e->hp.subdivisions : 1;

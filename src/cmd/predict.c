@@ -34,7 +34,7 @@
 
 typedef struct predict_cli {
     int top, scores, help;
-    const char *backend, *names, *data, *hparams;
+    const char *backend, *names, *data, *hparams, *precision;
 } predict_cli;
 
 #define OPT(field) offsetof(predict_cli, field)
@@ -50,6 +50,9 @@ static const st_option options[] = {
      "tab-separated column per class (darknet classifier test's format)", ST_OPT_FLAG,
      OPT(scores), 0, 0},
     {"backend", 0, "B", "Compute", "dnnl (default), ref or cpe (an emulated SW26010 core group)", ST_OPT_STRING, OPT(backend), 0, 0},
+    {"precision", 0, "fp32|bf16", "Compute", "what convolutions and inner products compute "
+     "in (default: a singletrain snapshot's, as its training; fp32 for other weights)",
+     ST_OPT_STRING, OPT(precision), 0, 0},
     {"hparams", 0, "FILE", "Compute", "an ONNX model's [net] settings (the transform: "
      "input_mean=, input_scale=) instead of MODEL.train beside MODEL.onnx, as training's "
      "--hparams", ST_OPT_STRING, OPT(hparams), 0, 0},
@@ -136,10 +139,13 @@ static st_status setup(predictor *p, const predict_cli *o, const char *cfg_path,
     if ((st = st_records_buf_init(&p->image, 1, st_shape_count(in), st_shape_count(p->stored),
                                   err)) != ST_OK)
         return st;
-    if ((st = st_weights_load_any(weights_path, &p->net, p->weights, err)) ||
+    st_precision trained, precision;
+    if ((st = st_weights_load_precision(weights_path, &p->net, p->weights, &trained, err)) ||
+        (st = st_cmd_precision(be, o->precision, weights_path, trained, &precision, err)) ||
         (st = load_names(p, o, &log, err)))
         return st;
-    st_replica_opts ro = {.n = 1, .training = 0, .backend = {.intra_threads = 1}};
+    st_replica_opts ro = {.n = 1, .training = 0,
+                          .backend = {.intra_threads = 1, .precision = precision}};
     st = st_replica_init(&p->rep, &p->net, be, &ro, err);
     p->have_rep = st == ST_OK;
     return st;

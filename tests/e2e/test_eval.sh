@@ -8,7 +8,8 @@
 #   and on ref trained in bf16 (the snapshot's precision, eval's default;
 #   --precision fp32 evaluates the same weights in fp32, other digits; a
 #   backend without bf16 on this CPU, dnnl held to AVX2, refuses the
-#   snapshot's precision naming it and takes --precision fp32);
+#   snapshot's precision naming it and takes --precision fp32; predict of
+#   the same snapshot scores an image in bf16 too, unless --precision fp32);
 # - the text line of a -t 2 run's, whose test phase splits the test set
 #   over two workers (the loss summed in another order: the same to the
 #   printed digits);
@@ -60,6 +61,15 @@ check "bf16: dnnl without bf16 (AVX2) refuses the snapshot's precision" err 2 \
     env ONEDNN_MAX_CPU_ISA=AVX2 "$bin" eval bn.cfg bf16/bn_final.snap $data
 check "bf16: dnnl without bf16 (AVX2) takes --precision fp32" out 0 "test  accuracy" -- \
     env ONEDNN_MAX_CPU_ISA=AVX2 "$bin" eval bn.cfg bf16/bn_final.snap $data --precision fp32
+{ printf 'P5\n28 28\n255\n'; gzip -dc "$fmnist/t10k-images-idx3-ubyte.gz" | head -c 800 | tail -c 784; } >img.pgm
+for p in default bf16 fp32; do
+    popt=; [ "$p" = default ] || popt="--precision $p"
+    check "bf16: predict's scores ($p)" out 0 "img.pgm" -- \
+        "$bin" predict bn.cfg bf16/bn_final.snap img.pgm --backend ref --scores $popt
+    cp "$tmp/stdout" "scores.$p"
+done
+expect "bf16: predict scores in the snapshot's bf16 by default" cmp -s scores.default scores.bf16
+expect "bf16: and in fp32 with --precision fp32, other scores" sh -c '! cmp -s scores.default scores.fp32'
 
 mkdir two
 check "two: train -t 2" out 0 "test  iter 20  accuracy" -- \
