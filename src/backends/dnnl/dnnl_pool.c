@@ -73,26 +73,37 @@ static inline int window_taps(const st_pool_desc *d, dn_dense s, int oy, int ox,
 
 /* The forward of one sample's block of lanes: x its input, y its output,
  * ya the output's window positions (255: a window wholly outside the
- * input, whose output is 0). */
+ * input, whose output is 0). A window wholly inside the input takes its
+ * positions from one table (inner, all: window_taps' for it, made once);
+ * only the border's are worked out per output. */
 POOL_CLONES static void direct_forward_block(const st_pool_desc *d, dn_dense s, dn_dense o,
                                              const float *x, float *y, unsigned char *ya)
 {
-    long off[255];
-    int id[255];
+    long off[255], inner[255];
+    int id[255], all[255], n_all = d->kh * d->kw;
+    for (int t = 0; t < n_all; t++) {
+        inner[t] = (t / d->kw) * s.sh + (t % d->kw) * s.sw;
+        all[t] = t;
+    }
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
-            int nt = window_taps(d, s, oy, ox, off, id);
+            int ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+            int inside = ys >= 0 && xs >= 0 && ys + d->kh <= d->ih && xs + d->kw <= d->iw;
+            int nt = inside ? n_all : window_taps(d, s, oy, ox, off, id);
+            const float *base = inside ? x + ys * s.sh + xs * s.sw : x;
+            const long *offs = inside ? inner : off;
+            const int *ids = inside ? all : id;
             long at = oy * o.sh + ox * o.sw;
             int l = 0;
             for (; nt > 0 && l + VL <= s.lanes; l += VL)
-                window_max_lanes(x + l, off, id, nt, y + at + l, ya + at + l);
+                window_max_lanes(base + l, offs, ids, nt, y + at + l, ya + at + l);
             for (; l < s.lanes; l++) {
-                float best = nt > 0 ? x[off[0] + l] : 0.0f;
-                int pos = nt > 0 ? id[0] : 255;
+                float best = nt > 0 ? base[offs[0] + l] : 0.0f;
+                int pos = nt > 0 ? ids[0] : 255;
                 for (int i = 1; i < nt; i++)
-                    if (x[off[i] + l] > best) {
-                        best = x[off[i] + l];
-                        pos = id[i];
+                    if (base[offs[i] + l] > best) {
+                        best = base[offs[i] + l];
+                        pos = ids[i];
                     }
                 y[at + l] = best;
                 ya[at + l] = (unsigned char)pos;
