@@ -233,6 +233,12 @@ typedef struct st_backend {
  * what is available. */
 st_status st_backend_find(const char *name, const st_backend **out, st_error *err);
 
+/* Whether be computes its convolutions and inner products in p on this
+ * host (fp32: always; st_backend.precision_supported, NULL: fp32 only);
+ * when not, why into why [size], a clause that follows the backend's
+ * name. */
+int st_backend_takes_precision(const st_backend *be, st_precision p, char *why, size_t size);
+
 /* The backends' names into buf [size], from the registry's table: those
  * built into this binary (built_only) or all known, the last after
  * last_sep (", " or " or "). */

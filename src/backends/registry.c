@@ -1,4 +1,5 @@
-/* The backends built into this binary, looked up by name. */
+/* The backends built into this binary, looked up by name, and what a
+ * backend computes in. */
 #include <stdio.h>
 #include <string.h>
 
@@ -47,4 +48,14 @@ st_status st_backend_find(const char *name, const st_backend **out, st_error *er
     st_backend_list(known, sizeof known, 0, " or ");
     return st_fail(err, ST_EUSAGE, "--backend %s: unknown backend (expected %s; available in "
                    "this binary: %s)", name, known, built);
+}
+
+int st_backend_takes_precision(const st_backend *be, st_precision p, char *why, size_t size)
+{
+    if (p == ST_PRECISION_FP32)
+        return 1;
+    if (be->precision_supported)
+        return be->precision_supported(p, why, size);
+    snprintf(why, size, "computes in fp32 only");
+    return 0;
 }

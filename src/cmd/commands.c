@@ -18,9 +18,8 @@ st_status st_cmd_precision(const st_backend *be, const char *option, const char 
     if (st != ST_OK)
         return st;
     *out = (st_precision)given;
-    char why[320] = "computes in fp32 only";
-    if (*out == ST_PRECISION_FP32 ||
-        (be->precision_supported && be->precision_supported(*out, why, sizeof why)))
+    char why[320];
+    if (st_backend_takes_precision(be, *out, why, sizeof why))
         return ST_OK;
     if (option)
         return st_fail(err, ST_EUSAGE, "--precision %s: the %s backend %s",

@@ -176,14 +176,12 @@ static int prediction_without_backend(const st_trainer *t, char *msg, size_t len
     return 1;
 }
 
-/* --precision: the backend says whether it computes in it, and why not
- * (st_backend.precision_supported; NULL: fp32 only). */
+/* --precision: the backend says whether it computes in it, and why not. */
 static int precision_unsupported(const st_trainer *t, char *msg, size_t len)
 {
     st_precision p = t->o.precision;
-    char why[320] = "computes in fp32 only";
-    if (p == ST_PRECISION_FP32 ||
-        (t->backend->precision_supported && t->backend->precision_supported(p, why, sizeof why)))
+    char why[320];
+    if (st_backend_takes_precision(t->backend, p, why, sizeof why))
         return 0;
     snprintf(msg, len, "--precision %s: the %s backend %s", st_precision_names[p],
              t->backend->name, why);
