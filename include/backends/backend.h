@@ -12,7 +12,8 @@
  *   backend may keep activations in its own layout (oneDNN's blocked ones):
  *   the descriptor says the layout src comes in (NULL: plain NCHW), and the
  *   kernel says the layout and size of its dst (plain when dst_plain is
- *   asked for). diff_src has src's layout, diff_dst has dst's;
+ *   asked for). diff_src has src's layout, diff_dst has dst's, both f32
+ *   where an activation is stored as bf16 (st_kdesc.dst_bf16);
  * - weights and their gradients are always plain ([oc, ic/groups, kh, kw],
  *   [out, in]); a backend reorders them for itself if it wants to;
  * - n is the number of samples of a call: one of the descriptor's
@@ -90,7 +91,10 @@ struct st_kernel {
     size_t workspace_bytes;
     size_t scratch_bytes;
     const void *dst_layout; /* NULL: plain; owned by the kernel */
-    size_t dst_bytes;       /* dst (and diff_dst) of n samples */
+    size_t dst_bytes;       /* dst of n samples (diff_dst: the same layout in f32) */
+    /* dst is stored as bf16 (asked by st_kdesc.dst_bf16; dst_layout says
+     * how): diff_dst, f32, takes twice dst_bytes */
+    int dst_bf16;
     /* backward_data applies the descriptor's activation derivative itself
      * (from what its forward kept in the workspace): it takes diff_dst
      * before that derivative, and the layer runs no ST_K_ACT kernel */

@@ -131,6 +131,9 @@ typedef struct st_setup {
     const void *const *in_layout; /* [n_src] layouts of the inputs (NULL: plain) */
     const size_t *in_bytes;       /* [n_src] their buffers for n samples */
     int dst_plain;                /* a consumer needs this layer's output plain */
+    /* Every consumer reads this layer's output rounded to bf16 (replica.c's
+     * plan): the kernel writing it is asked for that (st_kdesc.dst_bf16) */
+    int dst_bf16;
     /* Run model-parallel with these workers (the layer's ops say it can:
      * st_layer_ops.model_parallel), or NULL: data-parallel. The layer's
      * input and output are plain. mp_batch_sizes: every number of samples
@@ -138,9 +141,12 @@ typedef struct st_setup {
     const st_mp_group *mp;
     const int *mp_batch_sizes;
     int n_mp_batch_sizes;
-    /* Set by the layer's setup; the network presets plain, n x out values. */
+    /* Set by the layer's setup; the network presets plain, n x out values
+     * in f32. out_stored_bf16: the output is stored as bf16 (its kernel's
+     * st_kernel.dst_bf16), its gradient, f32, twice out_bytes. */
     const void *out_layout;
     size_t out_bytes;
+    int out_stored_bf16;
     /* Set by a shares_layout layer whose inputs came in layouts it cannot
      * add: set the replica up again with them plain. */
     int plain_inputs;
@@ -246,6 +252,24 @@ typedef struct st_darknet_tensor {
 
 #define ST_DARKNET_MAX_TENSORS 8
 
+/* What a layer does with values rounded to bf16 (st_layer_ops.bf16_io). An
+ * output is kept rounded to bf16 when the layer gives it so and every
+ * consumer takes it so, which changes no value any layer computes: the
+ * consumers would round it themselves. */
+enum {
+    /* it rounds its input to bf16 before any use (the operand of a
+     * convolution or inner product in bf16): it takes the input rounded */
+    ST_BF16_TAKES = 1,
+    /* its output rounded to bf16 changes no gradient it computes (no batch
+     * norm after it, an activation whose derivative depends on the
+     * output's sign only: linear, relu, leaky) */
+    ST_BF16_GIVES = 2,
+    /* its output's values are some of its input's (max pooling): rounded
+     * exactly when its input is; it takes its input rounded when its
+     * output is kept so */
+    ST_BF16_PASSES = 4,
+};
+
 struct st_layer_ops {
     const char *type;                 /* section name, e.g. "convolutional" */
     const char *short_name;           /* for tables, e.g. "conv"; NULL: the type */
@@ -264,6 +288,10 @@ struct st_layer_ops {
      * them), added to w: the work a backend that predicts another
      * machine's time is told of (st_backend.host_work); NULL: none. */
     void (*host_streams)(const st_layer *l, int pass, st_stream_work *w);
+    /* Optional (NULL: none of them), for --precision bf16's activations
+     * between layers (net/replica.c): what the layer does with values
+     * rounded to bf16, ST_BF16_* flags. */
+    int (*bf16_io)(const st_layer *l);
     /* Whether this layer can run model-parallel (st_setup.mp); NULL: never. */
     int (*model_parallel)(const st_layer *l);
     /* Whether the layer's output is its one input's values unchanged (a

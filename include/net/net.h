@@ -99,6 +99,8 @@ int st_net_mp_ranges(const st_net *net, int r, int size, size_t (*ranges)[2], in
  * in[k] and out[k] ([n_layers] each). */
 int st_net_mp_layers(const st_net *net, size_t *in, size_t *out);
 
+enum { ST_OUT_BF16_ROUNDED = 1, ST_OUT_BF16_STORED = 2 };
+
 typedef struct st_replica {
     const st_net *net;
     const st_backend *backend;
@@ -125,6 +127,11 @@ typedef struct st_replica {
      * wait for its weights (--pipeline layer: the previous iteration's
      * update of its bucket); NULL: none. Its ctx is layer_done_ctx. */
     void (*layer_ready)(void *ctx, int layer, long iteration);
+    /* [n_layers] the output is kept rounded to bf16 between layers
+     * (--precision bf16: st_setup.dst_bf16; replica.c's plan):
+     * ST_OUT_BF16_ROUNDED as floats, ST_OUT_BF16_STORED as bf16 (the
+     * backend's choice), its gradient still f32; 0: f32 */
+    unsigned char *out_bf16;
     const void **out_layout;/* [n_layers] backend layout of each output */
     size_t *out_bytes;      /* [n_layers] each output buffer */
     st_layer_time *time;    /* [n_layers] when timing, else NULL */
@@ -162,6 +169,10 @@ typedef struct st_replica_opts {
 st_status st_replica_init(st_replica *r, const st_net *net, const st_backend *backend,
                           const st_replica_opts *o, st_error *err);
 void st_replica_free(st_replica *r);
+
+/* The bytes of r's outputs stored as bf16 (st_replica.out_bf16), for the
+ * memory estimate. */
+size_t st_replica_bf16_output_bytes(const st_replica *r);
 
 /* The bytes st_replica_init's activation arena would take for these
  * options, into *arena_bytes, without allocating them: the replica is

@@ -9,8 +9,9 @@
  * vdpbf16ps do (two bf16 products summed into an fp32 lane); a product of
  * two bf16 values is exact in fp32 (8 x 8 significant bits < 24), so only
  * the rounding of the operands and the fp32 sum differ from fp32. Every
- * other operation stays fp32 (docs/guide/training.md, "bfloat16:
- * --precision bf16"). */
+ * other operation stays fp32; an output whose readers all round it anyway
+ * is kept in bf16 between layers (net/replica.c's plan_bf16_outputs;
+ * docs/guide/training.md, "bfloat16: --precision bf16"). */
 #ifndef ST_BF16_H
 #define ST_BF16_H
 
@@ -47,5 +48,8 @@ void st_bf16_convert(uint16_t *dst, const float *src, size_t count);
 
 /* dst [count] = the floats the bf16 values src [count] stand for. */
 void st_bf16_widen(float *dst, const uint16_t *src, size_t count);
+
+/* Whether every bf16 value of x [count] is finite (not infinite, not NaN). */
+int st_bf16_all_finite(const uint16_t *x, size_t count);
 
 #endif

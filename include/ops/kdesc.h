@@ -73,6 +73,12 @@ typedef struct st_kdesc {
     int n_batch_sizes;
     const void *src_layout; /* NULL: plain; else an earlier kernel's dst_layout */
     int dst_plain;          /* dst must be plain NCHW */
+    /* --precision bf16's activations between layers: every consumer of
+     * dst reads it rounded to bf16 (net/replica.c's plan), so dst's values
+     * are rounded to bf16 (to nearest even, after the activation), and a
+     * backend may store them as bf16 (st_kernel.dst_bf16 says it does, its
+     * dst_layout how). Its gradients stay f32. */
+    int dst_bf16;
 } st_kdesc;
 
 /* Values per sample of a kernel's dst (its logical size). */

@@ -138,6 +138,7 @@ typedef struct st_sched_memory {
     double shared;        /* hybrid: the model-parallel layers' buffers the workers share */
     double accumulation;  /* subdivisions > 1: every worker's arena for its pieces' gradients */
     double bf16_weights;  /* bf16: the weights' copy the workers share (bf16_weights.h) */
+    double bf16_outputs;  /* bf16: of activations, the outputs stored as bf16 (all workers) */
 } st_sched_memory;
 
 /* Plan the workers' replicas on a thread of their own, as the workers

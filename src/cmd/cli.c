@@ -66,8 +66,9 @@ static const st_option options[] = {
     {"precision", 0, "fp32|bf16", "Training", "what convolutions and inner products compute "
      "in: fp32 (the default) or bf16 (their operands rounded to bfloat16, the products "
      "summed in fp32, as torch.autocast; weights, gradients, the solver, batch norm, softmax "
-     "and the loss stay fp32). bf16 runs on ref (plain C, every host) and dnnl (where "
-     "oneDNN's ISA is AVX-512)",
+     "and the loss stay fp32, and activations stay bf16 between layers that round them "
+     "anyway). bf16 runs on ref (plain C, every host) and dnnl (where oneDNN's ISA is "
+     "AVX-512)",
      ST_OPT_STRING, offsetof(st_cli, precision), 0, 0},
     {"conv-impl", 0, "NAME", "Training", "convolution implementation (dnnl): auto (the "
      "default: each convolution times its candidates on its first call and keeps the "

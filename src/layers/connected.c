@@ -447,6 +447,11 @@ static void connected_graph(const st_layer *base, st_graph_node *g)
 }
 
 /* Darknet's order: the biases (batch norm's shift), the weights, batch norm. */
+static int connected_bf16_io(const st_layer *base)
+{
+    return st_wl_bf16_io(&((const connected_layer *)base)->wp);
+}
+
 static int connected_darknet(const st_layer *base, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS])
 {
     int n = 0;
@@ -467,6 +472,7 @@ const st_layer_ops st_connected_ops = {
     .forward = connected_forward,
     .backward = connected_backward,
     .release = connected_release,
+    .bf16_io = connected_bf16_io,
     .describe = connected_describe,
     .graph = connected_graph,
     .darknet = connected_darknet,

@@ -97,6 +97,11 @@ static void conv_release(void *state)
     free(state);
 }
 
+static int conv_bf16_io(const st_layer *base)
+{
+    return st_wl_bf16_io(&((const conv_layer *)base)->wp);
+}
+
 static void conv_describe(const st_layer *base, char *buf, size_t size)
 {
     const conv_layer *l = (const conv_layer *)base;
@@ -134,6 +139,7 @@ const st_layer_ops st_conv_ops = {
     .forward = conv_forward,
     .backward = conv_backward,
     .release = conv_release,
+    .bf16_io = conv_bf16_io,
     .describe = conv_describe,
     .graph = conv_graph,
     .darknet = conv_darknet,

@@ -146,6 +146,7 @@ st_status st_wl_setup(st_setup *s, const st_layer *l, const st_wl_params *wp, st
 {
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
+    desc->dst_bf16 = s->dst_bf16 && !wp->batch_normalize;
     st_status st = st_kslot_create(s, desc, s->in_layout[0], 1,
                                    s->dst_plain && !wp->batch_normalize, name, &ws->main, err);
     if (st != ST_OK)
@@ -172,6 +173,7 @@ st_status st_wl_setup(st_setup *s, const st_layer *l, const st_wl_params *wp, st
     }
     s->out_layout = last->dst_layout;
     s->out_bytes = last->dst_bytes;
+    s->out_stored_bf16 = last->dst_bf16;
     /* a batch norm that applies the activation's derivative itself leaves
      * no activation kernel to run backward */
     st_act act = last->act_in_backward ? ST_ACT_LINEAR : wp->act;
@@ -215,6 +217,12 @@ st_status st_wl_backward(const st_wl_params *wp, st_wl_state *ws, const st_pass 
     return st_kslot_backward_data(&ws->main, p, &a, err);
 }
 
+int st_wl_bf16_io(const st_wl_params *wp)
+{
+    int sign_only = wp->act == ST_ACT_LINEAR || wp->act == ST_ACT_RELU || wp->act == ST_ACT_LEAKY;
+    return ST_BF16_TAKES | (!wp->batch_normalize && sign_only ? ST_BF16_GIVES : 0);
+}
+
 void st_wl_release(st_wl_state *ws)
 {
     st_kslot_release(&ws->main);
@@ -231,10 +239,12 @@ st_status st_slot_setup(st_setup *s, const st_layer *l, st_kdesc *d, const char 
     *state = slot;
     char name[32];
     snprintf(name, sizeof name, "%d.%s", l->index, kernel_name);
+    d->dst_bf16 = s->dst_bf16;
     st_status st = st_kslot_create(s, d, s->in_layout[0], 1, s->dst_plain, name, slot, err);
     if (st == ST_OK) {
         s->out_layout = slot->k->dst_layout;
         s->out_bytes = slot->k->dst_bytes;
+        s->out_stored_bf16 = slot->k->dst_bf16;
     }
     return st;
 }

@@ -81,6 +81,11 @@ st_status st_wl_setup(st_setup *s, const st_layer *l, const st_wl_params *wp, st
 st_status st_wl_forward(const st_wl_params *wp, st_wl_state *ws, const st_pass *p, st_error *err);
 st_status st_wl_backward(const st_wl_params *wp, st_wl_state *ws, const st_pass *p, st_error *err);
 void st_wl_release(st_wl_state *ws);
+/* st_layer_ops.bf16_io of a layer of weights: it takes its input rounded
+ * (its kernel rounds that operand), and gives its output rounded where no
+ * batch norm follows and the activation's derivative is the output's
+ * sign's (linear, relu, leaky). */
+int st_wl_bf16_io(const st_wl_params *wp);
 
 /* Layers without parameters whose state is one kernel slot (pooling, LRN,
  * softmax): create it (its dst is the layer's output), run it forward and

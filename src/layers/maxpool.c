@@ -41,6 +41,14 @@ static st_status maxpool_setup(const st_layer *base, st_setup *s, void **state, 
     return st_slot_setup(s, base, &d.base, "maxpool", state, err);
 }
 
+/* Each output is one of its window's inputs (or 0 for a window wholly
+ * in the padding). */
+static int maxpool_bf16_io(const st_layer *base)
+{
+    (void)base;
+    return ST_BF16_PASSES;
+}
+
 static void maxpool_describe(const st_layer *base, char *buf, size_t size)
 {
     const maxpool_layer *l = (const maxpool_layer *)base;
@@ -64,6 +72,7 @@ const st_layer_ops st_maxpool_ops = {
     .build = maxpool_build,
     .setup = maxpool_setup,
     ST_SLOT_PASSES,
+    .bf16_io = maxpool_bf16_io,
     .describe = maxpool_describe,
     .graph = maxpool_graph,
 };

@@ -24,6 +24,7 @@ void st_replica_free(st_replica *r)
     free(r->accumulate);
     free(r->consumed);
     free(r->alias);
+    free(r->out_bf16);
     free(r->out_layout);
     free(r->out_bytes);
     free(r->time);
@@ -89,6 +90,52 @@ static void plan_plain_outputs(const st_net *net, const st_backend *backend,
     }
 }
 
+/* The bf16 io flags of layer l (st_layer_ops.bf16_io), 0 without. */
+static int bf16_io(const st_layer *l)
+{
+    return l->ops->bf16_io ? l->ops->bf16_io(l) : 0;
+}
+
+/* --precision bf16: which outputs are kept rounded to bf16 between layers,
+ * into out [n_layers], given plain [n_layers] (plan_plain_outputs). An
+ * output is when its layer gives it rounded (ST_BF16_GIVES, or
+ * ST_BF16_PASSES with its input rounded), every consumer takes it so
+ * (ST_BF16_TAKES, or ST_BF16_PASSES whose own output is kept so), and it
+ * is not plain (the trainer, plain C or a model-parallel layer reads it)
+ * nor shared by an aliased layer (a route of one input, whose consumers
+ * are its own). Then no value changes but the maximum's position where a
+ * max pooling's window holds values that round to the same bf16: each
+ * consumer rounds the values itself. Two passes: from the last layer down,
+ * whether each layer's consumers all take its output rounded (a max
+ * pooling's take it when its own consumers do); then from the first up,
+ * whether its input is (for ST_BF16_PASSES). */
+static void plan_bf16_outputs(const st_net *net, const unsigned char *plain,
+                              const unsigned char *alias, unsigned char *out)
+{
+    int nl = net->n_layers;
+    memset(out, 0, (size_t)nl);
+    for (int j = nl - 1; j >= 0; j--) {
+        const st_layer *l = net->layers[j];
+        int io = bf16_io(l), takes_all = 1, consumers = 0;
+        for (int c = j + 1; c < nl; c++)
+            for (int k = 0; k < net->layers[c]->n_src; k++) {
+                if (net->layers[c]->src[k] != j)
+                    continue;
+                int cio = bf16_io(net->layers[c]);
+                consumers++;
+                takes_all &= !alias[c] &&
+                             ((cio & ST_BF16_TAKES) || ((cio & ST_BF16_PASSES) && out[c]));
+            }
+        out[j] = (unsigned char)(consumers > 0 && takes_all && !plain[j] && !alias[j] &&
+                                 (io & (ST_BF16_GIVES | ST_BF16_PASSES)));
+    }
+    for (int j = 0; j < nl; j++) {
+        const st_layer *l = net->layers[j];
+        if (out[j] && !(bf16_io(l) & ST_BF16_GIVES))
+            out[j] = (unsigned char)(l->n_src == 1 && l->src[0] >= 0 && out[l->src[0]]);
+    }
+}
+
 static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts *o,
                                      const int *batch_sizes, int n_batch_sizes, int dst_plain,
                                      int *plain_inputs, st_error *err)
@@ -110,6 +157,7 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
         .arena = &r->arena,
         .in_layout = in_layout, .in_bytes = in_bytes,
         .dst_plain = dst_plain,
+        .dst_bf16 = r->out_bf16[i],
         .mp = r->mp && r->mp[i] ? o->mp : NULL,
         .mp_batch_sizes = o->mp_batch_sizes, .n_mp_batch_sizes = o->n_mp_batch_sizes,
         .out_layout = NULL,
@@ -128,11 +176,21 @@ static st_status replica_setup_layer(st_replica *r, int i, const st_replica_opts
         r->out_off[i] = r->out_off[from];
         return ST_OK;
     }
+    if (s.out_stored_bf16 && !r->out_bf16[i])
+        return st_fail(err, ST_EINTERNAL, "the backend stored an output in bf16 unasked");
+    if (s.out_stored_bf16)
+        r->out_bf16[i] = ST_OUT_BF16_STORED;
     r->out_layout[i] = s.out_layout;
     r->out_bytes[i] = s.out_bytes;
     char name[48];
     snprintf(name, sizeof name, "%d.%s.out", i, st_layer_short_name(l));
     return st_arena_reserve(&r->arena, name, s.out_bytes, &r->out_off[i], err);
+}
+
+/* The gradient at layer i's output: its output's layout in f32. */
+static size_t delta_bytes(const st_replica *r, int i)
+{
+    return r->out_bf16[i] == ST_OUT_BF16_STORED ? 2 * r->out_bytes[i] : r->out_bytes[i];
 }
 
 /* The gradients at the layers' outputs share memory where their lifetimes
@@ -181,14 +239,14 @@ static st_status replica_plan_deltas(st_replica *r, st_error *err)
             for (int k = 0; k < n_slots; k++) {
                 if (slot_free_after[k] <= step)
                     continue;
-                if (pick < 0 || (slot_bytes[pick] < r->out_bytes[p] &&
+                if (pick < 0 || (slot_bytes[pick] < delta_bytes(r, p) &&
                                  slot_bytes[k] > slot_bytes[pick]))
                     pick = k;
             }
             if (pick < 0)
                 pick = n_slots++;
-            if (slot_bytes[pick] < r->out_bytes[p])
-                slot_bytes[pick] = r->out_bytes[p];
+            if (slot_bytes[pick] < delta_bytes(r, p))
+                slot_bytes[pick] = delta_bytes(r, p);
             slot_free_after[pick] = p;
             slot_of[p] = pick;
         }
@@ -235,6 +293,7 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     r->accumulate = st_calloc((size_t)nl * ST_MAX_SRC, sizeof *r->accumulate, "replica", err);
     r->consumed = st_calloc((size_t)nl, 1, "replica", err);
     r->alias = st_calloc((size_t)nl, 1, "replica", err);
+    r->out_bf16 = st_calloc((size_t)nl, 1, "replica", err);
     r->out_layout = st_calloc((size_t)nl, sizeof *r->out_layout, "replica layouts", err);
     r->out_bytes = st_calloc((size_t)nl, sizeof *r->out_bytes, "replica layouts", err);
     if (o->timing)
@@ -243,7 +302,7 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     if (want_mp)
         r->mp = st_calloc((size_t)nl, 1, "replica", err);
     st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
-                    r->alias && r->out_layout && r->out_bytes && (r->time || !o->timing) &&
+                    r->alias && r->out_bf16 && r->out_layout && r->out_bytes && (r->time || !o->timing) &&
                     (r->mp || !want_mp))
                        ? ST_OK : ST_ENOMEM;
     if (st == ST_OK && want_mp) {
@@ -270,6 +329,8 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     }
     if (st == ST_OK)
         plan_plain_outputs(net, backend, r->mp, plain_in, plain);
+    if (st == ST_OK && o->backend.precision == ST_PRECISION_BF16)
+        plan_bf16_outputs(net, plain, r->alias, r->out_bf16);
     for (int i = 0; i < nl && st == ST_OK && *asked < 0; i++) {
         int wants_plain = 0;
         st = replica_setup_layer(r, i, o, sizes, n_sizes, plain[i], &wants_plain, err);
@@ -477,7 +538,7 @@ st_status st_replica_backward(st_replica *r, const float *weights, float *grads,
     int nl = r->net->n_layers;
     for (int i = 0; i < nl; i++)
         if (!r->consumed[i] && !r->alias[i])
-            memset(st_arena_at(&r->arena, r->delta_off[i]), 0, r->out_bytes[i]);
+            memset(st_arena_at(&r->arena, r->delta_off[i]), 0, delta_bytes(r, i));
     if (diff_out) {
         float *d = st_arena_at(&r->arena, r->delta_off[nl - 1]);
         size_t count = (size_t)s->n * st_shape_count(r->net->layers[nl - 1]->out);
@@ -554,4 +615,13 @@ st_status st_replica_test(st_replica *r, const float *weights, const st_source *
         }
     }
     return ST_OK;
+}
+
+size_t st_replica_bf16_output_bytes(const st_replica *r)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < r->net->n_layers; i++)
+        if (r->out_bf16[i] == ST_OUT_BF16_STORED)
+            bytes += r->out_bytes[i];
+    return bytes;
 }

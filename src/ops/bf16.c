@@ -44,3 +44,11 @@ void st_bf16_widen(float *dst, const uint16_t *src, size_t count)
     for (size_t i = 0; i < count; i++)
         dst[i] = st_bf16_to_float(src[i]);
 }
+
+int st_bf16_all_finite(const uint16_t *x, size_t count)
+{
+    unsigned bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad |= (x[i] & 0x7F80u) == 0x7F80u;
+    return !bad;
+}

@@ -78,9 +78,10 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
     int T = o->threads;
     worker_sizes *z = st_calloc((size_t)T, sizeof *z, "worker plans", err);
     size_t *arena = st_calloc((size_t)T, sizeof *arena, "worker plans", err);
+    size_t *outs = st_calloc((size_t)T, sizeof *outs, "worker plans", err);
     st_replica kept[2];
     int n_kept = 0;
-    st_status st = z && arena ? ST_OK : ST_ENOMEM;
+    st_status st = z && arena && outs ? ST_OK : ST_ENOMEM;
     size_t rss = st_current_rss();
     /* what a test phase or an SSP / ASP run touches of the buffers */
     int own_inputs = o->test_count > 0 || o->sync != ST_SYNC_BSP;
@@ -102,6 +103,7 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
                 like = v;
         if (like >= 0 && w >= 2) {
             arena[w] = arena[like];
+            outs[w] = outs[like];
             continue;
         }
         st_replica r;
@@ -122,6 +124,7 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
             st_error_prefix(err, "planning worker %d: ", w);
             break;
         }
+        outs[w] = st_replica_bf16_output_bytes(&r);
         if (w < 2) { /* kept while the next is built: its kernels are measured beside them */
             kept[n_kept++] = r;
             if (w == 0)
@@ -139,11 +142,14 @@ static st_status plan_workers(const st_net *net, const st_sched_opts *o, int mea
         st_free_aligned(shared.buf[k].p);
     }
     free(shared.buf);
-    for (int w = 0; w < T && st == ST_OK; w++)
+    for (int w = 0; w < T && st == ST_OK; w++) {
         m->activations += (double)arena[w];
+        m->bf16_outputs += (double)outs[w];
+    }
     m->kernels = m->kernels_first + (T - 1) * m->kernels_next;
     free(z);
     free(arena);
+    free(outs);
     return st;
 }
 

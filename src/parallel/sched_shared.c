@@ -26,8 +26,11 @@ void sched_first_nonfinite(const st_sched *s, int r0, int r1, const int *images,
     for (int i = 0; i < net->n_layers; i++)
         for (int r = r0; r < r1; r++) {
             const st_replica *rep = &s->w[r].replica;
-            size_t per = rep->out_bytes[i] / (size_t)rep->n / sizeof(float);
-            if (!st_all_finite(st_replica_output(rep, i), per * (size_t)images[r - r0])) {
+            int bf16 = rep->out_bf16[i] == ST_OUT_BF16_STORED;
+            size_t per = rep->out_bytes[i] / (size_t)rep->n / (bf16 ? 2 : sizeof(float));
+            const float *out = st_replica_output(rep, i);
+            if (!(bf16 ? st_bf16_all_finite((const uint16_t *)out, per * (size_t)images[r - r0])
+                       : st_all_finite(out, per * (size_t)images[r - r0]))) {
                 snprintf(buf, len, "the output of %s is not finite",
                          st_net_layer_label(net, i, layer, sizeof layer));
                 return;

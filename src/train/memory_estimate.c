@@ -31,16 +31,22 @@ static int numa_need(const st_trainer *t, const trainer_memory *m, double *need)
 void trainer_memory_log(const st_trainer *t, const trainer_memory *m)
 {
     int T = t->o.threads;
-    char workers[320];
+    char workers[400];
+    char outs[80] = "";
+    if (m->bf16_out_each > 0)
+        snprintf(outs, sizeof outs, " (%.1f MB of them outputs stored in bf16)",
+                 MB * m->bf16_out_each);
     if (T > 1)
         snprintf(workers, sizeof workers, "%d workers: gradients %.1f MB in all (%.1f MB the "
-                 "first, %.1f MB each other), activations %.1f MB each, kernels %.1f MB (%.1f "
-                 "MB the first, %.1f MB each other)", T, MB * m->gradients, MB * m->grad_each,
-                 MB * (m->gradients - m->grad_each) / (T - 1), MB * m->act_each,
-                 MB * m->kernels, MB * m->kernels_first, MB * m->kernels_next);
+                 "first, %.1f MB each other), activations %.1f MB each%s, kernels %.1f MB "
+                 "(%.1f MB the first, %.1f MB each other)", T, MB * m->gradients,
+                 MB * m->grad_each, MB * (m->gradients - m->grad_each) / (T - 1),
+                 MB * m->act_each, outs, MB * m->kernels, MB * m->kernels_first,
+                 MB * m->kernels_next);
     else
-        snprintf(workers, sizeof workers, "1 worker: gradients %.1f MB, activations %.1f MB, "
-                 "kernels %.1f MB", MB * m->grad_each, MB * m->act_each, MB * m->kernels);
+        snprintf(workers, sizeof workers, "1 worker: gradients %.1f MB, activations %.1f "
+                 "MB%s, kernels %.1f MB", MB * m->grad_each, MB * m->act_each, outs,
+                 MB * m->kernels);
     char bf16[64] = "";
     if (m->bf16_weights > 0)
         snprintf(bf16, sizeof bf16, ", bf16 weights %.1f MB", MB * m->bf16_weights);
@@ -138,6 +144,7 @@ st_status trainer_memory_estimate(st_trainer *t, int measure, trainer_memory *m,
     m->grad_each += sm.accumulation / T;
     m->activations = sm.activations;
     m->act_each = sm.activations / T; /* workers differ by one image at most */
+    m->bf16_out_each = sm.bf16_outputs / T;
     m->kernels = sm.kernels;
     m->kernels_first = sm.kernels_first;
     m->kernels_next = sm.kernels_next;

@@ -49,6 +49,7 @@ typedef struct trainer_memory {
     double total;
     double grad_each;        /* the largest worker's gradient arena */
     double act_each;         /* worker 0's activation arena */
+    double bf16_out_each;    /* of it, the outputs stored as bf16 (--precision bf16) */
     double kernels_first, kernels_next;
     int unmeasured;          /* kernels that measure were planned unmeasured */
     int limited;             /* a limit is known: */

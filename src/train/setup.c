@@ -487,6 +487,31 @@ void st_trainer_create_absent(st_cluster *cluster)
     free(text);
 }
 
+
+/* --precision bf16: which layers' outputs the replicas keep in bf16
+ * (st_replica.out_bf16), and whether the backend stores them so. */
+static void log_bf16_activations(st_trainer *t)
+{
+    const st_replica *r = st_sched_replica(t->sched, 0);
+    char list[512] = "";
+    size_t at = 0;
+    int kept = 0, stored = 0;
+    for (int i = 0; i < t->net.n_layers && at < sizeof list; i++)
+        if (r->out_bf16[i]) {
+            kept++;
+            stored += r->out_bf16[i] == ST_OUT_BF16_STORED;
+            at += (size_t)snprintf(list + at, sizeof list - at, " %d", i);
+        }
+    if (!kept) {
+        st_info(&t->log, "bf16 activations: none (no layer's output goes only to layers that "
+                "round it to bf16 themselves)");
+        return;
+    }
+    st_info(&t->log, "bf16 activations: the outputs of layers%s go only to layers that round "
+            "them to bf16 themselves, and are kept rounded (%d of %d stored as bf16 by the %s "
+            "backend, the rest as floats); their gradients stay fp32", list, stored, kept,
+            t->backend->name);
+}
 /* The workers, their kernel choices and the backend's run; the input ring.
  * Multi-node, it runs whatever the stages before it gave (st): rank 0 and
  * the others exchange the choices and their status collectively. */
@@ -505,6 +530,8 @@ static st_status setup_workers(st_trainer *t, st_status st, st_error *err)
         st = trainer_share_choices(t, st, err);
     if (st == ST_OK)
         st = trainer_finish_choices(t, err);
+    if (st == ST_OK && o->precision == ST_PRECISION_BF16)
+        log_bf16_activations(t);
     for (int w = 0; st == ST_OK && t->backend->run_begin && w < o->threads; w++) {
         st_backend_run run = {o->cpe_cost_only, w == 0 ? o->cpe_report : NULL, o->cpe_model};
         st = t->backend->run_begin(st_sched_replica(t->sched, w)->bctx, &run, err);

@@ -5,10 +5,13 @@
 # byte-identical snapshots, and so does a run resumed from a bf16
 # snapshot; bf16 is really applied (the weights are not fp32's) and stays
 # near fp32 (the final losses close); the log and --dry-run name the
-# precision, and resuming a bf16 snapshot in fp32 says so. Then the oneDNN
+# precision, and resuming a bf16 snapshot in fp32 says so; the outputs of
+# layers 0-4, which go only to layers that round them to bf16, are kept
+# rounded (as floats). Then the oneDNN
 # backend, where oneDNN's ISA has bf16 (AVX-512: avx512_core emulates it,
 # avx512_core_bf16 and AMX have it; elsewhere a SKIP line naming the ISA):
-# the memory estimate counts the bf16 copies; LeNet-5 with its
+# it stores those outputs as bf16, and the memory estimate counts them at
+# 2 bytes a value; LeNet-5 with its
 # convolutions' implementation given (--conv-impl nhwc, no measuring)
 # trains with a falling loss, the same command twice gives the same bytes,
 # a resumed run too, and its weights are not fp32's; --parallel hybrid
@@ -69,6 +72,11 @@ else
         "$bin" --dry-run --backend ref --precision bf16 "$net"
     check "the log names the precision" out 0 "backend ref, precision bf16" -- \
         "$bin" --backend ref --precision bf16 -b 16 --iters 2 --no-test "$net"
+    # LeNet-5: conv, max, conv, max, connected (relu), connected, softmax;
+    # the last connected's output goes to softmax, which computes in fp32
+    check "the ref backend keeps layers 0-4's outputs rounded to bf16, as floats" out 0 \
+        "bf16 activations: the outputs of layers 0 1 2 3 4 go only to layers that round them to bf16 themselves, and are kept rounded (0 of 5 stored as bf16" -- \
+        "$bin" --backend ref --precision bf16 -b 16 --iters 1 --no-test "$net"
 
     check "bf16 training" err 0 "" -- \
         $train --precision bf16 --metrics "$tmp/a.csv" --snapshot-dir "$tmp/a" "$net"
@@ -94,15 +102,16 @@ if [ "$rc" -eq 2 ] && grep -q "has no bf16 on this CPU" "$tmp/caps"; then
 else
     check "dnnl: --dry-run in bf16" err 0 "" -- \
         "$bin" --dry-run --backend dnnl --precision bf16 "$net"
-    # the memory estimate counts the bf16 copies (the kernels' workspace)
-    acts() { # PRECISION: the estimate's activations per worker, in MB
-        "$bin" --dry-run --backend dnnl --conv-impl nhwc -t 2 -b 16 --precision "$1" "$net" 2>&1 |
-            sed -n 's/.*activations \([0-9.]*\) MB each.*/\1/p'
-    }
-    a32=$(acts fp32) a16=$(acts bf16)
-    echo "     dnnl: activations $a32 MB a worker in fp32, $a16 MB in bf16 (the bf16 copies added)"
-    expect "dnnl: the memory estimate counts the bf16 copies" \
-        awk -v a="$a32" -v b="$a16" 'BEGIN { exit !(a > 0 && b > a) }'
+    check "dnnl stores layers 0-4's outputs as bf16" out 0 \
+        "bf16 activations: the outputs of layers 0 1 2 3 4 go only to layers that round them to bf16 themselves, and are kept rounded (5 of 5 stored as bf16 by the dnnl backend" -- \
+        "$bin" --backend dnnl --conv-impl nhwc --precision bf16 -b 16 --iters 1 --no-test "$net"
+    # the memory estimate counts them at 2 bytes a value: per sample 20 x
+    # 24 x 24 + 20 x 12 x 12 + 50 x 8 x 8 + 50 x 4 x 4 + 500 = 18,900
+    # values (nhwc: no padding), 80 samples a worker: 3,024,000 bytes
+    outs=$("$bin" --dry-run --backend dnnl --conv-impl nhwc -t 2 -b 160 --precision bf16 "$net" 2>&1 |
+        sed -n 's/.*(\([0-9.]*\) MB of them outputs stored in bf16).*/\1/p')
+    echo "     dnnl: the estimate's outputs stored in bf16: $outs MB a worker (3,024,000 bytes expected)"
+    expect "dnnl: the memory estimate counts the bf16 outputs at 2 bytes a value" [ "$outs" = "3.0" ]
     dnnl="$bin --backend dnnl --conv-impl nhwc -t 2 -b 16 --iters 300 --no-test --log-every 25 -q"
     check "dnnl bf16 training" err 0 "" -- \
         $dnnl --precision bf16 --metrics "$tmp/da.csv" --snapshot-dir "$tmp/da" "$net"

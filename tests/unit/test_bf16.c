@@ -455,6 +455,227 @@ static void run_case(void **state)
         fail_msg("%s: %ld check(s) failed (see above)", run->name, failed);
 }
 
+/* ---- activations kept in bf16 between kernels (st_kdesc.dst_bf16) ----
+ *
+ * A convolution with relu P, a 3x3 / 2 max pooling M (windows over the
+ * border) and an inner product C, as a network of them runs: forward P, M,
+ * C; backward C, M, P's activation (an ST_K_ACT kernel on P's output), P.
+ * Once with P's and M's outputs kept in bf16 (each consumer given the
+ * producer's dst_layout), once all f32 and plain with P's output rounded
+ * by hand between P and M. Every consumer rounds its input to bf16 itself
+ * (C's and P's arithmetic, above) or passes values through (M), so both
+ * give the same values: C's output and every weight and bias gradient
+ * (P's input is the network's: no gradient), compared with == (a relu's
+ * zero gradient may be +0 on one side and -0 on the other). A backend that stores the activations as bf16
+ * says so (st_kernel.dst_bf16); one that keeps them as floats (the
+ * reference) holds them rounded. */
+typedef struct chain_case {
+    const char *name;
+    int n, ic, hw, oc, out;
+} chain_case;
+
+static const chain_case chain_cases[] = {
+    {"chain_oc16", 3, 5, 10, 16, 7},
+    {"chain_oc20", 2, 3, 9, 20, 10}, /* channel blocks with a tail */
+};
+
+typedef struct chain_run {
+    const chain_case *c;
+    const st_backend *be;
+    char name[96];
+} chain_run;
+
+/* The tensors of one run: inputs (filled once, copied) and outputs. */
+typedef struct chain_tensors {
+    float *x, *wp, *bp, *wc, *bc, *dy;           /* in */
+    float *p, *m, *y, *dm, *dp, *dwp, *dbp, *dwc, *dbc; /* out and between */
+} chain_tensors;
+
+typedef struct chain_kernels {
+    st_kernel *p, *act, *m, *c;
+} chain_kernels;
+
+/* P, its activation, M and C for run case c, activations kept in bf16
+ * (keep) or all plain f32. */
+static void chain_create(const st_backend *be, st_bctx *ctx, const chain_case *c, int keep,
+                         const int *sizes, chain_kernels *k)
+{
+    st_error err = {0};
+    int hw2 = (c->hw + 2 - 3) / 2 + 1;
+    st_kdesc base = {.backward = 1, .src_grad = 1, .n = c->n, .batch_sizes = sizes,
+                     .n_batch_sizes = 1};
+    st_conv_desc pd = {.base = base, .ic = c->ic, .ih = c->hw, .iw = c->hw, .oc = c->oc,
+                       .oh = c->hw, .ow = c->hw, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1,
+                       .pw = 1, .groups = 1, .bias = 1, .act = ST_ACT_RELU};
+    pd.base.kind = ST_K_CONV;
+    pd.base.name = "chain.p";
+    pd.base.src_grad = 0; /* the network's input */
+    pd.base.dst_plain = !keep;
+    pd.base.dst_bf16 = keep;
+    if (be->kernel_create(ctx, &pd.base, &k->p, &err) != ST_OK)
+        fail_msg("%s: P: %s", be->name, err.msg);
+    st_act_desc ad = {.base = base, .count = (size_t)c->oc * c->hw * c->hw, .act = ST_ACT_RELU};
+    ad.base.kind = ST_K_ACT;
+    ad.base.name = "chain.act";
+    ad.base.src_layout = k->p->dst_layout;
+    if (be->kernel_create(ctx, &ad.base, &k->act, &err) != ST_OK)
+        fail_msg("%s: P's activation: %s", be->name, err.msg);
+    st_pool_desc md = {.base = base, .alg = ST_POOL_MAX, .c = c->oc, .ih = c->hw, .iw = c->hw,
+                       .oh = hw2, .ow = hw2, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1,
+                       .pw = 1};
+    md.base.kind = ST_K_POOL;
+    md.base.name = "chain.m";
+    md.base.src_layout = k->p->dst_layout;
+    md.base.dst_plain = !keep;
+    md.base.dst_bf16 = keep;
+    if (be->kernel_create(ctx, &md.base, &k->m, &err) != ST_OK)
+        fail_msg("%s: M: %s", be->name, err.msg);
+    st_fc_desc cd = {.base = base, .in = c->oc * hw2 * hw2, .out = c->out, .bias = 1,
+                     .act = ST_ACT_LINEAR};
+    cd.base.kind = ST_K_FC;
+    cd.base.name = "chain.c";
+    cd.base.src_layout = k->m->dst_layout;
+    cd.base.dst_plain = 1;
+    if (be->kernel_create(ctx, &cd.base, &k->c, &err) != ST_OK)
+        fail_msg("%s: C: %s", be->name, err.msg);
+}
+
+static void chain_pass(const char *what, st_kernel *k,
+                       st_status (*pass)(st_kernel *, const st_kargs *, st_error *),
+                       st_kargs *a)
+{
+    st_error err = {0};
+    if (pass(k, a, &err) != ST_OK)
+        fail_msg("%s: %s", what, err.msg);
+}
+
+/* One run of case c on backend be in bf16, t's inputs to its outputs. */
+static void chain_run_once(const st_backend *be, const chain_case *c, int keep,
+                           chain_tensors *t, chain_kernels *k)
+{
+    st_error err = {0};
+    int sizes[1] = {c->n};
+    st_backend_opts o = {.intra_threads = 1, .precision = ST_PRECISION_BF16};
+    st_bctx *ctx = NULL;
+    if (be->ctx_create(&o, &ctx, &err) != ST_OK)
+        fail_msg("%s: %s", be->name, err.msg);
+    chain_create(be, ctx, c, keep, sizes, k);
+    st_kernel *all[] = {k->p, k->act, k->m, k->c};
+    void *ws[4], *scratch[4];
+    for (int i = 0; i < 4; i++) {
+        ws[i] = bf_alloc(all[i]->workspace_bytes / sizeof(float) + 16);
+        scratch[i] = bf_alloc(all[i]->scratch_bytes / sizeof(float) + 16);
+    }
+    size_t p_values = (size_t)c->n * c->oc * c->hw * c->hw;
+    st_kargs a = {.n = c->n, .training = 1};
+    /* forward: P, (by hand) M, C */
+    st_kargs pa = a;
+    pa.src = t->x, pa.dst = t->p, pa.weights = t->wp, pa.bias = t->bp;
+    pa.workspace = ws[0], pa.scratch = scratch[0];
+    chain_pass("P forward", k->p, k->p->ops->forward, &pa);
+    if (!keep)
+        st_bf16_round(t->p, t->p, p_values);
+    st_kargs ma = a;
+    ma.src = t->p, ma.dst = t->m, ma.workspace = ws[2], ma.scratch = scratch[2];
+    chain_pass("M forward", k->m, k->m->ops->forward, &ma);
+    st_kargs ca = a;
+    ca.src = t->m, ca.dst = t->y, ca.weights = t->wc, ca.bias = t->bc;
+    ca.workspace = ws[3], ca.scratch = scratch[3];
+    chain_pass("C forward", k->c, k->c->ops->forward, &ca);
+    /* backward: C, M, P's activation, P */
+    ca.diff_dst = t->dy, ca.diff_weights = t->dwc, ca.diff_bias = t->dbc;
+    chain_pass("C backward-weights", k->c, k->c->ops->backward_weights, &ca);
+    ca.diff_src = t->dm;
+    chain_pass("C backward-data", k->c, k->c->ops->backward_data, &ca);
+    ma.diff_dst = t->dm, ma.diff_src = t->dp;
+    chain_pass("M backward", k->m, k->m->ops->backward_data, &ma);
+    st_kargs aa = a;
+    aa.dst = t->p, aa.diff_dst = t->dp, aa.diff_src = t->dp;
+    aa.workspace = ws[1], aa.scratch = scratch[1];
+    chain_pass("P's activation backward", k->act, k->act->ops->backward_data, &aa);
+    pa.diff_dst = t->dp, pa.diff_weights = t->dwp, pa.diff_bias = t->dbp;
+    chain_pass("P backward-weights", k->p, k->p->ops->backward_weights, &pa);
+    for (int i = 0; i < 4; i++) {
+        st_free_aligned(ws[i]);
+        st_free_aligned(scratch[i]);
+    }
+    be->ctx_destroy(ctx);
+}
+
+static void chain_free_kernels(chain_kernels *k)
+{
+    st_kernel *all[] = {k->p, k->act, k->m, k->c};
+    for (int i = 0; i < 4; i++)
+        all[i]->ops->destroy(all[i]);
+}
+
+static long check_equal(const char *name, const char *what, const float *want,
+                        const float *got, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (!(want[i] == got[i])) {
+            print_error("%s: %s[%zu]: %.9g with bf16 activations, %.9g with f32 ones rounded "
+                        "by hand\n", name, what, i, got[i], want[i]);
+            return 1;
+        }
+    return 0;
+}
+
+static void chain_case_run(void **state)
+{
+    const chain_run *run = *state;
+    const chain_case *c = run->c;
+    int hw2 = (c->hw + 2 - 3) / 2 + 1;
+    size_t nx = (size_t)c->n * c->ic * c->hw * c->hw, np = (size_t)c->n * c->oc * c->hw * c->hw,
+           nm = (size_t)c->n * c->oc * hw2 * hw2, wp = (size_t)c->oc * c->ic * 9,
+           wc = (size_t)c->out * c->oc * hw2 * hw2, ny = (size_t)c->n * c->out;
+    chain_tensors t[2];
+    st_rng rng;
+    st_rng_seed(&rng, 41, 1);
+    for (int r = 0; r < 2; r++) {
+        /* the activations' buffers hold f32 in either run */
+        chain_tensors *u = &t[r];
+        *u = (chain_tensors){bf_alloc(nx), bf_alloc(wp), bf_alloc(c->oc), bf_alloc(wc),
+                             bf_alloc(c->out), bf_alloc(ny), bf_alloc(np), bf_alloc(nm),
+                             bf_alloc(ny), bf_alloc(nm), bf_alloc(np), bf_alloc(wp), bf_alloc(c->oc), bf_alloc(wc), bf_alloc(c->out)};
+    }
+    float *in[] = {t[0].x, t[0].wp, t[0].bp, t[0].wc, t[0].bc, t[0].dy};
+    float *in1[] = {t[1].x, t[1].wp, t[1].bp, t[1].wc, t[1].bc, t[1].dy};
+    size_t count[] = {nx, wp, (size_t)c->oc, wc, (size_t)c->out, ny};
+    for (int k = 0; k < 6; k++) {
+        for (size_t i = 0; i < count[k]; i++)
+            in[k][i] = 2.0f * st_rng_uniform(&rng) - 1.0f;
+        memcpy(in1[k], in[k], count[k] * sizeof(float));
+    }
+    chain_kernels kept, plain;
+    chain_run_once(run->be, c, 1, &t[0], &kept);
+    chain_run_once(run->be, c, 0, &t[1], &plain);
+    long failed = check_equal(run->name, "C's dst", t[1].y, t[0].y, ny) +
+                  check_equal(run->name, "C's diff_weights", t[1].dwc, t[0].dwc, wc) +
+                  check_equal(run->name, "C's diff_bias", t[1].dbc, t[0].dbc, (size_t)c->out) +
+                  check_equal(run->name, "P's diff_weights", t[1].dwp, t[0].dwp, wp) +
+                  check_equal(run->name, "P's diff_bias", t[1].dbp, t[0].dbp, (size_t)c->oc);
+    if (kept.p->dst_bf16 != kept.m->dst_bf16) {
+        failed++;
+        print_error("%s: P stores its output as %s, M as %s\n", run->name,
+                    kept.p->dst_bf16 ? "bf16" : "floats", kept.m->dst_bf16 ? "bf16" : "floats");
+    }
+    if (!kept.p->dst_bf16) /* kept as floats: rounded, P's and M's values as by hand */
+        failed += check_equal(run->name, "P's dst (floats)", t[1].p, t[0].p, np) +
+                  check_equal(run->name, "M's dst (floats)", t[1].m, t[0].m, nm);
+    print_message("%-24s P's and M's outputs %s\n", run->name,
+                  kept.p->dst_bf16 ? "stored as bf16" : "kept as floats rounded to bf16");
+    chain_free_kernels(&kept);
+    chain_free_kernels(&plain);
+    for (int r = 0; r < 2; r++) {
+        float **p = &t[r].x;
+        for (size_t i = 0; i < sizeof t[r] / sizeof(float *); i++)
+            st_free_aligned(p[i]);
+    }
+    if (failed)
+        fail_msg("%s: %ld check(s) failed (see above)", run->name, failed);
+}
+
 /* --precision bf16 is a capability: a backend that has no hook computes
  * in fp32 only, and every backend accepts fp32. */
 static void fp32_everywhere(void **state)
@@ -477,8 +698,10 @@ static void fp32_everywhere(void **state)
 
 int main(void)
 {
+    enum { N_CHAIN = (int)(sizeof chain_cases / sizeof chain_cases[0]) };
     static bf_run runs[N_CASES * 8];
-    static struct CMUnitTest tests[5 + N_CASES * 8];
+    static chain_run chains[N_CHAIN * 8];
+    static struct CMUnitTest tests[5 + (N_CASES + N_CHAIN) * 8];
     size_t n_tests = 0;
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_nearest_even);
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_special);
@@ -489,7 +712,7 @@ int main(void)
     char list[256], why[320];
     st_error err = {0};
     st_backend_list(list, sizeof list, 1, ", ");
-    int n_runs = 0;
+    int n_runs = 0, n_chains = 0;
     for (char *name = strtok(list, ", "); name; name = strtok(NULL, ", ")) {
         const st_backend *be;
         if (st_backend_find(name, &be, &err) != ST_OK) {
@@ -508,6 +731,13 @@ int main(void)
             r->be = be;
             snprintf(r->name, sizeof r->name, "%s/%s", name, cases[i].name);
             tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
+        }
+        for (int i = 0; i < N_CHAIN && n_chains < N_CHAIN * 8; i++) {
+            chain_run *r = &chains[n_chains++];
+            r->c = &chain_cases[i];
+            r->be = be;
+            snprintf(r->name, sizeof r->name, "%s/%s", name, chain_cases[i].name);
+            tests[n_tests++] = (struct CMUnitTest){r->name, chain_case_run, NULL, NULL, r};
         }
     }
     return _cmocka_run_group_tests("bf16", tests, n_tests, NULL, NULL);

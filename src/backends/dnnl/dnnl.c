@@ -123,6 +123,18 @@ static st_status dnnl_kernel_create(st_bctx *c, const st_kdesc *d, st_kernel **o
         return hst;
     if ((unsigned)d->kind >= ST_K_COUNT)
         return st_fail(err, ST_EINTERNAL, "oneDNN backend: no kernel kind %d", (int)d->kind);
+    /* bf16 activations (st_kdesc.dst_bf16) come out of convolutions and
+     * inner products in bf16, and out of max pooling of bf16 ones; they go
+     * into those and into the activation's backward */
+    const dnnl_memory_desc_t *in = d->src_layout;
+    int in_bf16 = in && in->data_type == dnnl_bf16, weighted = d->kind == ST_K_CONV ||
+                                                             d->kind == ST_K_FC;
+    int max_pool = d->kind == ST_K_POOL && ((const st_pool_desc *)d)->alg == ST_POOL_MAX;
+    if ((d->dst_bf16 && !((weighted && c->precision == ST_PRECISION_BF16) ||
+                          (max_pool && in_bf16))) ||
+        (in_bf16 && !weighted && d->kind != ST_K_POOL && d->kind != ST_K_ACT))
+        return st_fail(err, ST_EINTERNAL, "oneDNN backend: a %s kernel %s bf16 activations",
+                       st_kind_name(d->kind), in_bf16 ? "given" : "asked for");
     int sizes[MAX_VARIANTS];
     int n_sizes = sorted_sizes(d, sizes, err);
     if (n_sizes < 0)

@@ -266,16 +266,21 @@ static st_status plan_check(dn_kernel *k, const dn_conv_plan *plan, st_error *er
 /* The choice's key: the layer, samples, shape and passes, and the
  * precision when it is not fp32 (a bf16 plan is another measurement; fp32
  * keys stay as they were before bf16, so that choice files and snapshots
- * written then still give their plans). */
+ * written then still give their plans), then which activations are bf16:
+ * "in bf16" (src arrives so), "out bf16" (dst kept so), whose edges and
+ * implementations differ. */
 static void choice_key(const dn_kernel *k, char *key, size_t size)
 {
     const st_conv_desc *d = &k->d.conv;
     st_precision p = k->ctx->precision;
-    snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s",
+    const dnnl_memory_desc_t *in = d->base.src_layout;
+    snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s%s%s",
              d->base.name ? d->base.name : "conv", d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh,
              d->ow, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->groups,
              d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd",
-             p == ST_PRECISION_FP32 ? "" : " ", p == ST_PRECISION_FP32 ? "" : st_precision_names[p]);
+             p == ST_PRECISION_FP32 ? "" : " ", p == ST_PRECISION_FP32 ? "" : st_precision_names[p],
+             in && in->data_type == dnnl_bf16 ? " in bf16" : "",
+             d->base.dst_bf16 ? " out bf16" : "");
 }
 
 /* The plan of kernel k: forced, found in the choice table, or measured

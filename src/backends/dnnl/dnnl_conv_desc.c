@@ -37,8 +37,10 @@ void dn_conv_geom_init(const dn_kernel *k, int n, dn_conv_geom *g)
 
 /* The layouts' types are the pass's: the operands each reads (src,
  * weights, diff_dst) in k->operand_dt, what it writes (dst, diff_src,
- * diff_weights) and the bias f32. With operands not f32, the weight
- * gradient's pass has no bias: its sum is fp32's (bias_grad_build). */
+ * diff_weights) and the bias f32, but dst in bf16 where it is kept so
+ * (st_kdesc.dst_bf16: the primitive rounds it after the activation). With
+ * operands not f32, the weight gradient's pass has no bias: its sum is
+ * fp32's (bias_grad_build). */
 st_status dn_conv_op(const dn_kernel *k, const dn_conv_geom *g, int p,
                      const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
                      const dnnl_memory_desc_t *dst, dnnl_convolution_desc_t *op, st_error *err)
@@ -52,7 +54,7 @@ st_status dn_conv_op(const dn_kernel *k, const dn_conv_geom *g, int p,
     dnnl_status_t s;
     if (p == DN_PASS_FWD) {
         dnnl_memory_desc_t s_in = dn_md_as(src, in), w_in = dn_md_as(wei, in),
-                           d_out = dn_md_as(dst, out);
+                           d_out = dn_md_as(dst, k->d.base.dst_bf16 ? dnnl_bf16 : out);
         s = dnnl_convolution_forward_desc_init(op, dnnl_forward_training,
                                                dnnl_convolution_direct, &s_in, &w_in, b, &d_out,
                                                g->strides, g->pl, g->pr);

@@ -245,23 +245,25 @@ static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *
     double ms;
     st_status st = ST_OK;
     const dnnl_memory_desc_t *wf = dn_pd_md(g->fwd, DNNL_ARG_WEIGHTS);
-    dnnl_memory_desc_t dsrc = dn_md_as(&g->src, dnnl_f32),
-                       ddst = dn_md_as(&g->dst, t->k->operand_dt), plain;
+    /* the gradients f32 in the user's layouts (dnnl_kernel.c's edges) */
+    dnnl_memory_desc_t dsrc = dn_md_as(&g->src, dnnl_f32), udsrc = dn_md_as(usrc, dnnl_f32),
+                       ddst = dn_md_as(&g->dst, t->k->operand_dt),
+                       uddst = dn_md_as(&g->dst, dnnl_f32), plain;
     g->edges = 0.0;
     if (!dnnl_memory_desc_equal(usrc, &g->src) &&
         (st = time_reorder(c, usrc, &g->src, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
-    if (st == ST_OK && b->src_grad && !dnnl_memory_desc_equal(usrc, &dsrc) &&
-        (st = time_reorder(c, &dsrc, usrc, &t->tb, &ms, err)) == ST_OK)
+    if (st == ST_OK && b->src_grad && !dnnl_memory_desc_equal(&udsrc, &dsrc) &&
+        (st = time_reorder(c, &dsrc, &udsrc, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
     if (st == ST_OK)
         st = dn_md_plain(&plain, 4, g->dst.dims, err);
-    int dst_edge = b->dst_plain && !dn_md_is_plain(&g->dst);
+    int dst_edge = b->dst_plain && !(dn_md_is_plain(&g->dst) && g->dst.data_type == dnnl_f32);
     if (st == ST_OK && dst_edge && (st = time_reorder(c, &g->dst, &plain, &t->tb, &ms, err)) ==
                                        ST_OK)
         g->edges += ms;
-    if (st == ST_OK && b->backward && (dst_edge || !dnnl_memory_desc_equal(&ddst, &g->dst)) &&
-        (st = time_reorder(c, dst_edge ? &plain : &g->dst, &ddst, &t->tb, &ms, err)) == ST_OK)
+    if (st == ST_OK && b->backward && (dst_edge || !dnnl_memory_desc_equal(&ddst, &uddst)) &&
+        (st = time_reorder(c, dst_edge ? &plain : &uddst, &ddst, &t->tb, &ms, err)) == ST_OK)
         g->edges += ms;
     dnnl_memory_desc_t win = dn_weights_user_md(t->k, wplain); /* the weights as given */
     if (st == ST_OK && !dnnl_memory_desc_equal(wf, &win) &&

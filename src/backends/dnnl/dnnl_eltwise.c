@@ -1,9 +1,70 @@
 /* oneDNN's elementwise kernels: the activation layer's (forward and
  * backward on the output; its passes are the data ones, dnnl_kernel.c) and
  * softmax (forward only, after the temperature's scaling). */
+#include <stdint.h>
+#include <string.h>
+
+#include "base/clones.h"
 #include "dnnl_internal.h"
 
-/* Activations run forward and backward on the output (use_dst algorithms). */
+/* ---- activation ---- */
+
+static st_status act_bf16_forward(st_kernel *base, const st_kargs *a, st_error *err)
+{
+    (void)a;
+    return st_fail(err, ST_EINTERNAL, "oneDNN backend: an activation forward on bf16 values "
+                   "(the layer's kernel applies it; kernel kind %d)", base->kind);
+}
+
+/* dx [count] from dy [count] and the bf16 outputs y [count]: relu's and
+ * leaky's rule as the reference backend's (st_act_backward: dy where the
+ * output is above 0, else 0, or 0.1 dy for leaky) on the floats the bf16
+ * values stand for (their upper halves). dx may be dy. */
+ST_ISA_CLONES static void relu_bf16_backward(const uint16_t *y, const float *dy, float *dx,
+                                             long count, int leaky)
+{
+    if (leaky)
+        for (long i = 0; i < count; i++) {
+            uint32_t u = (uint32_t)y[i] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            dx[i] = f > 0.0f ? dy[i] : 0.1f * dy[i];
+        }
+    else
+        for (long i = 0; i < count; i++) {
+            uint32_t u = (uint32_t)y[i] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            dx[i] = f > 0.0f ? dy[i] : 0.0f;
+        }
+}
+
+/* The backward on bf16 outputs (kept so between layers: st_kdesc.dst_bf16
+ * of the kernel before), diff_dst and diff_src f32 in their layout, over
+ * every value of the layout (its padding included), in blocks over the
+ * worker's threads: oneDNN 2.6's eltwise backward takes its data and
+ * gradient in one type. */
+static st_status act_bf16_backward(st_kernel *base, const st_kargs *a, st_error *err)
+{
+    enum { BLOCK = 16384 };
+    dn_kernel *k = (dn_kernel *)base;
+    dnnl_memory_desc_t md = dn_md_for_n(&k->pdst, a->n);
+    long count = (long)(dnnl_memory_desc_get_size(&md) / sizeof(uint16_t));
+    const uint16_t *y = (const uint16_t *)a->dst;
+    int leaky = k->d.act.act == ST_ACT_LEAKY;
+    (void)err;
+#pragma omp parallel for schedule(static) if (count > 4 * BLOCK)
+    for (long i = 0; i < count; i += BLOCK)
+        relu_bf16_backward(y + i, a->diff_dst + i, a->diff_src + i,
+                           count - i < BLOCK ? count - i : BLOCK, leaky);
+    return ST_OK;
+}
+
+static const st_kernel_ops act_bf16_ops = {act_bf16_forward, act_bf16_backward, NULL,
+                                           dn_kernel_destroy};
+
+/* Activations run forward and backward on the output (use_dst algorithms);
+ * on bf16 outputs, backward in plain C (act_bf16_backward). */
 static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
     const st_act_desc *d = &k->d.act;
@@ -14,6 +75,14 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     st_status st = dn_user_src_md(k, v->n, &usrc, err);
     if (st != ST_OK)
         return st;
+    if (usrc.data_type == dnnl_bf16) {
+        if (d->act != ST_ACT_RELU && d->act != ST_ACT_LEAKY)
+            return st_fail(err, ST_EINTERNAL, "oneDNN backend: the %s activation on bf16 "
+                           "outputs", st_act_names[d->act]);
+        k->base.ops = &act_bf16_ops;
+        dn_pass_pds none = {NULL, NULL, NULL};
+        return dn_finish_build(k, v, ST_OK, &none, &usrc, &usrc, &usrc, first, err);
+    }
     float alpha;
     dnnl_alg_kind_t alg = dn_act_alg(d->act, &alpha, 1);
     if (alg == dnnl_alg_kind_undef)

@@ -18,8 +18,8 @@
  * src [n, in], the weights (the workers' bf16 copy read as is where it is
  * given, st_kargs.weights_bf16; else converted from the fp32 ones once a
  * forward)
- * and diff_dst in bf16, dst, diff_src and the weight gradient in f32, all
- * plain. Plain weights take oneDNN's GEMM-based bf16 inner product; with
+ * and diff_dst in bf16, dst (bf16 where it is kept so: st_kdesc.dst_bf16),
+ * diff_src and the weight gradient in f32, all plain. Plain weights take oneDNN's GEMM-based bf16 inner product; with
  * the layouts its brgemm one chooses, the weights' reorders cost more than
  * they save (AlexNet's 9216 x 4096 layer at batch 16 a worker, 2 workers
  * on Zen 4: into bf16 25.7 ms, the gradient back to plain 19.7 ms, the
@@ -46,6 +46,8 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
                        ddst_in = dn_md_as(&dst, k->operand_dt),
                        wei = dn_md_as(&wplain, k->operand_dt);
     psrc = dn_md_as(&psrc, k->operand_dt);
+    if (d->base.dst_bf16)
+        dst = dn_md_as(&dst, dnnl_bf16);
     float alpha;
     dnnl_alg_kind_t post = dn_act_alg(d->act, &alpha, 0);
     dnnl_inner_product_desc_t fd, bdd, bwd;

@@ -110,11 +110,14 @@ dnnl_alg_kind_t dn_act_alg(st_act a, float *alpha, int for_backward)
     }
 }
 
-/* The edges of variant v: usrc is the layout src arrives in, psrc the one
- * the primitive reads (same dims); pdst the one it writes. diff_src comes
- * out of the primitive in psrc's layout as f32, diff_dst goes in in
- * pdst's layout as k->operand_dt. Edge buffers are reserved when the
- * largest batch size (first) is built. */
+/* The edges of variant v: usrc is the layout src arrives in (f32, or bf16
+ * where the layer before keeps its output so), psrc the one the primitive
+ * reads (same dims); pdst the one it writes (f32, or bf16 where this
+ * kernel's is kept so: st_kdesc.dst_bf16). The gradients are f32 in the
+ * user's layouts: diff_src comes out of the primitive in psrc's layout as
+ * f32 and goes back in usrc's, diff_dst comes in pdst's layout (plain
+ * with dst_plain) and goes into the primitive as k->operand_dt. Edge
+ * buffers are reserved when the largest batch size (first) is built. */
 st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *usrc,
                          const dnnl_memory_desc_t *psrc, const dnnl_memory_desc_t *pdst,
                          int first, st_error *err)
@@ -122,11 +125,12 @@ st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *
     st_bctx *c = k->ctx;
     st_status st;
     dnnl_memory_desc_t pdsrc = dn_md_as(psrc, dnnl_f32), pddst = dn_md_as(pdst, k->operand_dt);
+    dnnl_memory_desc_t udsrc = dn_md_as(usrc, dnnl_f32), f32dst = dn_md_as(pdst, dnnl_f32);
     if (first) {
         k->src_edge = !dnnl_memory_desc_equal(usrc, psrc);
         if (k->src_edge)
             k->ws_src = dn_ws_take(k, dnnl_memory_desc_get_size(psrc));
-        k->dsrc_edge = !dnnl_memory_desc_equal(usrc, &pdsrc);
+        k->dsrc_edge = !dnnl_memory_desc_equal(&udsrc, &pdsrc);
         /* room for diff_src before its reorder or accumulation, or where
          * batch norm's backward, which always computes it, throws it away */
         int dsrc = k->d.base.src_grad || (k->d.base.kind == ST_K_BNORM && k->d.base.backward);
@@ -135,33 +139,35 @@ st_status dn_build_edges(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *
         if (!plain && !dn_n_outermost(pdst))
             return st_fail(err, ST_EBACKEND, "oneDNN chose an output layout that blocks the "
                            "sample dimension");
-        k->dst_edge = k->d.base.dst_plain && !plain;
+        int f32 = pdst->data_type == dnnl_f32;
+        k->dst_edge = k->d.base.dst_plain && !(plain && f32);
         if (k->dst_edge)
             k->ws_dst = dn_ws_take(k, dnnl_memory_desc_get_size(pdst));
-        k->ddst_edge = k->dst_edge || k->operand_dt != pdst->data_type;
+        k->ddst_edge = k->dst_edge || k->operand_dt != dnnl_f32;
         if (k->ddst_edge)
             k->ws_ddst = dn_ws_take(k, dnnl_memory_desc_get_size(&pddst));
         k->pdst = *pdst;
-        k->base.dst_layout = plain || k->dst_edge ? NULL : &k->pdst;
+        k->base.dst_layout = (plain && f32) || k->dst_edge ? NULL : &k->pdst;
+        k->base.dst_bf16 = k->base.dst_layout && !f32;
         k->base.dst_bytes =
-            plain || k->dst_edge
-                ? (size_t)k->d.base.n * st_kdesc_dst_values(&k->d.base) * sizeof(float)
-                : dnnl_memory_desc_get_size(pdst);
+            k->base.dst_layout
+                ? dnnl_memory_desc_get_size(pdst)
+                : (size_t)k->d.base.n * st_kdesc_dst_values(&k->d.base) * sizeof(float);
     }
     size_t sp = 0;
     if (k->src_edge && (st = dn_make_reorder(c, &v->src_in, usrc, psrc, 0, &sp, err)))
         return st;
-    if (k->dsrc_edge && (st = dn_make_reorder(c, &v->dsrc_out, &pdsrc, usrc, 0, &sp, err)))
+    if (k->dsrc_edge && (st = dn_make_reorder(c, &v->dsrc_out, &pdsrc, &udsrc, 0, &sp, err)))
         return st;
-    if ((st = dn_make_reorder(c, &v->dsrc_add, &pdsrc, usrc, 1, &sp, err)))
+    if ((st = dn_make_reorder(c, &v->dsrc_add, &pdsrc, &udsrc, 1, &sp, err)))
         return st;
     dnnl_memory_desc_t plain; /* dst as the user has it */
     if ((st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)))
         return st;
     if (k->dst_edge && (st = dn_make_reorder(c, &v->dst_out, pdst, &plain, 0, &sp, err)))
         return st;
-    if (k->ddst_edge &&
-        (st = dn_make_reorder(c, &v->ddst_in, k->dst_edge ? &plain : pdst, &pddst, 0, &sp, err)))
+    if (k->ddst_edge && (st = dn_make_reorder(c, &v->ddst_in, k->dst_edge ? &plain : &f32dst,
+                                              &pddst, 0, &sp, err)))
         return st;
     if (sp > k->scratchpad)
         k->scratchpad = sp;
@@ -390,7 +396,7 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
     if (st == ST_OK)
         st = dn_build_edges(k, v, usrc, psrc, pdst, first, err);
     if (st == ST_OK && pds->bwd_weights && has_bias(k) && k->operand_dt != dnnl_f32) {
-        dnnl_memory_desc_t plain, ddst = *pdst; /* diff_dst as the user gives it */
+        dnnl_memory_desc_t plain, ddst = dn_md_as(pdst, dnnl_f32); /* diff_dst as given */
         if (k->dst_edge && (st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) == ST_OK)
             ddst = plain;
         if (st == ST_OK)
@@ -555,9 +561,12 @@ st_status dn_data_forward(st_kernel *base, const st_kargs *a, st_error *err)
     dn_variant *v = dn_variant_of(k, a->n, err);
     if (!v)
         return ST_EINTERNAL;
-    const dn_arg args[] = {{DNNL_ARG_SRC, a->src}, {DNNL_ARG_DST, dn_fwd_dst(k, a)},
+    const void *src;
+    st_status st = dn_fwd_src(k, v, a, &src, err);
+    const dn_arg args[] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dn_fwd_dst(k, a)},
                            {DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim)}};
-    st_status st = dn_exec_call(k->ctx, &v->fwd, args, N_OF(args), a->scratch, err);
+    if (st == ST_OK)
+        st = dn_exec_call(k->ctx, &v->fwd, args, N_OF(args), a->scratch, err);
     return st == ST_OK ? dn_fwd_finish(k, v, a, err) : st;
 }
 
@@ -567,7 +576,7 @@ st_status dn_data_backward(st_kernel *base, const st_kargs *a, st_error *err)
     dn_variant *v;
     const void *ddst;
     st_status st = dn_bwd_begin(k, a, &v, &ddst, err);
-    const dn_arg args[] = {{DNNL_ARG_SRC, a->src}, {DNNL_ARG_DST, a->dst},
+    const dn_arg args[] = {{DNNL_ARG_SRC, dn_bwd_src(k, a)}, {DNNL_ARG_DST, a->dst},
                            {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_SRC, dn_bwd_dsrc(k, a)},
                            {DNNL_ARG_WORKSPACE, dn_at(a->workspace, k->ws_prim)}};
     if (st == ST_OK)

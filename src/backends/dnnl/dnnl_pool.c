@@ -9,20 +9,14 @@
  * window row by row), so its outputs and gradients are the oracle's, bit
  * for bit. */
 #include <float.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "base/clones.h"
 #include "dnnl_internal.h"
 
 /* The forward's window maximum is built for AVX-512 and AVX2 as well as
- * the baseline (the build targets plain x86-64), as ref_gemm.c's kernels
- * are; not under ThreadSanitizer, whose runtime does not resolve the
- * clones. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define POOL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define POOL_CLONES
-#endif
+ * the baseline (base/clones.h), as ref_gemm.c's kernels are. */
 
 enum { VL = 16 }; /* lanes compared at once: one AVX-512 register of floats */
 
@@ -30,26 +24,75 @@ typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 typedef int vi __attribute__((vector_size(VL * sizeof(int))));
 typedef unsigned char vb __attribute__((vector_size(VL)));
 
-/* One output's VL lanes: y [VL] the maximum of x + off[i] [VL] over the nt
- * valid window positions i, ya [VL] the window index id[i] of the first
- * position holding it (a later position replaces it only when strictly
- * greater, so a NaN never replaces nor is replaced): the scalar rule lane by
- * lane, as a blend of the comparison's mask. */
-static inline void window_max_lanes(const float *x, const long *off, const int *id, int nt,
-                                    float *y, unsigned char *ya)
+typedef uint16_t vh __attribute__((vector_size(VL * sizeof(uint16_t))));
+
+/* The activations are f32, or bf16 (where the layers around keep them so,
+ * st_kdesc.dst_bf16): a bf16 is the upper half of the float it stands for,
+ * so it is compared as that float and stored back exactly. Value i of x
+ * and VL values from i, as floats; and y's. */
+ST_INLINE float value_at(const void *x, long i, int bf16)
 {
-    vf best;
-    memcpy(&best, x + off[0], sizeof best);
+    if (!bf16)
+        return ((const float *)x)[i];
+    uint32_t u = (uint32_t)((const uint16_t *)x)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+ST_INLINE void value_put(void *y, long i, float v, int bf16)
+{
+    if (!bf16) {
+        ((float *)y)[i] = v;
+        return;
+    }
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    ((uint16_t *)y)[i] = (uint16_t)(u >> 16);
+}
+
+ST_INLINE void lanes_at(vf *v, const void *x, long i, int bf16)
+{
+    if (!bf16) {
+        memcpy(v, (const float *)x + i, sizeof *v);
+        return;
+    }
+    vh h;
+    memcpy(&h, (const uint16_t *)x + i, sizeof h);
+    vi w = __builtin_convertvector(h, vi) << 16;
+    *v = (vf)w;
+}
+
+ST_INLINE void lanes_put(void *y, long i, const vf *v, int bf16)
+{
+    if (!bf16) {
+        memcpy((float *)y + i, v, sizeof *v);
+        return;
+    }
+    vh h = __builtin_convertvector((vi)*v >> 16, vh);
+    memcpy((uint16_t *)y + i, &h, sizeof h);
+}
+
+/* One output's VL lanes, those from value x0 of x (at y0 in y): y the
+ * maximum of x + off[i] over the nt valid window positions i, ya [VL] the
+ * window index id[i] of the first position holding it (a later position
+ * replaces it only when strictly greater, so a NaN never replaces nor is
+ * replaced): the scalar rule lane by lane, as a blend of the comparison's
+ * mask. */
+ST_INLINE void window_max_lanes(const void *x, long x0, const long *off, const int *id,
+                                    int nt, void *y, long y0, unsigned char *ya, int bf16)
+{
+    vf best, v;
+    lanes_at(&best, x, x0 + off[0], bf16);
     vi pos = (vi){0} + id[0];
     for (int i = 1; i < nt; i++) {
-        vf v;
-        memcpy(&v, x + off[i], sizeof v);
+        lanes_at(&v, x, x0 + off[i], bf16);
         vi m = v > best;
         best = (vf)(((vi)v & m) | ((vi)best & ~m));
         pos = (((vi){0} + id[i]) & m) | (pos & ~m);
     }
     vb at = __builtin_convertvector(pos, vb);
-    memcpy(y, &best, sizeof best);
+    lanes_put(y, y0, &best, bf16);
     memcpy(ya, &at, sizeof at);
 }
 
@@ -71,13 +114,13 @@ static inline int window_taps(const st_pool_desc *d, dn_dense s, int oy, int ox,
     return nt;
 }
 
-/* The forward of one sample's block of lanes: x its input, y its output,
- * ya the output's window positions (255: a window wholly outside the
- * input, whose output is 0). A window wholly inside the input takes its
- * positions from one table (inner, all: window_taps' for it, made once);
- * only the border's are worked out per output. */
-POOL_CLONES static void direct_forward_block(const st_pool_desc *d, dn_dense s, dn_dense o,
-                                             const float *x, float *y, unsigned char *ya)
+/* The forward of one sample's block of lanes: x its input, y its output
+ * (f32, or both bf16), ya the output's window positions (255: a window
+ * wholly outside the input, whose output is 0). A window wholly inside the
+ * input takes its positions from one table (inner, all: window_taps' for
+ * it, made once); only the border's are worked out per output. */
+ST_INLINE void forward_block(const st_pool_desc *d, dn_dense s, dn_dense o, const void *x,
+                                 void *y, unsigned char *ya, int bf16)
 {
     long off[255], inner[255];
     int id[255], all[255], n_all = d->kh * d->kw;
@@ -90,25 +133,39 @@ POOL_CLONES static void direct_forward_block(const st_pool_desc *d, dn_dense s, 
             int ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
             int inside = ys >= 0 && xs >= 0 && ys + d->kh <= d->ih && xs + d->kw <= d->iw;
             int nt = inside ? n_all : window_taps(d, s, oy, ox, off, id);
-            const float *base = inside ? x + ys * s.sh + xs * s.sw : x;
+            long base = inside ? ys * s.sh + xs * s.sw : 0;
             const long *offs = inside ? inner : off;
             const int *ids = inside ? all : id;
             long at = oy * o.sh + ox * o.sw;
             int l = 0;
             for (; nt > 0 && l + VL <= s.lanes; l += VL)
-                window_max_lanes(base + l, offs, ids, nt, y + at + l, ya + at + l);
+                window_max_lanes(x, base + l, offs, ids, nt, y, at + l, ya + at + l, bf16);
             for (; l < s.lanes; l++) {
-                float best = nt > 0 ? base[offs[0] + l] : 0.0f;
+                float best = nt > 0 ? value_at(x, base + offs[0] + l, bf16) : 0.0f;
                 int pos = nt > 0 ? ids[0] : 255;
-                for (int i = 1; i < nt; i++)
-                    if (base[offs[i] + l] > best) {
-                        best = base[offs[i] + l];
+                for (int i = 1; i < nt; i++) {
+                    float v = value_at(x, base + offs[i] + l, bf16);
+                    if (v > best) {
+                        best = v;
                         pos = ids[i];
                     }
-                y[at + l] = best;
+                }
+                value_put(y, at + l, best, bf16);
                 ya[at + l] = (unsigned char)pos;
             }
         }
+}
+
+ST_ISA_CLONES static void forward_block_f32(const st_pool_desc *d, dn_dense s, dn_dense o,
+                                          const void *x, void *y, unsigned char *ya)
+{
+    forward_block(d, s, o, x, y, ya, 0);
+}
+
+ST_ISA_CLONES static void forward_block_bf16(const st_pool_desc *d, dn_dense s, dn_dense o,
+                                           const void *x, void *y, unsigned char *ya)
+{
+    forward_block(d, s, o, x, y, ya, 1);
 }
 
 /* Max pooling runs directly when the window's positions fit the byte the
@@ -131,14 +188,21 @@ static st_status direct_forward(st_kernel *base, const st_kargs *a, st_error *er
         return ST_EINTERNAL;
     const st_pool_desc *d = &k->d.pool;
     const dn_dense s = k->pool_src, o = k->pool_dst;
-    float *dst = dn_fwd_dst(k, a);
+    int bf16 = k->pdst.data_type == dnnl_bf16;
+    size_t esize = bf16 ? sizeof(uint16_t) : sizeof(float);
+    char *dst = dn_fwd_dst(k, a);
+    const char *src = (const char *)a->src;
     unsigned char *at = dn_at(a->workspace, k->ws_prim);
     long outer = (long)a->n * s.blocks;
 #pragma omp parallel for schedule(static) if (outer > 1)
     for (long nb = 0; nb < outer; nb++) {
-        long n = nb / s.blocks, blk = nb % s.blocks;
-        float *y = dst + n * o.sn + blk * o.sb;
-        direct_forward_block(d, s, o, a->src + n * s.sn + blk * s.sb, y, at + (y - dst));
+        long n = nb / s.blocks, blk = nb % s.blocks, yo = n * o.sn + blk * o.sb;
+        const void *x = src + (size_t)(n * s.sn + blk * s.sb) * esize;
+        void *y = dst + (size_t)yo * esize;
+        if (bf16)
+            forward_block_bf16(d, s, o, x, y, at + yo);
+        else
+            forward_block_f32(d, s, o, x, y, at + yo);
     }
     return dn_fwd_finish(k, v, a, err);
 }
@@ -185,21 +249,22 @@ static st_status direct_backward(st_kernel *base, const st_kargs *a, st_error *e
 static const st_kernel_ops direct_ops = {direct_forward, direct_backward, NULL,
                                          dn_kernel_destroy};
 
-/* The direct kernel's build: dst in src's layout, a byte per output value
- * in the workspace, no primitive. */
+/* The direct kernel's build: dst in src's layout and type, a byte per
+ * output value in the workspace, no primitive. */
 static st_status direct_build(dn_kernel *k, dn_variant *v, const dnnl_memory_desc_t *usrc,
                               int first, st_error *err)
 {
     dnnl_dims_t dd;
     dnnl_memory_desc_t dst;
     dn_dst_dims(&k->d, v->n, dd);
-    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dn_dense_tag(usrc)),
+    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, usrc->data_type, dn_dense_tag(usrc)),
        "pooling output layout");
     if (first) {
+        dnnl_memory_desc_t values = dn_md_as(&dst, dnnl_f32);
         k->base.ops = &direct_ops;
         k->pool_src = dn_dense_of(usrc);
         k->pool_dst = dn_dense_of(&dst);
-        k->ws_prim_bytes = dnnl_memory_desc_get_size(&dst) / sizeof(float);
+        k->ws_prim_bytes = dnnl_memory_desc_get_size(&values) / sizeof(float);
         k->ws_prim = dn_ws_take(k, k->ws_prim_bytes);
     }
     dn_pass_pds none = {NULL, NULL, NULL};
@@ -216,12 +281,13 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     dnnl_dims_t pr = {(dnnl_dim_t)(d->oh - 1) * d->sh + d->kh - d->ih - d->ph,
                         (dnnl_dim_t)(d->ow - 1) * d->sw + d->kw - d->iw - d->pw};
     dn_dst_dims(&k->d, n, dd);
-    dnnl_memory_desc_t usrc, dst;
+    dnnl_memory_desc_t usrc, dst, src;
     st_status st = dn_user_src_md(k, n, &usrc, err);
     if (st != ST_OK)
         return st;
     if (first ? direct_applies(d, &usrc) : k->base.ops == &direct_ops)
         return direct_build(k, v, &usrc, first, err);
+    src = dn_md_as(&usrc, dnnl_f32); /* bf16 activations converted (its values exact) */
     if (first)
         st = dn_md_any(&dst, 4, dd, err);
     if (st != ST_OK)
@@ -231,13 +297,13 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     dnnl_alg_kind_t alg = d->alg == ST_POOL_MAX ? dnnl_pooling_max
                                                 : dnnl_pooling_avg_exclude_padding;
     dnnl_pooling_v2_desc_t fd, bd;
-    DN(dnnl_pooling_v2_forward_desc_init(&fd, dnnl_forward_training, alg, &usrc, &dst, strides,
+    DN(dnnl_pooling_v2_forward_desc_init(&fd, dnnl_forward_training, alg, &src, &dst, strides,
                                          kernel, dilation, pl, pr), "pooling forward descriptor");
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
     st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "pooling forward", err);
     if (st == ST_OK) {
         dst = *dn_pd_md(fpd, DNNL_ARG_DST);
-        dnnl_status_t s = dnnl_pooling_v2_backward_desc_init(&bd, alg, &usrc, &dst, strides,
+        dnnl_status_t s = dnnl_pooling_v2_backward_desc_init(&bd, alg, &src, &dst, strides,
                                                              kernel, dilation, pl, pr);
         st = s == dnnl_success ? dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "pooling backward", err)
                                : dn_fail(err, "pooling backward descriptor", s);
@@ -245,7 +311,7 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     if (st == ST_OK)
         st = dn_take_prim_workspace(k, fpd, first, err);
     dn_pass_pds pds = {fpd, bpd, NULL};
-    return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &dst, first, err);
+    return dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
 }
 
 const dn_kind dn_kind_pool = {pool_build, {dn_data_forward, dn_data_backward, NULL,

@@ -55,6 +55,12 @@ static st_status ref_kernel_create(st_bctx *ctx, const st_kdesc *d, st_kernel **
         return ST_ENOMEM;
     memcpy(&k->d, d, st_kdesc_size(d->kind));
     k->precision = ctx ? ctx->precision : ST_PRECISION_FP32;
+    k->kind_ops = &kind->ops;
+    if (d->dst_bf16) {
+        k->rounding_ops = kind->ops;
+        k->rounding_ops.forward = ref_forward_bf16;
+        k->base.ops = &k->rounding_ops;
+    }
     if (kind->setup)
         kind->setup(k);
     *out = &k->base;

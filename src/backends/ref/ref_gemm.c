@@ -9,12 +9,7 @@
  * results are reproducible on one machine. */
 #include "ref_internal.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__)
-#define REF_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define REF_CLONES
-#endif
+#include "base/clones.h"
 
 enum { COLS_BLOCK = 512 };
 
@@ -24,7 +19,7 @@ static inline float a_at(int trans_a, const float *A, int lda, int i, int k)
 }
 
 /* C[M,N] += alpha * op(A) * B for B [K,N]. */
-REF_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alpha, const float *A,
+ST_ISA_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alpha, const float *A,
                                  int lda, const float *restrict B, int ldb, float *restrict C,
                                  int ldc)
 {
@@ -63,7 +58,7 @@ REF_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alpha, 
 }
 
 /* Dot products of up to four rows of A with one row b, 16 lanes each. */
-REF_CLONES static void dot_rows(int rows, const float *A, int lda, const float *restrict b,
+ST_ISA_CLONES static void dot_rows(int rows, const float *A, int lda, const float *restrict b,
                                 int K, float *out)
 {
     float acc[4][16] = {{0}};

@@ -14,6 +14,10 @@ typedef struct ref_kernel {
     st_kernel base;
     st_kdesc_any d;
     st_precision precision;
+    /* st_kdesc.dst_bf16: the kind's passes, and its own with the forward
+     * rounding dst to bf16 after it (ref_forward_bf16), kept as floats */
+    const st_kernel_ops *kind_ops;
+    st_kernel_ops rounding_ops;
 } ref_kernel;
 
 /* A kernel kind: its passes, and what it derives from its descriptor (the
@@ -41,6 +45,11 @@ void ref_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const 
  * by st_bf16_convert), else rounded from a->weights (ref_kernel.c, as the
  * other kernels' helpers). */
 void ref_bf16_weights(float *dst, const st_kargs *a, size_t count);
+
+/* The forward of a kernel whose dst is kept rounded to bf16
+ * (st_kdesc.dst_bf16): its kind's, then dst rounded (to nearest even, as
+ * ops/bf16.h), stored as floats. */
+st_status ref_forward_bf16(st_kernel *k, const st_kargs *a, st_error *err);
 
 /* A kernel with no backward pass of the given kind fails with this. */
 st_status ref_no_backward(st_kernel *k, const st_kargs *a, st_error *err);
