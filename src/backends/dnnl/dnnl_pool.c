@@ -207,6 +207,46 @@ static st_status direct_forward(st_kernel *base, const st_kargs *a, st_error *er
     return dn_fwd_finish(k, v, a, err);
 }
 
+/* The backward of one sample's block of lanes: each output's gradient dy
+ * added to the input value dx at its window position ya, outputs in
+ * order. A window wholly inside the input, VL lanes at a time: for each of
+ * its positions, the lanes whose maximum it holds (a blend, so the others
+ * keep their bits); elsewhere lane by lane. */
+ST_ISA_CLONES static void backward_block(const st_pool_desc *d, dn_dense s, dn_dense o,
+                                         const float *dy, const unsigned char *ya, float *dx,
+                                         const long *tap)
+{
+    int nt = d->kh * d->kw;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+            int inside = ys >= 0 && xs >= 0 && ys + d->kh <= d->ih && xs + d->kw <= d->iw;
+            long off = oy * o.sh + ox * o.sw;
+            float *win = dx + (long)ys * s.sh + (long)xs * s.sw;
+            int l = 0;
+            for (; inside && l + VL <= s.lanes; l += VL) {
+                vb pos_b;
+                vf g;
+                memcpy(&pos_b, ya + off + l, sizeof pos_b);
+                memcpy(&g, dy + off + l, sizeof g);
+                vi pos = __builtin_convertvector(pos_b, vi);
+                for (int t = 0; t < nt; t++) {
+                    vi m = pos == t;
+                    vf cur;
+                    memcpy(&cur, win + tap[t] + l, sizeof cur);
+                    vf sum = cur + g;
+                    cur = (vf)(((vi)sum & m) | ((vi)cur & ~m));
+                    memcpy(win + tap[t] + l, &cur, sizeof cur);
+                }
+            }
+            for (; l < s.lanes; l++) {
+                int t = ya[off + l];
+                if (t != 255)
+                    win[tap[t] + l] += dy[off + l];
+            }
+        }
+}
+
 /* Backward: diff_src zero (unless accumulating) but at each output's
  * maximum, which receives that output's gradient. */
 static st_status direct_backward(st_kernel *base, const st_kargs *a, st_error *err)
@@ -229,19 +269,8 @@ static st_status direct_backward(st_kernel *base, const st_kargs *a, st_error *e
         memset(a->diff_src, 0, (size_t)(a->n * s.sn) * sizeof(float));
 #pragma omp parallel for schedule(static) if (outer > 1)
     for (long nb = 0; nb < outer; nb++) {
-        long n = nb / s.blocks, blk = nb % s.blocks;
-        float *dx = a->diff_src + n * s.sn + blk * s.sb;
-        long ob = n * o.sn + blk * o.sb;
-        for (int oy = 0; oy < d->oh; oy++)
-            for (int ox = 0; ox < d->ow; ox++) {
-                long off = ob + oy * o.sh + ox * o.sw;
-                float *win = dx + (long)(oy * d->sh - d->ph) * s.sh + (ox * d->sw - d->pw) * s.sw;
-                for (int l = 0; l < s.lanes; l++) {
-                    int t = at[off + l];
-                    if (t != 255)
-                        win[tap[t] + l] += ddst[off + l];
-                }
-            }
+        long n = nb / s.blocks, blk = nb % s.blocks, ob = n * o.sn + blk * o.sb;
+        backward_block(d, s, o, ddst + ob, at + ob, a->diff_src + n * s.sn + blk * s.sb, tap);
     }
     return ST_OK;
 }
