@@ -148,6 +148,21 @@ static void pipeline_settle(st_sched *s, long it)
         st_pipeline_wait(s->pipeline, it, &bad_it, &why, what, sizeof what);
 }
 
+/* --pipeline layer: whether iteration it is skipped, a stop asked before
+ * it began: decided by the first worker to reach it, from the stop flag
+ * then, and the same for every worker (one that computed beside one that
+ * skipped would leave its buckets half summed). */
+static int pipeline_skips(st_sched *s, iter_record *rec, long it)
+{
+    long seen = atomic_load(&rec->begins);
+    if (seen >= 0 && seen / 2 == it)
+        return (int)(seen % 2);
+    long mine = 2 * it + (sched_stop_flag(s) != 0);
+    if (atomic_compare_exchange_strong(&rec->begins, &seen, mine))
+        return (int)(mine % 2);
+    return (int)(seen % 2); /* another worker decided first: seen is its decision */
+}
+
 /* Compute: forward and backward of the worker's shard (nothing for a stop
  * batch), its bucket of the overlapped all-reduce, and its record. */
 static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_record *rec)
@@ -163,7 +178,7 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
     /* --pipeline layer: a stop asked before the iteration begins is met
      * before it, as without the pipeline: nothing of it is computed, so
      * nothing of it is applied (st_overlap_worker_void) */
-    int skip = b->stop || (s->pipeline && sched_stop_flag(s));
+    int skip = b->stop || (s->pipeline && pipeline_skips(s, rec, it));
     if (s->pipeline && (skip || count == 0)) /* it writes its gradient without a forward
                                                 that waited for the buckets reading it */
         pipeline_settle(s, it - 1);

@@ -98,6 +98,10 @@ typedef struct iter_record {
     st_status *status;     /* [T] */
     int *grad_bad;         /* [T] its reduced gradient slice is not finite */
     int stop_request;      /* sched_stop_flag as worker 0 saw it before `mid` */
+    /* --pipeline layer: whether the iteration begins at all, decided once
+     * for every worker by the first to reach it (compute_shard): 2 x the
+     * iteration + 1 to skip it, 2 x the iteration to run it; -1 before */
+    atomic_long begins;
     double nodes_loss;     /* multi-node: loss and images over every node */
     double nodes_images;
 } iter_record;

@@ -331,6 +331,7 @@ st_status st_sched_create(st_sched **out, const st_net *net, st_ps *ps,
     int ok = s->w != NULL;
     for (int k = 0; k < RECORDS && ok; k++) {
         iter_record *rec = &s->rec[k];
+        atomic_init(&rec->begins, -1);
         rec->loss = st_calloc((size_t)s->T, sizeof *rec->loss, "iteration records", err);
         rec->images = st_calloc((size_t)s->T, sizeof *rec->images, "iteration records", err);
         rec->time = st_calloc((size_t)s->T, sizeof *rec->time, "iteration records", err);
