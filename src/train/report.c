@@ -24,6 +24,29 @@
  * (the reference backend's oracle, which computes bf16 in fp32
  * instructions, is measured against it too); on a CPU without bf16
  * instructions, the fp32 one. */
+/* Layer i's passes' bytes as st_net_pass_work counts them (4 a value),
+ * less what replica r keeps in bf16 (2 a value): an input stored so, read
+ * by the forward and the weight gradient (and, weightless, by the input
+ * gradient), its own output stored so, written by the forward; the
+ * weights read from their bf16 copy (st_replica.takes_bf16) by the
+ * forward and the input gradient. */
+static void bf16_bytes(const st_replica *r, const st_net *net, int i, int n, st_pass_work *w)
+{
+    const st_layer *l = net->layers[i];
+    double f = (double)sizeof(float), in = 0.0, weights = 0.0;
+    for (int k = 0; k < l->n_src; k++)
+        if (l->src[k] >= 0 && r->out_bf16[l->src[k]] == ST_OUT_BF16_STORED)
+            in += f / 2 * n * (double)st_shape_count(net->layers[l->src[k]]->out);
+    double out = r->out_bf16[i] == ST_OUT_BF16_STORED
+                     ? f / 2 * n * (double)st_shape_count(l->out) : 0.0;
+    for (int p = 0; p < net->params.n && r->takes_bf16; p++)
+        if (net->params.p[p].layer == i && net->params.p[p].kind == ST_PARAM_WEIGHT)
+            weights += f / 2 * (double)net->params.p[p].count;
+    w->bytes[0] -= in + out + weights;
+    w->bytes[1] -= weights > 0.0 ? weights : in;
+    w->bytes[2] -= in;
+}
+
 static void print_roofline(const st_trainer *t, double iters)
 {
     st_roofline ceilings; /* measured now: the run's figures and peak memory are taken */
@@ -52,6 +75,7 @@ static void print_roofline(const st_trainer *t, double iters)
         const double ms[3] = {1e3 * lt->forward / iters, 1e3 * lt->backward_data / iters,
                               1e3 * lt->backward_weights / iters};
         st_pass_work w = st_net_pass_work(net, i, n);
+        bf16_bytes(r, net, i, n, &w);
         const st_layer *l = net->layers[i];
         int on_input = l->n_src == 0 || l->src[0] < 0; /* no input gradient (as net.c) */
         for (int p = 0; p < 3; p++) {
