@@ -3,7 +3,10 @@
  * backend that declares bf16 (st_backend.precision_supported) against the
  * reference backend in fp32, conformance-style: one table of kernel
  * descriptors, every pass (forward, backward-data, backward-weights), a
- * bound on each value derived from bf16's precision.
+ * bound on each value derived from bf16's precision. Then the activations
+ * kept in bf16 between layers: which outputs a network keeps (plan_*),
+ * and kernels chained through them against the same chain in fp32 with
+ * the values rounded by hand (chain_*): below, before main.
  *
  * The bound. bf16 keeps 8 significant bits, so rounding to nearest moves a
  * value by at most u = 2^-8 of itself. A product of two rounded operands
@@ -676,6 +679,77 @@ static void chain_case_run(void **state)
         fail_msg("%s: %ld check(s) failed (see above)", run->name, failed);
 }
 
+/* ---- which outputs a network keeps in bf16 (net/replica.c's plan) ----
+ *
+ * Small networks whose kept outputs are worked out by hand from the rule
+ * (layer.h's ST_BF16_*): kept when the layer gives it rounded (a
+ * convolution or inner product without batch norm, activation linear,
+ * relu or leaky; a max pooling of kept values), every reader takes it so
+ * (a convolution or inner product; a max pooling whose output is kept) and
+ * it is not the class scores' or shared by a route of one input. The
+ * reference backend keeps them as floats (ST_OUT_BF16_ROUNDED); in fp32
+ * none is. */
+#define PLAN_NET "[net]\nbatch=4\nheight=8\nwidth=8\nchannels=2\n"
+#define PLAN_CONV(act) "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=" act "\n"
+#define PLAN_MAX "[maxpool]\nsize=2\nstride=2\n"
+#define PLAN_FC(act) "[connected]\noutput=5\nactivation=" act "\n"
+#define PLAN_END "[softmax]\n"
+
+typedef struct plan_case {
+    const char *name, *cfg;
+    const char *kept; /* per layer, '1' kept, '0' not */
+} plan_case;
+
+static const plan_case plan_cases[] = {
+    {"lenet_like", PLAN_NET PLAN_CONV("relu") PLAN_MAX PLAN_CONV("linear") PLAN_MAX
+                       PLAN_FC("relu") PLAN_FC("linear") PLAN_END, "1111100"},
+    /* the pooling's reader, dropout, computes in fp32: neither is kept */
+    {"pool_then_dropout", PLAN_NET PLAN_CONV("relu") PLAN_MAX "[dropout]\n" PLAN_FC("linear")
+                              PLAN_END, "00000"},
+    /* a logistic's derivative reads its value: not kept, nor the pooling
+     * of it; the relu convolution after them is */
+    {"logistic_first", PLAN_NET PLAN_CONV("logistic") PLAN_MAX PLAN_CONV("relu")
+                           PLAN_FC("linear") PLAN_END, "00100"},
+    /* batch norm computes its statistics from the value */
+    {"batch_norm", PLAN_NET "[convolutional]\nfilters=4\nsize=3\npad=1\nbatch_normalize=1\n"
+                   "activation=relu\n" PLAN_CONV("leaky") PLAN_FC("linear") PLAN_END, "0100"},
+    /* a route of one layer shares its input's output (not kept), a route
+     * of two copies in fp32 */
+    {"routes", PLAN_NET PLAN_CONV("relu") PLAN_CONV("relu") "[route]\nlayers=0\n"
+                   PLAN_CONV("relu") "[route]\nlayers=1,3\n" PLAN_FC("linear") PLAN_END,
+     "0000000"},
+};
+
+static void plan_case_run(void **state)
+{
+    const plan_case *c = *state;
+    st_cfg cfg;
+    st_hparams hp;
+    st_net net;
+    st_error err = {0};
+    const st_backend *ref;
+    assert_int_equal(st_backend_find("ref", &ref, &err), ST_OK);
+    if (tl_build("plan.cfg", c->cfg, &cfg, &hp, &net, &err) != ST_OK)
+        fail_msg("%s: %s", c->name, err.msg);
+    assert_int_equal((int)strlen(c->kept), net.n_layers);
+    for (int p = 0; p < ST_PRECISION_COUNT; p++) {
+        st_replica r;
+        st_replica_opts o = {.n = 2, .training = 1,
+                             .backend = {.intra_threads = 1, .precision = (st_precision)p}};
+        if (st_replica_init(&r, &net, ref, &o, &err) != ST_OK)
+            fail_msg("%s: %s", c->name, err.msg);
+        for (int i = 0; i < net.n_layers; i++) {
+            int want = p == ST_PRECISION_BF16 && c->kept[i] == '1' ? ST_OUT_BF16_ROUNDED : 0;
+            if (r.out_bf16[i] != want)
+                fail_msg("%s, %s: layer %d's output: out_bf16 %d, expected %d", c->name,
+                         st_precision_names[p], i, r.out_bf16[i], want);
+        }
+        st_replica_free(&r);
+    }
+    st_net_free(&net);
+    st_cfg_free(&cfg);
+}
+
 /* --precision bf16 is a capability: a backend that has no hook computes
  * in fp32 only, and every backend accepts fp32. */
 static void fp32_everywhere(void **state)
@@ -701,8 +775,12 @@ int main(void)
     enum { N_CHAIN = (int)(sizeof chain_cases / sizeof chain_cases[0]) };
     static bf_run runs[N_CASES * 8];
     static chain_run chains[N_CHAIN * 8];
-    static struct CMUnitTest tests[5 + (N_CASES + N_CHAIN) * 8];
+    enum { N_PLAN = (int)(sizeof plan_cases / sizeof plan_cases[0]) };
+    static struct CMUnitTest tests[5 + N_PLAN + (N_CASES + N_CHAIN) * 8];
     size_t n_tests = 0;
+    for (int i = 0; i < N_PLAN; i++)
+        tests[n_tests++] = (struct CMUnitTest){plan_cases[i].name, plan_case_run, NULL, NULL,
+                                               (void *)&plan_cases[i]};
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_nearest_even);
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_special);
     tests[n_tests++] = (struct CMUnitTest)cmocka_unit_test(round_denormals);
