@@ -16,14 +16,6 @@
 #include "base/signals.h"
 #include "train/roofline.h"
 
-/* Each layer's passes in worker 0 against the roofline: its GFLOP/s and
- * share of the FMA peak, the bytes it must move and their rate, and the
- * share of its time the roofline says it cannot do without (100%: at the
- * ceiling; little: far from it, whichever limit binds). In bf16 the peak is
- * the CPU's bf16 one, what its convolutions and inner products could reach
- * (the reference backend's oracle, which computes bf16 in fp32
- * instructions, is measured against it too); on a CPU without bf16
- * instructions, the fp32 one. */
 /* Layer i's passes' bytes as st_net_pass_work counts them (4 a value),
  * less what replica r keeps in bf16 (2 a value): an input stored so, read
  * by the forward and the weight gradient (and, weightless, by the input
@@ -47,6 +39,14 @@ static void bf16_bytes(const st_replica *r, const st_net *net, int i, int n, st_
     w->bytes[2] -= in;
 }
 
+/* Each layer's passes in worker 0 against the roofline: its GFLOP/s and
+ * share of the FMA peak, the bytes it must move and their rate, and the
+ * share of its time the roofline says it cannot do without (100%: at the
+ * ceiling; little: far from it, whichever limit binds). In bf16 the peak is
+ * the CPU's bf16 one, what its convolutions and inner products could reach
+ * (the reference backend's oracle, which computes bf16 in fp32
+ * instructions, is measured against it too); on a CPU without bf16
+ * instructions, the fp32 one. */
 static void print_roofline(const st_trainer *t, double iters)
 {
     st_roofline ceilings; /* measured now: the run's figures and peak memory are taken */
