@@ -302,7 +302,8 @@ static st_status replica_build_once(st_replica *r, const st_net *net, const st_b
     if (want_mp)
         r->mp = st_calloc((size_t)nl, 1, "replica", err);
     st_status st = (r->state && r->out_off && r->delta_off && r->accumulate && r->consumed &&
-                    r->alias && r->out_bf16 && r->out_layout && r->out_bytes && (r->time || !o->timing) &&
+                    r->alias && r->out_bf16 && r->out_layout && r->out_bytes &&
+                    (r->time || !o->timing) &&
                     (r->mp || !want_mp))
                        ? ST_OK : ST_ENOMEM;
     if (st == ST_OK && want_mp) {

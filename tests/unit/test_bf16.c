@@ -469,9 +469,9 @@ static void run_case(void **state)
  * (C's and P's arithmetic, above) or passes values through (M), so both
  * give the same values: C's output and every weight and bias gradient
  * (P's input is the network's: no gradient), compared with == (a relu's
- * zero gradient may be +0 on one side and -0 on the other). A backend that stores the activations as bf16
- * says so (st_kernel.dst_bf16); one that keeps them as floats (the
- * reference) holds them rounded. */
+ * zero gradient may be +0 on one side and -0 on the other). A backend
+ * that stores the activations as bf16 says so (st_kernel.dst_bf16); one
+ * that keeps them as floats (the reference) holds them rounded. */
 typedef struct chain_case {
     const char *name;
     int n, ic, hw, oc, out;
@@ -640,7 +640,8 @@ static void chain_case_run(void **state)
         chain_tensors *u = &t[r];
         *u = (chain_tensors){bf_alloc(nx), bf_alloc(wp), bf_alloc(c->oc), bf_alloc(wc),
                              bf_alloc(c->out), bf_alloc(ny), bf_alloc(np), bf_alloc(nm),
-                             bf_alloc(ny), bf_alloc(nm), bf_alloc(np), bf_alloc(wp), bf_alloc(c->oc), bf_alloc(wc), bf_alloc(c->out)};
+                             bf_alloc(ny), bf_alloc(nm), bf_alloc(np), bf_alloc(wp),
+                             bf_alloc(c->oc), bf_alloc(wc), bf_alloc(c->out)};
     }
     float *in[] = {t[0].x, t[0].wp, t[0].bp, t[0].wc, t[0].bc, t[0].dy};
     float *in1[] = {t[1].x, t[1].wp, t[1].bp, t[1].wc, t[1].bc, t[1].dy};

@@ -17,10 +17,10 @@
  * has no bf16 GEMM in its C API), the activation fused into the forward:
  * src [n, in], the weights (the workers' bf16 copy read as is where it is
  * given, st_kargs.weights_bf16; else converted from the fp32 ones once a
- * forward)
- * and diff_dst in bf16, dst (bf16 where it is kept so: st_kdesc.dst_bf16),
- * diff_src and the weight gradient in f32, all plain. Plain weights take oneDNN's GEMM-based bf16 inner product; with
- * the layouts its brgemm one chooses, the weights' reorders cost more than
+ * forward) and diff_dst in bf16, dst (bf16 where it is kept so:
+ * st_kdesc.dst_bf16), diff_src and the weight gradient in f32, all plain.
+ * Plain weights take oneDNN's GEMM-based bf16 inner product; with the
+ * layouts its brgemm one chooses, the weights' reorders cost more than
  * they save (AlexNet's 9216 x 4096 layer at batch 16 a worker, 2 workers
  * on Zen 4: into bf16 25.7 ms, the gradient back to plain 19.7 ms, the
  * layer's three passes 63 ms against 33 ms plain, whose conversion takes
