@@ -175,10 +175,13 @@ static void compute_shard(st_worker *w, const st_batch_slot *b, long it, iter_re
         st_overlap_begin(s->overlap, it, 1.0f / (float)b->n_total);
     int first, count;
     st_shard_of(b->n, s->T, r, &first, &count);
-    /* --pipeline layer: a stop asked before the iteration begins is met
-     * before it, as without the pipeline: nothing of it is computed, so
-     * nothing of it is applied (st_overlap_worker_void) */
-    int skip = b->stop || (s->pipeline && pipeline_skips(s, rec, it));
+    /* --pipeline layer on one node: a stop asked before the iteration
+     * begins is met before it, as without the pipeline: nothing of it is
+     * computed, so nothing of it is applied (st_overlap_worker_void).
+     * Across nodes each rank would see its own stop flag, one skipping
+     * what another computes (their buckets summed half void): every rank
+     * computes it, and the stop, agreed in its control sum, comes after it. */
+    int skip = b->stop || (s->pipeline && !s->o.cluster && pipeline_skips(s, rec, it));
     if (s->pipeline && (skip || count == 0)) /* it writes its gradient without a forward
                                                 that waited for the buckets reading it */
         pipeline_settle(s, it - 1);
@@ -284,7 +287,7 @@ static int finish_iteration(st_worker *w, long it, iter_record *rec, int stop_af
  * or at the run's end, where they meet at `iter_end` once. A stop agreed
  * after the iteration began lets it finish (its buckets are being applied
  * already) and stops after it; one seen before it began leaves it
- * unapplied (compute_shard); a failure, a stop batch or a non-finite loss
+ * unapplied on one node (compute_shard; across nodes it runs); a failure, a stop batch or a non-finite loss
  * stops at once, the buckets in flight drained (a failed worker's are not
  * finite: nobody applies them); a non-finite bucket stops every rank at
  * its iteration, the run diverged. */
