@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* What a backend's convolutions and inner products compute in. */
 typedef enum st_precision {
@@ -36,8 +37,15 @@ extern const char *const st_precision_names[];
  * denormal inputs, a difference below 2^-126 in magnitude). */
 uint16_t st_bf16_from_float(float x);
 
-/* The float a bf16 stands for (exact: its upper half, the rest zero). */
-float st_bf16_to_float(uint16_t b);
+/* The float a bf16 stands for (exact: its upper half, the rest zero);
+ * inline, so that loops over bf16 values vectorise. */
+static inline float st_bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* dst [count] = src [count] rounded to bf16 and widened back to float, the
  * operands the bf16 kernels multiply; dst may be src. */

@@ -19,14 +19,6 @@ uint16_t st_bf16_from_float(float x)
     return (uint16_t)(u >> 16);
 }
 
-float st_bf16_to_float(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 void st_bf16_round(float *dst, const float *src, size_t count)
 {
     for (size_t i = 0; i < count; i++)

@@ -2,10 +2,10 @@
  * backward on the output; its passes are the data ones, dnnl_kernel.c) and
  * softmax (forward only, after the temperature's scaling). */
 #include <stdint.h>
-#include <string.h>
 
 #include "base/clones.h"
 #include "dnnl_internal.h"
+#include "ops/bf16.h"
 
 /* ---- activation ---- */
 
@@ -23,20 +23,8 @@ static st_status act_bf16_forward(st_kernel *base, const st_kargs *a, st_error *
 ST_ISA_CLONES static void relu_bf16_backward(const uint16_t *y, const float *dy, float *dx,
                                              long count, int leaky)
 {
-    if (leaky)
-        for (long i = 0; i < count; i++) {
-            uint32_t u = (uint32_t)y[i] << 16;
-            float f;
-            memcpy(&f, &u, sizeof f);
-            dx[i] = f > 0.0f ? dy[i] : 0.1f * dy[i];
-        }
-    else
-        for (long i = 0; i < count; i++) {
-            uint32_t u = (uint32_t)y[i] << 16;
-            float f;
-            memcpy(&f, &u, sizeof f);
-            dx[i] = f > 0.0f ? dy[i] : 0.0f;
-        }
+    for (long i = 0; i < count; i++)
+        dx[i] = st_bf16_to_float(y[i]) > 0.0f ? dy[i] : leaky ? 0.1f * dy[i] : 0.0f;
 }
 
 /* The backward on bf16 outputs (kept so between layers: st_kdesc.dst_bf16

@@ -14,6 +14,7 @@
 
 #include "base/clones.h"
 #include "dnnl_internal.h"
+#include "ops/bf16.h"
 
 /* The forward's window maximum is built for AVX-512 and AVX2 as well as
  * the baseline (base/clones.h), as ref_gemm.c's kernels are. */
@@ -32,12 +33,7 @@ typedef uint16_t vh __attribute__((vector_size(VL * sizeof(uint16_t))));
  * and VL values from i, as floats; and y's. */
 ST_INLINE float value_at(const void *x, long i, int bf16)
 {
-    if (!bf16)
-        return ((const float *)x)[i];
-    uint32_t u = (uint32_t)((const uint16_t *)x)[i] << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return bf16 ? st_bf16_to_float(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
 ST_INLINE void value_put(void *y, long i, float v, int bf16)
