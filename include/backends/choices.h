@@ -64,6 +64,17 @@ st_choice_get st_choices_get(st_choices *c, const char *key, char *value, size_t
  * NULL) for the log and the comment in the text. */
 void st_choices_record(st_choices *c, const char *key, const char *value, const char *trials);
 
+/* The claimed key's measurement is twin's: twin is a text of everything
+ * the backend's measurement of key reads, less the kernel's name (so two
+ * layers of one shape, with the same layouts at their edges, in the same
+ * precision, have one twin). When another key of this table has that twin
+ * and its choice was measured here (waiting while it is measured), that
+ * choice goes to value [size] and is key's, recorded with what it came
+ * from, and 1 is returned: the caller builds it without measuring. Else
+ * key is twin's measurement, 0 is returned, and the caller measures and
+ * records (or abandons). */
+int st_choices_twin(st_choices *c, const char *key, const char *twin, char *value, size_t size);
+
 /* The claimed key stays without a choice. */
 void st_choices_abandon(st_choices *c, const char *key);
 
@@ -115,6 +126,7 @@ char *st_choices_text(const st_choices *c, int what, int *count);
 /* What the kernels took, by source. */
 typedef struct st_choice_counts {
     int taken[ST_CHOICE_SOURCES]; /* choices a kernel took (measured: every one measured) */
+    int twins;                    /* of taken[ST_CHOICE_MEASURED]: a twin's (st_choices_twin) */
     int unused;                   /* given by a file, a snapshot or rank 0, taken by none */
 } st_choice_counts;
 

@@ -23,6 +23,8 @@ typedef struct choice_entry {
     char *trials;     /* measured here: what was tried (malloc'd), or NULL */
     char *note;       /* a given choice rejected here, or NULL */
     char origin[ST_CHOICE_MAX]; /* given: "FILE:LINE" */
+    char twin[ST_CHOICE_MAX];   /* measured here: its measurement's twin (st_choices_twin), or "" */
+    int of_twin;                /* its choice is a twin's, not measured for it */
     entry_state state;
     st_choice_source source;
     int used;         /* a kernel took it (or measured it) */
@@ -170,9 +172,57 @@ void st_choices_record(st_choices *c, const char *key, const char *value, const 
         e->source = ST_CHOICE_MEASURED;
         e->origin[0] = '\0';
         e->used = 1;
+        e->of_twin = 0;
     }
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
+}
+
+/* The entry of another key than key measured here (or being measured)
+ * for twin, or NULL. */
+static choice_entry *find_twin(st_choices *c, const char *twin, const char *key)
+{
+    for (int i = 0; i < c->n; i++) {
+        choice_entry *e = &c->e[i];
+        if (e->state != ENTRY_ABSENT && !e->of_twin && strcmp(e->twin, twin) == 0 &&
+            strcmp(e->key, key) != 0)
+            return e;
+    }
+    return NULL;
+}
+
+int st_choices_twin(st_choices *c, const char *key, const char *twin, char *value, size_t size)
+{
+    if (!twin[0] || strlen(twin) >= ST_CHOICE_MAX)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    choice_entry *t = find_twin(c, twin, key);
+    while (t && t->state == ENTRY_PENDING) {
+        pthread_cond_wait(&c->changed, &c->lock);
+        t = find_twin(c, twin, key); /* the array may have moved, the measurement failed */
+    }
+    choice_entry *e = find(c, key);
+    int found = 0;
+    if (e && t) {
+        snprintf(value, size, "%s", t->value);
+        snprintf(e->value, sizeof e->value, "%s", t->value);
+        free(e->trials);
+        size_t len = strlen(t->key) + 64;
+        e->trials = malloc(len);
+        if (e->trials)
+            snprintf(e->trials, len, "as %s (the same measurement)", t->key);
+        e->state = ENTRY_READY;
+        e->source = ST_CHOICE_MEASURED;
+        e->origin[0] = '\0';
+        e->used = 1;
+        e->of_twin = 1;
+        found = 1;
+        pthread_cond_broadcast(&c->changed);
+    } else if (e) {
+        snprintf(e->twin, sizeof e->twin, "%s", twin);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return found;
 }
 
 void st_choices_abandon(st_choices *c, const char *key)
@@ -385,6 +435,8 @@ void st_choices_counts(const st_choices *cc, st_choice_counts *n)
         const choice_entry *e = &c->e[i];
         if (e->state != ENTRY_READY)
             continue;
+        if (e->used && e->of_twin)
+            n->twins++;
         if (e->used)
             n->taken[e->source]++;
         else if (e->source != ST_CHOICE_CACHE)

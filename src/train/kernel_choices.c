@@ -114,8 +114,13 @@ static void log_choices(const st_trainer *t, const st_choice_counts *n, int stor
     char line[3 * ST_PATH_MAX + 512];
     const char *cache = t->cache ? st_choice_cache_file(t->cache) : "";
     size_t at = (size_t)snprintf(line, sizeof line, "kernel choices: %d measured at set-up%s%s",
-                                 n->taken[ST_CHOICE_MEASURED],
+                                 n->taken[ST_CHOICE_MEASURED] - n->twins,
                                  stored ? " and stored in the cache " : "", stored ? cache : "");
+    if (n->twins && at < sizeof line)
+        at += (size_t)snprintf(line + at, sizeof line - at,
+                               ", %d as an identical layer's (the same shape, layouts and "
+                               "precision: one measurement)",
+                               n->twins);
     if (n->taken[ST_CHOICE_CACHE] && at < sizeof line)
         at += (size_t)snprintf(line + at, sizeof line - at, ", %d from the cache %s",
                                n->taken[ST_CHOICE_CACHE], cache);

@@ -10,7 +10,8 @@
 # cannot be made is one warning and no failure; --dry-run
 # --save-kernel-choices writes what set-up chose, the choices the run then
 # takes; a symbolic link at the cache file's path is never followed; a
-# choice file of 60,000 lines is read in well under a second.
+# choice file of 60,000 lines is read in well under a second; two
+# convolutions of one shape reading one tensor are measured once.
 # Every run has XDG_CACHE_HOME in the scratch directory (check.sh).
 # usage: sh tests/e2e/test_choice_cache.sh PATH_TO_SINGLETRAIN
 set -u
@@ -212,4 +213,25 @@ check "a choice file of 60,000 lines, in under 5 s" err 0 \
     "60000 of the kernel choices given match no kernel of this run" -- \
     timeout 5 "$bin" -q --data synthetic --iters 1 --no-test --kernel-choices "$tmp/big.choices" \
     "$fixtures/tiny.cfg"
+# Twins: layers 1 and 3 are convolutions of one shape reading one tensor
+# (layer 3 through a route back to layer 0) and feeding one concatenation:
+# their measurements would be the same, so layer 3 takes layer 1's choice.
+{
+    printf '[net]\nbatch=8\nheight=12\nwidth=12\nchannels=3\nlearning_rate=0.01\n'
+    printf 'momentum=0.9\ndecay=0.0005\nmax_batches=10\n'
+    conv='[convolutional]\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=relu\n'
+    printf "$conv$conv[route]\nlayers=0\n$conv[route]\nlayers=1,3\n"
+    printf '[connected]\noutput=10\nactivation=linear\n[softmax]\n'
+} >"$tmp/twins.cfg"
+check "two identical convolutions: one measurement" out 0 \
+    "kernel choices: 2 measured at set-up, 1 as an identical layer's" -- \
+    "$bin" -t 2 --iters 2 --no-test --data synthetic --no-choice-cache \
+    --save-kernel-choices "$tmp/twins.choices" "$tmp/twins.cfg"
+value_of() {
+    sed -n "s/^$1\.conv [^=]*= //p" "$tmp/twins.choices"
+}
+expect "... layer 3 has layer 1's choice, and the file says whose" \
+    sh -c "[ -n '$(value_of 1)' ] && [ '$(value_of 1)' = '$(value_of 3)' ] &&
+           grep -q '^# as 1.conv n4 16x12x12>16x12x12 k3x3 s1x1 p1x1 g1 fwd+bwd (the same' \
+               '$tmp/twins.choices'"
 finish test_choice_cache.sh

@@ -4,8 +4,10 @@
  * read in linear time, a key measured by exactly one of the workers asking
  * for it at once while the others wait for its value, abandoned and
  * rejected keys measured again, the sources' precedence (the cache's
- * choices give way to the others'), and the counts and origins the
- * trainer reports (src/train/setup.c).
+ * choices give way to the others'), twins (layers whose measurements
+ * would be the same take the first one's choice, waiting for it while it
+ * is measured; a failed one leaves the next twin to measure), and the
+ * counts and origins the trainer reports (src/train/setup.c).
  *
  * Also run under ThreadSanitizer (@tsan): it starts threads. */
 #include "testlib.h"
@@ -188,6 +190,68 @@ static void test_abandon_reject_counts(void **state)
     st_choices_free(c);
 }
 
+/* A twin key claimed while the first of its twins is being measured. */
+typedef struct twin_asker {
+    st_choices *c;
+    int found;
+    char value[ST_CHOICE_MAX];
+} twin_asker;
+
+static void *ask_twin(void *arg)
+{
+    twin_asker *a = arg;
+    char value[ST_CHOICE_MAX];
+    if (st_choices_get(a->c, "9.conv n8", value, sizeof value) == ST_CHOICE_CLAIMED)
+        a->found = st_choices_twin(a->c, "9.conv n8", "conv n8 in 0", a->value, sizeof a->value);
+    return NULL;
+}
+
+static void test_twins(void **state)
+{
+    (void)state;
+    st_choices *c = make_table();
+    char value[ST_CHOICE_MAX] = "";
+    /* the first of a twin is measured */
+    assert_int_equal(st_choices_get(c, "3.conv n8", value, sizeof value), ST_CHOICE_CLAIMED);
+    assert_int_equal(st_choices_twin(c, "3.conv n8", "conv n8 in 0", value, sizeof value), 0);
+    /* its twin, asked while it is measured, waits for it and takes its choice */
+    twin_asker a = {.c = c};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ask_twin, &a), 0);
+    usleep(50000);
+    assert_int_equal(a.found, 0);
+    st_choices_record(c, "3.conv n8", "nhwc measured -", "nhwc 1.0 ms <- chosen");
+    pthread_join(th, NULL);
+    assert_int_equal(a.found, 1);
+    assert_string_equal(a.value, "nhwc measured -");
+    /* another twin text, or a key given a choice, is not a twin */
+    assert_int_equal(st_choices_get(c, "5.conv n8", value, sizeof value), ST_CHOICE_CLAIMED);
+    assert_int_equal(st_choices_twin(c, "5.conv n8", "conv n8 in 1", value, sizeof value), 0);
+    st_choices_record(c, "5.conv n8", "blocked measured -", NULL);
+    /* a failed measurement leaves its twin to measure */
+    assert_int_equal(st_choices_get(c, "6.conv n8", value, sizeof value), ST_CHOICE_CLAIMED);
+    assert_int_equal(st_choices_twin(c, "6.conv n8", "conv n8 in 2", value, sizeof value), 0);
+    st_choices_abandon(c, "6.conv n8");
+    assert_int_equal(st_choices_get(c, "7.conv n8", value, sizeof value), ST_CHOICE_CLAIMED);
+    assert_int_equal(st_choices_twin(c, "7.conv n8", "conv n8 in 2", value, sizeof value), 0);
+    st_choices_record(c, "7.conv n8", "nchw measured -", NULL);
+    /* a twin's choice is found by the other workers as any other */
+    assert_int_equal(st_choices_get(c, "9.conv n8", value, sizeof value), ST_CHOICE_FOUND);
+    assert_string_equal(value, "nhwc measured -");
+    st_choice_counts n;
+    st_choices_counts(c, &n);
+    assert_int_equal(n.taken[ST_CHOICE_MEASURED], 4); /* 3, 5, 7 and the twin 9 */
+    assert_int_equal(n.twins, 1);
+    char *text = st_choices_text(c, ST_CHOICES_VALUES | ST_CHOICES_TRIALS, NULL);
+    assert_string_equal(text, "3.conv n8 = nhwc measured -\n# nhwc 1.0 ms <- chosen\n"
+                              "5.conv n8 = blocked measured -\n"
+                              "7.conv n8 = nchw measured -\n"
+                              "9.conv n8 = nhwc measured -\n"
+                              "# as 3.conv n8 (the same measurement)\n");
+    free(text);
+    st_choices_free(c);
+}
+
 /* Text after a NUL byte is not ignored: the line holding it is named. */
 static void test_nul_refused(void **state)
 {
@@ -361,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_malformed_refused),
         cmocka_unit_test(test_one_measures_the_others_wait),
         cmocka_unit_test(test_abandon_reject_counts),
+        cmocka_unit_test(test_twins),
         cmocka_unit_test(test_nul_refused),
         cmocka_unit_test(test_values_checked),
         cmocka_unit_test(test_many_lines_linear),

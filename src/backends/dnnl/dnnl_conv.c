@@ -26,7 +26,11 @@
  * in the process's choice table (choices.h) under a key made of the layer,
  * the samples per call, the shape and the passes run, so the other workers
  * of that shape use it without measuring, and a run given the same table
- * (a choice file, a snapshot) builds exactly the same primitives.
+ * (a choice file, a snapshot) builds exactly the same primitives. A layer
+ * whose measurement would be another's (choice_twin: the same shape,
+ * batch, precision, input layout, fused bias and activation, output
+ * plainness; ResNet's repeated blocks) takes that layer's choice without
+ * measuring (st_choices_twin).
  *
  * A named conv_impl forces a plan without measuring: "blocked" (oneDNN's
  * first implementations with format any: the choice before measurement
@@ -39,6 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "dnnl_conv.h"
 
 /* The names conv_impl may take besides "auto" (st_backend.conv_impls). */
@@ -269,18 +274,41 @@ static st_status plan_check(dn_kernel *k, const dn_conv_plan *plan, st_error *er
  * written then still give their plans), then which activations are bf16:
  * "in bf16" (src arrives so), "out bf16" (dst kept so), whose edges and
  * implementations differ. */
-static void choice_key(const dn_kernel *k, char *key, size_t size)
+static int choice_key_named(const dn_kernel *k, const char *name, char *key, size_t size)
 {
     const st_conv_desc *d = &k->d.conv;
     st_precision p = k->ctx->precision;
     const dnnl_memory_desc_t *in = d->base.src_layout;
-    snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s%s%s",
-             d->base.name ? d->base.name : "conv", d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh,
+    return snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s%s%s",
+             name, d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh,
              d->ow, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->groups,
              d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd",
              p == ST_PRECISION_FP32 ? "" : " ", p == ST_PRECISION_FP32 ? "" : st_precision_names[p],
              in && in->data_type == dnnl_bf16 ? " in bf16" : "",
              d->base.dst_bf16 ? " out bf16" : "");
+}
+
+static void choice_key(const dn_kernel *k, char *key, size_t size)
+{
+    choice_key_named(k, k->d.conv.base.name ? k->d.conv.base.name : "conv", key, size);
+}
+
+/* Everything the measurement of kernel k reads but its layer (the key
+ * without the name, the input's layout, the output's plainness, the
+ * bias and activation fused), into twin [size]: layers whose twins are
+ * equal measure the same (st_choices_twin); "" when it does not fit. */
+static void choice_twin(const dn_kernel *k, char *twin, size_t size)
+{
+    const st_conv_desc *d = &k->d.conv;
+    int at = choice_key_named(k, "conv", twin, size);
+    uint64_t in = d->base.src_layout
+                      ? st_hash_bytes(ST_HASH_START, d->base.src_layout, sizeof(dnnl_memory_desc_t))
+                      : 0;
+    if (at < 0 || (size_t)at >= size ||
+        (size_t)snprintf(twin + at, size - (size_t)at, " in %016llx plain %d bias %d act %d",
+                         (unsigned long long)in, d->base.dst_plain, d->bias, (int)d->act) >=
+            size - (size_t)at)
+        twin[0] = '\0';
 }
 
 /* The plan of kernel k: forced, found in the choice table, or measured
@@ -311,6 +339,14 @@ static st_status conv_decide(dn_kernel *k, st_error *err)
                 return ST_OK;
             st_choices_reject(c->choices, key, value, why.msg);
             continue; /* then claimed, by this worker or another */
+        }
+        char twin[ST_CHOICE_MAX];
+        choice_twin(k, twin, sizeof twin);
+        if (c->choices && st_choices_twin(c->choices, key, twin, value, sizeof value)) {
+            if (!plan_parse(value, &k->plan))
+                return st_fail(err, ST_EINTERNAL, "the choice '%s' measured for %s's twin: %s",
+                               value, key, plan_syntax);
+            return ST_OK;
         }
         st_status st = dn_conv_measure(k, &k->plan, trials, sizeof trials, err);
         if (c->choices) {
