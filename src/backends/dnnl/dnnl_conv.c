@@ -280,12 +280,13 @@ static int choice_key_named(const dn_kernel *k, const char *name, char *key, siz
     st_precision p = k->ctx->precision;
     const dnnl_memory_desc_t *in = d->base.src_layout;
     return snprintf(key, size, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d %s%s%s%s%s",
-             name, d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh,
-             d->ow, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->groups,
-             d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd",
-             p == ST_PRECISION_FP32 ? "" : " ", p == ST_PRECISION_FP32 ? "" : st_precision_names[p],
-             in && in->data_type == dnnl_bf16 ? " in bf16" : "",
-             d->base.dst_bf16 ? " out bf16" : "");
+                    name, d->base.n, d->ic, d->ih, d->iw, d->oc, d->oh, d->ow, d->kh, d->kw,
+                    d->sh, d->sw, d->ph, d->pw, d->groups,
+                    d->base.src_grad ? "fwd+bwd" : d->base.backward ? "fwd+bwd_weights" : "fwd",
+                    p == ST_PRECISION_FP32 ? "" : " ",
+                    p == ST_PRECISION_FP32 ? "" : st_precision_names[p],
+                    in && in->data_type == dnnl_bf16 ? " in bf16" : "",
+                    d->base.dst_bf16 ? " out bf16" : "");
 }
 
 static void choice_key(const dn_kernel *k, char *key, size_t size)
