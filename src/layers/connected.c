@@ -446,12 +446,12 @@ static void connected_graph(const st_layer *base, st_graph_node *g)
     *g = (st_graph_node){.op = ST_GRAPH_INNER, .inner = {l->wp.batch_normalize, l->wp.act}};
 }
 
-/* Darknet's order: the biases (batch norm's shift), the weights, batch norm. */
 static int connected_bf16_io(const st_layer *base)
 {
     return st_wl_bf16_io(&((const connected_layer *)base)->wp);
 }
 
+/* Darknet's order: the biases (batch norm's shift), the weights, batch norm. */
 static int connected_darknet(const st_layer *base, st_darknet_tensor t[ST_DARKNET_MAX_TENSORS])
 {
     int n = 0;

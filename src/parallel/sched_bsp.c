@@ -287,10 +287,10 @@ static int finish_iteration(st_worker *w, long it, iter_record *rec, int stop_af
  * or at the run's end, where they meet at `iter_end` once. A stop agreed
  * after the iteration began lets it finish (its buckets are being applied
  * already) and stops after it; one seen before it began leaves it
- * unapplied on one node (compute_shard; across nodes it runs); a failure, a stop batch or a non-finite loss
- * stops at once, the buckets in flight drained (a failed worker's are not
- * finite: nobody applies them); a non-finite bucket stops every rank at
- * its iteration, the run diverged. */
+ * unapplied on one node (compute_shard; across nodes it runs); a failure,
+ * a stop batch or a non-finite loss stops at once, the buckets in flight
+ * drained (a failed worker's are not finite: nobody applies them); a
+ * non-finite bucket stops every rank at its iteration, the run diverged. */
 static const sched_phase pipe_phases[] = {
     {"take the shard", "wait"}, {"compute", "phase"}, {"settle the previous iteration", "wait"},
     {"wait: mid", "wait"}, {"agree", "phase"},

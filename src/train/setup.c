@@ -487,7 +487,6 @@ void st_trainer_create_absent(st_cluster *cluster)
     free(text);
 }
 
-
 /* --precision bf16: which layers' outputs the replicas keep in bf16
  * (st_replica.out_bf16), and whether the backend stores them so. */
 static void log_bf16_activations(st_trainer *t)
@@ -512,6 +511,7 @@ static void log_bf16_activations(st_trainer *t)
             "backend, the rest as floats); their gradients stay fp32", list, stored, kept,
             t->backend->name);
 }
+
 /* The workers, their kernel choices and the backend's run; the input ring.
  * Multi-node, it runs whatever the stages before it gave (st): rank 0 and
  * the others exchange the choices and their status collectively. */

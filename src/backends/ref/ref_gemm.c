@@ -19,9 +19,9 @@ static inline float a_at(int trans_a, const float *A, int lda, int i, int k)
 }
 
 /* C[M,N] += alpha * op(A) * B for B [K,N]. */
-ST_ISA_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alpha, const float *A,
-                                 int lda, const float *restrict B, int ldb, float *restrict C,
-                                 int ldc)
+ST_ISA_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alpha,
+                                    const float *A, int lda, const float *restrict B, int ldb,
+                                    float *restrict C, int ldc)
 {
     for (int j0 = 0; j0 < N; j0 += COLS_BLOCK) {
         int nb = N - j0 < COLS_BLOCK ? N - j0 : COLS_BLOCK;
@@ -59,7 +59,7 @@ ST_ISA_CLONES static void gemm_rows(int trans_a, int M, int N, int K, float alph
 
 /* Dot products of up to four rows of A with one row b, 16 lanes each. */
 ST_ISA_CLONES static void dot_rows(int rows, const float *A, int lda, const float *restrict b,
-                                int K, float *out)
+                                   int K, float *out)
 {
     float acc[4][16] = {{0}};
     int k = 0;
