@@ -11,6 +11,7 @@
 #   bf16); it prints each one's median, the ratios (singletrain bf16 against
 #   its fp32, against PyTorch's bf16, and fp32 against fp32) and the bf16
 #   run's share of the CPU's bf16 peak (--profile's roofline: one core's
+#   AMX tile products where oneDNN runs its convolutions on them, else its
 #   AVX512_BF16 dot products, measured the way the fp32 FMA peak is)
 # environment: RUNS (5), THREADS (2: PyTorch's threads), ST_ARGS (singletrain's
 #   threading options; default none: singletrain chooses for the cores it
@@ -84,16 +85,12 @@ bf16_run() {
     o16=$(median </tmp/st_bench_ours16)
     p16=$(median </tmp/st_bench_peak16)
     chosen=$(echo "$out" | sed -n 's/.*iterations of batch [0-9]* ([0-9]* per epoch), \([0-9]* workers* x [0-9]* threads*\).*/\1/p')
-    amx=0 # AMX's tiles pass the avx512_bf16 peak: a share of it would mislead
-    grep -qw amx_bf16 /proc/cpuinfo && amx=1
     awk -v net="$net" -v b="$batch" -v t32="$t32" -v t16="$t16" -v o32="$o32" -v o16="$o16" \
         -v g="$gflop" -v p="$p16" -v c="$threads" -v r="$runs" -v a="${st_args:+$st_args: }$chosen" \
-        -v amx=$amx 'BEGIN {
+        'BEGIN {
         share = "n/a (no bf16 instructions)"
         if (p > 0)
             share = sprintf("%.0f%%", 100 * o16 * g / (c * p))
-        if (p > 0 && amx)
-            share = "n/a (AMX, not measured, is the ceiling; " share ")"
         printf "%-14s batch %3d  PyTorch fp32 %7.1f bf16 %7.1f img/s  singletrain (%s) fp32 %7.1f bf16 %7.1f img/s\n",
             net, b, t32, t16, a, o32, o16
         printf "%-14s            singletrain bf16 / its fp32 %.2f, / PyTorch bf16 %.2f; fp32 / PyTorch fp32 %.2f; PyTorch bf16 / its fp32 %.2f; bf16 %.1f GFLOP/s, %s of %d x %.1f, the bf16 peak per core (medians of %d)\n",

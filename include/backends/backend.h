@@ -180,6 +180,10 @@ typedef struct st_backend {
      * before any work (train/option_rules.c); a context is only created
      * with a precision it accepted. */
     int (*precision_supported)(st_precision p, char *why, size_t size);
+    /* Optional (NULL: no): whether its bf16 convolutions may run on the
+     * CPU's matrix tiles (AMX) on this host, so that --profile's roofline
+     * takes the tiles' peak in bf16 instead of the vector units'. */
+    int (*bf16_on_tiles)(void);
     /* Optional (NULL: st_bf16_convert, ops/bf16.h), for a backend with
      * bf16: dst [count] = src [count] rounded to bf16 exactly as its own
      * kernels round the weights they convert (oneDNN's conversion flushes

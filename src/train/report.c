@@ -43,7 +43,8 @@ static void bf16_bytes(const st_replica *r, const st_net *net, int i, int n, st_
  * share of the FMA peak, the bytes it must move and their rate, and the
  * share of its time the roofline says it cannot do without (100%: at the
  * ceiling; little: far from it, whichever limit binds). In bf16 the peak is
- * the CPU's bf16 one, what its convolutions and inner products could reach
+ * the CPU's bf16 one, what its convolutions and inner products could reach:
+ * AMX's tiles' where the backend runs them there, else the vector units'
  * (the reference backend's oracle, which computes bf16 in fp32
  * instructions, is measured against it too); on a CPU without bf16
  * instructions, the fp32 one. */
@@ -54,9 +55,11 @@ static void print_roofline(const st_trainer *t, double iters)
     st_roofline *rl = &ceilings;
     const st_net *net = &t->net;
     double fp32_peak = rl->fma_gflops;
-    int bf16 = t->o.precision == ST_PRECISION_BF16 && rl->bf16_gflops > 0;
+    int tiles = t->backend->bf16_on_tiles && t->backend->bf16_on_tiles() && rl->amx_gflops > 0;
+    double bf16_peak = tiles ? rl->amx_gflops : rl->bf16_gflops;
+    int bf16 = t->o.precision == ST_PRECISION_BF16 && bf16_peak > 0;
     if (bf16)
-        rl->fma_gflops = rl->bf16_gflops; /* the bound and "of peak" below */
+        rl->fma_gflops = bf16_peak; /* the bound and "of peak" below */
     const st_replica *r = st_sched_replica(t->sched, 0);
     int n = (t->batch + t->o.threads - 1) / t->o.threads, cores = t->o.intra > 0 ? t->o.intra : 1;
     st_info(&t->log, "roofline of worker 0 (%d image%s, %d core%s): FMA peak %.1f GFLOP/s per "
@@ -64,9 +67,19 @@ static void print_roofline(const st_trainer *t, double iters)
             n, n > 1 ? "s" : "", cores, cores > 1 ? "s" : "", fp32_peak, rl->isa,
             rl->fma_measured ? ", measured after training" : " by --fma-peak", rl->copy_gbs[0],
             rl->set_bytes[0] >> 10, rl->copy_gbs[1], rl->set_bytes[1] >> 20, rl->copy_gbs[2]);
-    if (t->o.precision == ST_PRECISION_BF16)
-        st_info(&t->log, "roofline in bf16: peak %.1f GFLOP/s per core (%s)%s", rl->bf16_gflops,
-                rl->bf16_isa, bf16 ? ", the peak below" : ": the fp32 peak below");
+    if (t->o.precision == ST_PRECISION_BF16 && tiles)
+        st_info(&t->log, "roofline in bf16: peak %.1f GFLOP/s per core (%s, which the "
+                "backend's convolutions run on; %s %.1f), the peak below", rl->amx_gflops,
+                rl->amx_isa, rl->bf16_isa, rl->bf16_gflops);
+    else if (t->o.precision == ST_PRECISION_BF16) {
+        char amx[96] = "";
+        if (rl->amx_gflops > 0)
+            snprintf(amx, sizeof amx, "; %s %.1f, which this backend does not use",
+                     rl->amx_isa, rl->amx_gflops);
+        st_info(&t->log, "roofline in bf16: peak %.1f GFLOP/s per core (%s%s)%s",
+                rl->bf16_gflops, rl->bf16_isa, amx,
+                bf16 ? ", the peak below" : ": the fp32 peak below");
+    }
     st_info(&t->log, "layer  type      pass               ms   GFLOP/s  of peak        MB     "
             "GB/s  bound    of bound");
     static const char *const pass_names[3] = {"forward", "backward-data", "backward-weights"};

@@ -1,14 +1,16 @@
 /* The roofline --profile compares each layer with: one core's FMA peak,
  * timed on independent fused multiply-adds in the widest vectors the CPU
- * has, its bf16 peak the same way on AVX512_BF16's dot products, and
- * memcpy's bandwidth at three working-set sizes (a private cache, the
- * shared cache, memory). */
+ * has, its bf16 peaks the same way on AVX512_BF16's dot products and on
+ * AMX's tile products, and memcpy's bandwidth at three working-set sizes
+ * (a private cache, the shared cache, memory). */
 #include "train/roofline.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 
@@ -89,8 +91,66 @@ static int cpu_has_amx_bf16(void)
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1u);
 }
 
-/* Best of a few rounds of about 40 ms (the first warms the clock up). */
-static double best_fma_rate(double (*rate)(long))
+/* Linux hands a process AMX's tile registers only when it asks
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 and
+ * later; oneDNN asks the same); 0 where the kernel refuses. */
+enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+static int amx_tiles_granted(void)
+{
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+/* ldtilecfg's 64 bytes: palette 1, then each tile's bytes per row and rows. */
+typedef struct amx_tile_config {
+    unsigned char palette, start_row, reserved[14];
+    unsigned short colsb[16];
+    unsigned char rows[16];
+} amx_tile_config;
+
+enum { AMX_CHAINS = 6 }; /* accumulator tiles 0-5: more than tdpbf16ps's latency / issue */
+
+/* Flops per second of `iters` rounds of AMX_CHAINS independent tile
+ * products (tdpbf16ps: a 16x16 fp32 tile += a 16x32 bf16 tile times a
+ * 32x16 one, 2 x 16 x 16 x 32 flops), operands in tiles 6 and 7. */
+__attribute__((target("amx-tile,amx-bf16"))) static double tdpbf16_rate(long iters)
+{
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++)
+        cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    _Alignas(64) unsigned short operand[16 * 32];
+    for (int i = 0; i < 16 * 32; i++)
+        operand[i] = 0x3c00; /* 2^-7: the sums stay far from overflow */
+    _Alignas(64) float sink[16 * 16];
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    double t0 = st_now();
+    for (long i = 0; i < iters; i++) {
+        _tile_dpbf16ps(0, 6, 7);
+        _tile_dpbf16ps(1, 6, 7);
+        _tile_dpbf16ps(2, 6, 7);
+        _tile_dpbf16ps(3, 6, 7);
+        _tile_dpbf16ps(4, 6, 7);
+        _tile_dpbf16ps(5, 6, 7);
+    }
+    _tile_stored(5, sink, 64);
+    double dt = st_now() - t0;
+    _tile_release();
+    __asm__ volatile("" : : "r"(sink) : "memory");
+    return 2.0 * 16 * 16 * 32 * AMX_CHAINS * (double)iters / dt;
+}
+
+/* Best of a few rounds of about 40 ms (the first, of 2^16 iterations,
+ * warms the clock up); flops_per_iter: what one iteration of rate does. */
+static double best_rate(double (*rate)(long), double flops_per_iter)
 {
     double best = 0.0;
     long iters = 1 << 16;
@@ -98,7 +158,7 @@ static double best_fma_rate(double (*rate)(long))
         double r = rate(iters);
         if (r > best)
             best = r;
-        iters = (long)(0.04 * r / (2.0 * 4 * FMA_CHAINS)) / 4 + 1;
+        iters = (long)(0.04 * r / flops_per_iter) + 1;
     }
     return best;
 }
@@ -131,26 +191,30 @@ void st_roofline_measure(st_roofline *r, double fma_gflops)
         r->isa = "given";
     } else {
         double (*rate)(long) = fma_rate_sse;
+        int lanes = 4;
         r->isa = "sse (no fma)";
         if (__builtin_cpu_supports("avx512f")) {
-            rate = fma_rate_avx512;
+            rate = fma_rate_avx512, lanes = 16;
             r->isa = "avx512 fma";
         } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-            rate = fma_rate_avx2;
+            rate = fma_rate_avx2, lanes = 8;
             r->isa = "avx2 fma";
         }
-        r->fma_gflops = best_fma_rate(rate) / 1e9;
+        r->fma_gflops = best_rate(rate, 2.0 * lanes * FMA_CHAINS) / 1e9;
         r->fma_measured = 1;
     }
     r->bf16_isa = "none: no bf16 instructions";
     if (__builtin_cpu_supports("avx512bf16")) {
-        r->bf16_gflops = best_fma_rate(dpbf16_rate) / 1e9;
-        /* On AMX the tiles run oneDNN's bf16 convolutions (a Sapphire Rapids
-         * core's passes measured at up to 4 times this peak): it is a floor there. */
-        r->bf16_isa = cpu_has_amx_bf16()
-                          ? "avx512_bf16 dot products; AMX's tiles not measured, faster: "
-                            "a floor, which 'of peak' can pass"
-                          : "avx512_bf16 dot products";
+        r->bf16_gflops = best_rate(dpbf16_rate, 4.0 * 16 * FMA_CHAINS) / 1e9;
+        r->bf16_isa = "avx512_bf16 dot products";
+    }
+    r->amx_isa = "none: no AMX-BF16";
+    if (cpu_has_amx_bf16()) {
+        r->amx_isa = "AMX tiles refused by the kernel (arch_prctl)";
+        if (amx_tiles_granted()) {
+            r->amx_gflops = best_rate(tdpbf16_rate, 2.0 * 16 * 16 * 32 * AMX_CHAINS) / 1e9;
+            r->amx_isa = "AMX tile products";
+        }
     }
     const size_t copy[ST_ROOFLINE_LEVELS] = {256u << 10, 8u << 20, 64u << 20};
     char *a = malloc(copy[ST_ROOFLINE_LEVELS - 1]), *b = malloc(copy[ST_ROOFLINE_LEVELS - 1]);

@@ -226,7 +226,8 @@ expect "roofline: every layer's forward is there" \
     [ "$(awk '$3 == "forward" && $2 ~ /^(conv|max|connected|softmax)$/' "$tmp/stdout" | wc -l)" = 7 ]
 # In bf16 the roofline's peak is the CPU's bf16 one (AVX512_BF16's dot
 # products), where /proc/cpuinfo says it has them; elsewhere none, and the
-# fp32 peak stays.
+# fp32 peak stays. The ref backend computes in vector instructions, never on
+# AMX's tiles, so their peak is not its.
 check "--profile --precision bf16 (ref): the bf16 roofline" out 0 "roofline in bf16: peak " -- \
     "$bin" -t 1 -b 8 --backend ref --precision bf16 --data synthetic --iters 4 --warmup 1 \
     --no-test --profile --fma-peak 100 "$(dirname "$0")/../../data/lenet.cfg"
@@ -238,9 +239,40 @@ if grep -qw avx512_bf16 /proc/cpuinfo; then
     expect "bf16 roofline: of peak = GFLOP/s / the bf16 peak ($conv2)" \
         awk -v line="$conv2" -v f="$bf16_peak" 'BEGIN { split(line, c); split(f, v, " ");
             p = c[6]; sub("%", "", p); exit !((p - 100 * c[5] / v[1]) ^ 2 < 0.01) }'
+    if grep -qw amx_bf16 /proc/cpuinfo; then
+        expect "bf16 roofline: the ref backend does not take AMX's peak ($bf16_peak)" \
+            awk -v f="$bf16_peak" 'BEGIN { exit !(f ~ /; AMX tile products [0-9.]*, which this backend does not use/) }'
+    fi
 else
     expect "bf16 roofline: no bf16 instructions here, the fp32 peak below ($bf16_peak)" \
         awk -v f="$bf16_peak" 'BEGIN { exit !(f ~ /^0.0 none: no bf16 instructions: the fp32 peak below$/) }'
+fi
+# Where oneDNN runs its bf16 convolutions on AMX's tiles, the peak is the
+# tiles' (tdpbf16ps: 16 x 16 x 32 multiply-adds, one every 16 cycles on
+# Sapphire Rapids, Intel's optimization manual: 1,024 flops a cycle, 16 times
+# the 64 of two 16-lane FMA units, 32 times one unit's), measured in the same
+# run as the fp32 FMA peak; below AVX512_CORE_AMX (ONEDNN_MAX_CPU_ISA) the
+# vector units' again. On a CPU without AMX, a SKIP line.
+if grep -qw amx_bf16 /proc/cpuinfo && [ -z "${ONEDNN_MAX_CPU_ISA:-}" ]; then
+    check "--profile --precision bf16 (dnnl on AMX): the tiles' roofline" out 0 "roofline in bf16: peak " -- \
+        "$bin" -t 1 -b 8 --backend dnnl --precision bf16 --data synthetic --iters 4 --warmup 1 \
+        --no-test --profile "$(dirname "$0")/../../data/lenet.cfg"
+    fma=$(sed -n 's/^roofline of worker 0.*FMA peak \([0-9.]*\) GFLOP\/s.*/\1/p' "$tmp/stdout")
+    tiles=$(sed -n 's/^roofline in bf16: peak \([0-9.]*\) GFLOP\/s per core (AMX tile products, which the backend.s convolutions run on; avx512_bf16 dot products [0-9.]*), the peak below$/\1/p' "$tmp/stdout")
+    conv2=$(awk '$1 == 2 && $2 == "conv" && $3 == "forward"' "$tmp/stdout")
+    expect "AMX roofline: the tiles' peak is 4-32 times the fp32 FMA peak ($tiles against $fma)" \
+        awk -v t="$tiles" -v f="$fma" 'BEGIN { exit !(t > 0 && f > 0 && t >= 4 * f && t <= 32 * f) }'
+    expect "AMX roofline: of peak = GFLOP/s / the tiles' peak ($conv2)" \
+        awk -v line="$conv2" -v t="$tiles" 'BEGIN { split(line, c);
+            p = c[6]; sub("%", "", p); exit !(t > 0 && (p - 100 * c[5] / t) ^ 2 < 0.01) }'
+    check "--profile --precision bf16 (dnnl below AMX): the vector units' roofline" out 0 \
+        "roofline in bf16: peak " -- env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
+        "$bin" -t 1 -b 8 --backend dnnl --precision bf16 --data synthetic --iters 4 --warmup 1 \
+        --no-test --profile "$(dirname "$0")/../../data/lenet.cfg"
+    expect "AMX roofline: under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 the dot products' peak" \
+        grep -q "^roofline in bf16: peak [0-9.]* GFLOP/s per core (avx512_bf16 dot products; AMX tile products [0-9.]*, which this backend does not use), the peak below$" "$tmp/stdout"
+else
+    echo "SKIP: the AMX roofline: no AMX here (or ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-} set)"
 fi
 
 # ------------------------------------------- --help against the option table

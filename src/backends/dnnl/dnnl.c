@@ -275,6 +275,15 @@ static int dnnl_precision_supported(st_precision p, char *why, size_t size)
     return 0;
 }
 
+/* st_backend.bf16_on_tiles: where oneDNN dispatches to avx512_core_amx,
+ * its bf16 convolutions are AMX kernels (brgconv and jit
+ * avx512_core_amx_bf16 in oneDNN 2.6). */
+static int dnnl_bf16_on_tiles(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), need = dnnl_cpu_isa_avx512_core_amx;
+    return (isa & need) == need;
+}
+
 /* st_backend.bf16_convert: a oneDNN reorder of the count floats into
  * bf16, the conversion of the kernels' own reorders of the weights (both
  * oneDNN's JIT reorder: native vcvtneps2bf16 with avx512_core_bf16, which
@@ -318,6 +327,7 @@ const st_backend st_backend_dnnl = {
     .choice_syntax = dn_conv_choice_syntax,
     .choice_context = dnnl_choice_context,
     .precision_supported = dnnl_precision_supported,
+    .bf16_on_tiles = dnnl_bf16_on_tiles,
     .bf16_convert = dnnl_bf16_convert,
     .layouts_equal = dnnl_layouts_equal,
     .ctx_create = dnnl_ctx_create,
