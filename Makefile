@@ -109,11 +109,13 @@ $(BUILD)/%.o: %.c
 
 # oneDNN is built on OpenMP in Debian; its backend sets the team size (in
 # dnnl.c, the context; its plain-C passes, the direct max pooling and the
-# activation's backward on bf16 outputs, run on that team), and the
-# parameter server runs a worker's slice on its intra-op threads, as the gradient
-# accumulation (subdivisions=) adds its pieces.
+# activation's backward on bf16 outputs, the im2col of a convolution's
+# weight gradient, run on that team), and the parameter server runs a
+# worker's slice on its intra-op threads, as the gradient accumulation
+# (subdivisions=) adds its pieces.
 $(BUILD)/src/backends/dnnl/dnnl.o $(BUILD)/src/backends/dnnl/dnnl_pool.o \
-    $(BUILD)/src/backends/dnnl/dnnl_eltwise.o $(BUILD)/src/parallel/ps.o \
+    $(BUILD)/src/backends/dnnl/dnnl_eltwise.o $(BUILD)/src/backends/dnnl/dnnl_conv_matmul.o \
+    $(BUILD)/src/parallel/ps.o \
     $(BUILD)/src/parallel/accumulate.o: CFLAGS += -fopenmp
 # sqrtf without errno: the adaptive update rules vectorise (4x faster on
 # LeNet-5's 431k parameters, the same results).

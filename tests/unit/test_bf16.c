@@ -44,6 +44,7 @@
 #include "testlib.h"
 
 #include "backends/backend.h"
+#include "backends/choices.h"
 #include "base/memory.h"
 #include "base/rng.h"
 #include "ops/bf16.h"
@@ -259,11 +260,35 @@ static float f_bf16(float x)
  * then NaN: the copy alone must be read. */
 enum { W_ROUNDED, W_COPY };
 
+/* A convolution's plan given to the dnnl backend as a choice (its key as
+ * dnnl_conv.c's choice_key writes it for these kernels: every pass, no
+ * input or output kept in bf16), so that a run takes that plan rather
+ * than the one the backend would measure or default to; checked to be
+ * taken (a key that drifted from the backend's would leave the plan
+ * untested). NULL plan: none given. */
+static st_choices *plan_given(const st_backend *be, st_precision p, const bf_case *c,
+                              const char *plan)
+{
+    const st_conv_desc *d = &c->d.conv;
+    char key[ST_CHOICE_MAX];
+    st_choices *ch = NULL;
+    st_error err = {0};
+    snprintf(key, sizeof key, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d fwd+bwd%s%s",
+             c->name, c->n, d->ic, d->ih, d->iw, d->oc, d->oh, d->ow, d->kh, d->kw, d->sh, d->sw,
+             d->ph, d->pw, d->groups, p == ST_PRECISION_FP32 ? "" : " ",
+             p == ST_PRECISION_FP32 ? "" : st_precision_names[p]);
+    if (st_choices_create(&ch, be->choice_syntax, &err) != ST_OK ||
+        st_choices_add(ch, key, plan, "test_bf16", ST_CHOICE_FILE, &err) != ST_OK)
+        fail_msg("%s: the plan '%s': %s", c->name, plan, err.msg);
+    return ch;
+}
+
 /* Forward (training), backward-weights and backward-data (overwriting) of
  * case c on backend be in precision p, t's inputs to t's outputs, the
- * weights given as `given` says. */
-static void run_passes_given(const st_backend *be, st_precision p, const bf_case *c,
-                             bf_tensors *t, int given)
+ * weights given as `given` says, a convolution's plan forced where plan is
+ * not NULL (plan_given). */
+static void run_passes_planned(const st_backend *be, st_precision p, const bf_case *c,
+                               bf_tensors *t, int given, const char *plan)
 {
     st_error err = {0};
     st_kdesc_any d = c->d;
@@ -275,10 +300,22 @@ static void run_passes_given(const st_backend *be, st_precision p, const bf_case
     d.base.n_batch_sizes = 1;
     d.base.dst_plain = 1;
     st_backend_opts o = {.intra_threads = 1, .precision = p, .weights_bf16 = given == W_COPY};
+    st_choices *ch = plan ? plan_given(be, p, c, plan) : NULL;
+    if (ch) {
+        o.conv_impl = "auto";
+        o.choices = ch;
+    }
     st_bctx *ctx = NULL;
     st_kernel *k = NULL;
     if (be->ctx_create(&o, &ctx, &err) != ST_OK || be->kernel_create(ctx, &d.base, &k, &err))
         fail_msg("%s: %s backend, %s: %s", c->name, be->name, st_precision_names[p], err.msg);
+    if (ch) {
+        st_choice_counts counts;
+        st_choices_counts(ch, &counts);
+        if (counts.taken[ST_CHOICE_FILE] != 1)
+            fail_msg("%s: %s backend: the plan '%s' given was not taken (a key that differs "
+                     "from the backend's?)", c->name, be->name, plan);
+    }
     void *ws = bf_alloc(k->workspace_bytes / sizeof(float) + 16);
     void *scratch = bf_alloc(k->scratch_bytes / sizeof(float) + 16);
     bf_sizes z = sizes_of(c);
@@ -317,6 +354,13 @@ static void run_passes_given(const st_backend *be, st_precision p, const bf_case
     st_free_aligned(decoy);
     k->ops->destroy(k);
     be->ctx_destroy(ctx);
+    st_choices_free(ch);
+}
+
+static void run_passes_given(const st_backend *be, st_precision p, const bf_case *c,
+                             bf_tensors *t, int given)
+{
+    run_passes_planned(be, p, c, t, given, NULL);
 }
 
 static void run_passes(const st_backend *be, st_precision p, const bf_case *c, bf_tensors *t)
@@ -379,7 +423,8 @@ static long check_bitwise(const char *name, const char *what, const char *agains
 typedef struct bf_run {
     const bf_case *c;
     const st_backend *be;
-    char name[96]; /* "<backend>/<case>" */
+    const char *plan; /* a convolution's plan given (run_passes_planned), or NULL */
+    char name[128];   /* "<backend>/<case>", then " [plan]" */
 } bf_run;
 
 static void run_case(void **state)
@@ -404,7 +449,7 @@ static void run_case(void **state)
     tensors_map(&fp32, &in, &z, NULL);
     run_passes(ref, ST_PRECISION_FP32, c, &fp32);
     tensors_map(&bf16, &in, &z, NULL);
-    run_passes(be, ST_PRECISION_BF16, c, &bf16);
+    run_passes_planned(be, ST_PRECISION_BF16, c, &bf16, W_ROUNDED, run->plan);
     /* S: the sums of |a| |b| of each value, bias 0 */
     tensors_map(&mag, &in, &z, f_abs);
     memset(mag.bias, 0, z.bias * sizeof *mag.bias);
@@ -426,7 +471,7 @@ static void run_case(void **state)
     /* the weights' bf16 copy read instead of rounding them: the same bits */
     bf_tensors copy = tensors_new(&z);
     tensors_map(&copy, &in, &z, NULL);
-    run_passes_given(be, ST_PRECISION_BF16, c, &copy, W_COPY);
+    run_passes_planned(be, ST_PRECISION_BF16, c, &copy, W_COPY, run->plan);
     const char *read = "the kernel rounding the weights itself";
     failed += check_bitwise(run->name, "dst (weights' bf16 copy given)", read, bf16.dst,
                             copy.dst, z.dst) +
@@ -809,6 +854,21 @@ int main(void)
             r->c = &cases[i];
             r->be = be;
             snprintf(r->name, sizeof r->name, "%s/%s", name, cases[i].name);
+            tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
+        }
+        /* the dnnl backend's weight gradient as im2col + matmul
+         * (dnnl_conv_matmul.c), which its measurement picks where it is
+         * faster: forced on every convolution it takes (no groups), 2
+         * samples a matmul, so that the cases of 3 and 4 samples sum
+         * several matmuls */
+        for (int i = 0; be->conv_impls && i < N_CASES && n_runs < N_CASES * 8; i++) {
+            if (cases[i].d.base.kind != ST_K_CONV || cases[i].d.conv.groups != 1)
+                continue;
+            bf_run *r = &runs[n_runs++];
+            r->c = &cases[i];
+            r->be = be;
+            r->plan = "nhwc - - im2col+matmul/2";
+            snprintf(r->name, sizeof r->name, "%s/%s [%s]", name, cases[i].name, r->plan);
             tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
         }
         for (int i = 0; i < N_CHAIN && n_chains < N_CHAIN * 8; i++) {

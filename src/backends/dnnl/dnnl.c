@@ -244,14 +244,17 @@ static const char *effective_isa(void)
  * dispatches to and the CPU model (the timings) decide which
  * implementation exists and wins; the activations between layers are
  * 32-bit floats, and a choice made for bf16 operands has the precision in
- * its key (dnnl_conv.c's choice_key). */
+ * its key (dnnl_conv.c's choice_key); the candidates besides oneDNN's own
+ * (dnnl_conv_matmul.c's), so that choices measured without them are
+ * measured again. */
 static void dnnl_choice_context(char *buf, size_t size)
 {
     const dnnl_version_t *v = dnnl_version();
     char cpu[160];
     st_cpu_model(cpu, sizeof cpu);
-    snprintf(buf, size, "oneDNN %d.%d.%d (%s), isa %s, cpu %s, f32", v->major, v->minor,
-             v->patch, v->hash ? v->hash : "no hash", effective_isa(), cpu);
+    snprintf(buf, size, "oneDNN %d.%d.%d (%s), isa %s, cpu %s, f32; bf16 weight gradients "
+             "also as im2col+matmul", v->major, v->minor, v->patch, v->hash ? v->hash : "no hash",
+             effective_isa(), cpu);
 }
 
 /* st_backend.precision_supported: bf16 where oneDNN's instruction set is

@@ -14,7 +14,9 @@
  *
  * So a convolution is planned per kernel (dn_conv_plan): a layout family
  * for its activations (blocked, nhwc, nchw) and per pass the name of the
- * oneDNN implementation. With conv_impl "auto" the plan is measured when
+ * oneDNN implementation, or for a bf16 weight gradient on nhwc activations
+ * "im2col+matmul/C" (dnnl_conv_matmul.c: the input unfolded, C images at a
+ * time, and oneDNN's matmul; no primitive of the pass). With conv_impl "auto" the plan is measured when
  * the kernel is created (dnnl_conv_measure.c), on the worker's own batch:
  * every non-reference implementation oneDNN lists for the three families
  * is timed (pass by pass, on buffers of the right sizes), with the reorders
@@ -84,9 +86,17 @@ static st_status plan_pds(dn_kernel *k, const dn_conv_plan *plan, int n, int fir
     dnnl_convolution_desc_t op;
     dnnl_primitive_desc_t *out[DN_PASSES] = {&pds->fwd, &pds->bwd_data, &pds->bwd_weights};
     int runs[DN_PASSES] = {1, d->base.src_grad, d->base.backward};
+    int mm = dn_conv_mm_images_named(plan->impl[DN_PASS_BWD_WEIGHTS]) > 0;
     for (int p = 0; p < DN_PASSES && st == ST_OK; p++) {
         if (!runs[p])
             continue;
+        if (p == DN_PASS_BWD_WEIGHTS && mm) { /* no primitive: dnnl_conv_matmul.c */
+            if (!dn_conv_mm_usable(k, &src, &dst))
+                st = st_fail(err, ST_EBACKEND, "the weight gradient as %s needs bf16 "
+                             "operands, nhwc activations and no groups",
+                             plan->impl[DN_PASS_BWD_WEIGHTS]);
+            continue;
+        }
         const dnnl_memory_desc_t *w = p == DN_PASS_FWD ? &wei : p == DN_PASS_BWD_DATA ? &weid
                                                                                        : &weiw;
         st = dn_conv_op(k, &g, p, &src, w, &dst, &op, err);
@@ -139,10 +149,17 @@ static st_status plan_build(dn_kernel *k, dn_variant *v, int first, st_error *er
         return st;
     dnnl_memory_desc_t src = *dn_pd_md(pds.fwd, DNNL_ARG_SRC);
     dnnl_memory_desc_t dst = *dn_pd_md(pds.fwd, DNNL_ARG_DST);
-    if (first) {
+    /* the weight gradient as im2col + matmul: its layout, then its matmul */
+    int mm = k->d.base.backward ? dn_conv_mm_images_named(k->plan.impl[DN_PASS_BWD_WEIGHTS]) : 0;
+    dnnl_memory_desc_t dw_mm;
+    if (mm && (st = dn_conv_mm_dw_md(k, &dw_mm, err)) == ST_OK)
+        pds.dw_md = &dw_mm;
+    if (first && st == ST_OK) {
         k->psrc = src;
         st = dn_weights_edges(k, &pds, &wplain, err);
     }
+    if (mm && st == ST_OK)
+        st = dn_conv_mm_build(k, v, mm, first, err);
     return dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
 }
 
@@ -158,7 +175,8 @@ static void plan_format(const dn_conv_plan *plan, char *buf, size_t size)
 /* What a plan's text is, for messages. */
 static const char plan_syntax[] = "expected 'LAYOUT FWD BWD_DATA BWD_WEIGHTS', LAYOUT one of "
                                   "blocked, nhwc, nchw, then oneDNN implementation names (of "
-                                  "at most 63 bytes) or '-'";
+                                  "at most 63 bytes) or '-' (BWD_WEIGHTS in bf16 also "
+                                  "im2col+matmul/IMAGES)";
 
 /* "FAMILY FWD BWD_DATA BWD_WEIGHTS" ("-": oneDNN's first), words separated
  * by spaces or tabs; 0 if malformed (a word too long for its field

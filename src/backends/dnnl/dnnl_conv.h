@@ -1,5 +1,6 @@
-/* What the oneDNN convolution's three files share: dnnl_conv_desc.c (the
+/* What the oneDNN convolution's four files share: dnnl_conv_desc.c (the
  * geometry and descriptors, oneDNN's implementations of a pass), below
+ * dnnl_conv_matmul.c (the weight gradient as im2col + matmul), below
  * dnnl_conv_measure.c (the measured choice of a plan), below dnnl_conv.c
  * (plans and their primitives, the decision): they call one way. Private
  * to src/backends/dnnl/. */
@@ -56,6 +57,36 @@ st_status dn_impls_visit(st_bctx *c, const dnnl_convolution_desc_t *op,
 st_status dn_pd_pick(st_bctx *c, const dnnl_convolution_desc_t *op,
                      const_dnnl_primitive_desc_t hint, int post, float alpha, const char *impl,
                      int gemm_only, int fallback, dnnl_primitive_desc_t *pd, st_error *err);
+
+/* How many times a trial is run, given its first run's ms: once when that
+ * exceeds cutoff ms, else the more the shorter it is (two from 20 ms on:
+ * one run alone can be slowed by a neighbour on a shared machine); the
+ * least is its time. */
+int dn_trial_runs(double first_ms, double cutoff);
+
+/* ---- the weight gradient as im2col + matmul (dnnl_conv_matmul.c) ---- */
+
+/* The plan's backward-weights implementation "im2col+matmul/C": C (the
+ * samples a matmul takes), or 0 for any other name; its name for C. */
+int dn_conv_mm_images_named(const char *impl);
+void dn_conv_mm_name(int images, char *buf, size_t size);
+/* Whether kernel k may take it with activations src and dst as the
+ * forward chose them (bf16 operands, dense nhwc, no groups). */
+int dn_conv_mm_usable(const dn_kernel *k, const dnnl_memory_desc_t *src,
+                      const dnnl_memory_desc_t *dst);
+/* The samples a matmul takes for a batch of n: about 512 output pixels, a
+ * divisor of n. */
+int dn_conv_mm_default(const dn_kernel *k, int n);
+/* The layout the matmul writes the weight gradient in (f32 ohwi): the
+ * kernel's pww, reordered to plain by its edge. */
+st_status dn_conv_mm_dw_md(const dn_kernel *k, dnnl_memory_desc_t *md, st_error *err);
+/* Variant v's matmul (first: also the kernel's unfolded-input buffer and
+ * dw_other), images samples a matmul at most. */
+st_status dn_conv_mm_build(dn_kernel *k, dn_variant *v, int images, int first, st_error *err);
+/* Milliseconds of the pass on n samples of trial values, images a matmul
+ * (dn_trial_runs). */
+st_status dn_conv_mm_time(const dn_kernel *k, int n, int images, double cutoff, double *ms,
+                          st_error *err);
 
 /* Measure the candidate plans of kernel k (dnnl_conv_measure.c); the
  * fastest usable into plan and what was tried into trials [size]. */

@@ -62,10 +62,8 @@ static int arg_role(int arg)
     }
 }
 
-/* Milliseconds of one run of pd on the trial buffers: the least of a few
- * runs (fewer the longer a run takes, two from 20 ms on: one run alone can
- * be slowed by a neighbour on a shared machine), or of one when the first
- * run already takes more than cutoff ms. */
+/* Milliseconds of one run of pd on the trial buffers: the least of
+ * dn_trial_runs runs. */
 static st_status time_pd(st_bctx *c, const_dnnl_primitive_desc_t pd, trial_bufs *tb,
                          double cutoff, double *ms, st_error *err)
 {
@@ -91,7 +89,7 @@ static st_status time_pd(st_bctx *c, const_dnnl_primitive_desc_t pd, trial_bufs 
         st = dn_exec_run(c, &e, scratch, err);
         double t = 1e3 * (st_now() - t0);
         if (r == 0)
-            runs = t > cutoff ? 1 : t > 20.0 ? 2 : t > 2.0 ? 3 : 5;
+            runs = dn_trial_runs(t, cutoff);
         if (r == 0 || t < best)
             best = t;
     }
@@ -144,6 +142,8 @@ typedef struct conv_group {
     double ms[DN_PASSES];          /* each pass's fastest */
     double edges;                  /* the reorders its layouts force, per iteration */
     double total;
+    double mm_ms;                  /* the weight gradient as im2col + matmul, */
+    int mm_images;                 /* mm_images a matmul (0: not timed) */
     int usable;                    /* every pass that runs has an implementation */
     int pruned;                    /* its forward is too slow to time the rest */
 } conv_group;
@@ -279,6 +279,29 @@ static st_status group_edges(trial *t, conv_group *g, const dnnl_memory_desc_t *
     return st;
 }
 
+/* Group g's weight gradient as im2col + matmul (dnnl_conv_matmul.c),
+ * against the fastest of oneDNN's: when it is faster, its name and time
+ * become the group's, *mm 1, and ww the layout it writes. */
+static st_status mm_trial(trial *t, conv_group *g, int *mm, dnnl_memory_desc_t *ww,
+                          st_error *err)
+{
+    int p = DN_PASS_BWD_WEIGHTS, n = t->k->d.base.n, images = dn_conv_mm_default(t->k, n);
+    double ms;
+    st_status st = dn_conv_mm_time(t->k, n, images, cutoff(t, p), &ms, err);
+    if (st != ST_OK)
+        return st;
+    if (!t->best[p] || ms < t->best[p])
+        t->best[p] = ms;
+    g->mm_ms = ms;
+    g->mm_images = images;
+    *mm = !g->impl[p][0] || ms < g->ms[p];
+    if (!*mm)
+        return ST_OK;
+    g->ms[p] = ms;
+    dn_conv_mm_name(images, g->impl[p], sizeof g->impl[p]);
+    return dn_conv_mm_dw_md(t->k, ww, err);
+}
+
 /* The backward passes of group g: the fastest implementation of each, and
  * the weights layouts they chose (into wd / ww); pruned once its passes
  * take more than bound ms. */
@@ -309,6 +332,15 @@ static st_status group_backward(trial *t, conv_group *g, const dn_conv_geom *geo
             st = t->st;
         if (st != ST_OK)
             break;
+        if (p == DN_PASS_BWD_WEIGHTS && dn_conv_mm_usable(t->k, &g->src, &g->dst)) {
+            int mm = 0;
+            if ((st = mm_trial(t, g, &mm, ww, err)) != ST_OK)
+                break;
+            if (mm) {
+                sum += g->ms[p];
+                continue;
+            }
+        }
         if (!g->impl[p][0]) {
             g->usable = 0; /* only the reference implementation: never the fastest */
             break;
@@ -355,7 +387,11 @@ static void group_describe(const conv_group *g, const st_kdesc *b, char *buf, si
             at += (size_t)snprintf(buf + at, size - at, " %s %.3f %s +", dn_pass_names[p], g->ms[p],
                                    g->impl[p]);
     if (at < size)
-        snprintf(buf + at, size - at, " edges %.3f", g->edges);
+        at += (size_t)snprintf(buf + at, size - at, " edges %.3f", g->edges);
+    char mm[64];
+    dn_conv_mm_name(g->mm_images, mm, sizeof mm);
+    if (g->mm_images && strcmp(mm, g->impl[DN_PASS_BWD_WEIGHTS]) != 0 && at < size)
+        snprintf(buf + at, size - at, " (bwd_weights %s %.3f)", mm, g->mm_ms);
 }
 
 st_status dn_conv_measure(dn_kernel *k, dn_conv_plan *plan, char *trials, size_t size,

@@ -68,7 +68,7 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
             return st_fail(err, ST_EINTERNAL, "oneDNN backend: the %s activation on bf16 "
                            "outputs", st_act_names[d->act]);
         k->base.ops = &act_bf16_ops;
-        dn_pass_pds none = {NULL, NULL, NULL};
+        dn_pass_pds none = {NULL, NULL, NULL, NULL};
         return dn_finish_build(k, v, ST_OK, &none, &usrc, &usrc, &usrc, first, err);
     }
     float alpha;
@@ -84,7 +84,7 @@ static st_status act_build(dn_kernel *k, dn_variant *v, int first, st_error *err
     st = dn_make_pd(c, &fpd, &fd, NULL, 0, 0, "eltwise forward", err);
     if (st == ST_OK)
         st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "eltwise backward", err);
-    dn_pass_pds pds = {fpd, bpd, NULL};
+    dn_pass_pds pds = {fpd, bpd, NULL, NULL};
     return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 
@@ -113,7 +113,7 @@ static st_status softmax_build(dn_kernel *k, dn_variant *v, int first, st_error 
     if (st == ST_OK && d->temperature != 1.0f)
         st = dn_post_build(k, v, dnnl_eltwise_linear, 1.0f / d->temperature, &md,
                            "softmax temperature", err);
-    dn_pass_pds pds = {spd, NULL, NULL};
+    dn_pass_pds pds = {spd, NULL, NULL, NULL};
     return dn_finish_build(k, v, st, &pds, &md, &md, &md, first, err);
 }
 

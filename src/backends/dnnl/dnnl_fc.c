@@ -73,7 +73,7 @@ static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
         dnnl_primitive_desc_destroy(fpd);
         fpd = NULL;
     }
-    dn_pass_pds pds = {fpd, dpd, wpd};
+    dn_pass_pds pds = {fpd, dpd, wpd, NULL};
     if (st == ST_OK && bf && first)
         st = dn_weights_edges(k, &pds, &wplain, err);
     st = dn_finish_build(k, v, st, &pds, &usrc, &psrc, &dst, first, err);

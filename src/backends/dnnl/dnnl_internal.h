@@ -85,6 +85,7 @@ typedef struct dn_variant {
     dn_exec dsrc_out;  /*        primitive diff_src -> user diff_src */
     dn_exec dsrc_add;  /*        the same, adding to it */
     dn_exec dbias;     /* bf16, diff_dst not dense: the bias gradient (dbias_dense) */
+    dn_exec bww_mm;    /* convolution, im2col + matmul: the weight gradient's matmul */
 } dn_variant;
 
 #define EXECS_PER_VARIANT (sizeof(dn_variant) / sizeof(dn_exec))
@@ -139,13 +140,26 @@ typedef struct dn_kernel {
     int dbias_dense;
     dn_dense ddst_dense;
     dn_conv_plan plan;     /* convolution: the implementation of every pass */
+    /* The weight gradient computed without a primitive (NULL: by
+     * v->bwd_weights), into dw in pww's layout, from src and diff_dst in
+     * the primitives' layouts: the convolution's im2col + matmul
+     * (dnnl_conv_matmul.c), mm_images samples a matmul, the unfolded
+     * input at ws_col. */
+    st_status (*dw_other)(struct dn_kernel *k, dn_variant *v, int n, const void *src,
+                          const void *ddst, void *dw, void *workspace, void *scratch,
+                          st_error *err);
+    int mm_images;
+    size_t ws_col;
     dn_dense pool_src, pool_dst; /* direct max pooling (dnnl_pool.c): its layouts */
 } dn_kernel;
 
 /* The primitive descriptors of a layer's passes; NULL where a pass is not
- * a primitive. */
+ * a primitive. dw_md: the layout of a weight gradient that no primitive
+ * computes (dn_kernel.dw_other), NULL where bwd_weights gives it or none
+ * is computed. */
 typedef struct dn_pass_pds {
     dnnl_primitive_desc_t fwd, bwd_data, bwd_weights;
+    const dnnl_memory_desc_t *dw_md;
 } dn_pass_pds;
 
 st_status dn_fail(st_error *err, const char *what, dnnl_status_t s);

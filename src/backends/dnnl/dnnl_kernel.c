@@ -270,7 +270,9 @@ st_status dn_weights_edges(dn_kernel *k, const dn_pass_pds *pds,
 {
     k->pw = *dn_pd_md(pds->fwd, DNNL_ARG_WEIGHTS);
     k->pwd = pds->bwd_data ? *dn_pd_md(pds->bwd_data, DNNL_ARG_WEIGHTS) : k->pw;
-    k->pww = pds->bwd_weights ? *dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_WEIGHTS) : *wplain;
+    k->pww = pds->bwd_weights ? *dn_pd_md(pds->bwd_weights, DNNL_ARG_DIFF_WEIGHTS)
+             : pds->dw_md     ? *pds->dw_md
+                              : *wplain;
     dnnl_memory_desc_t win = dn_weights_user_md(k, wplain);
     st_status st = weights_edge(k, &win, &k->pw, 0, &k->w_edge, &k->ws_w, &k->w_in, err);
     if (st == ST_OK && !dnnl_memory_desc_equal(&k->pwd, &k->pw))
@@ -395,7 +397,8 @@ st_status dn_finish_build(dn_kernel *k, dn_variant *v, st_status st, dn_pass_pds
                             N_OF(BWD_WEIGHTS_ARGS), err);
     if (st == ST_OK)
         st = dn_build_edges(k, v, usrc, psrc, pdst, first, err);
-    if (st == ST_OK && pds->bwd_weights && has_bias(k) && k->operand_dt != dnnl_f32) {
+    if (st == ST_OK && (pds->bwd_weights || pds->dw_md) && has_bias(k) &&
+        k->operand_dt != dnnl_f32) {
         dnnl_memory_desc_t plain, ddst = dn_md_as(pdst, dnnl_f32); /* diff_dst as given */
         if (k->dst_edge && (st = dn_md_plain(&plain, pdst->ndims, pdst->dims, err)) == ST_OK)
             ddst = plain;
@@ -538,7 +541,9 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
     void *dw = k->dw_edge ? dn_at(a->workspace, k->ws_dw) : a->diff_weights;
     const dn_arg args[] = {{DNNL_ARG_SRC, dn_bwd_src(k, a)}, {DNNL_ARG_DIFF_DST, ddst},
                            {DNNL_ARG_DIFF_WEIGHTS, dw}, {DNNL_ARG_DIFF_BIAS, a->diff_bias}};
-    if (st == ST_OK)
+    if (st == ST_OK && k->dw_other)
+        st = k->dw_other(k, v, a->n, dn_bwd_src(k, a), ddst, dw, a->workspace, a->scratch, err);
+    else if (st == ST_OK)
         st = dn_exec_call(k->ctx, &v->bwd_weights, args, N_OF(args), a->scratch, err);
     if (st == ST_OK && k->dbias_dense) {
         const dnnl_memory_desc_t *d = &k->pdst; /* [n, c] or [n, c, h, w] */

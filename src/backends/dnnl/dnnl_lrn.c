@@ -21,7 +21,7 @@ static st_status lrn_build(dn_kernel *k, dn_variant *v, int first, st_error *err
         st = dn_make_pd(c, &bpd, &bd, fpd, 0, 0, "LRN backward", err);
     if (st == ST_OK)
         st = dn_take_prim_workspace(k, fpd, first, err);
-    dn_pass_pds pds = {fpd, bpd, NULL};
+    dn_pass_pds pds = {fpd, bpd, NULL, NULL};
     return dn_finish_build(k, v, st, &pds, &usrc, &usrc, &usrc, first, err);
 }
 

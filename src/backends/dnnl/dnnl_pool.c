@@ -292,7 +292,7 @@ static st_status direct_build(dn_kernel *k, dn_variant *v, const dnnl_memory_des
         k->ws_prim_bytes = dnnl_memory_desc_get_size(&values) / sizeof(float);
         k->ws_prim = dn_ws_take(k, k->ws_prim_bytes);
     }
-    dn_pass_pds none = {NULL, NULL, NULL};
+    dn_pass_pds none = {NULL, NULL, NULL, NULL};
     return dn_finish_build(k, v, ST_OK, &none, usrc, usrc, &dst, first, err);
 }
 
@@ -335,7 +335,7 @@ static st_status pool_build(dn_kernel *k, dn_variant *v, int first, st_error *er
     }
     if (st == ST_OK)
         st = dn_take_prim_workspace(k, fpd, first, err);
-    dn_pass_pds pds = {fpd, bpd, NULL};
+    dn_pass_pds pds = {fpd, bpd, NULL, NULL};
     return dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
 }
 
