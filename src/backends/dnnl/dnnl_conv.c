@@ -16,8 +16,9 @@
  * for its activations (blocked, nhwc, nchw) and per pass the name of the
  * oneDNN implementation, or for a bf16 weight gradient on nhwc activations
  * "im2col+matmul/C" (dnnl_conv_matmul.c: the input unfolded, C images at a
- * time, and oneDNN's matmul; no primitive of the pass). With conv_impl "auto" the plan is measured when
- * the kernel is created (dnnl_conv_measure.c), on the worker's own batch:
+ * time, and oneDNN's matmul; no primitive of the pass). With conv_impl
+ * "auto" the plan is measured when the kernel is created
+ * (dnnl_conv_measure.c), on the worker's own batch:
  * every non-reference implementation oneDNN lists for the three families
  * is timed (pass by pass, on buffers of the right sizes), with the reorders
  * the layouts force at the kernel's edges (its input arriving in another
@@ -158,9 +159,10 @@ static st_status plan_build(dn_kernel *k, dn_variant *v, int first, st_error *er
         k->psrc = src;
         st = dn_weights_edges(k, &pds, &wplain, err);
     }
+    st = dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
     if (mm && st == ST_OK)
         st = dn_conv_mm_build(k, v, mm, first, err);
-    return dn_finish_build(k, v, st, &pds, &usrc, &src, &dst, first, err);
+    return st;
 }
 
 /* ---- plans as text ---- */

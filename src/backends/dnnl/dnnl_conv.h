@@ -80,8 +80,10 @@ int dn_conv_mm_default(const dn_kernel *k, int n);
 /* The layout the matmul writes the weight gradient in (f32 ohwi): the
  * kernel's pww, reordered to plain by its edge. */
 st_status dn_conv_mm_dw_md(const dn_kernel *k, dnnl_memory_desc_t *md, st_error *err);
-/* Variant v's matmul (first: also the kernel's unfolded-input buffer and
- * dw_other), images samples a matmul at most. */
+/* Variant v's matmul (first: also room for the unfolded input in the
+ * scratch's temporaries, and dw_other), images samples a matmul at most;
+ * after the variant's other primitives (dn_finish_build sets the
+ * temporaries it needs first). */
 st_status dn_conv_mm_build(dn_kernel *k, dn_variant *v, int images, int first, st_error *err);
 /* Milliseconds of the pass on n samples of trial values, images a matmul
  * (dn_trial_runs). */

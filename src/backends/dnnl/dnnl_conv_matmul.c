@@ -167,12 +167,16 @@ static st_status mm_pass(const dn_kernel *k, dn_exec *e, int n, int images, cons
     return st;
 }
 
-/* dn_kernel.dw_other: the pass of variant v on the kernel's buffers. */
+/* dn_kernel.dw_other: the pass of variant v, the unfolded input in the
+ * scratch's temporaries (after the primitives' scratchpad, as diff_src's
+ * before its reorder: the pass needs it only while it runs). */
 static st_status mm_run(dn_kernel *k, dn_variant *v, int n, const void *src, const void *ddst,
                         void *dw, void *workspace, void *scratch, st_error *err)
 {
-    return mm_pass(k, &v->bww_mm, n, mm_images(n, k->mm_images), src, ddst,
-                   dn_at(workspace, k->ws_col), dw, scratch, err);
+    (void)workspace;
+    void *col = (char *)scratch + (k->scratchpad + 63) / 64 * 64;
+    return mm_pass(k, &v->bww_mm, n, mm_images(n, k->mm_images), src, ddst, col, dw, scratch,
+                   err);
 }
 
 static size_t col_bytes(const st_conv_desc *d, int images)
@@ -185,7 +189,8 @@ st_status dn_conv_mm_build(dn_kernel *k, dn_variant *v, int images, int first, s
     const st_conv_desc *d = &k->d.conv;
     if (first) {
         k->mm_images = images;
-        k->ws_col = dn_ws_take(k, col_bytes(d, images));
+        if (col_bytes(d, images) > k->tmp_bytes)
+            k->tmp_bytes = col_bytes(d, images);
         k->dw_other = mm_run;
     }
     static const int ids[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};

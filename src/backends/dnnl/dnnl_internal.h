@@ -132,7 +132,8 @@ typedef struct dn_kernel {
     const void *w_of, *w_ws;
     size_t ws_prim_bytes;
     size_t scratchpad;     /* largest primitive scratchpad */
-    size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src, */
+    size_t tmp_bytes;      /* temporaries after it in the scratch: diff_src (or a
+                              convolution's unfolded input, dw_other), */
     size_t dst_t_off;      /* then the inner product's dst^T at this offset */
     /* bf16 with a bias: its gradient summed from the f32 diff_dst
      * (dnnl_kernel.c's bias_grad_build), in plain C over diff_dst's dense
@@ -143,13 +144,11 @@ typedef struct dn_kernel {
     /* The weight gradient computed without a primitive (NULL: by
      * v->bwd_weights), into dw in pww's layout, from src and diff_dst in
      * the primitives' layouts: the convolution's im2col + matmul
-     * (dnnl_conv_matmul.c), mm_images samples a matmul, the unfolded
-     * input at ws_col. */
+     * (dnnl_conv_matmul.c), mm_images samples a matmul. */
     st_status (*dw_other)(struct dn_kernel *k, dn_variant *v, int n, const void *src,
                           const void *ddst, void *dw, void *workspace, void *scratch,
                           st_error *err);
     int mm_images;
-    size_t ws_col;
     dn_dense pool_src, pool_dst; /* direct max pooling (dnnl_pool.c): its layouts */
 } dn_kernel;
 
