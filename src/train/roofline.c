@@ -107,11 +107,14 @@ typedef struct amx_tile_config {
     unsigned char rows[16];
 } amx_tile_config;
 
-enum { AMX_CHAINS = 6 }; /* accumulator tiles 0-5: more than tdpbf16ps's latency / issue */
+enum {
+    AMX_CHAINS = 6,                /* accumulator tiles 0-5: more than latency / issue */
+    AMX_PRODUCT = 2 * 16 * 16 * 32 /* flops of a tdpbf16ps: a 16x16 fp32 tile += a 16x32
+                                      bf16 tile times a 32x16 one */
+};
 
 /* Flops per second of `iters` rounds of AMX_CHAINS independent tile
- * products (tdpbf16ps: a 16x16 fp32 tile += a 16x32 bf16 tile times a
- * 32x16 one, 2 x 16 x 16 x 32 flops), operands in tiles 6 and 7. */
+ * products, operands in tiles 6 and 7. */
 __attribute__((target("amx-tile,amx-bf16"))) static double tdpbf16_rate(long iters)
 {
     amx_tile_config cfg;
@@ -145,7 +148,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static double tdpbf16_rate(long ite
     double dt = st_now() - t0;
     _tile_release();
     __asm__ volatile("" : : "r"(sink) : "memory");
-    return 2.0 * 16 * 16 * 32 * AMX_CHAINS * (double)iters / dt;
+    return (double)AMX_PRODUCT * AMX_CHAINS * (double)iters / dt;
 }
 
 /* Best of a few rounds of about 40 ms (the first, of 2^16 iterations,
@@ -212,7 +215,7 @@ void st_roofline_measure(st_roofline *r, double fma_gflops)
     if (cpu_has_amx_bf16()) {
         r->amx_isa = "AMX tiles refused by the kernel (arch_prctl)";
         if (amx_tiles_granted()) {
-            r->amx_gflops = best_rate(tdpbf16_rate, 2.0 * 16 * 16 * 32 * AMX_CHAINS) / 1e9;
+            r->amx_gflops = best_rate(tdpbf16_rate, (double)AMX_PRODUCT * AMX_CHAINS) / 1e9;
             r->amx_isa = "AMX tile products";
         }
     }

@@ -9,9 +9,9 @@
  * 600-1,100 for forward and backward-data), while its bf16 matmul (brgemm
  * on the tiles) multiplies the same operands at 460-530 GFLOP/s: with the
  * input unfolded by im2col, those layers' weight gradients took about two
- * thirds of the convolution's time (25.5 -> 17.4, 12.8 -> 8.6, 17.6 ->
- * 11.8 ms, one core of a 2-core Xeon). Where it is slower (3 input
- * channels, whose im2col is all copying; CPUs without AMX), the
+ * thirds of oneDNN's time (25.5 -> 17.4, 12.8 -> 8.6, 17.6 -> 11.8 ms, one
+ * core of a 2-core Xeon). Where it is slower (3 input channels, whose
+ * im2col is all copying; AlexNet 227's larger images on two threads), the
  * measurement keeps oneDNN's.
  *
  * The arithmetic is the pass's in bf16: each product of two bf16 operands
