@@ -260,12 +260,13 @@ static float f_bf16(float x)
  * then NaN: the copy alone must be read. */
 enum { W_ROUNDED, W_COPY };
 
-/* A convolution's plan given to the dnnl backend as a choice (its key as
- * dnnl_conv.c's choice_key writes it for these kernels: every pass, no
- * input or output kept in bf16), so that a run takes that plan rather
- * than the one the backend would measure or default to; checked to be
- * taken (a key that drifted from the backend's would leave the plan
- * untested). NULL plan: none given. */
+/* A kernel choice given to the dnnl backend (its key as dnnl_conv.c's
+ * choice_key writes it for these convolutions: every pass, no input or
+ * output kept in bf16; as dnnl_fc.c's fc_choice_key for an inner
+ * product's weight gradient in bf16), so that a run takes that choice
+ * rather than the one the backend would measure or default to; checked to
+ * be taken (a key that drifted from the backend's would leave the choice
+ * untested). */
 static st_choices *plan_given(const st_backend *be, st_precision p, const bf_case *c,
                               const char *plan)
 {
@@ -273,10 +274,15 @@ static st_choices *plan_given(const st_backend *be, st_precision p, const bf_cas
     char key[ST_CHOICE_MAX];
     st_choices *ch = NULL;
     st_error err = {0};
-    snprintf(key, sizeof key, "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d fwd+bwd%s%s",
-             c->name, c->n, d->ic, d->ih, d->iw, d->oc, d->oh, d->ow, d->kh, d->kw, d->sh, d->sw,
-             d->ph, d->pw, d->groups, p == ST_PRECISION_FP32 ? "" : " ",
-             p == ST_PRECISION_FP32 ? "" : st_precision_names[p]);
+    if (c->d.base.kind == ST_K_FC)
+        snprintf(key, sizeof key, "%s n%d %d>%d %s bwd_weights", c->name, c->n, c->d.fc.in,
+                 c->d.fc.out, st_precision_names[p]);
+    else
+        snprintf(key, sizeof key,
+                 "%s n%d %dx%dx%d>%dx%dx%d k%dx%d s%dx%d p%dx%d g%d fwd+bwd%s%s", c->name, c->n,
+                 d->ic, d->ih, d->iw, d->oc, d->oh, d->ow, d->kh, d->kw, d->sh, d->sw, d->ph,
+                 d->pw, d->groups, p == ST_PRECISION_FP32 ? "" : " ",
+                 p == ST_PRECISION_FP32 ? "" : st_precision_names[p]);
     if (st_choices_create(&ch, be->choice_syntax, &err) != ST_OK ||
         st_choices_add(ch, key, plan, "test_bf16", ST_CHOICE_FILE, &err) != ST_OK)
         fail_msg("%s: the plan '%s': %s", c->name, plan, err.msg);
@@ -285,8 +291,8 @@ static st_choices *plan_given(const st_backend *be, st_precision p, const bf_cas
 
 /* Forward (training), backward-weights and backward-data (overwriting) of
  * case c on backend be in precision p, t's inputs to t's outputs, the
- * weights given as `given` says, a convolution's plan forced where plan is
- * not NULL (plan_given). */
+ * weights given as `given` says, a kernel choice forced where plan is not
+ * NULL (plan_given). */
 static void run_passes_planned(const st_backend *be, st_precision p, const bf_case *c,
                                bf_tensors *t, int given, const char *plan)
 {
@@ -423,7 +429,7 @@ static long check_bitwise(const char *name, const char *what, const char *agains
 typedef struct bf_run {
     const bf_case *c;
     const st_backend *be;
-    const char *plan; /* a convolution's plan given (run_passes_planned), or NULL */
+    const char *plan; /* a kernel choice given (run_passes_planned), or NULL */
     char name[128];   /* "<backend>/<case>", then " [plan]" */
 } bf_run;
 
@@ -856,18 +862,20 @@ int main(void)
             snprintf(r->name, sizeof r->name, "%s/%s", name, cases[i].name);
             tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
         }
-        /* the dnnl backend's weight gradient as im2col + matmul
-         * (dnnl_conv_matmul.c), which its measurement picks where it is
-         * faster: forced on every convolution it takes (no groups), 2
-         * samples a matmul, so that the cases of 3 and 4 samples sum
-         * several matmuls */
+        /* the dnnl backend's other weight gradients, which its
+         * measurement picks where they are faster, forced: a
+         * convolution's as im2col + matmul (dnnl_conv_matmul.c) on every
+         * convolution it takes (no groups), 2 samples a matmul, so that
+         * the cases of 3 and 4 samples sum several matmuls; an inner
+         * product's as fp32's sgemm on the widened operands (dnnl_fc.c) */
         for (int i = 0; be->conv_impls && i < N_CASES && n_runs < N_CASES * 8; i++) {
-            if (cases[i].d.base.kind != ST_K_CONV || cases[i].d.conv.groups != 1)
+            int fc = cases[i].d.base.kind == ST_K_FC;
+            if (!fc && cases[i].d.conv.groups != 1)
                 continue;
             bf_run *r = &runs[n_runs++];
             r->c = &cases[i];
             r->be = be;
-            r->plan = "nhwc - - im2col+matmul/2";
+            r->plan = fc ? "sgemm" : "nhwc - - im2col+matmul/2";
             snprintf(r->name, sizeof r->name, "%s/%s [%s]", name, cases[i].name, r->plan);
             tests[n_tests++] = (struct CMUnitTest){r->name, run_case, NULL, NULL, r};
         }

@@ -245,16 +245,16 @@ static const char *effective_isa(void)
  * implementation exists and wins; the activations between layers are
  * 32-bit floats, and a choice made for bf16 operands has the precision in
  * its key (dnnl_conv.c's choice_key); the candidates besides oneDNN's own
- * (dnnl_conv_matmul.c's), so that choices measured without them are
- * measured again. */
+ * (dnnl_conv_matmul.c's, dnnl_fc.c's sgemm), so that choices measured
+ * without them are measured again. */
 static void dnnl_choice_context(char *buf, size_t size)
 {
     const dnnl_version_t *v = dnnl_version();
     char cpu[160];
     st_cpu_model(cpu, sizeof cpu);
     snprintf(buf, size, "oneDNN %d.%d.%d (%s), isa %s, cpu %s, f32; bf16 weight gradients "
-             "also as im2col+matmul", v->major, v->minor, v->patch, v->hash ? v->hash : "no hash",
-             effective_isa(), cpu);
+             "also as im2col+matmul and sgemm", v->major, v->minor, v->patch,
+             v->hash ? v->hash : "no hash", effective_isa(), cpu);
 }
 
 /* st_backend.precision_supported: bf16 where oneDNN's instruction set is
@@ -317,6 +317,18 @@ static st_status dnnl_bf16_convert(st_bctx *c, const float *src, uint16_t *dst, 
     return st;
 }
 
+/* st_backend.choice_syntax: a convolution's plan (dnnl_conv.c) or an
+ * inner product's weight-gradient choice (dnnl_fc.c). */
+static int dnnl_choice_syntax(const char *value, char *why, size_t size)
+{
+    if (dn_fc_choice_syntax(value) || dn_conv_choice_syntax(value, why, size))
+        return 1;
+    size_t at = strlen(why);
+    snprintf(why + at, size - at, "; or, an inner product's weight gradient in bf16, "
+             "inner-product or sgemm");
+    return 0;
+}
+
 /* st_backend.layouts_equal: the kernels' dst_layouts are oneDNN memory
  * descriptors. */
 static int dnnl_layouts_equal(const void *a, const void *b)
@@ -327,7 +339,7 @@ static int dnnl_layouts_equal(const void *a, const void *b)
 const st_backend st_backend_dnnl = {
     .name = "dnnl",
     .conv_impls = dn_conv_impls,
-    .choice_syntax = dn_conv_choice_syntax,
+    .choice_syntax = dnnl_choice_syntax,
     .choice_context = dnnl_choice_context,
     .precision_supported = dnnl_precision_supported,
     .bf16_on_tiles = dnnl_bf16_on_tiles,

@@ -58,12 +58,6 @@ st_status dn_pd_pick(st_bctx *c, const dnnl_convolution_desc_t *op,
                      const_dnnl_primitive_desc_t hint, int post, float alpha, const char *impl,
                      int gemm_only, int fallback, dnnl_primitive_desc_t *pd, st_error *err);
 
-/* How many times a trial is run, given its first run's ms: once when that
- * exceeds cutoff ms, else the more the shorter it is (two from 20 ms on:
- * one run alone can be slowed by a neighbour on a shared machine); the
- * least is its time. */
-int dn_trial_runs(double first_ms, double cutoff);
-
 /* ---- the weight gradient as im2col + matmul (dnnl_conv_matmul.c) ---- */
 
 /* The plan's backward-weights implementation "im2col+matmul/C": C (the

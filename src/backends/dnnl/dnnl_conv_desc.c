@@ -75,11 +75,6 @@ st_status dn_conv_op(const dn_kernel *k, const dn_conv_geom *g, int p,
     return ST_OK;
 }
 
-int dn_trial_runs(double first_ms, double cutoff)
-{
-    return first_ms > cutoff ? 1 : first_ms > 20.0 ? 2 : first_ms > 2.0 ? 3 : 5;
-}
-
 st_status dn_md_tag(dnnl_memory_desc_t *md, const dnnl_dims_t dims, dnnl_format_tag_t tag,
                     st_error *err)
 {

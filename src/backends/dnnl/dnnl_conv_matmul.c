@@ -203,15 +203,6 @@ st_status dn_conv_mm_build(dn_kernel *k, dn_variant *v, int images, int first, s
     return st;
 }
 
-/* Small values exact in bf16 (2^-7), no denormals: every path at its speed. */
-static void *trial_buffer(size_t bytes, st_error *err)
-{
-    uint16_t *p = st_alloc_aligned((bytes + 63) / 64 * 64, "im2col + matmul trial", err);
-    for (size_t i = 0; p && i < (bytes + 63) / 64 * 32; i++)
-        p[i] = 0x3c00;
-    return p;
-}
-
 st_status dn_conv_mm_time(const dn_kernel *k, int n, int images, double cutoff, double *ms,
                           st_error *err)
 {
@@ -224,12 +215,13 @@ st_status dn_conv_mm_time(const dn_kernel *k, int n, int images, double cutoff, 
     if (st == ST_OK)
         st = dn_exec_init(k->ctx, &e, pd, ids, N_OF(ids), err);
     void *src = NULL, *ddst = NULL, *col = NULL, *dw = NULL, *scratch = NULL;
+    const char *what = "im2col + matmul trial";
     if (st == ST_OK &&
-        (!(src = trial_buffer((size_t)n * d->ih * d->iw * d->ic * 2, err)) ||
-         !(ddst = trial_buffer((size_t)n * d->oh * d->ow * d->oc * 2, err)) ||
-         !(col = trial_buffer(col_bytes(d, images), err)) ||
-         !(dw = trial_buffer((size_t)d->oc * mm_cols(d) * 4, err)) ||
-         (sp && !(scratch = trial_buffer(sp, err)))))
+        (!(src = dn_trial_buffer((size_t)n * d->ih * d->iw * d->ic * 2, what, err)) ||
+         !(ddst = dn_trial_buffer((size_t)n * d->oh * d->ow * d->oc * 2, what, err)) ||
+         !(col = dn_trial_buffer(col_bytes(d, images), what, err)) ||
+         !(dw = dn_trial_buffer((size_t)d->oc * mm_cols(d) * 4, what, err)) ||
+         (sp && !(scratch = dn_trial_buffer(sp, what, err)))))
         st = ST_ENOMEM;
     double best = 0.0;
     for (int r = 0, runs = 1; r < runs && st == ST_OK; r++) {

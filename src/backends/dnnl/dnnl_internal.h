@@ -233,6 +233,15 @@ ST_KINDS(DN_KIND_DECL)
 /* ---- kernels (dnnl_kernel.c) ---- */
 void dn_kernel_destroy(st_kernel *base);
 dn_variant *dn_variant_of(dn_kernel *k, int n, st_error *err);
+/* How many times a measurement's trial is run, given its first run's ms:
+ * once when that exceeds cutoff ms, else the more the shorter it is (two
+ * from 20 ms on: one run alone can be slowed by a neighbour on a shared
+ * machine); the least is its time. */
+int dn_trial_runs(double first_ms, double cutoff);
+/* A trial buffer of bytes (rounded up to 64) of small values exact in bf16
+ * (2^-7 in every 16-bit half: no denormals, no NaN, as bf16 or as f32),
+ * so that every path runs at its speed; NULL when out of memory. */
+void *dn_trial_buffer(size_t bytes, const char *what, st_error *err);
 /* base + off, NULL for NONE */
 void *dn_at(void *base, size_t off);
 /* Reserve bytes of the kernel's workspace; returns their offset. */
@@ -309,10 +318,13 @@ st_status dn_weighted_backward_weights(st_kernel *base, const st_kargs *a, st_er
 st_status dn_data_forward(st_kernel *base, const st_kargs *a, st_error *err);
 st_status dn_data_backward(st_kernel *base, const st_kargs *a, st_error *err);
 
-/* ---- convolution (dnnl_conv.c, dnnl_conv_measure.c) ---- */
+/* ---- kernel choices (dnnl_conv.c, dnnl_fc.c) ---- */
 /* The names st_backend_opts.conv_impl may take besides "auto". */
 extern const char *const dn_conv_impls[];
-/* st_backend.choice_syntax: a convolution's plan as text. */
+/* Whether value is a convolution's plan as text; an inner product's
+ * weight-gradient choice (bf16 operands); st_backend.choice_syntax (in
+ * dnnl.c) takes either. */
 int dn_conv_choice_syntax(const char *value, char *why, size_t size);
+int dn_fc_choice_syntax(const char *value);
 
 #endif

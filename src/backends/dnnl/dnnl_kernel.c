@@ -7,6 +7,7 @@
  * ones (pooling, LRN, activation: one input, one output, no weights). */
 #include <stdlib.h>
 
+#include "base/memory.h"
 #include "dnnl_internal.h"
 
 void dn_kernel_destroy(st_kernel *base)
@@ -32,6 +33,20 @@ dn_variant *dn_variant_of(dn_kernel *k, int n, st_error *err)
     st_fail(err, ST_EINTERNAL, "oneDNN kernel called for %d samples, which was not declared at "
             "set-up", n);
     return NULL;
+}
+
+int dn_trial_runs(double first_ms, double cutoff)
+{
+    return first_ms > cutoff ? 1 : first_ms > 20.0 ? 2 : first_ms > 2.0 ? 3 : 5;
+}
+
+void *dn_trial_buffer(size_t bytes, const char *what, st_error *err)
+{
+    size_t size = (bytes + 63) / 64 * 64;
+    uint16_t *p = st_alloc_aligned(size ? size : 64, what, err);
+    for (size_t i = 0; p && i < size / sizeof *p; i++)
+        p[i] = 0x3c00;
+    return p;
 }
 
 void *dn_at(void *base, size_t off)
