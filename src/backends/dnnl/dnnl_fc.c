@@ -9,27 +9,6 @@
 #include "dnnl_internal.h"
 #include "ops/bf16.h"
 
-/* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
- * layout is reordered to plain 4-D, the same memory as [n, in]. The
- * backward passes are oneDNN inner-product primitives. In fp32 the forward
- * is oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed
- * into dst with the bias, then the activation as an eltwise primitive:
- * oneDNN's own inner-product forward computes src * W^T, which with two
- * threads and a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x
- * 4096 layer at batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in
- * both orders); the fp32 weights are read plain, as the arena has them.
- * With bf16 operands (k->operand_dt) every pass is a primitive (oneDNN 2.6
- * has no bf16 GEMM in its C API), the activation fused into the forward:
- * src [n, in], the weights (the workers' bf16 copy read as is where it is
- * given, st_kargs.weights_bf16; else converted from the fp32 ones once a
- * forward) and diff_dst in bf16, dst (bf16 where it is kept so:
- * st_kdesc.dst_bf16), diff_src and the weight gradient in f32, all plain.
- * Plain weights take oneDNN's GEMM-based bf16 inner product; with the
- * layouts its brgemm one chooses, the weights' reorders cost more than
- * they save (AlexNet's 9216 x 4096 layer at batch 16 a worker, 2 workers
- * on Zen 4: into bf16 25.7 ms, the gradient back to plain 19.7 ms, the
- * layer's three passes 63 ms against 33 ms plain, whose conversion takes
- * 6.3 ms; fp32's: 43 ms). */
 /* With bf16 operands the weight gradient is measured, as a convolution's
  * plan is (choices.h, under the key fc_choice_key): oneDNN's bf16 inner
  * product ("inner-product") against fp32's sgemm on the operands widened
@@ -37,7 +16,7 @@
  * two bf16 values is exact in fp32, the sums fp32's) in another order. On
  * AMX the sgemm wins on AlexNet's large layers at a small batch (32
  * images: 9216 x 4096 19.7 -> 10.0 ms, 4096 x 4096 8.8 -> 4.2 ms a pass,
- * 2 threads of a 2-core Xeon, +5% on the network) and loses on
+ * 2 threads of a 2-core Xeon, +9% on the network) and loses on
  * cifar-alexnet's first (2304 x 384 at 64 images: 3.3 -> 3.9 ms). Without
  * a choice table, or with a convolution implementation named
  * (st_backend_opts.conv_impl not "auto"), the inner product's. */
@@ -149,6 +128,28 @@ static st_status fc_decide(dn_kernel *k, dn_variant *v, st_error *err)
     return ST_OK;
 }
 
+/* Inner product on plain [n, in] x [out, in]. An input in a blocked 4-D
+ * layout is reordered to plain 4-D, the same memory as [n, in]. The
+ * backward passes are oneDNN inner-product primitives. In fp32 the forward
+ * is oneDNN's sgemm as dst^T [out, n] = W [out, in] * src^T, transposed
+ * into dst with the bias, then the activation as an eltwise primitive:
+ * oneDNN's own inner-product forward computes src * W^T, which with two
+ * threads and a small batch runs 1.3 to 4 times slower (AlexNet's 9216 x
+ * 4096 layer at batch 32: 60 ms against 14 ms; measured with dnnl_sgemm in
+ * both orders); the fp32 weights are read plain, as the arena has them.
+ * With bf16 operands (k->operand_dt) every pass is a primitive (oneDNN 2.6
+ * has no bf16 GEMM in its C API; the weight gradient may be measured to
+ * run as fp32's sgemm instead, below), the activation fused into the forward:
+ * src [n, in], the weights (the workers' bf16 copy read as is where it is
+ * given, st_kargs.weights_bf16; else converted from the fp32 ones once a
+ * forward) and diff_dst in bf16, dst (bf16 where it is kept so:
+ * st_kdesc.dst_bf16), diff_src and the weight gradient in f32, all plain.
+ * Plain weights take oneDNN's GEMM-based bf16 inner product; with the
+ * layouts its brgemm one chooses, the weights' reorders cost more than
+ * they save (AlexNet's 9216 x 4096 layer at batch 16 a worker, 2 workers
+ * on Zen 4: into bf16 25.7 ms, the gradient back to plain 19.7 ms, the
+ * layer's three passes 63 ms against 33 ms plain, whose conversion takes
+ * 6.3 ms; fp32's: 43 ms). */
 static st_status fc_build(dn_kernel *k, dn_variant *v, int first, st_error *err)
 {
     const st_fc_desc *d = &k->d.fc;
