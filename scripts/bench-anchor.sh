@@ -4,7 +4,9 @@
 # one run, alternating, R times each; prints the medians and their ratio,
 # and the machine's fp32 FMA peak measured in the same run.
 # usage: scripts/bench-anchor.sh [--precision bf16] [NET...]
-#   NET: lenet5 cifar_alexnet alexnet227
+#   NET: lenet5 cifar_alexnet alexnet227 (default: the three), resnet50
+#   (data/resnet50.cfg at batch 32 against scripts/torch-resnet50.py, the
+#   same network from torchvision: python3-torchvision)
 #   --precision bf16: four runs alternate, singletrain in fp32 and in bf16
 #   (--precision bf16) and PyTorch in fp32 and under
 #   torch.autocast("cpu", dtype=torch.bfloat16) (torch_train.py --autocast
@@ -62,7 +64,7 @@ bf16_run() {
         for autocast in off bf16; do
             f=torch32
             [ $autocast = bf16 ] && f=torch16
-            "$python" "$anchors/torch_train.py" --net "$net" --threads "$threads" \
+            "$python" "$torch_script" --net "$net" --threads "$threads" \
                 --batch "$batch" --iters "$titers" --autocast $autocast --quiet |
                 sed -n 's/throughput_img_s=//p' >>"/tmp/st_bench_$f"
         done
@@ -98,11 +100,19 @@ bf16_run() {
 }
 echo "fp32 FMA peak at $threads threads (before): $(peak)"
 for net in $nets; do
+    torch_script=$anchors/torch_train.py
     case $net in
     lenet5) cfg=data/lenet.cfg; batch=64; titers=300; siters=300; extra="" ;;
     cifar_alexnet) cfg=data/cifar-alexnet.cfg; batch=128; titers=20; siters=20; extra="--data synthetic" ;;
     alexnet227) cfg=data/alexnet.cfg; batch=32; titers=10; siters=10; extra="--data synthetic" ;;
-    *) echo "bench-anchor.sh: unknown network $net" >&2; exit 2 ;;
+    resnet50)
+        cfg=data/resnet50.cfg; batch=32; titers=4; siters=4; extra="--data synthetic"
+        torch_script=$here/torch-resnet50.py
+        "$python" -c 'import torchvision' 2>/dev/null || {
+            echo "bench-anchor.sh: resnet50 needs torchvision in $python: apt-get install python3-torchvision" >&2
+            exit 2
+        } ;;
+    *) echo "bench-anchor.sh: unknown network $net (expected lenet5, cifar_alexnet, alexnet227 or resnet50)" >&2; exit 2 ;;
     esac
     if [ "$precision" = bf16 ]; then
         bf16_run "$net" "$cfg" "$batch" "$titers" "$siters" "$extra"
@@ -113,7 +123,7 @@ for net in $nets; do
     : >/tmp/st_bench_peak
     gflop=""
     for r in $(seq "$runs"); do
-        "$python" "$anchors/torch_train.py" --net "$net" --threads "$threads" \
+        "$python" "$torch_script" --net "$net" --threads "$threads" \
             --batch "$batch" --iters "$titers" --quiet |
             sed -n 's/throughput_img_s=//p' >>/tmp/st_bench_torch
         # shellcheck disable=SC2086
